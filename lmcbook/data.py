@@ -1,0 +1,236 @@
+"""Data sets as device-resident tensors, and batches as index slices.
+
+Every data set has three splits: ``train``, ``cal`` (a calibration split held
+out from the training data, used only to fit temperatures) and ``test``.  The
+embedded default, ``digits``, is scikit-learn's 8x8 handwritten digits and
+needs no download.  MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100 are read with
+torchvision from ``root``; they download only when ``download=True``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .specs import DATASETS, DataSpec, SpecError
+
+#: Seed of the fixed split of each data set into train, calibration and test.
+SPLIT_SEED = 0
+
+_TORCHVISION = {
+    "mnist": ("MNIST", "MNIST/raw", ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]),
+    "fashion_mnist": ("FashionMNIST", "FashionMNIST/raw", ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]),
+    "cifar10": ("CIFAR10", "cifar-10-batches-py", ["data_batch_1", "data_batch_2", "data_batch_3",
+                                                   "data_batch_4", "data_batch_5", "test_batch"]),
+    "cifar100": ("CIFAR100", "cifar-100-python", ["train", "test"]),
+}
+#: Calibration examples held out of each torchvision training set.
+_CAL_SIZE = 5000
+
+
+class DataError(FileNotFoundError):
+    """A data set is missing or unreadable; the message says how to get it."""
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """Return the torch device for ``device``: "auto" picks CUDA when available, else CPU."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not isinstance(device, str) or device.split(":")[0] not in ("cpu", "cuda", "mps"):
+        raise SpecError(f"device={device!r} is not allowed: expected 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SpecError(f"device={device!r} is not allowed here: CUDA is not available (use 'auto' or 'cpu')")
+    return torch.device(device)
+
+
+@dataclass
+class Dataset:
+    """Three normalised splits on one device, with labels as int64."""
+
+    name: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_cal: torch.Tensor
+    y_cal: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Return the shape of one input, (C, H, W) for images or (D,) for vectors."""
+        return tuple(self.x_train.shape[1:])
+
+    @property
+    def device(self) -> torch.device:
+        """Return the device the tensors live on."""
+        return self.x_train.device
+
+    def split(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return (x, y) of the split ``name`` in {'train', 'cal', 'test'}."""
+        if name not in ("train", "cal", "test"):
+            raise SpecError(f"split={name!r} is not allowed: expected one of 'train', 'cal', 'test'")
+        return getattr(self, f"x_{name}"), getattr(self, f"y_{name}")
+
+    def sizes(self) -> dict[str, int]:
+        """Return the number of examples in each split."""
+        return {s: len(self.split(s)[1]) for s in ("train", "cal", "test")}
+
+
+_CACHE: dict[tuple, Dataset] = {}
+
+
+def load(name: str = "digits", root: str | Path | None = None, device: str | torch.device = "auto",
+         download: bool = False) -> Dataset:
+    """Return the data set ``name`` on ``device`` (cached per process)."""
+    if name not in DATASETS or name == "mnist1d":
+        allowed = [d for d in DATASETS if d != "mnist1d"]
+        raise SpecError(f"dataset={name!r} is not allowed: expected one of {', '.join(map(repr, allowed))}")
+    dev = resolve_device(device)
+    key = (name, str(root) if root is not None else None, str(dev))
+    if key not in _CACHE:
+        if name == "digits":
+            arrays = _digits_arrays()
+        else:
+            arrays = _torchvision_arrays(name, root, download)
+        _CACHE[key] = _to_dataset(name, *arrays, device=dev)
+    return _CACHE[key]
+
+
+def load_spec(spec: DataSpec, device: str | torch.device = "auto") -> Dataset:
+    """Return the data set a :class:`DataSpec` names."""
+    return load(spec.name, spec.root, device)
+
+
+def _digits_arrays():
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = bunch.images.astype(np.float32)[:, None] / 16.0  # (N, 1, 8, 8) in [0, 1]
+    y = bunch.target.astype(np.int64)
+    train, cal, test = split_indices(len(y), n_cal=180, n_test=360)
+    return x[train], y[train], x[cal], y[cal], x[test], y[test], 10
+
+
+def split_indices(n: int, n_cal: int, n_test: int = 0, seed: int = SPLIT_SEED):
+    """Return disjoint index arrays (train, cal, test) covering range(n), from a seeded permutation."""
+    if n_cal + n_test >= n:
+        raise SpecError(f"n_cal + n_test = {n_cal + n_test} is not allowed: expected fewer than n = {n}")
+    perm = np.random.default_rng(seed).permutation(n)
+    return perm[n_cal + n_test:], perm[n_test:n_test + n_cal], perm[:n_test]
+
+
+def _torchvision_arrays(name: str, root, download: bool):
+    import torchvision.datasets as tvd
+
+    cls_name, sub, files = _TORCHVISION[name]
+    if root is None:
+        raise DataError(
+            f"dataset={name!r} needs data_root: a directory holding (or receiving) the torchvision files "
+            f"under {sub}/. Pass data_root=PATH, and download=True to fetch them once "
+            f"(for example: lmcbook execute -p dataset {name} -p data_root ~/data -p download true)."
+        )
+    root = Path(root).expanduser()
+    if not download:
+        missing = [f for f in files if not (root / sub / f).exists()]
+        if missing:
+            raise DataError(
+                f"dataset={name!r}: data_root={str(root)!r} lacks {sub}/{missing[0]}"
+                f"{f' and {len(missing) - 1} more file(s)' if len(missing) > 1 else ''}. "
+                f"Expected {', '.join(files)} in {root / sub}. Download them once with download=True "
+                f"(torchvision.datasets.{cls_name}(root, download=True)) or copy them there."
+            )
+    cls = getattr(tvd, cls_name)
+    try:
+        tr = cls(str(root), train=True, download=download)
+        te = cls(str(root), train=False, download=download)
+    except RuntimeError as err:  # torchvision's "Dataset not found or corrupted"
+        raise DataError(f"dataset={name!r}: torchvision could not read data_root={str(root)!r}: {err}") from err
+    x_tr, y_tr = _tv_arrays(tr)
+    x_te, y_te = _tv_arrays(te)
+    train, cal, _ = split_indices(len(y_tr), n_cal=min(_CAL_SIZE, len(y_tr) // 10))
+    num_classes = 100 if name == "cifar100" else 10
+    return x_tr[train], y_tr[train], x_tr[cal], y_tr[cal], x_te, y_te, num_classes
+
+
+def _tv_arrays(ds) -> tuple[np.ndarray, np.ndarray]:
+    """Return (x in [0, 1] as (N, C, H, W) float32, y as int64) from a torchvision data set."""
+    data = ds.data.numpy() if isinstance(ds.data, torch.Tensor) else np.asarray(ds.data)
+    if data.ndim == 3:  # MNIST-like: (N, H, W)
+        data = data[:, None]
+    else:  # CIFAR: (N, H, W, C)
+        data = data.transpose(0, 3, 1, 2)
+    targets = ds.targets.numpy() if isinstance(ds.targets, torch.Tensor) else np.asarray(ds.targets)
+    return data.astype(np.float32) / 255.0, targets.astype(np.int64)
+
+
+def from_arrays(name: str, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes: int,
+                device: str | torch.device = "auto") -> Dataset:
+    """Return a Dataset built from arrays in [0, 1], normalised with the training split's channel statistics."""
+    return _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, resolve_device(device))
+
+
+def _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, device) -> Dataset:
+    x_train = np.asarray(x_train, dtype=np.float32)
+    axes = (0,) + tuple(range(2, x_train.ndim))
+    mean = x_train.mean(axis=axes, keepdims=True)[0]
+    std = x_train.std(axis=axes, keepdims=True)[0] + 1e-6
+
+    def prep(x, y):
+        x = (np.asarray(x, dtype=np.float32) - mean) / std
+        return (torch.from_numpy(np.ascontiguousarray(x)).to(device),
+                torch.from_numpy(np.asarray(y, dtype=np.int64)).to(device))
+
+    tr, ca, te = prep(x_train, y_train), prep(x_cal, y_cal), prep(x_test, y_test)
+    return Dataset(name, *tr, *ca, *te, num_classes=int(num_classes))
+
+
+def epoch_seed(data_seed: int, epoch: int) -> int:
+    """Return the 63-bit seed of one epoch's batch order, a pure function of (data_seed, epoch)."""
+    state = np.random.SeedSequence([int(data_seed), int(epoch)]).generate_state(2, dtype=np.uint32)
+    return int((int(state[0]) << 31) ^ int(state[1]))
+
+
+def epoch_batches(n: int, batch_size: int, data_seed: int, epoch: int,
+                  device: str | torch.device = "cpu") -> torch.Tensor:
+    """Return the index matrix (steps_per_epoch, batch_size) of one epoch; the last partial batch is dropped."""
+    g = torch.Generator().manual_seed(epoch_seed(data_seed, epoch))
+    perm = torch.randperm(n, generator=g)
+    steps = n // batch_size
+    return perm[: steps * batch_size].view(steps, batch_size).to(device)
+
+
+#: Largest random shift, in pixels, of each data set's augmentation.
+_MAX_SHIFT = {"digits": 1, "mnist": 2, "fashion_mnist": 2, "cifar10": 4, "cifar100": 4}
+
+
+def augment_batch(x: torch.Tensor, name: str, aug_seed: int, step: int) -> torch.Tensor:
+    """Return a randomly shifted (and, for CIFAR, horizontally flipped) copy of an image batch.
+
+    The draw is a pure function of (aug_seed, step) and runs batched on x's device:
+    each image is zero-padded by the data set's maximum shift and cropped back at a
+    random offset, which is a random translation (random crop for CIFAR).
+    """
+    if x.ndim != 4:
+        raise SpecError(f"augment=True needs image batches (N, C, H, W); got shape {tuple(x.shape)}")
+    g = torch.Generator().manual_seed(epoch_seed(aug_seed, step) ^ 0x5EED)
+    n, _, h, w = x.shape
+    s = _MAX_SHIFT.get(name, 2)
+    dy = torch.randint(0, 2 * s + 1, (n,), generator=g).to(x.device)
+    dx = torch.randint(0, 2 * s + 1, (n,), generator=g).to(x.device)
+    padded = torch.nn.functional.pad(x, (s, s, s, s))
+    rows = (torch.arange(h, device=x.device)[None, :] + dy[:, None])[:, :, None]  # (N, H, 1)
+    cols = (torch.arange(w, device=x.device)[None, :] + dx[:, None])[:, None, :]  # (N, 1, W)
+    out = padded[torch.arange(n, device=x.device)[:, None, None], :, rows, cols]  # (N, H, W, C)
+    out = out.permute(0, 3, 1, 2)
+    if name.startswith("cifar"):
+        flip = (torch.rand(n, generator=g) < 0.5).to(x.device)
+        out = torch.where(flip[:, None, None, None], out.flip(3), out)
+    return out.contiguous()

@@ -1,0 +1,306 @@
+"""Frozen run specifications, their validation and their stable hash.
+
+A :class:`RunSpec` says what a trained model is meant to be: the data, the
+architecture, the training recipe and the seeds.  Its :attr:`RunSpec.id` is a
+SHA-256 over the canonical JSON of those fields plus :data:`CODE_VERSION`.
+Where the data lives (``DataSpec.root``), the device and the thread count are
+provenance: recorded beside a run, never hashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+#: Bumped whenever training semantics change, so that a fixed bug never
+#: serves a stale checkpoint from the store.
+CODE_VERSION = 1
+
+DATASETS = ("digits", "mnist1d", "mnist", "fashion_mnist", "cifar10", "cifar100")
+ARCHS = ("mlp", "vgg11", "resnet20")
+NORMS = ("none", "batch", "layer")
+SCHEDULES = ("linear", "constant")
+
+#: Default base width of each architecture (hidden units, first conv, first stage).
+BASE_WIDTHS = {"mlp": 64, "vgg11": 64, "resnet20": 16}
+
+
+class SpecError(ValueError):
+    """A parameter is outside its allowed values; the message names both."""
+
+
+def _fail(name: str, value: Any, allowed: str) -> SpecError:
+    return SpecError(f"{name}={value!r} is not allowed: expected {allowed}")
+
+
+def _check_int(name: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise _fail(name, value, f"an integer{_range(lo, hi)}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise _fail(name, value, f"an integer{_range(lo, hi)}")
+    return value
+
+
+def _range(lo: Any, hi: Any) -> str:
+    if lo is not None and hi is not None:
+        return f" in [{lo}, {hi}]"
+    if lo is not None:
+        return f" >= {lo}"
+    if hi is not None:
+        return f" <= {hi}"
+    return ""
+
+
+def _check_float(name: str, value: Any, allowed: str, ok) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(name, value, allowed)
+    value = float(value)
+    if not math.isfinite(value) or not ok(value):
+        raise _fail(name, value, allowed)
+    return value
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
+    return value
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(name, value, "true or false")
+    return value
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    object.__setattr__(obj, name, value)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Which data set a run trains on, and whether it is augmented."""
+
+    name: str = "digits"
+    #: Where torchvision data sets live. Provenance only: not hashed.
+    root: str | None = None
+    augment: bool = False
+
+    def __post_init__(self) -> None:
+        _check_choice("dataset", self.name, DATASETS)
+        if self.root is not None and not isinstance(self.root, str):
+            raise _fail("data_root", self.root, "a directory path (string) or None")
+        _check_bool("augment", self.augment)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture, width multiplier, depth, normalisation and bias."""
+
+    arch: str = "mlp"
+    width: float = 1.0
+    base_width: int | None = None
+    #: Number of linear layers L of the MLP. Fixed (None) for VGG11 and ResNet20.
+    depth: int | None = 4
+    norm: str = "none"
+    bias: bool = False
+
+    def __post_init__(self) -> None:
+        _check_choice("arch", self.arch, ARCHS)
+        _set(self, "width", _check_float("width", self.width, "a number > 0", lambda v: v > 0))
+        base = BASE_WIDTHS[self.arch] if self.base_width is None else self.base_width
+        _set(self, "base_width", _check_int("base_width", base, lo=1))
+        if self.arch == "mlp":
+            _set(self, "depth", _check_int("depth", 4 if self.depth is None else self.depth, lo=1))
+        elif self.depth is not None:
+            raise _fail("depth", self.depth, f"None for arch={self.arch!r} (its depth is fixed)")
+        _check_choice("norm", self.norm, NORMS)
+        _check_bool("bias", self.bias)
+        if self.channels < 1:
+            raise SpecError(
+                f"width={self.width!r} gives round({self.base_width} * {self.width}) = 0 "
+                f"channels for arch={self.arch!r}: expected a width >= {0.5 / self.base_width:.4g}"
+            )
+
+    @property
+    def channels(self) -> int:
+        """Return the scaled base width: round(base_width * width)."""
+        return int(round(self.base_width * self.width))
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """SGD recipe and seeds of one run."""
+
+    epochs: int = 60
+    batch_size: int = 128
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 3e-3
+    #: Fraction of all steps spent in linear warm-up, then linear decay to 0.
+    warmup: float = 0.05
+    schedule: str = "linear"
+    #: Fixed number of steps; overrides ``epochs`` (used by batch-size sweeps).
+    steps: int | None = None
+    #: Initialisation seed.
+    seed: int = 0
+    #: Seed of the batch order; defaults to ``seed``.
+    data_seed: int | None = None
+    #: Seed of the augmentation draws; defaults to ``data_seed``.
+    aug_seed: int | None = None
+    #: Stop after this many steps, keeping the full-length schedule (a parent).
+    stop_step: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_int("epochs", self.epochs, lo=1)
+        _check_int("batch_size", self.batch_size, lo=1)
+        _set(self, "lr", _check_float("lr", self.lr, "a number > 0", lambda v: v > 0))
+        _set(self, "momentum", _check_float("momentum", self.momentum, "a number in [0, 1)", lambda v: 0 <= v < 1))
+        _set(
+            self,
+            "weight_decay",
+            _check_float("weight_decay", self.weight_decay, "a number >= 0", lambda v: v >= 0),
+        )
+        _set(self, "warmup", _check_float("warmup", self.warmup, "a fraction in [0, 1)", lambda v: 0 <= v < 1))
+        _check_choice("schedule", self.schedule, SCHEDULES)
+        if self.steps is not None:
+            _check_int("steps", self.steps, lo=1)
+        _check_int("seed", self.seed, lo=0)
+        data_seed = self.seed if self.data_seed is None else _check_int("data_seed", self.data_seed, lo=0)
+        _set(self, "data_seed", data_seed)
+        aug_seed = data_seed if self.aug_seed is None else _check_int("aug_seed", self.aug_seed, lo=0)
+        _set(self, "aug_seed", aug_seed)
+        if self.stop_step is not None:
+            _check_int("stop_step", self.stop_step, lo=1)
+            if self.steps is not None and self.stop_step > self.steps:
+                raise _fail("stop_step", self.stop_step, f"an integer in [1, steps={self.steps}]")
+
+
+#: Fields that are provenance (where, not what): excluded from the hash.
+_PROVENANCE = {"DataSpec": ("root",)}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One trained model: data, model, training recipe, and optionally a parent it was spawned from."""
+
+    data: DataSpec = field(default_factory=DataSpec)
+    model: ModelSpec = field(default_factory=ModelSpec)
+    train: TrainSpec = field(default_factory=TrainSpec)
+    #: The run this one continues from (spawn-and-merge); None for a run from scratch.
+    parent: RunSpec | None = None
+    spawn_step: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, cls in (("data", DataSpec), ("model", ModelSpec), ("train", TrainSpec)):
+            if not isinstance(getattr(self, name), cls):
+                raise _fail(name, getattr(self, name), f"a {cls.__name__}")
+        if (self.parent is None) != (self.spawn_step is None):
+            raise SpecError("parent and spawn_step must be given together (a child run) or both be None")
+        if self.parent is not None:
+            if not isinstance(self.parent, RunSpec):
+                raise _fail("parent", self.parent, "a RunSpec")
+            _check_int("spawn_step", self.spawn_step, lo=1)
+            if self.parent.train.stop_step != self.spawn_step:
+                raise _fail(
+                    "spawn_step", self.spawn_step, f"the parent's stop_step ({self.parent.train.stop_step})"
+                )
+            if self.parent.model != self.model:
+                raise SpecError("a child run must have the same model spec as its parent")
+
+    # -- serialisation ---------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of every field, provenance included."""
+        out = {
+            "data": asdict(self.data),
+            "model": asdict(self.model),
+            "train": asdict(self.train),
+        }
+        if self.parent is not None:
+            out["parent"] = self.parent.to_dict()
+            out["spawn_step"] = self.spawn_step
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
+        """Return the RunSpec that ``to_dict`` produced; unknown keys raise SpecError."""
+        if not isinstance(d, dict):
+            raise _fail("spec", d, "a dict")
+        allowed = {"data", "model", "train", "parent", "spawn_step"}
+        extra = set(d) - allowed
+        if extra:
+            raise SpecError(f"unknown RunSpec keys {sorted(extra)}: expected a subset of {sorted(allowed)}")
+        parts = {}
+        for name, sub in (("data", DataSpec), ("model", ModelSpec), ("train", TrainSpec)):
+            raw = d.get(name, {})
+            names = {f.name for f in fields(sub)}
+            bad = set(raw) - names
+            if bad:
+                raise SpecError(f"unknown {sub.__name__} keys {sorted(bad)}: expected a subset of {sorted(names)}")
+            parts[name] = sub(**raw)
+        parent = cls.from_dict(d["parent"]) if d.get("parent") is not None else None
+        return cls(**parts, parent=parent, spawn_step=d.get("spawn_step"))
+
+    def hashed_dict(self) -> dict[str, Any]:
+        """Return the fields that define the result (provenance removed)."""
+        out = self.to_dict()
+        for key in _PROVENANCE["DataSpec"]:
+            out["data"].pop(key, None)
+        if self.parent is not None:
+            out["parent"] = self.parent.hashed_dict()
+        return out
+
+    def run_id(self, code_version: int = CODE_VERSION) -> str:
+        """Return the 64-hex-digit SHA-256 of the hashed fields and ``code_version``."""
+        payload = json.dumps(
+            {"spec": self.hashed_dict(), "code_version": code_version}, sort_keys=True, separators=(",", ":")
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    @property
+    def id(self) -> str:
+        """Return the run id at the current :data:`CODE_VERSION`."""
+        return self.run_id()
+
+    @property
+    def short_id(self) -> str:
+        """Return the first 12 hex digits of :attr:`id`, for logs and tables."""
+        return self.id[:12]
+
+    def with_train(self, **changes: Any) -> RunSpec:
+        """Return a copy with some TrainSpec fields changed."""
+        return replace(self, train=replace(self.train, **changes))
+
+    def total_steps(self, n_train: int) -> int:
+        """Return the full schedule's length in steps, given the training-set size."""
+        if self.train.steps is not None:
+            return self.train.steps
+        return self.train.epochs * steps_per_epoch(n_train, self.train.batch_size)
+
+
+def steps_per_epoch(n_train: int, batch_size: int) -> int:
+    """Return the number of full batches in one epoch (the last partial batch is dropped)."""
+    if batch_size > n_train:
+        raise _fail("batch_size", batch_size, f"an integer in [1, {n_train}] (the training-set size)")
+    return n_train // batch_size
+
+
+def check_lams(lams: Any) -> tuple[float, ...]:
+    """Return the λ grid as a sorted tuple of floats, or raise if a value is outside [0, 1]."""
+    if isinstance(lams, (int, float)):
+        lams = [lams]
+    try:
+        values = [float(v) for v in lams]
+    except (TypeError, ValueError):
+        raise _fail("lams", lams, "a list of numbers in [0, 1]") from None
+    if not values:
+        raise _fail("lams", lams, "a non-empty list of numbers in [0, 1]")
+    for v in values:
+        if not (0.0 <= v <= 1.0):
+            raise _fail("lams", v, "numbers in [0, 1]")
+    return tuple(sorted(set(values)))

@@ -1,0 +1,239 @@
+"""Content-addressed run store: train once, load everywhere.
+
+An entry lives at ``ROOT/<run id>/`` (64 hex digits, nothing else) and holds
+
+- ``spec.json``: the RunSpec, its id, the code version, the input shape and class count;
+- ``model.safetensors``: the weights and buffers (and ``momentum.safetensors`` for runs that stop early);
+- ``history.json``, ``metrics.json``, ``provenance.json``;
+- ``manifest.json``: the SHA-256 of every other file, checked on load.
+
+Writes go to ``ROOT/.tmp/<id>-<random>/`` and are renamed into place, so a killed
+process never leaves a half entry: at worst a stale temporary directory, which
+``gc`` removes.  A per-run file lock (fcntl, released by the kernel when its
+holder dies) keeps two processes from training the same run; correctness never
+depends on it, because the rename is atomic and the first finished entry wins.
+Every load and training is appended to ``ROOT/events.jsonl``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from filelock import FileLock
+from safetensors.torch import load_file, save_file
+
+from .data import Dataset, load_spec, resolve_device
+from .models import build
+from .specs import RunSpec
+from .train import TrainedRun, check_trainable, train
+
+log = logging.getLogger("lmcbook.store")
+
+ENV_VAR = "LMCBOOK_STORE"
+_HEX = re.compile(r"^[0-9a-f]{64}$")
+_FILES = ("spec.json", "model.safetensors", "history.json", "metrics.json", "provenance.json")
+
+
+class StoreError(RuntimeError):
+    """A store entry is corrupt or the store cannot be written; the message says what to do."""
+
+
+def default_root() -> Path:
+    """Return the store root: $LMCBOOK_STORE, else ./runs."""
+    return Path(os.environ.get(ENV_VAR, "runs"))
+
+
+def describe(spec: RunSpec) -> str:
+    """Return a short human description of a run, for logs."""
+    m, t = spec.model, spec.train
+    depth = f" L={m.depth}" if m.arch == "mlp" else ""
+    child = f" child@{spec.spawn_step}" if spec.parent is not None else ""
+    return (f"{m.arch}{depth} {m.channels}ch (x{m.width:g}) norm={m.norm} bias={m.bias} on {spec.data.name}, "
+            f"seed={t.seed} data_seed={t.data_seed} lr={t.lr:g} B={t.batch_size} wd={t.weight_decay:g}{child}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=1, sort_keys=True))
+
+
+class RunStore:
+    """A directory of trained runs keyed by spec hash."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_root()
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.root)!r})"
+
+    # -- paths ------------------------------------------------------------------------
+    def path(self, spec_or_id: RunSpec | str) -> Path:
+        """Return the entry directory of a spec or run id (derived from the hex id alone)."""
+        rid = spec_or_id.id if isinstance(spec_or_id, RunSpec) else str(spec_or_id)
+        if not _HEX.match(rid):
+            raise StoreError(f"run id {rid!r} is not allowed: expected 64 lowercase hex digits")
+        return self.root / rid
+
+    def has(self, spec: RunSpec) -> bool:
+        """Return True if a finished entry for ``spec`` exists."""
+        return (self.path(spec) / "manifest.json").exists()
+
+    def ids(self) -> list[str]:
+        """Return the ids of all entries in the store."""
+        if not self.root.exists():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if _HEX.match(p.name))
+
+    # -- events -----------------------------------------------------------------------
+    def _event(self, event: str, spec: RunSpec, **extra: Any) -> None:
+        line = json.dumps({"time": time.time(), "event": event, "id": spec.id, "pid": os.getpid(), **extra})
+        with open(self.root / "events.jsonl", "a") as f:
+            f.write(line + "\n")
+
+    def events(self) -> list[dict[str, Any]]:
+        """Return every recorded load and training, oldest first."""
+        p = self.root / "events.jsonl"
+        if not p.exists():
+            return []
+        return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+    # -- writing ----------------------------------------------------------------------
+    def check_writable(self) -> None:
+        """Raise StoreError unless the store root can be created and written."""
+        try:
+            (self.root / ".tmp").mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.root / ".tmp"):
+                pass
+        except OSError as err:
+            raise StoreError(f"store root {str(self.root)!r} is not writable ({err.strerror}): "
+                             f"set {ENV_VAR} or pass RunStore(root) to a writable directory") from err
+
+    def save(self, run: TrainedRun, data: Dataset) -> Path:
+        """Write ``run`` atomically into the store and return its entry path (an existing entry wins)."""
+        self.check_writable()
+        final = self.path(run.spec)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{run.spec.id[:16]}-", dir=self.root / ".tmp"))
+        try:
+            state = {k: v.detach().to("cpu").contiguous().clone() for k, v in run.model.state_dict().items()}
+            save_file(state, str(tmp / "model.safetensors"))
+            if run.momentum:
+                save_file({k: v.detach().to("cpu").contiguous() for k, v in run.momentum.items()},
+                          str(tmp / "momentum.safetensors"))
+            _write_json(tmp / "spec.json", {"id": run.spec.id, "code_version": run.provenance.get("code_version"),
+                                            "spec": run.spec.to_dict(), "input_shape": list(data.input_shape),
+                                            "num_classes": data.num_classes, "step": run.step})
+            _write_json(tmp / "history.json", run.history)
+            _write_json(tmp / "metrics.json", run.metrics)
+            _write_json(tmp / "provenance.json", run.provenance)
+            files = sorted(p.name for p in tmp.iterdir())
+            _write_json(tmp / "manifest.json", {f: _sha256(tmp / f) for f in files})
+            for p in tmp.iterdir():  # make the bytes durable before the rename publishes them
+                with open(p, "rb") as f:
+                    os.fsync(f.fileno())
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not (final / "manifest.json").exists():
+                    raise
+                log.info("run %s was stored by another process first; keeping that entry", run.spec.short_id)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final
+
+    # -- reading ----------------------------------------------------------------------
+    def verify(self, spec_or_id: RunSpec | str) -> None:
+        """Raise StoreError if an entry's files are missing or do not match its manifest."""
+        path = self.path(spec_or_id)
+        rid = path.name
+        try:
+            manifest = json.loads((path / "manifest.json").read_text())
+        except (OSError, ValueError) as err:
+            raise StoreError(f"run {rid[:12]} in {self.root} has no readable manifest ({err}); "
+                             f"delete {path} (or run `lmcbook store gc`) and it will be retrained") from err
+        for name in _FILES:
+            if name not in manifest:
+                raise StoreError(f"run {rid[:12]}: manifest lacks {name}; delete {path} to retrain it")
+        for name, digest in manifest.items():
+            f = path / name
+            if not f.exists() or _sha256(f) != digest:
+                raise StoreError(f"run {rid[:12]}: {name} is corrupted or truncated (sha256 mismatch); "
+                                 f"delete {path} (or run `lmcbook store gc`) and it will be retrained")
+
+    def load(self, spec: RunSpec, device: str | torch.device = "auto") -> TrainedRun:
+        """Return the stored run of ``spec`` on ``device``, after checking its files' hashes."""
+        path = self.path(spec)
+        self.verify(spec)
+        meta = json.loads((path / "spec.json").read_text())
+        dev = resolve_device(device)
+        with torch.random.fork_rng(devices=[]):
+            model = build(spec.model, tuple(meta["input_shape"]), meta["num_classes"])
+        model.load_state_dict(load_file(str(path / "model.safetensors")))
+        model.to(dev).eval()
+        momentum = None
+        if (path / "momentum.safetensors").exists():
+            momentum = load_file(str(path / "momentum.safetensors"), device=str(dev))
+        run = TrainedRun(
+            spec=spec, model=model,
+            history=json.loads((path / "history.json").read_text()),
+            metrics=json.loads((path / "metrics.json").read_text()),
+            provenance=json.loads((path / "provenance.json").read_text()),
+            momentum=momentum, step=int(meta["step"]),
+        )
+        return run
+
+    def get_or_train(self, spec: RunSpec, device: str | torch.device = "auto", data: Dataset | None = None,
+                     progress: bool | None = None) -> TrainedRun:
+        """Return the run of ``spec``: loaded from the store if present, else trained, stored and returned."""
+        if not isinstance(spec, RunSpec):
+            raise TypeError(f"spec={spec!r} is not allowed: expected a RunSpec")
+        if self.has(spec):
+            return self._load_logged(spec, device)
+        self.check_writable()
+        dev = resolve_device(device) if data is None else data.device
+        data = load_spec(spec.data, dev) if data is None else data
+        check_trainable(spec, data)  # bad input fails here, before any lock, training or write
+        (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.root / ".locks" / f"{spec.id}.lock")):
+            if self.has(spec):  # another process trained it while we waited
+                return self._load_logged(spec, dev)
+            start = self.get_or_train(spec.parent, dev, data, progress) if spec.parent is not None else None
+            log.info("training run %s: %s", spec.short_id, describe(spec))
+            t0 = time.perf_counter()
+            run = train(spec, data, progress=progress, start=start)
+            self.save(run, data)
+            self._event("trained", spec, seconds=round(time.perf_counter() - t0, 3))
+            log.info("stored run %s (%.1f s)", spec.short_id, time.perf_counter() - t0)
+            return run
+
+    def _load_logged(self, spec: RunSpec, device) -> TrainedRun:
+        run = self.load(spec, device)
+        self._event("loaded", spec)
+        log.info("loaded run %s from the store: %s", spec.short_id, describe(spec))
+        return run
+
+    def iter_specs(self) -> Iterator[tuple[str, RunSpec]]:
+        """Yield (id, spec) of every readable entry."""
+        for rid in self.ids():
+            try:
+                meta = json.loads((self.root / rid / "spec.json").read_text())
+                yield rid, RunSpec.from_dict(meta["spec"])
+            except (OSError, ValueError, KeyError):
+                continue

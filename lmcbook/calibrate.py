@@ -1,0 +1,63 @@
+"""Inverse-temperature fitting: the τ > 0 that minimises the NLL of softmax(τ·logits).
+
+The NLL is convex in τ, so its derivative dNLL/dτ = mean_i(E_p[z_i] - z_i,y_i)
+is increasing.  The fit is the root of that derivative on log τ in
+[1e-3, 1e3], found in float64 with Brent's method.  When the derivative has no
+root inside the bounds, the fit ends at a bound and is flagged: on perfectly
+separated data the optimum is τ → ∞.  A positive τ never changes the argmax,
+so calibration leaves accuracy untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from scipy.optimize import brentq
+
+TAU_BOUNDS = (1e-3, 1e3)
+
+
+@dataclass(frozen=True)
+class TemperatureFit:
+    """A fitted inverse temperature, its NLL, and whether the fit ended at a bound."""
+
+    tau: float
+    nll: float
+    at_bound: bool
+
+
+def nll(logits: torch.Tensor, labels: torch.Tensor, tau: float = 1.0) -> float:
+    """Return the mean cross-entropy (nats) of softmax(tau * logits), computed in float64."""
+    z = logits.detach().to(torch.float64)
+    return float(torch.nn.functional.cross_entropy(tau * z, labels.to(z.device)))
+
+
+def _grad(z: torch.Tensor, y: torch.Tensor, tau: float) -> float:
+    p = torch.softmax(tau * z, dim=1)
+    return float(((p * z).sum(1) - z.gather(1, y[:, None])[:, 0]).mean())
+
+
+def fit_inverse_temperature(logits: torch.Tensor, labels: torch.Tensor,
+                            bounds: tuple[float, float] = TAU_BOUNDS) -> TemperatureFit:
+    """Return the NLL-minimising inverse temperature τ of ``logits`` for ``labels``."""
+    lo, hi = bounds
+    if not (0 < lo < hi):
+        raise ValueError(f"bounds={bounds!r} is not allowed: expected 0 < low < high")
+    if logits.ndim != 2 or labels.shape != logits.shape[:1]:
+        raise ValueError(f"logits of shape {tuple(logits.shape)} and labels of shape {tuple(labels.shape)}: "
+                         "expected (N, C) and (N,)")
+    z = logits.detach().to("cpu", torch.float64)
+    y = labels.detach().to("cpu", torch.int64)
+    if not torch.isfinite(z).all():
+        raise FloatingPointError("logits contain NaN or inf: the model diverged; refusing to calibrate it")
+    g_lo, g_hi = _grad(z, y, lo), _grad(z, y, hi)
+    if g_hi <= 0:  # NLL still falling (or flat) at the upper bound: optimum at τ >= hi
+        tau, at_bound = hi, True
+    elif g_lo >= 0:  # NLL already rising at the lower bound
+        tau, at_bound = lo, True
+    else:
+        s = brentq(lambda s: _grad(z, y, math.exp(s)), math.log(lo), math.log(hi), xtol=1e-12, rtol=1e-12)
+        tau, at_bound = math.exp(s), False
+    return TemperatureFit(tau=tau, nll=nll(z, y, tau), at_bound=at_bound)

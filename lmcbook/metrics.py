@@ -1,0 +1,135 @@
+"""Evaluation, interpolation curves, barriers and the logit ensemble.
+
+θ(λ) = λ·θa + (1−λ)·θb, so λ = 1 is model a and λ = 0 is model b.  Every model
+on a curve (endpoints and the ensemble included) gets its own inverse
+temperature τ, fitted on the calibration split; the calibrated losses are the
+test NLLs at those τ.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from .calibrate import fit_inverse_temperature, nll
+from .data import Dataset
+from .merge import interpolate_into, reset_bn
+from .models import has_batchnorm
+from .specs import check_lams
+
+#: The default λ grid: 21 points in [0, 1].
+DEFAULT_LAMS = tuple(float(v) for v in np.round(np.linspace(0, 1, 21), 10))
+
+
+@dataclass(frozen=True)
+class Eval:
+    """Accuracy and mean cross-entropy (nats) of a model on one split."""
+
+    acc: float
+    loss: float
+
+
+@torch.inference_mode()
+def logits(model: nn.Module, x: torch.Tensor, batch_size: int = 8192) -> torch.Tensor:
+    """Return the model's logits on ``x`` as float32, in eval mode, in as few forward passes as fit."""
+    was = model.training
+    model.eval()
+    out = torch.cat([model(x[i:i + batch_size]).float() for i in range(0, len(x), batch_size)])
+    model.train(was)
+    return out
+
+
+def evaluate_logits(z: torch.Tensor, y: torch.Tensor) -> Eval:
+    """Return accuracy and loss of the logits ``z`` against the labels ``y``."""
+    return Eval(acc=float((z.argmax(1) == y).float().mean()), loss=nll(z, y))
+
+
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Eval:
+    """Return the accuracy and loss of ``model`` on (x, y)."""
+    return evaluate_logits(logits(model, x), y)
+
+
+def _with_anchor_lams(lams) -> tuple[float, ...]:
+    return check_lams(list(check_lams(lams)) + [0.0, 0.5, 1.0])
+
+
+def _logit_row(z_test: torch.Tensor, z_cal: torch.Tensor, data: Dataset) -> dict[str, float]:
+    ev = evaluate_logits(z_test, data.y_test)
+    fit = fit_inverse_temperature(z_cal, data.y_cal)
+    return {"acc": ev.acc, "loss": ev.loss, "tau": fit.tau, "tau_at_bound": fit.at_bound,
+            "loss_cal": nll(z_test, data.y_test, fit.tau), "logit_norm": float(torch.linalg.norm(z_test.double()))}
+
+
+def interpolation_curve(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS) -> pd.DataFrame:
+    """Return one row per λ: test accuracy, raw and calibrated test loss, τ (and whether at a bound), logit norm.
+
+    The grid always includes 0, ½ and 1.  BatchNorm statistics are recomputed on
+    the training split at every λ.
+    """
+    buf = copy.deepcopy(a).eval()
+    bn = has_batchnorm(buf)
+    rows = []
+    for lam in _with_anchor_lams(lams):
+        interpolate_into(buf, a, b, lam)
+        if bn:
+            reset_bn(buf, data.x_train)
+        rows.append({"lam": lam, **_logit_row(logits(buf, data.x_test), logits(buf, data.x_cal), data)})
+    return pd.DataFrame(rows)
+
+
+def barrier(curve: pd.DataFrame) -> dict[str, float]:
+    """Return the max-form and midpoint accuracy barriers, and the raw and calibrated loss barriers.
+
+    acc barrier = max_λ [λ·acc(1) + (1−λ)·acc(0) − acc(λ)];
+    loss barrier = max_λ [L(λ) − λ·L(1) − (1−λ)·L(0)].  The midpoint forms use λ = ½.
+    """
+    c = curve.set_index("lam").sort_index()
+    missing = [v for v in (0.0, 0.5, 1.0) if v not in c.index]
+    if missing:
+        raise ValueError(f"curve lacks lam={missing}: expected a grid containing 0, 0.5 and 1")
+    lam = c.index.to_numpy()
+    out = {}
+    for name, col, sign in (("acc_barrier", "acc", -1.0), ("loss_barrier", "loss", 1.0),
+                            ("loss_barrier_cal", "loss_cal", 1.0)):
+        v = c[col].to_numpy()
+        gap = sign * (v - (lam * c[col].loc[1.0] + (1 - lam) * c[col].loc[0.0]))
+        out[name] = float(gap.max())
+        out[name + "_mid"] = float(gap[np.searchsorted(lam, 0.5)])
+    return out
+
+
+def ensemble_summary(a: nn.Module, b: nn.Module, data: Dataset) -> dict[str, float]:
+    """Return the logit ensemble ½(f_a + f_b): accuracy, raw and calibrated loss, its own τ_ens, logit norm."""
+    z_test = 0.5 * (logits(a, data.x_test) + logits(b, data.x_test))
+    z_cal = 0.5 * (logits(a, data.x_cal) + logits(b, data.x_cal))
+    return _logit_row(z_test, z_cal, data)
+
+
+def pair_summary(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS) -> tuple[pd.DataFrame, dict]:
+    """Return (interpolation curve, one-row summary) for a pair: endpoints, merged model at λ=½, ensemble, barriers.
+
+    The summary's ``logit_norm_ratio`` is ‖f_L(θ(½))‖ / ‖½(f_L^a + f_L^b)‖ over the test split
+    (LEWC predicts 2^(1−L)), and ``tau_ratio`` is τ_merged / τ_ens (LEWC predicts 2^(L−1)).
+    """
+    curve = interpolation_curve(a, b, data, lams)
+    c = curve.set_index("lam")
+    ens = ensemble_summary(a, b, data)
+    out = {
+        "acc_a": float(c.loc[1.0, "acc"]), "acc_b": float(c.loc[0.0, "acc"]),
+        "acc_endpoints": float((c.loc[1.0, "acc"] + c.loc[0.0, "acc"]) / 2),
+        "loss_endpoints": float((c.loc[1.0, "loss"] + c.loc[0.0, "loss"]) / 2),
+        "loss_cal_endpoints": float((c.loc[1.0, "loss_cal"] + c.loc[0.0, "loss_cal"]) / 2),
+    }
+    for key in ("acc", "loss", "loss_cal", "tau", "tau_at_bound"):
+        out[f"{key}_merged"] = c.loc[0.5, key]
+        out[f"{key}_ensemble"] = ens[key]
+    out["tau_ratio"] = float(c.loc[0.5, "tau"] / ens["tau"])
+    out["logit_norm_ratio"] = float(c.loc[0.5, "logit_norm"] / ens["logit_norm"])
+    out.update(barrier(curve))
+    out = {k: (bool(v) if isinstance(v, (bool, np.bool_)) else float(v)) for k, v in out.items()}
+    return curve, out

@@ -1,0 +1,375 @@
+"""The book's machinery: notebook execution with papermill, page helpers, and the Jupyter Book build.
+
+Notebook sources are jupytext percent-format files in ``notebooks/``.
+:func:`execute` converts each to a notebook and runs it with papermill into
+``book/generated/NAME.ipynb`` (or ``--out``).  Notebooks save their CSVs and
+glue their numbers through :class:`Page`.  :func:`build` renders the generated
+notebooks with Jupyter Book v1, execution off, warnings as errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from . import __version__
+from .claims import validate_results
+from .profiles import PARTS, PROFILES, all_notebooks, part_of
+from .specs import SpecError
+from .store import RunStore
+from .train import git_sha
+
+OUT_ENV = "LMCBOOK_OUT"
+log = logging.getLogger("lmcbook.book")
+
+
+def out_dir() -> Path:
+    """Return where executed notebooks and their CSVs go: $LMCBOOK_OUT, else book/generated."""
+    return Path(os.environ.get(OUT_ENV, "book/generated"))
+
+
+# -- inside a notebook ------------------------------------------------------------------
+class Page:
+    """One book page being computed: provenance, CSV output and glued values."""
+
+    def __init__(self, name: str, profile: str, params: dict[str, Any], study: Any = None,
+                 store: RunStore | None = None) -> None:
+        self.name, self.profile, self.params, self.study = name, profile, dict(params), study
+        self.store = store or RunStore()
+        self.run_ids: list[str] = []
+        self._events0 = len(self.store.events())
+        self._t0 = time.time()
+        _log_to_stderr()
+
+    @property
+    def csv_path(self) -> Path:
+        """Return the path of this page's result CSV."""
+        return out_dir() / "data" / f"{self.name}.csv"
+
+    def use(self, run_ids) -> None:
+        """Record the run ids this page read, for its provenance."""
+        self.run_ids += [r for r in run_ids if r not in self.run_ids]
+
+    def save(self, long: pd.DataFrame) -> Path:
+        """Validate the long-format frame and write it as this page's CSV; return the path."""
+        validate_results(long, self.name)
+        self.csv_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.csv_path.with_suffix(".csv.tmp")
+        long.to_csv(tmp, index=False)
+        os.replace(tmp, self.csv_path)
+        return self.csv_path
+
+    @staticmethod
+    def glue(key: str, value: Any) -> Any:
+        """Glue a number (or any object) under ``key`` without displaying it; return the value."""
+        import numpy as np
+        from myst_nb import glue
+
+        if isinstance(value, np.generic):  # np.float64 reprs as 'np.float64(...)', which {glue:text} cannot format
+            value = value.item()
+        glue(key, value, display=False)
+        return value
+
+    @staticmethod
+    def glue_md(key: str, text: str) -> str:
+        """Glue a Markdown snippet (use it with the ``{glue:md}`` role); return the text."""
+        from IPython.display import Markdown
+        from myst_nb import glue
+
+        glue(key, Markdown(text), display=False)
+        return text
+
+    @staticmethod
+    def glue_figure(key: str, fig) -> None:
+        """Glue a matplotlib figure (use it with the ``glue:figure`` directive) and close it."""
+        import matplotlib.pyplot as plt
+        from myst_nb import glue
+
+        glue(key, fig, display=False)
+        plt.close(fig)
+
+    def reproduce_command(self) -> str:
+        """Return the shell command that re-executes this page with its parameters."""
+        parts = [f"lmcbook execute --profile {self.profile} --only {self.name}"]
+        for k, v in self.params.items():
+            if v is not None:
+                parts.append(f"-p {k} {_shell_yaml(v)}")
+        return " ".join(parts)
+
+    def provenance(self):
+        """Return a Markdown block: CSV link, reproduce command, profile, parameters, runs and versions."""
+        from IPython.display import Markdown
+
+        events = self.store.events()[self._events0:]
+        loaded = sum(e["event"] == "loaded" for e in events)
+        trained = sum(e["event"] == "trained" for e in events)
+        resolved = self.study.params() if self.study is not None and hasattr(self.study, "params") else {}
+        ids = ", ".join(r[:12] for r in self.run_ids) or "none"
+        sha = git_sha()
+        import torch
+
+        text = f"""
+**Data:** {{download}}`{self.name}.csv <data/{self.name}.csv>` (long format: notebook, metric, value, seed and keys).
+
+**Reproduce this page:**
+
+```bash
+{self.reproduce_command()}
+```
+
+:::{{admonition}} Provenance
+:class: dropdown
+| | |
+|---|---|
+| profile | `{self.profile}` |
+| lmcbook | {__version__}{f" (git {sha[:10]})" if sha else ""} |
+| torch | {torch.__version__}, {torch.get_num_threads()} threads |
+| executed | {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, {time.time() - self._t0:.0f} s |
+| runs read | {len(self.run_ids)}: {loaded} loaded from the store, {trained} trained during this execution |
+
+Resolved parameters:
+
+```yaml
+{yaml.safe_dump(resolved, sort_keys=True, default_flow_style=None).strip()}
+```
+
+Run ids (first 12 hex digits): {ids}
+:::
+"""
+        return Markdown(text)
+
+
+def describe_study(study: Any) -> str:
+    """Return a one-sentence Markdown description of what a width study trained (for captions)."""
+    units = sorted({p.hidden_units for p in study.pairs()})
+    spec = study.spec(study.widths[0], 0)
+    m, t = spec.model, spec.train
+    arch = {"mlp": f"ReLU MLP with L = {m.depth} linear layers", "vgg11": "VGG11", "resnet20": "ResNet20"}[m.arch]
+    return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {study.dataset}; "
+            f"{t.epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {t.weight_decay:g}, "
+            f"batch {t.batch_size}); width {', '.join(map(str, units))} "
+            f"{'hidden units' if m.arch == 'mlp' else 'base channels'}; {study.seeds} independent pair(s) per width")
+
+
+def _shell_yaml(v: Any) -> str:
+    s = yaml.safe_dump(v, default_flow_style=True).strip()
+    if s.endswith("\n..."):
+        s = s[:-4].strip()
+    s = s.removesuffix("...").strip()
+    return f'"{s}"' if any(c in s for c in " []{},:") else s
+
+
+_LOGGING_SET = False
+
+
+def _log_to_stderr() -> None:
+    global _LOGGING_SET
+    if _LOGGING_SET:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+    lg = logging.getLogger("lmcbook")
+    lg.addHandler(handler)
+    lg.setLevel(logging.INFO)
+    _LOGGING_SET = True
+
+
+# -- executing notebooks ----------------------------------------------------------------
+@dataclass
+class Outcome:
+    """What executing one notebook did."""
+
+    name: str
+    ok: bool
+    seconds: float
+    loaded: int = 0
+    trained: int = 0
+    error: str = ""
+
+
+def notebook_source(name: str, notebooks: str | Path = "notebooks") -> Path:
+    """Return the jupytext source of notebook ``name``, or raise naming the notebooks that exist."""
+    part_of(name)
+    path = Path(notebooks) / f"{name}.py"
+    if not path.exists():
+        raise SpecError(f"notebook source {str(path)!r} is missing: run lmcbook from the repository root "
+                        "or pass --notebooks DIR")
+    return path
+
+
+def notebook_parameters(path: str | Path) -> dict[str, Any]:
+    """Return the names and default values of a notebook source's ``parameters`` cell."""
+    import jupytext
+
+    nb = jupytext.read(str(path))
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            scope: dict[str, Any] = {}
+            exec(compile(cell.source, f"{path}:parameters", "exec"), {}, scope)  # noqa: S102 (our own source)
+            return scope
+    raise SpecError(f"notebook {str(path)!r} has no cell tagged 'parameters'")
+
+
+def check_parameters(name: str, profile: str, params: dict[str, Any], notebooks: str | Path = "notebooks") -> None:
+    """Raise SpecError, before any compute, if ``params`` are unknown to the notebook or invalid for its study."""
+    if profile not in PROFILES:
+        raise SpecError(f"profile={profile!r} is not allowed: expected one of {', '.join(map(repr, PROFILES))}")
+    allowed = notebook_parameters(notebook_source(name, notebooks))
+    if "profile" in params:
+        raise SpecError("parameter 'profile' is set with --profile, not with -p")
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise SpecError(f"unknown parameter(s) {unknown} for notebook {name!r}: expected some of "
+                        f"{sorted(k for k in allowed if k != 'profile')}")
+    part_of(name).resolve(profile, params)
+
+
+def parse_param(value: str) -> Any:
+    """Return a ``-p`` value parsed as YAML, so that lists and numbers work ("[0.5, 2]").
+
+    YAML 1.1 reads ``3e-3`` (no dot) as a string; such numeric strings become floats.
+    """
+    return _numbers(yaml.safe_load(value))
+
+
+def _numbers(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_numbers(x) for x in v]
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+def execute(names: list[str] | None = None, profile: str = "quick", params: dict[str, Any] | None = None,
+            out: str | Path | None = None, notebooks: str | Path = "notebooks",
+            store: str | Path | None = None) -> list[Outcome]:
+    """Execute notebooks with papermill into ``out``; return one Outcome per notebook.
+
+    Every notebook's parameters are checked before the first one runs.  A
+    failing notebook is reported with its failing cell, and the rest still run.
+    """
+    import jupytext
+    import papermill
+    from tqdm.auto import tqdm
+
+    params = dict(params or {})
+    names = list(names) if names else all_notebooks()
+    for name in names:
+        check_parameters(name, profile, params, notebooks)
+    out = Path(out) if out is not None else out_dir()
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    env_before = {k: os.environ.get(k) for k in (OUT_ENV, "LMCBOOK_STORE")}
+    os.environ[OUT_ENV] = str(out.resolve())
+    if store is not None:
+        os.environ["LMCBOOK_STORE"] = str(Path(store).resolve())
+    rs = RunStore()
+    outcomes = []
+    try:
+        bar = tqdm(names, desc="notebooks", unit="nb", disable=None)
+        for name in bar:
+            bar.set_postfix_str(name)
+            src = notebook_source(name, notebooks)
+            nb = jupytext.read(str(src))
+            nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+            n0 = len(rs.events())
+            t0 = time.perf_counter()
+            with tempfile.TemporaryDirectory() as tmp:
+                src_nb = Path(tmp) / f"{name}.ipynb"
+                jupytext.write(nb, str(src_nb))
+                try:
+                    papermill.execute_notebook(str(src_nb), str(out / f"{name}.ipynb"),
+                                               parameters={"profile": profile, **params}, kernel_name="python3",
+                                               language="python", progress_bar=False, cwd=os.getcwd())
+                    ok, err = True, ""
+                    _hide_parameter_cells(out / f"{name}.ipynb")
+                except papermill.PapermillExecutionError as e:
+                    ok, err = False, f"cell {e.exec_count}: {e.ename}: {e.evalue}"
+            ev = rs.events()[n0:]
+            o = Outcome(name, ok, time.perf_counter() - t0, sum(e["event"] == "loaded" for e in ev),
+                        sum(e["event"] == "trained" for e in ev), err)
+            outcomes.append(o)
+            msg = (f"{name}: {'done' if ok else 'FAILED'} in {o.seconds:.1f} s; "
+                   f"{o.loaded} run(s) loaded from the store, {o.trained} trained")
+            tqdm.write(msg + (f"\n  {err}" if err else ""), file=sys.stderr)
+    finally:
+        for k, v in env_before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return outcomes
+
+
+def _hide_parameter_cells(path: Path) -> None:
+    """Tag the parameters and injected-parameters cells ``remove-cell``: the provenance box shows the values."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if ("parameters" in tags or "injected-parameters" in tags) and "remove-cell" not in tags:
+            cell.metadata["tags"] = tags + ["remove-cell"]
+    nbformat.write(nb, str(path))
+
+
+# -- building the book ------------------------------------------------------------------
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
+
+
+def build(src: str | Path = ".", generated: str | Path | None = None, builddir: str | Path | None = None) -> Path:
+    """Build the book with Jupyter Book v1 (-W -n --keep-going) and return the path of index.html.
+
+    With ``generated`` (executed notebooks somewhere other than book/generated),
+    the book's sources are staged with them in ``builddir`` first, so that the
+    repository's own book/generated is never touched.
+    """
+    src = Path(src).resolve()
+    root = src
+    if generated is not None and Path(generated).resolve() != (src / "book" / "generated").resolve():
+        if builddir is None:
+            raise SpecError("builddir=None is not allowed with generated=DIR: pass a staging directory")
+        root = Path(builddir).resolve() / "src"
+        if root.exists():
+            shutil.rmtree(root)
+        for name in BOOK_SOURCES:
+            p = src / name
+            if p.is_dir():
+                shutil.copytree(p, root / name, ignore=shutil.ignore_patterns("generated"))
+            else:
+                root.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(p, root / name)
+        shutil.copytree(Path(generated), root / "book" / "generated")
+    missing = [nb for nb in all_notebooks() if not (root / "book" / "generated" / f"{nb}.ipynb").exists()]
+    if missing:
+        raise SpecError(f"executed notebooks missing: {missing}. Run `lmcbook execute` first (or `make book`).")
+    cli = "import sys; from jupyter_book.cli.main import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", cli, "build", str(root), "-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"jupyter-book build failed (exit {proc.returncode}):\n{proc.stdout[-6000:]}\n"
+                           f"{proc.stderr[-4000:]}")
+    return root / "_build" / "html" / "index.html"
+
+
+def parts_summary() -> str:
+    """Return a one-line-per-part listing of notebooks and quick-profile budgets."""
+    return "\n".join(f"{p.name}: {', '.join(p.notebooks)} (quick budget {p.budget_s.get('quick', 0) / 60:.0f} min)"
+                     for p in PARTS.values())
+
+
+__all__ = ["Page", "Outcome", "build", "check_parameters", "execute", "notebook_parameters", "out_dir",
+           "parse_param", "parts_summary"]

@@ -1,0 +1,110 @@
+"""Metric names and the schema of the book's result files.
+
+Every notebook saves one long-format CSV, ``book/generated/data/NAME.csv``, with
+the required columns ``notebook, metric, value, seed`` and optional key columns.
+Metric names are the constants below; :func:`validate_results` checks a frame
+against the schema, and a test runs it on every generated CSV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REQUIRED_COLUMNS = ("notebook", "metric", "value", "seed")
+KEY_COLUMNS = ("width", "hidden_units", "depth", "layer", "lam", "weight_decay", "lr", "batch_size",
+               "momentum", "spawn_fraction", "method")
+
+# -- interpolation curve (one value per λ) -------------------------------------------
+ACC = "acc"  #: test accuracy of θ(λ)
+LOSS = "loss"  #: test NLL of θ(λ), nats
+LOSS_CAL = "loss_cal"  #: test NLL at the model's own τ fitted on the calibration split
+TAU = "tau"  #: fitted inverse temperature
+TAU_AT_BOUND = "tau_at_bound"  #: 1 if the τ fit ended at a bound of [1e-3, 1e3]
+LOGIT_NORM = "logit_norm"  #: Frobenius norm of the test logits
+
+# -- pair summaries ------------------------------------------------------------------
+ACC_A, ACC_B, ACC_ENDPOINTS = "acc_a", "acc_b", "acc_endpoints"
+LOSS_ENDPOINTS, LOSS_CAL_ENDPOINTS = "loss_endpoints", "loss_cal_endpoints"
+ACC_MERGED, LOSS_MERGED, LOSS_CAL_MERGED = "acc_merged", "loss_merged", "loss_cal_merged"
+TAU_MERGED, TAU_AT_BOUND_MERGED = "tau_merged", "tau_at_bound_merged"
+ACC_ENSEMBLE, LOSS_ENSEMBLE, LOSS_CAL_ENSEMBLE = "acc_ensemble", "loss_ensemble", "loss_cal_ensemble"
+TAU_ENSEMBLE, TAU_AT_BOUND_ENSEMBLE = "tau_ensemble", "tau_at_bound_ensemble"
+TAU_RATIO = "tau_ratio"  #: τ_merged / τ_ens; LEWC predicts 2^(L-1)
+LOGIT_NORM_RATIO = "logit_norm_ratio"  #: ‖f_L(θ(½))‖ / ‖½(f_a + f_b)‖; LEWC predicts 2^(1-L)
+ACC_BARRIER, ACC_BARRIER_MID = "acc_barrier", "acc_barrier_mid"
+LOSS_BARRIER, LOSS_BARRIER_MID = "loss_barrier", "loss_barrier_mid"
+LOSS_BARRIER_CAL, LOSS_BARRIER_CAL_MID = "loss_barrier_cal", "loss_barrier_cal_mid"
+
+METRICS: frozenset[str] = frozenset(v for k, v in dict(globals()).items()
+                                    if k.isupper() and isinstance(v, str) and k not in ("REQUIRED_COLUMNS",))
+
+
+class SchemaError(ValueError):
+    """A result frame does not follow the long-format schema."""
+
+
+def to_long(frame: pd.DataFrame, notebook: str, metrics: Iterable[str], keys: Iterable[str] = ()) -> pd.DataFrame:
+    """Return ``frame`` melted to the long format: one row per (keys, seed, metric)."""
+    metrics, keys = list(metrics), [k for k in keys if k != "seed"]
+    bad = [m for m in metrics if m not in METRICS]
+    if bad:
+        raise SchemaError(f"unknown metric name(s) {bad}: add them as constants in lmcbook/claims.py")
+    long = frame[keys + ["seed"] + metrics].melt(id_vars=keys + ["seed"], value_vars=metrics,
+                                                 var_name="metric", value_name="value")
+    long["value"] = long["value"].astype(float)
+    long.insert(0, "notebook", notebook)
+    return long[["notebook", "metric", "value", "seed"] + keys]
+
+
+def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Return long-format frames stacked, with the required columns first and key columns in schema order."""
+    df = pd.concat(list(frames), ignore_index=True)
+    return df[list(REQUIRED_COLUMNS) + [c for c in KEY_COLUMNS if c in df.columns]]
+
+
+def validate_results(df: pd.DataFrame, notebook: str | None = None) -> None:
+    """Raise SchemaError unless ``df`` follows the long-format schema."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise SchemaError(f"missing required column(s) {missing}: expected {list(REQUIRED_COLUMNS)}")
+    extra = [c for c in df.columns if c not in REQUIRED_COLUMNS + KEY_COLUMNS]
+    if extra:
+        raise SchemaError(f"unknown column(s) {extra}: allowed key columns are {list(KEY_COLUMNS)}")
+    if df.empty:
+        raise SchemaError("the result frame is empty")
+    if notebook is not None and set(df["notebook"]) != {notebook}:
+        raise SchemaError(f"column 'notebook' holds {sorted(set(df['notebook']))}: expected only {notebook!r}")
+    bad = sorted(set(df["metric"]) - METRICS)
+    if bad:
+        raise SchemaError(f"unknown metric name(s) {bad}: expected constants of lmcbook/claims.py")
+    values = pd.to_numeric(df["value"], errors="coerce")
+    if values.isna().any() or not np.isfinite(values.to_numpy()).all():
+        rows = df[values.isna() | ~np.isfinite(values.fillna(0).to_numpy())].head(3)
+        raise SchemaError(f"column 'value' must be finite numbers; bad rows:\n{rows}")
+    seeds = pd.to_numeric(df["seed"], errors="coerce")
+    if seeds.isna().any() or (seeds != seeds.round()).any():
+        raise SchemaError("column 'seed' must hold integers")
+    dup = df.duplicated(subset=[c for c in df.columns if c != "value"])
+    if dup.any():
+        raise SchemaError(f"{int(dup.sum())} duplicated (keys, metric, seed) rows, e.g.\n{df[dup].head(3)}")
+
+
+def read_results(path: str | Path) -> pd.DataFrame:
+    """Return a result CSV after validating it against the schema."""
+    df = pd.read_csv(path)
+    validate_results(df, Path(path).stem)
+    return df
+
+
+def spearman(x: Iterable[float], y: Iterable[float]) -> float:
+    """Return Spearman's rank correlation of x and y (NaN when either is constant)."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(list(x), float), np.asarray(list(y), float)
+    if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
+        return float("nan")
+    return float(spearmanr(x, y).statistic)

@@ -1,0 +1,141 @@
+"""Integration: execute every notebook at the smoke profile, validate its CSV, build the book, check it in a browser.
+
+Each notebook is executed once per test session (the ``executed`` fixture); the
+store and all outputs live in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lmcbook import book
+from lmcbook.claims import read_results
+from lmcbook.profiles import all_notebooks
+from lmcbook.store import RunStore
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium-headless-shell"
+
+
+@pytest.fixture(scope="session")
+def executed(tmp_path_factory):
+    base = tmp_path_factory.mktemp("book")
+    out, store = base / "generated", base / "store"
+    saved = {k: os.environ.get(k) for k in ("LMCBOOK_STORE", "LMCBOOK_OUT")}
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        outcomes = book.execute(None, "smoke", {}, out, ROOT / "notebooks", store)
+    finally:
+        os.chdir(cwd)
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return base, out, store, outcomes
+
+
+@pytest.fixture(scope="session")
+def built(executed):
+    base, out, _, outcomes = executed
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes if not o.ok]
+    index = book.build(ROOT, out, base / "build")
+    return index.parent
+
+
+def test_every_notebook_executes(executed):
+    _, out, _, outcomes = executed
+    assert [o.name for o in outcomes] == all_notebooks()
+    failed = {o.name: o.error for o in outcomes if not o.ok}
+    assert not failed, failed
+    for name in all_notebooks():
+        assert (out / f"{name}.ipynb").exists()
+
+
+def test_every_csv_follows_the_schema(executed):
+    _, out, _, _ = executed
+    for name in all_notebooks():
+        df = read_results(out / "data" / f"{name}.csv")
+        assert len(df) > 0 and set(df["notebook"]) == {name}
+
+
+def test_second_execution_trains_nothing(executed, monkeypatch):
+    base, out, store, _ = executed
+    monkeypatch.chdir(ROOT)
+    n_before = len(RunStore(store).events())
+    outcomes = book.execute(["width_accuracy"], "smoke", {"widths": [0.25]}, base / "again", ROOT / "notebooks", store)
+    assert outcomes[0].ok and outcomes[0].trained == 0 and outcomes[0].loaded == 2
+    events = RunStore(store).events()[n_before:]
+    assert [e["event"] for e in events] == ["loaded", "loaded"]
+
+
+def test_pages_glue_numbers_into_prose(executed):
+    import nbformat
+
+    _, out, _, _ = executed
+    nb = nbformat.read(out / "width_accuracy.ipynb", as_version=4)
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "{glue:text}`acc_merged_wide:.3f`" in prose
+    keys = set(re.findall(r"\{glue:(?:text|md)\}`([a-z_0-9]+)", prose))
+    glued = set()
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            for mime in o.get("data", {}):
+                if mime.startswith("application/papermill.record/"):
+                    glued.add(o["metadata"]["scrapbook"]["name"])
+    assert keys <= glued, keys - glued
+
+
+def test_book_builds_with_warnings_as_errors(built):
+    assert (built / "index.html").exists()
+    for name in all_notebooks():
+        assert (built / "book" / "generated" / f"{name}.html").exists()
+
+
+def test_pages_render_in_a_browser(built):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install the Debian package chromium-headless-shell (.ci/run does)")
+    from playwright.sync_api import sync_playwright
+
+    pages = sorted(built.rglob("*.html"))
+    pages = [p for p in pages if p.name not in ("genindex.html", "search.html") and "_static" not in p.parts]
+    assert len(pages) >= 5
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
+                                                                      "--disable-background-networking"])
+        page = browser.new_page()
+        for html in pages:
+            if html.name == "index.html" and html.stat().st_size < 2000:
+                continue  # the redirect stub
+            page.goto(html.as_uri())
+            page.wait_for_load_state("load")
+            broken = page.evaluate("[...document.images].filter(i => !(i.complete && i.naturalWidth > 0))"
+                                   ".map(i => i.src)")
+            assert not broken, (html.name, broken)
+            if page.evaluate("document.querySelectorAll('.math, .MathJax, mjx-container').length"):
+                page.wait_for_selector("mjx-container", timeout=15000)
+                text = page.evaluate("document.querySelector('main').innerText")
+                assert "\\(" not in text and "$$" not in text, html.name
+        browser.close()
+
+
+def test_figure_pages_have_figures_and_csv_links(built):
+    for name in all_notebooks():
+        html = (built / "book" / "generated" / f"{name}.html").read_text()
+        assert html.count("<img") >= 1, name
+        assert re.search(rf'href="[^"]*{name}\.csv"', html), name
+        assert "Reproduce this page" in html
+    dl = list(built.rglob("_downloads/*/*.csv"))
+    assert {p.stem for p in dl} >= set(all_notebooks())
+    assert all(len(pd.read_csv(p)) > 0 for p in dl)
+
+
+def test_the_repository_outputs_are_untouched(executed, built):
+    start = executed[0].stat().st_mtime - 1
+    for d in (ROOT / "book" / "generated", ROOT / "runs"):
+        touched = [p for p in d.rglob("*") if p.is_file() and p.stat().st_mtime > start] if d.exists() else []
+        assert not touched, touched[:3]

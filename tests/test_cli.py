@@ -1,0 +1,96 @@
+import subprocess
+import sys
+
+import pytest
+
+from lmcbook import book, profiles
+from lmcbook.cli import main
+from lmcbook.specs import SpecError
+
+
+def test_width_study_profiles_and_overrides():
+    quick = profiles.width_study("quick")
+    assert quick.arch == "mlp" and not quick.bias and quick.depth == 4 and quick.dataset == "digits"
+    assert [p.hidden_units for p in quick.pairs()][::quick.seeds] == [16, 32, 64, 128, 256, 512, 1024]
+    assert quick.seeds >= 2
+    pairs = quick.pairs()
+    assert pairs[0].a.train.seed == 0 and pairs[0].b.train.seed == 1
+    assert len({s.id for s in quick.specs()}) == 2 * len(pairs)
+    small = profiles.width_study("quick", widths=[0.5, 2], seeds=None)
+    assert small.widths == (0.5, 2.0) and small.seeds == quick.seeds
+    assert profiles.width_study("paper", arch="resnet20").base_width == 16
+
+
+@pytest.mark.parametrize("kwargs, names", [
+    (dict(widths="abc"), ["widths", "list"]),
+    (dict(widths=[]), ["widths"]),
+    (dict(seeds=0), ["seeds", ">= 1"]),
+    (dict(epochs="ten"), ["epochs", "int"]),
+    (dict(bias="yes"), ["bias", "bool"]),
+    (dict(lams=[0.0, 2.0]), ["lams", "[0, 1]"]),
+    (dict(width=2), ["width", "widths"]),
+    (dict(arch="mlp2"), ["arch", "'mlp'"]),
+])
+def test_bad_study_parameters(kwargs, names):
+    with pytest.raises(SpecError) as err:
+        profiles.width_study("quick", **kwargs)
+    for n in names:
+        assert n in str(err.value)
+
+
+def test_unknown_profile():
+    with pytest.raises(SpecError, match="profile='fast'.*'smoke', 'quick', 'paper'"):
+        profiles.width_study("fast")
+
+
+def test_notebook_parameters_are_read_from_the_source():
+    params = book.notebook_parameters("notebooks/width_accuracy.py")
+    for key in ("profile", "dataset", "data_root", "arch", "base_width", "widths", "depth", "bias",
+                "weight_decay", "epochs", "seeds", "device", "lams"):
+        assert key in params
+    assert params["profile"] == "quick"
+
+
+def test_check_parameters_before_compute():
+    book.check_parameters("width_accuracy", "smoke", {"widths": [0.5, 2]})
+    with pytest.raises(SpecError, match="unknown parameter.*'colour'"):
+        book.check_parameters("width_accuracy", "smoke", {"colour": 1})
+    with pytest.raises(SpecError, match="widths"):
+        book.check_parameters("width_accuracy", "smoke", {"widths": "wide"})
+    with pytest.raises(SpecError, match="does not exist.*width_accuracy"):
+        book.check_parameters("nonexistent", "smoke", {})
+
+
+def test_param_values_are_yaml():
+    assert book.parse_param("[0.5, 2]") == [0.5, 2]
+    assert book.parse_param("true") is True
+    assert book.parse_param("digits") == "digits"
+    assert book.parse_param("3e-3") == 0.003
+    assert book.parse_param("[1e-4, 3e-3]") == [0.0001, 0.003]
+    assert book.parse_param("null") is None
+
+
+def test_execute_only_unknown_notebook_fails_cleanly(tmp_path, capsys):
+    code = main(["execute", "--profile", "smoke", "--only", "nope", "--out", str(tmp_path / "out")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "nope" in err and "width_accuracy" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_execute_bad_parameter_type_fails_before_running(tmp_path, capsys):
+    code = main(["execute", "--profile", "smoke", "--only", "width_accuracy", "-p", "epochs", "many",
+                 "--out", str(tmp_path / "out")])
+    assert code == 2 and "epochs" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_reproduce_command_roundtrips():
+    page = book.Page.__new__(book.Page)
+    page.name, page.profile, page.params = "width_accuracy", "quick", {"widths": [0.5, 2], "seeds": None}
+    assert page.reproduce_command() == 'lmcbook execute --profile quick --only width_accuracy -p widths "[0.5, 2]"'
+
+
+def test_cli_entry_point_runs():
+    out = subprocess.run([sys.executable, "-m", "lmcbook.cli", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and "lmcbook" in out.stdout

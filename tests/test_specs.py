@@ -1,0 +1,79 @@
+import subprocess
+import sys
+
+import pytest
+
+from lmcbook.specs import CODE_VERSION, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams
+
+
+def test_hash_is_stable_across_processes():
+    spec = RunSpec(model=ModelSpec(width=2), train=TrainSpec(seed=3, lr=0.1))
+    code = ("from lmcbook.specs import *; "
+            "print(RunSpec(model=ModelSpec(width=2.0), train=TrainSpec(seed=3, lr=0.1)).id)")
+    for hashseed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={"PYTHONHASHSEED": hashseed, "PATH": ""})
+        assert out.stdout.strip() == spec.id
+    assert len(spec.id) == 64 and int(spec.id, 16) >= 0
+
+
+def test_hash_changes_with_code_version_and_content():
+    spec = RunSpec()
+    assert spec.run_id(CODE_VERSION) == spec.id
+    assert spec.run_id(CODE_VERSION + 1) != spec.id
+    assert spec.with_train(seed=1).id != spec.id
+    assert RunSpec(model=ModelSpec(width=2)).id != spec.id
+
+
+def test_provenance_is_not_hashed_and_numbers_are_normalised():
+    assert RunSpec(DataSpec(root="/a")).id == RunSpec(DataSpec(root="/b")).id
+    assert RunSpec(model=ModelSpec(width=1)).id == RunSpec(model=ModelSpec(width=1.0)).id
+    assert RunSpec(train=TrainSpec(data_seed=None, seed=4)).id == RunSpec(train=TrainSpec(data_seed=4, seed=4)).id
+
+
+def test_roundtrip_through_dict():
+    parent = RunSpec(train=TrainSpec(stop_step=10, seed=1))
+    child = RunSpec(parent.data, parent.model, TrainSpec(seed=1, data_seed=7), parent=parent, spawn_step=10)
+    for spec in (RunSpec(model=ModelSpec("vgg11", 0.5, depth=None, norm="batch")), child):
+        again = RunSpec.from_dict(spec.to_dict())
+        assert again == spec and again.id == spec.id
+
+
+@pytest.mark.parametrize("make, names", [
+    (lambda: ModelSpec(arch="transformer"), ["arch", "'mlp'", "'vgg11'", "'resnet20'"]),
+    (lambda: ModelSpec(norm="group"), ["norm", "'none'", "'batch'", "'layer'"]),
+    (lambda: DataSpec(name="imagenet"), ["dataset", "'digits'", "'cifar10'"]),
+    (lambda: ModelSpec(width=0), ["width", "> 0"]),
+    (lambda: ModelSpec(width=-1.0), ["width", "> 0"]),
+    (lambda: ModelSpec(width=0.001), ["width", "0 channels", ">="]),
+    (lambda: ModelSpec(depth=0), ["depth", ">= 1"]),
+    (lambda: ModelSpec(arch="vgg11", depth=4), ["depth", "None"]),
+    (lambda: TrainSpec(lr=0), ["lr", "> 0"]),
+    (lambda: TrainSpec(momentum=1.0), ["momentum", "[0, 1)"]),
+    (lambda: TrainSpec(weight_decay=-1e-4), ["weight_decay", ">= 0"]),
+    (lambda: TrainSpec(epochs=0), ["epochs", ">= 1"]),
+    (lambda: TrainSpec(batch_size=0), ["batch_size", ">= 1"]),
+    (lambda: TrainSpec(lr=float("nan")), ["lr"]),
+    (lambda: TrainSpec(epochs=2.5), ["epochs", "integer"]),
+    (lambda: check_lams([0.5, 1.5]), ["lams", "[0, 1]"]),
+    (lambda: check_lams(-0.1), ["lams", "[0, 1]"]),
+    (lambda: RunSpec(parent=RunSpec(), spawn_step=None), ["parent", "spawn_step"]),
+])
+def test_bad_values_raise_naming_parameter_and_allowed(make, names):
+    with pytest.raises(SpecError) as err:
+        make()
+    for name in names:
+        assert name in str(err.value)
+
+
+def test_from_dict_rejects_unknown_keys():
+    d = RunSpec().to_dict()
+    d["model"]["activation"] = "gelu"
+    with pytest.raises(SpecError, match="activation"):
+        RunSpec.from_dict(d)
+
+
+def test_channels_round_base_width_times_multiplier():
+    assert ModelSpec(width=0.25).channels == 16
+    assert ModelSpec(width=16).channels == 1024
+    assert ModelSpec("resnet20", 0.5, depth=None).channels == 8

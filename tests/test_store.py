@@ -1,0 +1,68 @@
+import json
+
+import pytest
+import torch
+
+from lmcbook.specs import DataSpec, RunSpec
+from lmcbook.store import RunStore, StoreError
+from tests.conftest import tiny_spec
+
+
+def test_get_or_train_trains_once_then_loads(digits, tmp_path):
+    store = RunStore(tmp_path / "s")
+    spec = tiny_spec()
+    first = store.get_or_train(spec, data=digits)
+    second = store.get_or_train(spec, data=digits)
+    assert [e["event"] for e in store.events()] == ["trained", "loaded"]
+    s1, s2 = first.model.state_dict(), second.model.state_dict()
+    assert all(torch.equal(s1[k], s2[k]) for k in s1)
+    assert second.metrics == first.metrics and second.history["loss"] == first.history["loss"]
+
+
+def test_entry_layout_and_provenance(digits, tmp_path):
+    store = RunStore(tmp_path / "s")
+    spec = tiny_spec()
+    store.get_or_train(spec, data=digits)
+    path = store.path(spec)
+    assert path.parent == store.root and path.name == spec.id
+    names = {p.name for p in path.iterdir()}
+    assert {"spec.json", "model.safetensors", "history.json", "metrics.json", "provenance.json",
+            "manifest.json"} <= names
+    meta = json.loads((path / "spec.json").read_text())
+    assert RunSpec.from_dict(meta["spec"]) == spec and meta["id"] == spec.id
+    prov = json.loads((path / "provenance.json").read_text())
+    for key in ("lmcbook_version", "git_sha", "torch_version", "device", "threads", "train_seconds"):
+        assert key in prov
+    assert list((store.root / ".tmp").iterdir()) == []
+
+
+def test_corrupted_checkpoint_is_detected(digits, tmp_path):
+    store = RunStore(tmp_path / "s")
+    spec = tiny_spec()
+    store.get_or_train(spec, data=digits)
+    f = store.path(spec) / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:-10])
+    with pytest.raises(StoreError) as err:
+        store.get_or_train(spec, data=digits)
+    assert spec.id[:12] in str(err.value) and "model.safetensors" in str(err.value)
+    assert "delete" in str(err.value)
+
+
+def test_unwritable_root_is_reported(digits, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="not writable"):
+        RunStore(blocker).get_or_train(tiny_spec(), data=digits)
+
+
+def test_entry_paths_come_from_the_hash_alone(tmp_path):
+    store = RunStore(tmp_path / "s")
+    spec = RunSpec(DataSpec("digits", root="../../../../etc"))
+    assert store.path(spec).parent == store.root
+    with pytest.raises(StoreError, match="hex"):
+        store.path("../escape")
+
+
+def test_default_root_follows_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("LMCBOOK_STORE", str(tmp_path / "elsewhere"))
+    assert RunStore().root == tmp_path / "elsewhere"

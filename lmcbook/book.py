@@ -71,24 +71,22 @@ class Page:
         return self.csv_path
 
     @staticmethod
-    def glue(key: str, value: Any) -> Any:
-        """Glue a number (or any object) under ``key`` without displaying it; return the value."""
+    def glue(key: str, value: Any) -> None:
+        """Glue a number (or any object) under ``key`` without displaying it."""
         import numpy as np
         from myst_nb import glue
 
         if isinstance(value, np.generic):  # np.float64 reprs as 'np.float64(...)', which {glue:text} cannot format
             value = value.item()
         glue(key, value, display=False)
-        return value
 
     @staticmethod
-    def glue_md(key: str, text: str) -> str:
-        """Glue a Markdown snippet (use it with the ``{glue:md}`` role); return the text."""
+    def glue_md(key: str, text: str) -> None:
+        """Glue a Markdown snippet (use it with the ``{glue:md}`` role)."""
         from IPython.display import Markdown
         from myst_nb import glue
 
         glue(key, Markdown(text), display=False)
-        return text
 
     @staticmethod
     def glue_figure(key: str, fig) -> None:

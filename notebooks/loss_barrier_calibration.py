@@ -57,7 +57,7 @@ res = experiments.width_frames(study, page.store)
 page.use(res.run_ids)
 summary, curves = res.summary, res.curves
 
-# %%
+# %% tags=["hide-input"]
 L = study.layers
 page.glue_md("setup", book.describe_study(study))
 page.glue_figure("fig_barriers", plots.plot_barriers(summary))
@@ -116,7 +116,7 @@ means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier
 # norm ratio then tends to $2^{1-L}$, and the merged model needs a $2^{L-1}$ times
 # larger inverse temperature than the ensemble.
 
-# %%
+# %% tags=["hide-input"]
 fig = plots.plot_lewc_signatures(summary, L)
 page.glue_figure("fig_signatures", fig)
 page.glue("L", L)

@@ -48,7 +48,7 @@ res = experiments.width_frames(study, page.store)
 page.use(res.run_ids)
 summary, curves = res.summary, res.curves
 
-# %%
+# %% tags=["hide-input"]
 page.glue_md("setup", book.describe_study(study))
 page.glue_figure("fig_curves", plots.plot_interpolation(curves))
 page.glue_figure("fig_width", plots.plot_width_accuracy(summary))

@@ -26,9 +26,9 @@ import yaml
 from . import __version__
 from .claims import validate_results
 from .profiles import PARTS, PROFILES, all_notebooks, part_of
+from .provenance import git_sha
 from .specs import SpecError
 from .store import RunStore
-from .train import git_sha
 
 OUT_ENV = "LMCBOOK_OUT"
 log = logging.getLogger("lmcbook.book")
@@ -149,15 +149,21 @@ Run ids (first 12 hex digits): {ids}
 
 
 def describe_study(study: Any) -> str:
-    """Return a one-sentence Markdown description of what a width study trained (for captions)."""
-    units = sorted({p.hidden_units for p in study.pairs()})
-    spec = study.spec(study.widths[0], 0)
-    m, t = spec.model, spec.train
-    arch = {"mlp": f"ReLU MLP with L = {m.depth} linear layers", "vgg11": "VGG11", "resnet20": "ResNet20"}[m.arch]
+    """Return a one-sentence Markdown description of what a study trained (for figure captions)."""
+    pairs = study.pairs()
+    units = sorted({p.hidden_units for p in pairs})
+    depths = sorted({p.depth for p in pairs if p.depth is not None})
+    m, t = pairs[0].a.model, pairs[0].a.train
+    if m.arch == "mlp":
+        ls = f"L = {depths[0]}" if len(depths) == 1 else f"L = {', '.join(map(str, depths))}"
+        arch = f"ReLU MLP with {ls} linear layers"
+    else:
+        arch = {"vgg11": "VGG11", "resnet20": "ResNet20"}[m.arch]
+    unit = "hidden units" if m.arch == "mlp" else "base channels"
     return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {study.dataset}; "
             f"{t.epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {t.weight_decay:g}, "
-            f"batch {t.batch_size}); width {', '.join(map(str, units))} "
-            f"{'hidden units' if m.arch == 'mlp' else 'base channels'}; {study.seeds} independent pair(s) per width")
+            f"batch {t.batch_size}); {', '.join(map(str, units))} {unit}; "
+            f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}")
 
 
 def _shell_yaml(v: Any) -> str:

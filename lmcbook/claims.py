@@ -16,7 +16,7 @@ import pandas as pd
 
 REQUIRED_COLUMNS = ("notebook", "metric", "value", "seed")
 KEY_COLUMNS = ("width", "hidden_units", "depth", "layer", "lam", "weight_decay", "lr", "batch_size",
-               "momentum", "spawn_fraction", "method")
+               "momentum", "spawn_fraction", "method", "index")
 
 # -- interpolation curve (one value per λ) -------------------------------------------
 ACC = "acc"  #: test accuracy of θ(λ)
@@ -39,6 +39,24 @@ ACC_BARRIER, ACC_BARRIER_MID = "acc_barrier", "acc_barrier_mid"
 LOSS_BARRIER, LOSS_BARRIER_MID = "loss_barrier", "loss_barrier_mid"
 LOSS_BARRIER_CAL, LOSS_BARRIER_CAL_MID = "loss_barrier_cal", "loss_barrier_cal_mid"
 
+# -- theory probes (lmcbook.probes); method = "trained" or "untrained" ----------------
+LEWC_COS, LEWC_REL_ERR, LEWC_N_EXCLUDED = "lewc_cos", "lewc_rel_err", "lewc_n_excluded"
+LLFC_COS, LLFC_REL_ERR, LLFC_N_EXCLUDED = "llfc_cos", "llfc_rel_err", "llfc_n_excluded"
+ADDITIVITY_REL_ERR, ADDITIVITY_COS, ADDITIVITY_N_EXCLUDED = (
+    "additivity_rel_err", "additivity_cos", "additivity_n_excluded")
+SIGN_CONFLICT = "sign_conflict"
+BASELINE_ADDITIVITY_REL_ERR, BASELINE_ADDITIVITY_COS, BASELINE_ADDITIVITY_N_EXCLUDED = (
+    "baseline_additivity_rel_err", "baseline_additivity_cos", "baseline_additivity_n_excluded")
+BASELINE_SIGN_CONFLICT = "baseline_sign_conflict"
+ORTH_RATIO_AB, ORTH_RATIO_BA, ORTH_RATIO = "orth_ratio_ab", "orth_ratio_ba", "orth_ratio"
+CROSS_COS, CROSS_REL_ERR, CROSS_N_EXCLUDED = "cross_cos", "cross_rel_err", "cross_n_excluded"
+JACCARD, JACCARD_CHANCE, TOP_K, N_NEURONS = "jaccard", "jaccard_chance", "top_k", "n_neurons"
+RMS_A, RMS_B = "rms_a", "rms_b"  #: per-neuron root second moments, keyed by index
+SCALE_RATIO, SCALE_ALPHA, SCALE_BETA = "scale_ratio", "scale_alpha", "scale_beta"
+EFFECTIVE_RANK, STABLE_RANK = "effective_rank", "stable_rank"
+REL_EFFECTIVE_RANK, REL_STABLE_RANK = "rel_effective_rank", "rel_stable_rank"
+SINGULAR_VALUE = "singular_value"  #: spectrum, keyed by index
+
 METRICS: frozenset[str] = frozenset(v for k, v in dict(globals()).items()
                                     if k.isupper() and isinstance(v, str) and k not in ("REQUIRED_COLUMNS",))
 
@@ -60,10 +78,24 @@ def to_long(frame: pd.DataFrame, notebook: str, metrics: Iterable[str], keys: It
     return long[["notebook", "metric", "value", "seed"] + keys]
 
 
+def to_long_frame(frame: pd.DataFrame, notebook: str, keys: Iterable[str]) -> pd.DataFrame:
+    """Return a frame that already has ``metric`` and ``value`` columns in the long format (keys that exist kept)."""
+    cols = [k for k in KEY_COLUMNS if k in set(keys) | {"index"} and k in frame.columns]
+    out = frame[["metric", "value", "seed"] + cols].copy()
+    out["value"] = out["value"].astype(float)
+    out.insert(0, "notebook", notebook)
+    return out
+
+
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Return long-format frames stacked, with the required columns first and key columns in schema order."""
     df = pd.concat(list(frames), ignore_index=True)
     return df[list(REQUIRED_COLUMNS) + [c for c in KEY_COLUMNS if c in df.columns]]
+
+
+def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Return frames stacked with a fresh index (any columns)."""
+    return pd.concat(list(frames), ignore_index=True)
 
 
 def validate_results(df: pd.DataFrame, notebook: str | None = None) -> None:
@@ -108,3 +140,28 @@ def spearman(x: Iterable[float], y: Iterable[float]) -> float:
     if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
         return float("nan")
     return float(spearmanr(x, y).statistic)
+
+
+def select(df: pd.DataFrame, metric: str | None = None, **filters) -> pd.DataFrame:
+    """Return the rows of a long frame with ``metric`` and every ``column=value`` filter (None filters skipped)."""
+    mask = pd.Series(True, index=df.index)
+    if metric is not None:
+        mask &= df["metric"] == metric
+    for col, val in filters.items():
+        if val is not None:
+            mask &= np.isclose(df[col], val) if isinstance(val, float) else df[col] == val
+    return df[mask]
+
+
+def cell_stats(df: pd.DataFrame, metric: str, by: str = "hidden_units", **filters) -> pd.DataFrame:
+    """Return, for each value of ``by``, the seed mean, min, max and spread (max − min) of ``metric``.
+
+    Rows with several values per (cell, seed), e.g. several layers, are averaged
+    within each seed first.
+    """
+    d = select(df, metric, **filters)
+    per_seed = d.groupby([by, "seed"])["value"].mean().reset_index()
+    g = per_seed.groupby(by)["value"]
+    out = pd.DataFrame({"mean": g.mean(), "lo": g.min(), "hi": g.max()})
+    out["spread"] = out["hi"] - out["lo"]
+    return out

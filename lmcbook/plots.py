@@ -6,6 +6,7 @@ Error bars are always the range (min to max) over seeds around the seed mean.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -108,3 +109,227 @@ def plot_lewc_signatures(summary: pd.DataFrame, depth: int) -> Figure:
     fig.tight_layout()
     return fig
 
+
+
+def _layer_colors(layers) -> dict:
+    layers = sorted(set(int(v) for v in layers))
+    cmap = plt.get_cmap("plasma")
+    return {l: cmap(0.1 + 0.75 * i / max(len(layers) - 1, 1)) for i, l in enumerate(layers)}
+
+
+def lines_by_layer(ax, df: pd.DataFrame, metric: str, x: str = "hidden_units", layers=None,
+                   methods=("trained", "untrained"), label_untrained: bool = True) -> None:
+    """Plot ``metric`` against ``x`` (seed mean, min-max bars), one color per layer; untrained pairs dashed."""
+    d = df[df["metric"] == metric]
+    if layers is not None:
+        d = d[d["layer"].isin(layers)]
+    colors = _layer_colors(d["layer"])
+    for l, c in colors.items():
+        for method in methods:
+            s = d[(d["layer"] == l) & (d["method"] == method)]
+            if s.empty:
+                continue
+            st = seed_stats(s, x, "value")
+            trained = method == "trained"
+            label = f"layer {l}" if trained else (f"layer {l}, untrained" if label_untrained else None)
+            ax.errorbar(st[x], st["mean"], yerr=[st["mean"] - st["lo"], st["hi"] - st["mean"]], color=c,
+                        ls="-" if trained else "--", marker="o" if trained else "x", capsize=2, label=label,
+                        alpha=1.0 if trained else 0.6)
+
+
+def plot_lewc_vs_llfc(lewc: pd.DataFrame) -> Figure:
+    """Return LEWC and LLFC relative errors against width, one row per λ, one line per layer l >= 2.
+
+    Layer 1 is left out: both predictions are exact there (f_1 is linear in θ).
+    """
+    use_style()
+    lams = sorted(lewc["lam"].unique(), reverse=True)
+    fig, axes = plt.subplots(len(lams), 2, figsize=(9, 3.1 * len(lams)), squeeze=False, sharey="row")
+    for r, lam in enumerate(lams):
+        for c, (metric, title) in enumerate((("lewc_rel_err", "LEWC"), ("llfc_rel_err", "LLFC"))):
+            ax = axes[r, c]
+            lines_by_layer(ax, lewc[(lewc["lam"] == lam) & (lewc["layer"] > 1)], metric, label_untrained=False)
+            _width_axis(ax, lewc["hidden_units"])
+            ax.set_yscale("log")
+            ax.set_title(rf"{title} prediction, $\lambda = {lam:g}$")
+            ax.set_ylabel("relative error")
+    axes[0, 0].legend(title="solid: trained, dashed: untrained", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_scale_law(scale: pd.DataFrame) -> Figure:
+    """Return log2 r_l against l for each width (prediction 1 − l), and the fitted β against width (prediction 1)."""
+    use_style()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    tr = scale[(scale["metric"] == "scale_ratio") & (scale["method"] == "trained")].copy()
+    tr["log2r"] = np.log2(tr["value"])
+    units = sorted(tr["hidden_units"].unique())
+    cmap = plt.get_cmap("viridis")
+    for i, u in enumerate(units):
+        st = seed_stats(tr[tr["hidden_units"] == u], "layer", "log2r")
+        ax1.plot(st["layer"], st["mean"], marker="o", color=cmap(i / max(len(units) - 1, 1)), label=str(u))
+    ls = np.array(sorted(tr["layer"].unique()))
+    ax1.plot(ls, 1 - ls, "k--", label=r"LEWC: $1-l$")
+    ax1.set_xlabel("layer $l$")
+    ax1.set_ylabel(r"$\log_2 r_l$")
+    ax1.set_xticks(ls)
+    ax1.legend(title="hidden units", ncol=2)
+    for method, ls_, mk in (("trained", "-", "o"), ("untrained", "--", "x")):
+        s = scale[(scale["metric"] == "scale_beta") & (scale["method"] == method)]
+        st = seed_stats(s, "hidden_units", "value")
+        ax2.errorbar(st["hidden_units"], st["mean"], yerr=[st["mean"] - st["lo"], st["hi"] - st["mean"]],
+                     ls=ls_, marker=mk, capsize=2, color=COLORS["merged" if method == "trained" else "untrained"],
+                     label=f"fitted β, {method}")
+    ax2.axhline(1, color=COLORS["prediction"], ls="--", label="LEWC: β = 1")
+    _width_axis(ax2, scale["hidden_units"])
+    ax2.set_ylabel(r"$\beta$ in $\log_2 r_l = \alpha - \beta(l-1)$")
+    ax2.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_additivity(add: pd.DataFrame, lam: float = 0.5) -> Figure:
+    """Return the additivity error, cosine and sign-conflict fraction against width, with Gaussian baselines."""
+    use_style()
+    d = add[add["lam"] == lam]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    for ax, metric, base, title in ((axes[0], "additivity_rel_err", "baseline_additivity_rel_err", "relative error"),
+                                    (axes[1], "additivity_cos", "baseline_additivity_cos", "cosine"),
+                                    (axes[2], "sign_conflict", "baseline_sign_conflict", "sign-conflict fraction")):
+        lines_by_layer(ax, d, metric, label_untrained=False)
+        b = d[(d["metric"] == base) & (d["method"] == "trained")]
+        colors = _layer_colors(b["layer"])
+        for l, c in colors.items():
+            st = seed_stats(b[b["layer"] == l], "hidden_units", "value")
+            ax.plot(st["hidden_units"], st["mean"], color=c, ls=":", lw=1.2)
+        _width_axis(ax, d["hidden_units"])
+        ax.set_title(title + rf", $\lambda={lam:g}$")
+    axes[0].set_yscale("log")
+    axes[0].legend(title="solid: trained, dashed: untrained,\ndotted: Gaussian baseline", ncol=1)
+    fig.tight_layout()
+    return fig
+
+
+def plot_orthogonality(orth: pd.DataFrame, lam: float = 0.5) -> Figure:
+    """Return the orthogonality norm ratio and the cross-term relative error against width, per layer."""
+    use_style()
+    d = orth[orth["lam"] == lam]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    lines_by_layer(axes[0], d, "orth_ratio", label_untrained=False)
+    axes[0].set_title(r"$\frac{1}{2}(\|W^a z^b\|/\|W^a z^a\| + \|W^b z^a\|/\|W^b z^b\|)$")
+    lines_by_layer(axes[1], d, "cross_rel_err", label_untrained=False)
+    axes[1].set_title(rf"cross terms: $\|y - y_0\|/\|y\|$, $\lambda={lam:g}$")
+    for ax in axes:
+        _width_axis(ax, d["hidden_units"])
+        ax.set_yscale("log")
+    axes[0].legend(title="solid: trained, dashed: untrained")
+    fig.tight_layout()
+    return fig
+
+
+def plot_neuron_overlap(nm: pd.DataFrame) -> Figure:
+    """Return the Jaccard index of the top-10% neurons against width with its chance level, and the sorted
+    root second moments of the widest pair's last hidden layer."""
+    use_style()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    lines_by_layer(ax1, nm, "jaccard", label_untrained=False)
+    ch = nm[(nm["metric"] == "jaccard_chance") & (nm["method"] == "trained")]
+    st = seed_stats(ch[ch["layer"] == ch["layer"].min()], "hidden_units", "value")
+    ax1.plot(st["hidden_units"], st["mean"], "k:", label="chance")
+    _width_axis(ax1, nm["hidden_units"])
+    ax1.set_ylabel("Jaccard index of top-10% sets")
+    ax1.legend(title="solid: trained, dashed: untrained")
+    wide, last = nm["hidden_units"].max(), nm[nm["metric"] == "jaccard"]["layer"].max()
+    for method, ls in (("trained", "-"), ("untrained", "--")):
+        for key, c in (("rms_a", COLORS["merged"]), ("rms_b", COLORS["ensemble"])):
+            s = nm[(nm["metric"] == key) & (nm["method"] == method) & (nm["hidden_units"] == wide)
+                   & (nm["layer"] == last) & (nm["seed"] == nm["seed"].min())]
+            v = np.sort(s["value"].to_numpy())[::-1]
+            if len(v):
+                ax2.plot(np.arange(1, len(v) + 1) / len(v), v / v[0], ls=ls, color=c,
+                         label=f"model {key[-1]}, {method}")
+    ax2.set_xscale("log")
+    ax2.set_xlabel("neuron rank / number of neurons")
+    ax2.set_ylabel(r"$\sqrt{E[z_i^2]}$ / max")
+    ax2.set_title(f"layer {int(last)}, {int(wide)} hidden units")
+    ax2.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_rank(rank: pd.DataFrame) -> Figure:
+    """Return the relative effective and stable ranks of hidden-to-hidden matrices against width, and the
+    spectra of the widest models."""
+    use_style()
+    fig, axes = plt.subplots(1, 3, figsize=(12.5, 3.4))
+    hid = rank[rank["role"] == "hidden"]
+    for ax, metric, title in ((axes[0], "rel_effective_rank", "relative effective rank"),
+                              (axes[1], "rel_stable_rank", "relative stable rank")):
+        lines_by_layer(ax, hid, metric, label_untrained=False)
+        _width_axis(ax, hid["hidden_units"])
+        ax.set_yscale("log")
+        ax.set_title(title + " (hidden-to-hidden)")
+    axes[0].legend(title="solid: trained, dashed: untrained")
+    wide = hid["hidden_units"].max()
+    sv = hid[(hid["metric"] == "singular_value") & (hid["hidden_units"] == wide) & (hid["seed"] == hid["seed"].min())
+             & (hid["model"] == "a")]
+    colors = _layer_colors(sv["layer"])
+    for (l, method), s in sv.groupby(["layer", "method"]):
+        v = s.sort_values("index")["value"].to_numpy()
+        axes[2].plot(np.arange(1, len(v) + 1), v / v[0], color=colors[int(l)], ls="-" if method == "trained" else "--",
+                     label=f"layer {int(l)}, {method}")
+    axes[2].set_xscale("log")
+    axes[2].set_yscale("log")
+    axes[2].set_xlabel("index $i$")
+    axes[2].set_ylabel(r"$\sigma_i / \sigma_1$")
+    axes[2].set_title(f"spectra at {int(wide)} hidden units (model a)")
+    axes[2].legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_depth(summary: pd.DataFrame, scale: pd.DataFrame) -> Figure:
+    """Return the logit norm ratio (prediction 2^(1−L)), τ_merged/τ_ens (2^(L−1)) and the fitted α, β against depth."""
+    use_style()
+    fig, axes = plt.subplots(1, 3, figsize=(12.5, 3.4))
+    ls = np.array(sorted(summary["depth"].unique()))
+    for ax, col, pred, label in ((axes[0], "logit_norm_ratio", 2.0 ** (1 - ls), "logit norm ratio"),
+                                 (axes[1], "tau_ratio", 2.0 ** (ls - 1), r"$\tau_{merged}/\tau_{ens}$")):
+        errorbar(ax, summary, "depth", col, color=COLORS["merged"], label="measured")
+        ax.plot(ls, pred, "--", color=COLORS["prediction"], label="LEWC prediction")
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("depth $L$ (linear layers)")
+        ax.set_xticks(ls)
+        ax.set_ylabel(label)
+        ax.legend()
+    tr = scale[scale["method"] == "trained"]
+    for metric, pred, c in (("scale_beta", 1.0, COLORS["merged"]), ("scale_alpha", 0.0, COLORS["ensemble"])):
+        errorbar(axes[2], tr[tr["metric"] == metric], "depth", "value", color=c, label=metric.split("_")[1])
+        axes[2].axhline(pred, color=c, ls=":", lw=1)
+    axes[2].set_xlabel("depth $L$")
+    axes[2].set_xticks(ls)
+    axes[2].set_title(r"fit $\log_2 r_l = \alpha - \beta(l-1)$; LEWC: $\alpha=0, \beta=1$")
+    axes[2].legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_theory(frame: pd.DataFrame) -> Figure:
+    """Return the LEWC relative error against λ per layer for each constructed pair (floored at 1e-17 for log axes)."""
+    use_style()
+    kinds = list(dict.fromkeys(frame["method"]))
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 3.3), sharey=True, squeeze=False)
+    d = frame[(frame["metric"] == "lewc_rel_err") & (frame["lam"] > 0) & (frame["lam"] < 1)]
+    colors = _layer_colors(d["layer"])
+    for ax, kind in zip(axes[0], kinds):
+        for l, c in colors.items():
+            s = d[(d["method"] == kind) & (d["layer"] == l)].sort_values("lam")
+            ax.plot(s["lam"], np.maximum(s["value"], 1e-17), marker="o", color=c, label=f"layer {l}")
+        ax.set_yscale("log")
+        ax.set_title(kind.replace("_", " "))
+        ax.set_xlabel(r"$\lambda$")
+    axes[0, 0].set_ylabel("LEWC relative error")
+    axes[0, 0].legend()
+    fig.tight_layout()
+    return fig

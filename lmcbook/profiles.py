@@ -2,8 +2,9 @@
 
 This module is the single source of every part's specs, notebooks and time
 budget.  A notebook's ``parameters`` cell holds ``profile`` plus overrides that
-default to ``None``; :func:`width_study` fills every ``None`` from the profile
-and validates the result before any compute starts.
+default to ``None``; the part's study function (for example :func:`width_study`)
+fills every ``None`` from the profile and validates the result before any
+compute starts.
 
 - ``smoke``: each notebook runs in seconds; the tests use it.
 - ``quick`` (the default of ``make book``): CPU only, embedded data sets.
@@ -17,14 +18,14 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .metrics import DEFAULT_LAMS
-from .specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams
+from .specs import BASE_WIDTHS, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams
 
 PROFILES = ("smoke", "quick", "paper")
 
 
 @dataclass(frozen=True)
 class Pair:
-    """Two independently trained runs (a, b) at one width; ``seed`` numbers the pair."""
+    """Two independently trained runs (a, b) with one model spec; ``seed`` numbers the pair."""
 
     width: float
     seed: int
@@ -36,10 +37,30 @@ class Pair:
         """Return the pair's channel count, round(base_width * width)."""
         return self.a.model.channels
 
+    @property
+    def depth(self) -> int | None:
+        """Return the MLP depth L (None for VGG11 and ResNet20)."""
+        return self.a.model.depth
+
+
+def _check_profile(name: Any) -> str:
+    if name not in PROFILES:
+        raise SpecError(f"profile={name!r} is not allowed: expected one of {', '.join(map(repr, PROFILES))}")
+    return name
+
+
+def _check_numbers(name: str, v: Any) -> tuple:
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+        raise SpecError(f"{name}={v!r} is not allowed: expected a list of numbers, e.g. [0.5, 2]")
+    v = tuple(v)
+    if not v or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in v):
+        raise SpecError(f"{name}={v!r} is not allowed: expected a non-empty list of numbers, e.g. [0.5, 2]")
+    return v
+
 
 @dataclass(frozen=True)
-class WidthStudy:
-    """The width sweep: pairs of independently trained models at each width multiplier."""
+class Recipe:
+    """The training recipe shared by the width and depth studies: data, model family, SGD, seeds."""
 
     profile: str = "quick"
     dataset: str = "digits"
@@ -47,7 +68,6 @@ class WidthStudy:
     download: bool = False
     arch: str = "mlp"
     base_width: int = 64
-    widths: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
     depth: int | None = 4
     norm: str = "none"
     bias: bool = False
@@ -57,7 +77,7 @@ class WidthStudy:
     lr: float = 0.05
     momentum: float = 0.9
     warmup: float = 0.05
-    #: Number of independent pairs per width; pair p trains seeds 2p (model a) and 2p+1 (model b).
+    #: Number of independent pairs per cell; pair p trains seeds 2p (model a) and 2p+1 (model b).
     seeds: int = 2
     device: str = "auto"
     lams: tuple[float, ...] = DEFAULT_LAMS
@@ -65,64 +85,136 @@ class WidthStudy:
     def __post_init__(self) -> None:
         _check_profile(self.profile)
         if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise SpecError(f"seeds={self.seeds!r} is not allowed: expected an integer >= 1 (pairs per width)")
-        if not isinstance(self.widths, (tuple, list)) or not self.widths:
-            raise SpecError(f"widths={self.widths!r} is not allowed: expected a non-empty list of multipliers > 0")
-        object.__setattr__(self, "widths", tuple(self.widths))
-        object.__setattr__(self, "lams", check_lams(self.lams))
+            raise SpecError(f"seeds={self.seeds!r} is not allowed: expected an integer >= 1 (pairs per cell)")
+        object.__setattr__(self, "lams", check_lams(_check_numbers("lams", self.lams)))
         if not isinstance(self.device, str):
             raise SpecError(f"device={self.device!r} is not allowed: expected 'auto', 'cpu' or 'cuda'")
         if not isinstance(self.download, bool):
             raise SpecError(f"download={self.download!r} is not allowed: expected true or false")
-        for w in self.widths:  # validates every field of every spec
-            self.spec(w, 0)
 
-    def spec(self, width: float, seed: int) -> RunSpec:
-        """Return the RunSpec of one model at ``width`` with init and data seed ``seed``."""
+    def spec(self, width: float, seed: int, depth: int | None = None) -> RunSpec:
+        """Return the RunSpec of one model (init and data seed ``seed``), at ``depth`` if given."""
+        depth = depth if depth is not None else self.depth
         return RunSpec(
             data=DataSpec(self.dataset, self.data_root),
-            model=ModelSpec(self.arch, width, self.base_width, self.depth if self.arch == "mlp" else None,
+            model=ModelSpec(self.arch, width, self.base_width, depth if self.arch == "mlp" else None,
                             self.norm, self.bias),
             train=TrainSpec(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, momentum=self.momentum,
                             weight_decay=self.weight_decay, warmup=self.warmup, seed=seed),
         )
 
+    def pair(self, width: float, p: int, depth: int | None = None) -> Pair:
+        """Return pair number ``p`` at ``width`` (and ``depth``)."""
+        return Pair(width, p, self.spec(width, 2 * p, depth), self.spec(width, 2 * p + 1, depth))
+
     def pairs(self) -> list[Pair]:
-        """Return every pair of the sweep, widths outermost."""
-        return [Pair(w, p, self.spec(w, 2 * p), self.spec(w, 2 * p + 1))
-                for w in self.widths for p in range(self.seeds)]
+        """Return every pair of the study."""
+        raise NotImplementedError
 
     def specs(self) -> list[RunSpec]:
-        """Return every run of the sweep."""
+        """Return every run of the study."""
         return [s for p in self.pairs() for s in (p.a, p.b)]
 
     def params(self) -> dict[str, Any]:
         """Return the resolved parameters as plain Python values (for provenance)."""
-        d = asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @property
     def layers(self) -> int:
         """Return the number L of linear/conv layers on the main path (MLP depth, 9 for VGG11, 20 for ResNet20)."""
         return {"mlp": self.depth, "vgg11": 9, "resnet20": 20}[self.arch]
 
+
+@dataclass(frozen=True)
+class WidthStudy(Recipe):
+    """The width sweep: pairs of independently trained models at each width multiplier."""
+
+    widths: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "widths", _check_numbers("widths", self.widths))
+        for w in self.widths:  # validates every field of every spec
+            self.spec(w, 0)
+
+    def pairs(self) -> list[Pair]:
+        """Return every pair of the sweep, widths outermost."""
+        return [self.pair(w, p) for w in self.widths for p in range(self.seeds)]
+
     def width_sweep(self) -> list[Pair]:
         """Return the sweep's pairs (alias of :meth:`pairs`)."""
         return self.pairs()
 
 
-def _check_profile(name: Any) -> str:
-    if name not in PROFILES:
-        raise SpecError(f"profile={name!r} is not allowed: expected one of {', '.join(map(repr, PROFILES))}")
-    return name
+@dataclass(frozen=True)
+class DepthStudy(Recipe):
+    """The depth sweep: bias-free MLPs of L = 2..6 linear layers at one width."""
+
+    width: float = 8.0
+    depths: tuple[int, ...] = (2, 3, 4, 5, 6)
+    seeds: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.arch != "mlp":
+            raise SpecError(f"arch={self.arch!r} is not allowed in the depth study: expected 'mlp'")
+        depths = _check_numbers("depths", self.depths)
+        if any(not float(d).is_integer() or d < 2 for d in depths):
+            raise SpecError(f"depths={list(depths)!r} is not allowed: expected integers >= 2")
+        object.__setattr__(self, "depths", tuple(int(d) for d in depths))
+        for d in self.depths:
+            self.spec(self.width, 0, d)
+
+    def pairs(self) -> list[Pair]:
+        """Return every pair of the sweep, depths outermost."""
+        return [self.pair(self.width, p, d) for d in self.depths for p in range(self.seeds)]
 
 
-#: Width-study settings of each profile; fields not named take WidthStudy's defaults (the quick profile).
-_WIDTH = {
-    "smoke": dict(widths=(0.25, 1.0), epochs=4, seeds=1, lams=(0.0, 0.25, 0.5, 0.75, 1.0)),
-    "quick": dict(),
-    "paper": dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch",
-                  widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0), epochs=100, seeds=3, lr=0.05, bias=True),
+@dataclass(frozen=True)
+class TheoryStudy:
+    """The constructed networks of the theory section: sizes, seed and λ grid."""
+
+    profile: str = "quick"
+    depth: int = 4
+    hidden: int = 32
+    in_features: int = 16
+    inputs: int = 256
+    seed: int = 0
+    lams: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+    def __post_init__(self) -> None:
+        _check_profile(self.profile)
+        for name, lo in (("depth", 2), ("hidden", 2), ("in_features", 1), ("inputs", 1), ("seed", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise SpecError(f"{name}={v!r} is not allowed: expected an integer >= {lo}")
+        if self.hidden % 2:
+            raise SpecError(f"hidden={self.hidden} is not allowed: expected an even number (two disjoint halves)")
+        object.__setattr__(self, "lams", check_lams(_check_numbers("lams", self.lams)))
+
+    def params(self) -> dict[str, Any]:
+        """Return the resolved parameters as plain Python values (for provenance)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def specs(self) -> list[RunSpec]:
+        """Return the runs this study trains: none (its networks are constructed)."""
+        return []
+
+
+#: Settings of each profile per study; fields not named take the dataclass defaults (the quick profile).
+_TABLES: dict[type, dict[str, dict[str, Any]]] = {
+    WidthStudy: {
+        "smoke": dict(widths=(0.25, 1.0), epochs=4, seeds=1, lams=(0.0, 0.25, 0.5, 0.75, 1.0)),
+        "quick": dict(),
+        "paper": dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch", bias=True, epochs=100, seeds=3,
+                      widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)),
+    },
+    DepthStudy: {
+        "smoke": dict(width=0.25, depths=(2, 3), epochs=4, lams=(0.0, 0.5, 1.0)),
+        "quick": dict(),
+        "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=3),
+    },
+    TheoryStudy: {"smoke": dict(hidden=16, inputs=64), "quick": dict(), "paper": dict(hidden=256, inputs=1024)},
 }
 #: In the paper profile, choosing an architecture also picks its data set and recipe.
 _PAPER_ARCH = {
@@ -131,35 +223,9 @@ _PAPER_ARCH = {
     "vgg11": dict(),
     "resnet20": dict(base_width=16, widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)),
 }
-
-
-def width_study(profile: str = "quick", **overrides: Any) -> WidthStudy:
-    """Return the validated width study of ``profile``; overrides that are None keep the profile's value."""
-    _check_profile(profile)
-    allowed = {f.name for f in fields(WidthStudy)} - {"profile"}
-    unknown = set(overrides) - allowed
-    if unknown:
-        raise SpecError(f"unknown parameter(s) {sorted(unknown)}: expected some of {sorted(allowed)}")
-    given = {k: v for k, v in overrides.items() if v is not None}
-    values: dict[str, Any] = dict(_WIDTH[profile])
-    if profile == "paper":
-        arch = given.get("arch", values.get("arch"))
-        if arch in _PAPER_ARCH:
-            values.update(_PAPER_ARCH[arch])
-    values.update(given)
-    if "arch" in given and "base_width" not in given and profile != "paper":
-        from .specs import BASE_WIDTHS
-
-        values["base_width"] = BASE_WIDTHS.get(given["arch"], 64)
-    if values.get("arch", "mlp") != "mlp":
-        values["depth"] = None
-    _check_types(values)
-    return WidthStudy(profile=profile, **values)
-
-
 _TYPES = {"dataset": str, "data_root": str, "arch": str, "norm": str, "device": str, "bias": bool,
           "download": bool, "base_width": int, "depth": int, "epochs": int, "batch_size": int, "seeds": int,
-          "weight_decay": float, "lr": float, "momentum": float, "warmup": float}
+          "weight_decay": float, "lr": float, "momentum": float, "warmup": float, "width": float}
 
 
 def _check_types(values: dict[str, Any]) -> None:
@@ -167,22 +233,55 @@ def _check_types(values: dict[str, Any]) -> None:
         t = _TYPES.get(k)
         if t is None or v is None:
             continue
-        ok = isinstance(v, bool) if t is bool else (
-            isinstance(v, t) and not isinstance(v, bool) if t is not float
-            else isinstance(v, (int, float)) and not isinstance(v, bool))
+        if t is bool:
+            ok = isinstance(v, bool)
+        elif t is float:
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        else:
+            ok = isinstance(v, t) and not isinstance(v, bool)
         if not ok:
             raise SpecError(f"{k}={v!r} is not allowed: expected a value of type {t.__name__}")
-    for k in ("widths", "lams"):
-        v = values.get(k)
-        if v is not None and (isinstance(v, (str, bytes)) or not hasattr(v, "__iter__")):
-            raise SpecError(f"{k}={v!r} is not allowed: expected a list of numbers, e.g. [0.5, 2]")
-        if v is not None and any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in v):
-            raise SpecError(f"{k}={v!r} is not allowed: expected a list of numbers, e.g. [0.5, 2]")
+
+
+def resolve(cls: type, profile: str = "quick", **overrides: Any) -> Any:
+    """Return the study ``cls`` at ``profile``; overrides that are None keep the profile's value."""
+    _check_profile(profile)
+    allowed = {f.name for f in fields(cls)} - {"profile"}
+    unknown = set(overrides) - allowed
+    if unknown:
+        raise SpecError(f"unknown parameter(s) {sorted(unknown)}: expected some of {sorted(allowed)}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    values: dict[str, Any] = dict(_TABLES[cls][profile])
+    if cls is WidthStudy and profile == "paper":
+        values.update(_PAPER_ARCH.get(given.get("arch", values.get("arch")), {}))
+    values.update(given)
+    if "arch" in allowed:
+        if "arch" in given and "base_width" not in given and profile != "paper":
+            values["base_width"] = BASE_WIDTHS.get(given["arch"], 64)
+        if values.get("arch", "mlp") != "mlp":
+            values["depth"] = None
+    _check_types(values)
+    return cls(profile=profile, **values)
+
+
+def width_study(profile: str = "quick", **overrides: Any) -> WidthStudy:
+    """Return the validated width study of ``profile``."""
+    return resolve(WidthStudy, profile, **overrides)
+
+
+def depth_study(profile: str = "quick", **overrides: Any) -> DepthStudy:
+    """Return the validated depth study of ``profile``."""
+    return resolve(DepthStudy, profile, **overrides)
+
+
+def theory_study(profile: str = "quick", **overrides: Any) -> TheoryStudy:
+    """Return the validated theory-section settings of ``profile``."""
+    return resolve(TheoryStudy, profile, **overrides)
 
 
 @dataclass(frozen=True)
 class Part:
-    """A part of the book: its notebooks in execution order, its study, and its time budget per profile."""
+    """A group of notebooks sharing one study: notebooks in execution order, and the time budget per profile."""
 
     name: str
     title: str
@@ -198,12 +297,18 @@ class Part:
         return self.study(profile, **{k: v for k, v in params.items() if k in keys})
 
 
-#: The book's parts, in execution order. Budgets are the quick profile's estimates (DESIGN.md §5).
-PARTS: dict[str, Part] = {
-    "width": Part("width", "Width and linear mode connectivity",
-                  ("width_accuracy", "loss_barrier_calibration"), width_study, WidthStudy,
-                  {"smoke": 30, "quick": 480, "paper": 7 * 24 * 3600}),
-}
+#: The book's notebook groups, in execution order. Budgets are the quick profile's estimates (DESIGN.md §5).
+PARTS: dict[str, Part] = {p.name: p for p in (
+    Part("width", "Width and linear mode connectivity", ("width_accuracy", "loss_barrier_calibration"),
+         width_study, WidthStudy, {"smoke": 30, "quick": 480, "paper": 7 * 24 * 3600}),
+    Part("probes", "Why width works: probes of the width sweep",
+         ("lewc", "weak_additivity", "reciprocal_orthogonality", "neuron_overlap", "low_rank"),
+         width_study, WidthStudy, {"smoke": 60, "quick": 60, "paper": 3600}),
+    Part("depth", "Why width works: the depth sweep", ("lewc_depth",), depth_study, DepthStudy,
+         {"smoke": 20, "quick": 90, "paper": 24 * 3600}),
+    Part("theory", "Why width works: the theorem", ("theory_lewc",), theory_study, TheoryStudy,
+         {"smoke": 15, "quick": 20, "paper": 120}),
+)}
 
 
 def part_of(notebook: str) -> Part:
@@ -220,16 +325,12 @@ def all_notebooks() -> list[str]:
 
 
 def part_specs(profile: str, part: str, **overrides: Any) -> list[RunSpec]:
-    """Return every run a part trains at ``profile`` (the input of ``lmcbook sweep``)."""
+    """Return every run a part trains at ``profile`` (the input of ``lmcbook train`` and ``sweep``)."""
     if part not in PARTS:
         raise SpecError(f"part={part!r} is not allowed: expected one of {', '.join(map(repr, PARTS))}")
-    return PARTS[part].study(profile, **overrides).specs()
+    return PARTS[part].resolve(profile, overrides).specs()
 
 
 def profile(name: str = "quick") -> WidthStudy:
     """Return the width study of profile ``name`` (``profile("quick").width_sweep()`` lists its pairs)."""
     return width_study(name)
-
-
-__all__ = ["PROFILES", "PARTS", "Pair", "Part", "WidthStudy", "all_notebooks", "part_of", "part_specs",
-           "profile", "width_study"]

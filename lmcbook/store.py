@@ -25,16 +25,18 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 from filelock import FileLock
 from safetensors.torch import load_file, save_file
 
 from .data import Dataset, load_spec, resolve_device
 from .models import build
+from .provenance import source_hash
 from .specs import RunSpec
 from .train import TrainedRun, check_trainable, train
 
@@ -228,6 +230,39 @@ class RunStore:
         self._event("loaded", spec)
         log.info("loaded run %s from the store: %s", spec.short_id, describe(spec))
         return run
+
+    # -- derived results ----------------------------------------------------------------
+    def cached_frames(self, kind: str, key: dict[str, Any],
+                      compute: Callable[[], dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+        """Return frames computed from stored runs, computing and caching them on first use.
+
+        The cache key is ``kind``, ``key`` (which must name the run ids read) and the
+        hash of the lmcbook source, so any change to the library recomputes.  Entries
+        live in ``ROOT/derived/<sha256>/`` as exact CSVs (%.17g), written atomically.
+        """
+        payload = json.dumps({"kind": kind, "key": key, "source_hash": source_hash()}, sort_keys=True, default=str)
+        digest = hashlib.sha256(payload.encode()).hexdigest()
+        path = self.root / "derived" / digest
+        if (path / "meta.json").exists():
+            meta = json.loads((path / "meta.json").read_text())
+            return {name: pd.read_csv(path / f"{name}.csv") for name in meta["frames"]}
+        frames = compute()
+        self.check_writable()
+        tmp = Path(tempfile.mkdtemp(prefix=f"derived-{digest[:12]}-", dir=self.root / ".tmp"))
+        try:
+            for name, df in frames.items():
+                df.to_csv(tmp / f"{name}.csv", index=False, float_format="%.17g")
+            _write_json(tmp / "meta.json", {"kind": kind, "key": key, "frames": sorted(frames),
+                                            "source_hash": source_hash(), "created": time.time()})
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(tmp, path)
+            except OSError:
+                if not (path / "meta.json").exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return frames
 
     def iter_specs(self) -> Iterator[tuple[str, RunSpec]]:
         """Yield (id, spec) of every readable entry."""

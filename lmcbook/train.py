@@ -9,13 +9,9 @@ weights, momentum buffers and step reproduces the uninterrupted run bitwise.
 
 from __future__ import annotations
 
-import os
-import platform
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,10 +19,10 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import __version__
 from .data import Dataset, augment_batch, epoch_batches, load_spec, resolve_device
 from .models import build
-from .specs import CODE_VERSION, RunSpec, SpecError, steps_per_epoch
+from .provenance import provenance
+from .specs import RunSpec, SpecError, steps_per_epoch
 
 
 class DivergedError(FloatingPointError):
@@ -68,6 +64,21 @@ def lr_at(step: int, total: int, peak: float, warmup: float, schedule: str) -> f
     if schedule == "constant":
         return peak
     return peak * (total - step) / max(total - warm, 1)
+
+
+def weight_decay_shrinkage(spec: RunSpec, n_train: int) -> float:
+    """Return the factor by which weight decay alone (gradients aside) shrinks a weight over the spec's schedule.
+
+    It iterates PyTorch's SGD update on a scalar weight with zero gradient:
+    buf = μ·buf + wd·w, w = w − η_t·buf, with η_t the schedule (up to ``stop_step``).
+    """
+    tr = spec.train
+    total = spec.total_steps(n_train)
+    w, buf = 1.0, 0.0
+    for t in range(tr.stop_step or total):
+        buf = tr.momentum * buf + tr.weight_decay * w
+        w -= lr_at(t, total, tr.lr, tr.warmup, tr.schedule) * buf
+    return w
 
 
 def init_model(spec: RunSpec, data: Dataset) -> nn.Module:
@@ -174,33 +185,6 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
     prov = provenance(dev)
     prov.update(train_seconds=elapsed, steps=stop - first)
     return TrainedRun(spec, model, history, metrics, prov, momentum, stop)
-
-
-def provenance(device: torch.device) -> dict[str, Any]:
-    """Return where and how a run was made: versions, git SHA, device, threads, host, time."""
-    return {
-        "lmcbook_version": __version__,
-        "code_version": CODE_VERSION,
-        "git_sha": git_sha(),
-        "torch_version": torch.__version__,
-        "python_version": platform.python_version(),
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-        "threads": torch.get_num_threads(),
-        "host": platform.node(),
-        "pid": os.getpid(),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-
-
-def git_sha() -> str | None:
-    """Return the git commit of the lmcbook source tree, or None outside a checkout."""
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def is_finite_model(model: nn.Module) -> bool:

@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # Calibration removes the loss barrier
+# # Calibration and the loss barrier
 #
 # **The paper's claim** (Ito et al., width paper). Between two wide networks the
 # raw loss barrier stays large even when the accuracy barrier vanishes. The merged

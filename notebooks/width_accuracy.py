@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # Merged accuracy grows with width
+# # Merged accuracy against width
 #
 # **The paper's claim** (Ito et al., width paper). Average the weights of two
 # independently trained networks, with no permutation, and the merged model is

@@ -1,0 +1,110 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # The depth law: do merged logits shrink as $2^{1-L}$?
+#
+# **Why this page.** The width paper varies width at a fixed depth. But LEWC makes a
+# sharp prediction about *depth*. If the merged network computes
+# $f_l(\theta(\tfrac12)) = 2^{-l}(f_l^a + f_l^b)$ at every layer, then a network with $L$
+# linear layers has merged logits $2^{1-L}$ times the ensemble's mean logits. So the
+# logit norm ratio should halve with every added layer, and the temperature ratio
+# $\tau_{merged}/\tau_{ens}$ should double. No width effect can fake this. This is the
+# sharpest test of LEWC in this book, and the paper does not run it.
+#
+# **Setup.** Bias-free ReLU MLPs with $L = 2$ to $6$ linear layers, all at one width,
+# trained with the width sweep's recipe; one pair per depth in the quick profile.
+# Besides the two logit-scale signatures, each pair gets the scale-law fit
+# $\log_2 r_l = \alpha - \beta(l-1)$ over its own layers (LEWC: $\alpha = 0$, $\beta = 1$).
+
+# %% tags=["parameters"]
+profile = "quick"
+dataset = None
+data_root = None
+base_width = None
+width = None
+depths = None
+bias = None
+weight_decay = None
+epochs = None
+seeds = None
+device = None
+lams = None
+
+# %%
+import numpy as np
+
+import lmcbook as lb
+from lmcbook import book, claims, experiments, plots
+
+params = dict(dataset=dataset, data_root=data_root, base_width=base_width, width=width, depths=depths, bias=bias,
+              weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, lams=lams)
+study = lb.profiles.depth_study(profile, **params)
+page = book.Page("lewc_depth", profile, params, study)
+res = experiments.pair_frames(study, page.store)
+frames, run_ids = experiments.probe_frames(study, page.store)
+page.use(res.run_ids)
+summary, scale = res.summary, frames["scale_law"]
+
+# %% tags=["hide-input"]
+page.glue_md("setup", book.describe_study(study))
+page.glue_figure("fig_depth", plots.plot_depth(summary, scale))
+by_depth = summary.groupby("depth").mean(numeric_only=True)
+by_depth["norm_pred"] = 2.0 ** (1 - by_depth.index)
+by_depth["tau_pred"] = 2.0 ** (by_depth.index - 1)
+beta = claims.cell_stats(scale, "scale_beta", by="depth", method="trained")
+alpha = claims.cell_stats(scale, "scale_alpha", by="depth", method="trained")
+by_depth["beta"], by_depth["alpha"] = beta["mean"], alpha["mean"]
+# across depths: log2(logit norm ratio) = a - b (L - 1); LEWC: a = 0, b = 1
+alpha_depth, beta_depth = lb.probes.fit_scale_law(summary["depth"], np.log2(summary["logit_norm_ratio"]))
+page.glue("units", int(study.spec(study.width, 0, 2).model.channels))
+page.glue("beta_depth", beta_depth)
+page.glue("alpha_depth", alpha_depth)
+page.glue("beta_mean", float(beta["mean"].mean()))
+page.glue("beta_min", float(beta["mean"].min()))
+page.glue("beta_max", float(beta["mean"].max()))
+page.glue("L_min", int(by_depth.index.min()))
+page.glue("L_max", int(by_depth.index.max()))
+rel = np.abs(by_depth["logit_norm_ratio"] / by_depth["norm_pred"] - 1)
+page.glue("n_within", int((rel <= 0.25).sum()))
+page.glue("n_depths", len(by_depth))
+page.glue_md("verdict", "within 0.25 of the predicted 1" if abs(beta_depth - 1) <= 0.25 else
+             "**more than 0.25 away from** the predicted 1")
+by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "beta", "acc_merged",
+          "acc_ensemble"]].round(4)
+
+# %% [markdown]
+# ```{glue:figure} fig_depth
+# :name: fig-depth-law
+#
+# Left: the logit norm ratio $\|f_L(\theta(\tfrac12))\| / \|\tfrac12(f_L^a+f_L^b)\|$ against
+# depth, with the LEWC prediction $2^{1-L}$. Middle: $\tau_{merged}/\tau_{ens}$ with
+# $2^{L-1}$. Right: the per-network scale-law fit. Trained: {glue:md}`setup`.
+# ```
+#
+# **What this run shows.** Across depths {glue:text}`L_min` to {glue:text}`L_max` at
+# {glue:text}`units` hidden units, a fit of $\log_2$ of the logit norm ratio against
+# $L - 1$ gives a slope β = {glue:text}`beta_depth:.3f` and an intercept α =
+# {glue:text}`alpha_depth:.3f`. The slope is {glue:md}`verdict`. The norm ratio is
+# within 25% of $2^{1-L}$ at {glue:text}`n_within` of the {glue:text}`n_depths`
+# depths. Within single networks, the per-layer fit gives β between
+# {glue:text}`beta_min:.3f` and {glue:text}`beta_max:.3f` (mean
+# {glue:text}`beta_mean:.3f`). The temperature ratio is the more fragile signature:
+# it equals $2^{L-1}$ only if the merged logits are an exact multiple of the
+# ensemble's, so any disagreement between the merged model's and the ensemble's
+# predictions pulls it below the prediction.
+
+# %%
+long = claims.concat([
+    claims.to_long(summary, "lewc_depth", ["logit_norm_ratio", "tau_ratio", "acc_merged", "acc_ensemble",
+                                           "acc_endpoints", "loss_barrier_cal_mid", "loss_barrier_mid"],
+                   ["width", "hidden_units", "depth"]),
+    claims.to_long_frame(scale, "lewc_depth", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
+])
+page.save(long)
+page.provenance()

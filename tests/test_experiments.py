@@ -1,0 +1,86 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmcbook import experiments, profiles, theory
+from lmcbook.store import RunStore
+
+
+def _study(**kw):
+    return profiles.width_study("smoke", **{"widths": [0.25], "epochs": 2, **kw})
+
+
+def test_probe_frames_cover_trained_and_untrained_and_are_cached(tmp_path, monkeypatch):
+    store = RunStore(tmp_path / "s")
+    study = _study()
+    frames, ids = experiments.probe_frames(study, store)
+    assert set(frames) == set(experiments.PROBES) and len(ids) == 2
+    lewc = frames["lewc"]
+    assert set(lewc["method"]) == {"trained", "untrained"}
+    assert set(lewc["lam"]) == set(experiments.PROBE_LAMS)
+    assert set(lewc["layer"]) == {1, 2, 3, 4}
+    rank = frames["rank"]
+    assert set(rank["seed"]) == {0, 1}  # per-model measure: each model's own seed
+    calls = []
+    real = experiments._all_probes
+    monkeypatch.setattr(experiments, "_all_probes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again, _ = experiments.probe_frames(study, store)
+    assert calls == []  # served from the derived cache
+    for name in frames:
+        pd.testing.assert_frame_equal(frames[name].reset_index(drop=True), again[name].reset_index(drop=True),
+                                      check_dtype=False)
+
+
+def test_untrained_baseline_is_the_pairs_initialisation(tmp_path):
+    from lmcbook.data import load
+    from lmcbook.probes import rank_profile
+    from lmcbook.train import init_model
+
+    store = RunStore(tmp_path / "s")
+    study = _study()
+    frames, _ = experiments.probe_frames(study, store)
+    pair = study.pairs()[0]
+    expected = rank_profile(init_model(pair.a, load("digits", device="cpu")))
+    got = frames["rank"].query("method == 'untrained' and model == 'a' and metric == 'effective_rank'")
+    assert np.allclose(got["value"].to_numpy(), expected.query("metric == 'effective_rank'")["value"].to_numpy())
+
+
+def test_pair_frames_cache_matches_a_fresh_computation(tmp_path):
+    store = RunStore(tmp_path / "s")
+    study = _study()
+    first = experiments.pair_frames(study, store)
+    second = experiments.pair_frames(study, store)
+    cols = ["acc_merged", "loss_barrier_cal_mid", "tau_ratio", "logit_norm_ratio"]
+    assert first.summary[cols].to_numpy().tolist() == second.summary[cols].to_numpy().tolist()
+    assert bool(second.summary["tau_at_bound_merged"].iloc[0]) in (True, False)
+
+
+def test_depth_study_pairs_share_the_width_recipe():
+    depth = profiles.depth_study("quick")
+    assert [p.depth for p in depth.pairs()] == [2, 3, 4, 5, 6]
+    assert {p.hidden_units for p in depth.pairs()} == {512}
+    width = profiles.width_study("quick")
+    # the depth-4 pair at 512 units is the width sweep's pair 0 at multiplier 8: trained once, shared
+    same = [p for p in depth.pairs() if p.depth == 4][0]
+    assert same.a.id == width.pair(8.0, 0).a.id
+    with pytest.raises(Exception, match="depths"):
+        profiles.depth_study("quick", depths=[1, 2])
+
+
+@pytest.mark.parametrize("depth", [2, 3, 5])
+def test_theory_logit_scale_consequences(depth):
+    a, b = theory.constructed_pair("block_diagonal", depth=depth, hidden=24, seed=depth)
+    out = theory.logit_scale(a, b, theory.inputs(2000, 16, depth), seed=depth)
+    assert out["logit_norm_ratio"] == pytest.approx(2.0 ** (1 - depth), rel=1e-12)
+    assert not out["tau_at_bound_merged"] and not out["tau_at_bound_ensemble"]
+    assert out["tau_ratio"] == pytest.approx(2.0 ** (depth - 1), rel=1e-8)
+
+
+def test_theory_check_pair_frame():
+    df = theory.check_pair("disjoint_rows", depth=3, hidden=16, n_inputs=64)
+    assert set(df["method"]) == {"disjoint_rows"}
+    from lmcbook.claims import METRICS
+
+    assert set(df["metric"]) <= METRICS
+    with pytest.raises(ValueError, match="kind"):
+        theory.constructed_pair("diagonal")

@@ -1,0 +1,148 @@
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from lmcbook import probes
+from lmcbook.models import MLP, VGG11, ResNet20
+from lmcbook.theory import constructed_pair
+
+LAMS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+
+
+def _x(n=64, d=16, seed=0):
+    return torch.randn(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("depth", [2, 4, 5])
+def test_block_diagonal_pair_satisfies_lewc_exactly(depth):
+    a, b = constructed_pair("block_diagonal", depth=depth, seed=depth)
+    acts = probes.PairActivations(a, b, _x())
+    lewc = acts.lewc(LAMS)
+    rel = lewc[lewc.metric == "lewc_rel_err"]
+    assert len(rel) == depth * len(LAMS)
+    assert rel.value.max() < 1e-10
+    orth = acts.reciprocal_orthogonality(LAMS)
+    assert orth[orth.metric.str.startswith("orth_ratio")].value.max() < 1e-10
+    assert orth[orth.metric == "cross_rel_err"].value.max() < 1e-10
+    add = acts.weak_additivity(LAMS)
+    assert add[add.metric == "additivity_rel_err"].value.max() < 1e-10
+    assert add[add.metric == "sign_conflict"].value.max() == 0
+    law = acts.scale_law().set_index("metric")
+    assert abs(law.loc["scale_beta", "value"] - 1) < 1e-10
+    assert abs(law.loc["scale_alpha", "value"]) < 1e-10
+    logits = law[law.layer == depth]
+    assert abs(float(logits.value.iloc[0]) - 2.0 ** (1 - depth)) < 1e-10
+
+
+def test_disjoint_rows_keep_additivity_but_break_lewc():
+    a, b = constructed_pair("disjoint_rows", depth=4, seed=1)
+    acts = probes.PairActivations(a, b, _x())
+    add = acts.weak_additivity(LAMS)
+    assert add[add.metric == "additivity_rel_err"].value.max() < 1e-10
+    lewc = acts.lewc([0.5]).query("metric == 'lewc_rel_err'").set_index("layer")
+    assert lewc.loc[1, "value"] < 1e-10  # layer 1 reads the shared input: exact
+    assert lewc.loc[2, "value"] > 0.1
+    orth = acts.reciprocal_orthogonality([0.5])
+    assert orth[orth.metric == "orth_ratio"].value.min() > 0.1
+
+
+def test_overlapping_supports_break_both_conditions():
+    a, b = constructed_pair("overlapping", depth=4, seed=2)
+    acts = probes.PairActivations(a, b, _x())
+    add = acts.weak_additivity([0.5])
+    assert add[add.metric == "sign_conflict"].value.min() > 0.2
+    assert add[add.metric == "additivity_rel_err"].value.min() > 0.05
+
+
+def test_a_network_merged_with_itself():
+    torch.manual_seed(0)
+    a = MLP(16, 10, 32, depth=3).double()
+    lewc = probes.lewc_similarity(a, copy.deepcopy(a), _x(), lams=LAMS)
+    assert np.allclose(lewc[lewc.metric == "lewc_cos"].value, 1.0, atol=1e-12)
+    half = lewc[(lewc.metric == "lewc_rel_err") & (lewc.lam == 0.5)].set_index("layer").value
+    assert np.allclose(half.loc[[1, 2, 3]], [0.0, 0.5, 0.75], atol=1e-12)
+    assert lewc[lewc.metric == "llfc_rel_err"].value.max() < 1e-12
+
+
+def test_rank_known_answers():
+    g = torch.Generator().manual_seed(0)
+    q1, _ = torch.linalg.qr(torch.randn(40, 40, generator=g, dtype=torch.float64))
+    q2, _ = torch.linalg.qr(torch.randn(30, 30, generator=g, dtype=torch.float64))
+    for r in (1, 5, 17):
+        s = torch.zeros(30, dtype=torch.float64)
+        s[:r] = 3.0
+        w = q1[:, :30] @ torch.diag(s) @ q2.T
+        assert abs(probes.effective_rank(torch.linalg.svdvals(w)) - r) < 1e-9
+    assert probes.stable_rank(torch.linalg.svdvals(torch.eye(12, dtype=torch.float64))) == pytest.approx(12, abs=1e-12)
+    model = MLP(16, 10, 8, depth=3)
+    prof = probes.rank_profile(model)
+    er = prof[prof.metric == "rel_effective_rank"]
+    assert list(er.role) == ["input", "hidden", "output"]
+    assert er.value.between(0, 1).all()
+    assert (prof.metric == "singular_value").sum() == 8 + 8 + 8
+
+
+def test_rank_profile_reshapes_convs():
+    prof = probes.rank_profile(ResNet20(3, 10, 4))
+    sv = prof[(prof.metric == "singular_value") & (prof.name == "blocks.0.conv1")]
+    assert len(sv) == min(4, 4 * 9)
+    assert set(prof.role) == {"input", "hidden", "output", "shortcut"}
+
+
+def test_gaussian_additivity_baseline():
+    base = probes.gaussian_additivity_baseline((360, 512), 1.0, 1.0, seed=0)
+    assert base["cos"] == pytest.approx(0.930, abs=0.005)
+    assert base["sign_conflict"] == pytest.approx(0.5, abs=0.01)
+    narrow = probes.gaussian_additivity_baseline((360, 16), 1.0, 1.0, seed=0, samples=1 << 20)
+    assert narrow["cos"] == pytest.approx(0.919, abs=0.01)
+
+
+def test_jaccard_chance_level():
+    g = np.random.default_rng(0)
+    n, k = 16, 2
+    draws = [len(set(g.choice(n, k, replace=False)) & set(g.choice(n, k, replace=False))) for _ in range(200000)]
+    j = np.array(draws) / (2 * k - np.array(draws))
+    se = j.std() / np.sqrt(len(j))
+    assert abs(probes.jaccard_chance(n, k) - j.mean()) < 4 * se
+    assert probes.jaccard_chance(4096, round(0.1 * 4096)) == pytest.approx(0.1 / 1.9, abs=1e-3)
+
+
+def test_neuron_moments_of_identical_models():
+    torch.manual_seed(0)
+    a = MLP(16, 10, 40, depth=3).double()
+    df = probes.neuron_moments(a, copy.deepcopy(a), _x(), top_fraction=0.1)
+    jac = df[df.metric == "jaccard"]
+    assert list(jac.layer) == [1, 2] and (jac.value == 1.0).all()
+    assert (df[df.metric == "top_k"].value == 4).all()
+    rms = df[(df.metric == "rms_a") & (df.layer == 1)].sort_values("index").value.to_numpy()
+    z = torch.relu(_x() @ a.layers[0].weight.detach().T)
+    assert np.allclose(rms, torch.sqrt((z ** 2).mean(0)).numpy())
+
+
+@pytest.mark.parametrize("make", [lambda: VGG11(3, 10, 2), lambda: VGG11(3, 10, 2, norm="layer"),
+                                  lambda: ResNet20(3, 10, 2)])
+def test_probes_run_on_conv_nets(make):
+    torch.manual_seed(0)
+    a, b = make(), make()
+    x = torch.randn(8, 3, 32, 32)
+    acts = probes.PairActivations(a, b, x)
+    assert len(acts.lewc([0.5])) > 0
+    assert len(acts.reciprocal_orthogonality([0.5])) > 0
+    assert len(acts.neuron_moments()) > 0
+    assert np.isfinite(acts.scale_law().value).all()
+
+
+def test_resnet_blocks_and_batchnorm():
+    torch.manual_seed(0)
+    a, b = ResNet20(3, 10, 2, norm="batch"), ResNet20(3, 10, 2, norm="batch")
+    x = torch.randn(8, 3, 32, 32)
+    with pytest.raises(ValueError, match="train_x"):
+        probes.PairActivations(a, b, x)
+    acts = probes.PairActivations(a, b, x, train_x=torch.randn(16, 3, 32, 32), points="blocks")
+    assert sorted(set(acts.lewc([0.5]).layer)) == list(range(1, 10))
+    with pytest.raises(ValueError, match="points='layers'"):
+        acts.reciprocal_orthogonality()
+    with pytest.raises(ValueError, match="blocks"):
+        probes.PairActivations(MLP(16, 10, 8), MLP(16, 10, 8), _x().float(), points="blocks")

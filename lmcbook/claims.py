@@ -50,6 +50,11 @@ BASELINE_ADDITIVITY_REL_ERR, BASELINE_ADDITIVITY_COS, BASELINE_ADDITIVITY_N_EXCL
 BASELINE_SIGN_CONFLICT = "baseline_sign_conflict"
 ORTH_RATIO_AB, ORTH_RATIO_BA, ORTH_RATIO = "orth_ratio_ab", "orth_ratio_ba", "orth_ratio"
 CROSS_COS, CROSS_REL_ERR, CROSS_N_EXCLUDED = "cross_cos", "cross_rel_err", "cross_n_excluded"
+#: Zhou et al. (2023)'s commutativity: ‖(W_a − W_b)(z_a − z_b)‖ / (‖W_a z_a‖ + ‖W_b z_b‖)
+COMMUTATIVITY_REL_ERR = "commutativity_rel_err"
+
+# -- controls (weight matching, random permutations, REPAIR) ---------------------------
+MATCH_SECONDS, MATCH_ITERATIONS, MATCH_OBJECTIVE = "match_seconds", "match_iterations", "match_objective"
 JACCARD, JACCARD_CHANCE, TOP_K, N_NEURONS = "jaccard", "jaccard_chance", "top_k", "n_neurons"
 RMS_A, RMS_B = "rms_a", "rms_b"  #: per-neuron root second moments, keyed by index
 SCALE_RATIO, SCALE_ALPHA, SCALE_BETA = "scale_ratio", "scale_alpha", "scale_beta"

@@ -10,12 +10,14 @@ computes it and every later notebook reads it.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 import torch
 
 from .data import Dataset, load
+from .merge import permutation_spec, permute, random_permutation, repair, weight_matching
 from .metrics import pair_summary
 from .probes import PairActivations, rank_profile
 from .profiles import Pair, Recipe
@@ -89,9 +91,12 @@ def _all_probes(a, b, data: Dataset, lams) -> dict[str, pd.DataFrame]:
             "neuron_moments": acts.neuron_moments(), "scale_law": acts.scale_law(), "rank": rank}
 
 
-def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS,
-                 baseline: bool = True) -> tuple[dict[str, pd.DataFrame], list[str]]:
+def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, baseline: bool = True,
+                 matched: bool = False) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """Return every probe's frame over the study's pairs, trained and (if ``baseline``) untrained, and the run ids.
+
+    With ``matched``, the pairs are also probed after weight matching b onto a
+    (``method="weight_matched"``; see :func:`matched_permutation`).
 
     One set of hooked forward passes per pair serves all probes (see
     :class:`lmcbook.probes.PairActivations`).  The untrained baseline of a pair is
@@ -107,6 +112,9 @@ def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS,
     for pair, ra, rb in trained_pairs(study, store, data):
         ids += [ra.id, rb.id]
         kinds = [("trained", {"a": ra.id, "b": rb.id}, lambda ra=ra, rb=rb: (ra.model, rb.model))]
+        if matched:
+            kinds.append(("weight_matched", {"a": ra.id, "b": rb.id, "iterations": _iterations(study)},
+                          lambda ra=ra, rb=rb: (ra.model, matched_model(ra, rb, store, _iterations(study)))))
         if baseline:
             init = {m: {"model": asdict(s.model), "seed": s.train.seed} for m, s in (("a", pair.a), ("b", pair.b))}
             kinds.append(("untrained", init, lambda pair=pair: (init_model(pair.a, data), init_model(pair.b, data))))
@@ -123,3 +131,100 @@ def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS,
                     frame["seed"] = 2 * pair.seed + (frame["model"] == "b").astype(int)
                 out[name].append(frame)
     return {name: pd.concat(frames, ignore_index=True) for name, frames in out.items()}, ids
+
+
+# -- controls: permutations, weight matching, REPAIR ------------------------------------
+def _iterations(study) -> int:
+    return getattr(study, "match_iterations", 100)
+
+
+def matched_permutation(ra: TrainedRun, rb: TrainedRun, store: RunStore | None = None,
+                        iterations: int = 100) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """Return weight matching's permutations of b onto a (cached) and its cost: seconds, sweeps, objective.
+
+    The seconds are those of the run that computed the permutations; a cached
+    result reports the time measured when it was computed.
+    """
+    store = store or RunStore()
+
+    def compute():
+        t0 = time.perf_counter()
+        res = weight_matching(ra.model, rb.model, max_iter=iterations)
+        seconds = time.perf_counter() - t0
+        perms = pd.concat([pd.DataFrame({"perm": p, "index": range(len(v)), "value": v.numpy()})
+                           for p, v in res.perms.items()], ignore_index=True)
+        info = pd.DataFrame([{"match_seconds": seconds, "match_iterations": res.iterations,
+                              "match_objective": res.history[-1] if res.history else float("nan")}])
+        return {"perms": perms, "info": info}
+
+    got = store.cached_frames("weight_matching", {"a": ra.id, "b": rb.id, "iterations": iterations}, compute)
+    perms = {p: torch.tensor(g.sort_values("index")["value"].to_numpy(), dtype=torch.long)
+             for p, g in got["perms"].groupby("perm", sort=False)}
+    return perms, {k: float(v) for k, v in got["info"].iloc[0].items()}
+
+
+def matched_model(ra: TrainedRun, rb: TrainedRun, store: RunStore | None = None, iterations: int = 100):
+    """Return model b permuted by weight matching onto model a (the same function as b)."""
+    perms, _ = matched_permutation(ra, rb, store, iterations)
+    return permute(rb.model, perms)
+
+
+def _random_b(rb: TrainedRun, pair: Pair, draw: int):
+    g = torch.Generator().manual_seed(10_000 * pair.seed + 100 * draw + 7)
+    return permute(rb.model, random_permutation(permutation_spec(rb.model), g))
+
+
+def permutation_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Return per pair: the merge of a with b, with ``draws`` random function-preserving permutations of b
+    (``index`` = draw), and with weight-matched b; each as a pair summary at λ ∈ {0, ½, 1}."""
+    store = store or RunStore()
+    data = study_data(study)
+    rows, ids = [], []
+    for pair, ra, rb in trained_pairs(study, store, data):
+        ids += [ra.id, rb.id]
+
+        def compute(pair=pair, ra=ra, rb=rb):
+            out = []
+            variants = [("none", 0, rb.model), ("weight_matching", 0, matched_model(ra, rb, store, _iterations(study)))]
+            variants += [("random_permutation", d, _random_b(rb, pair, d)) for d in range(study.draws)]
+            for method, draw, b in variants:
+                _, summ = pair_summary(ra.model, b, data, (0.0, 0.5, 1.0))
+                out.append({"method": method, "index": draw, **summ})
+            return {"summary": pd.DataFrame(out)}
+
+        got = store.cached_frames("permutation_draws", {"a": ra.id, "b": rb.id, "draws": study.draws,
+                                                        "iterations": _iterations(study)}, compute)
+        rows.append(got["summary"].assign(**_keys(pair)))
+    return pd.concat(rows, ignore_index=True), ids
+
+
+def method_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Return (curves, summaries, run ids) of four ways to merge each pair along the full λ grid:
+    ``none`` (plain averaging), ``weight_matching``, ``random_permutation`` (draw 0) and ``repair``
+    (plain averaging, then REPAIR on the training inputs at every λ).  Summaries carry the
+    weight-matching cost (``match_seconds``, ``match_iterations``)."""
+    store = store or RunStore()
+    data = study_data(study)
+    curves, rows, ids = [], [], []
+    for pair, ra, rb in trained_pairs(study, store, data):
+        ids += [ra.id, rb.id]
+
+        def compute(pair=pair, ra=ra, rb=rb):
+            a, b = ra.model, rb.model
+            fix = lambda m, lam: repair(m, a, b, data.x_train, lam)  # noqa: E731
+            variants = {"none": (b, None), "weight_matching": (matched_model(ra, rb, store, _iterations(study)), None),
+                        "random_permutation": (_random_b(rb, pair, 0), None), "repair": (b, fix)}
+            cs, ss = [], []
+            for method, (bb, transform) in variants.items():
+                curve, summ = pair_summary(a, bb, data, study.lams, transform)
+                cs.append(curve.assign(method=method))
+                ss.append({"method": method, **summ})
+            return {"curves": pd.concat(cs, ignore_index=True), "summary": pd.DataFrame(ss)}
+
+        got = store.cached_frames("merge_methods", {"a": ra.id, "b": rb.id, "lams": list(study.lams),
+                                                    "iterations": _iterations(study)}, compute)
+        _, info = matched_permutation(ra, rb, store, _iterations(study))
+        keys = _keys(pair)
+        curves.append(got["curves"].assign(**keys))
+        rows.append(got["summary"].assign(**keys, **info))
+    return pd.concat(curves, ignore_index=True), pd.concat(rows, ignore_index=True), ids

@@ -1,8 +1,9 @@
-"""Weight interpolation θ(λ) = λ·θa + (1−λ)·θb, and BatchNorm statistic reset."""
+"""Merging: interpolation θ(λ) = λ·θa + (1−λ)·θb, BatchNorm reset, permutations, weight matching, REPAIR."""
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -70,4 +71,340 @@ def reset_bn(model: nn.Module, x: torch.Tensor, batch_size: int = 500) -> nn.Mod
     for m, mom in zip(bns, saved):
         m.momentum = mom
     model.train(was_training)
+    return model
+
+
+# -- permutations ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class PermutationSpec:
+    """Which permutation acts on which axis of which parameter or buffer (after git-re-basin).
+
+    ``axes_to_perm`` maps every state-dict key to one entry per tensor axis: the
+    name of the permutation acting on that axis, or None.  ``sizes`` gives each
+    permutation's length.  Build one with :meth:`from_axes` (which checks it
+    against a state dict) or :func:`permutation_spec` for lmcbook's models.
+    """
+
+    axes_to_perm: dict[str, tuple[str | None, ...]]
+    sizes: dict[str, int]
+
+    @property
+    def perm_to_axes(self) -> dict[str, list[tuple[str, int]]]:
+        """Return, for each permutation, the (key, axis) pairs it acts on."""
+        out: dict[str, list[tuple[str, int]]] = {p: [] for p in self.sizes}
+        for key, axes in self.axes_to_perm.items():
+            for axis, p in enumerate(axes):
+                if p is not None:
+                    out[p].append((key, axis))
+        return out
+
+    @classmethod
+    def from_axes(cls, axes_to_perm: dict[str, tuple[str | None, ...]],
+                  state: dict[str, torch.Tensor] | nn.Module) -> PermutationSpec:
+        """Return a spec for ``state`` (a state dict or model), checked: every key covered, every size consistent.
+
+        Zero-dimensional entries (BatchNorm's ``num_batches_tracked``) may be left out.
+        """
+        if isinstance(state, nn.Module):
+            state = state.state_dict()
+        axes_to_perm = {k: tuple(v) for k, v in axes_to_perm.items()}
+        missing = [k for k in state if k not in axes_to_perm and state[k].ndim > 0]
+        if missing:
+            raise ValueError(f"PermutationSpec misses parameter(s) {missing[:5]}: every parameter and buffer with an "
+                             "axis needs an entry (a tuple with one permutation name or None per axis)")
+        unknown = [k for k in axes_to_perm if k not in state]
+        if unknown:
+            raise ValueError(f"PermutationSpec names unknown parameter(s) {unknown[:5]}: "
+                             "expected keys of the state dict")
+        sizes: dict[str, int] = {}
+        where: dict[str, str] = {}
+        for key, axes in axes_to_perm.items():
+            shape = tuple(state[key].shape)
+            if len(axes) != len(shape):
+                raise ValueError(f"PermutationSpec entry {key!r} has {len(axes)} axes but the tensor has shape {shape}")
+            for axis, p in enumerate(axes):
+                if p is None:
+                    continue
+                if p in sizes and sizes[p] != shape[axis]:
+                    raise ValueError(f"permutation {p!r} has size {sizes[p]} on {where[p]} but {shape[axis]} on "
+                                     f"{key!r} axis {axis}: expected one size per permutation")
+                sizes[p], where[p] = shape[axis], f"{key!r} axis {axis}"
+        for k in state:
+            if k not in axes_to_perm:
+                axes_to_perm[k] = ()
+        return cls(axes_to_perm, sizes)
+
+
+def _mlp_axes(model) -> dict[str, tuple]:
+    axes: dict[str, tuple] = {}
+    n = len(model.layers)
+    for i in range(n):
+        p_out = f"P{i}" if i < n - 1 else None
+        p_in = f"P{i - 1}" if i > 0 else None
+        axes[f"layers.{i}.weight"] = (p_out, p_in)
+        axes[f"layers.{i}.bias"] = (p_out,)
+    for i in range(n - 1):
+        for name in ("weight", "bias", "running_mean", "running_var"):
+            axes[f"norms.{i}.{name}"] = (f"P{i}",)
+    return axes
+
+
+def _norm_axes(prefix: str, p: str) -> dict[str, tuple]:
+    return {f"{prefix}.{name}": (p,) for name in ("weight", "bias", "running_mean", "running_var")}
+
+
+def _conv_axes(key: str, p_out, p_in) -> dict[str, tuple]:
+    return {f"{key}.weight": (p_out, p_in, None, None), f"{key}.bias": (p_out,)}
+
+
+def _vgg_axes(model) -> dict[str, tuple]:
+    axes: dict[str, tuple] = {}
+    prev = None
+    mods = list(model.features)
+    for i, m in enumerate(mods):
+        if isinstance(m, nn.Conv2d):
+            p = f"P{i}"
+            axes.update(_conv_axes(f"features.{i}", p, prev))
+            axes.update(_norm_axes(f"features.{i + 1}", p))
+            prev = p
+    axes["classifier.weight"] = (None, prev)
+    axes["classifier.bias"] = (None,)
+    return axes
+
+
+def _resnet_axes(model) -> dict[str, tuple]:
+    axes: dict[str, tuple] = {}
+    stream = "S0"  # the residual stream's permutation, shared within a stage
+    axes.update(_conv_axes("conv1", stream, None))
+    axes.update(_norm_axes("norm1", stream))
+    for i, blk in enumerate(model.blocks):
+        inner = f"B{i}"
+        out = stream
+        if isinstance(blk.shortcut, nn.Sequential):  # 1x1 projection: a new stream permutation for the new stage
+            out = f"S{i}"
+            axes.update(_conv_axes(f"blocks.{i}.shortcut.0", out, stream))
+            axes.update(_norm_axes(f"blocks.{i}.shortcut.1", out))
+        axes.update(_conv_axes(f"blocks.{i}.conv1", inner, stream))
+        axes.update(_norm_axes(f"blocks.{i}.norm1", inner))
+        axes.update(_conv_axes(f"blocks.{i}.conv2", out, inner))
+        axes.update(_norm_axes(f"blocks.{i}.norm2", out))
+        stream = out
+    axes["head.weight"] = (None, stream)
+    axes["head.bias"] = (None,)
+    return axes
+
+
+def permutation_spec(model: nn.Module) -> PermutationSpec:
+    """Return the PermutationSpec of an lmcbook MLP, VGG11 or ResNet20 (any norm, with or without bias)."""
+    from .models import MLP, VGG11, ResNet20
+
+    builders = {MLP: _mlp_axes, VGG11: _vgg_axes, ResNet20: _resnet_axes}
+    for cls, build in builders.items():
+        if isinstance(model, cls):
+            state = model.state_dict()
+            axes = {k: v for k, v in build(model).items() if k in state}
+            return PermutationSpec.from_axes(axes, state)
+    raise ValueError(f"no built-in PermutationSpec for {type(model).__name__}: write one with "
+                     "PermutationSpec.from_axes({key: (perm or None per axis)}, model)")
+
+
+Perms = dict[str, torch.Tensor]
+
+
+def _check_perms(spec: PermutationSpec, perms: Perms) -> None:
+    if set(perms) != set(spec.sizes):
+        raise ValueError(f"perms name {sorted(perms)}, the spec {sorted(spec.sizes)}: expected the same names")
+    for p, idx in perms.items():
+        if len(idx) != spec.sizes[p] or not torch.equal(torch.sort(idx.cpu()).values, torch.arange(spec.sizes[p])):
+            raise ValueError(f"perms[{p!r}] is not a permutation of range({spec.sizes[p]})")
+
+
+def permute_state(state: dict[str, torch.Tensor], spec: PermutationSpec, perms: Perms) -> dict[str, torch.Tensor]:
+    """Return the state dict with every axis permuted: new[..., i, ...] = old[..., perm[i], ...]."""
+    _check_perms(spec, perms)
+    out = {}
+    for key, w in state.items():
+        for axis, p in enumerate(spec.axes_to_perm.get(key, ())):
+            if p is not None:
+                w = torch.index_select(w, axis, perms[p].to(w.device))
+        out[key] = w
+    return out
+
+
+def permute(model: nn.Module, perms: Perms, spec: PermutationSpec | None = None) -> nn.Module:
+    """Return a copy of ``model`` with its hidden units permuted by ``perms``: the same function, reordered."""
+    spec = spec or permutation_spec(model)
+    new = copy.deepcopy(model)
+    new.load_state_dict(permute_state(model.state_dict(), spec, perms))
+    return new
+
+
+def random_permutation(spec: PermutationSpec, generator: torch.Generator | None = None) -> Perms:
+    """Return one uniformly random permutation per name of ``spec``."""
+    return {p: torch.randperm(n, generator=generator) for p, n in spec.sizes.items()}
+
+
+def identity_permutation(spec: PermutationSpec) -> Perms:
+    """Return the identity permutation of every name of ``spec``."""
+    return {p: torch.arange(n) for p, n in spec.sizes.items()}
+
+
+def invert(perms: Perms) -> Perms:
+    """Return the inverse permutations (permuting by π, then by invert(π), is the identity)."""
+    return {p: torch.argsort(idx) for p, idx in perms.items()}
+
+
+@dataclass
+class MatchResult:
+    """Permutations P with permute(b, P) ≈ a, the objective after each sweep, and the sweeps run."""
+
+    perms: Perms
+    history: list[float]
+    iterations: int
+
+
+def weight_matching(a: nn.Module | dict, b: nn.Module | dict, spec: PermutationSpec | None = None,
+                    max_iter: int = 100, seed: int = 0) -> MatchResult:
+    """Return permutations of b's units that maximise Σ ⟨W_a, permuted W_b⟩ (Ainsworth et al. 2023).
+
+    Coordinate descent: each sweep visits every permutation in a seeded random order
+    and solves its linear assignment problem exactly with
+    ``scipy.optimize.linear_sum_assignment``, holding the others fixed.  It stops
+    when a sweep improves nothing or after ``max_iter`` sweeps.  Only parameters
+    (not BatchNorm running statistics) enter the objective.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    if spec is None:
+        if not isinstance(a, nn.Module):
+            raise ValueError("spec=None needs models, not state dicts, to build the PermutationSpec")
+        spec = permutation_spec(a)
+    params = set(dict(a.named_parameters())) if isinstance(a, nn.Module) else None
+    sa = a.state_dict() if isinstance(a, nn.Module) else a
+    sb = b.state_dict() if isinstance(b, nn.Module) else b
+    _check_same(sa, sb)
+    keys = [k for k in sa if sa[k].is_floating_point() and (params is None or k in params)]
+    sa = {k: sa[k].detach().double().cpu() for k in keys}
+    sb = {k: sb[k].detach().double().cpu() for k in keys}
+    perms = identity_permutation(spec)
+    p2a = {p: [(k, ax) for k, ax in lst if k in sa] for p, lst in spec.perm_to_axes.items()}
+    rng = torch.Generator().manual_seed(seed)
+    history: list[float] = []
+    for _ in range(max_iter):
+        improved = False
+        for i in torch.randperm(len(spec.sizes), generator=rng).tolist():
+            p = list(spec.sizes)[i]
+            n = spec.sizes[p]
+            cost = torch.zeros(n, n, dtype=torch.float64)
+            for key, axis in p2a[p]:
+                wa = torch.movedim(sa[key], axis, 0).reshape(n, -1)
+                wb = sb[key]
+                for ax2, q in enumerate(spec.axes_to_perm[key]):
+                    if q is not None and ax2 != axis:
+                        wb = torch.index_select(wb, ax2, perms[q])
+                cost += wa @ torch.movedim(wb, axis, 0).reshape(n, -1).T
+            _, cols = linear_sum_assignment(cost.numpy(), maximize=True)
+            new = torch.as_tensor(cols, dtype=torch.long)
+            old_val = float(cost[torch.arange(n), perms[p]].sum())
+            new_val = float(cost[torch.arange(n), new].sum())
+            if new_val > old_val + 1e-12 * max(1.0, abs(old_val)):
+                perms[p], improved = new, True
+        history.append(_matching_objective(sa, sb, spec, perms))
+        if not improved:
+            break
+    return MatchResult(perms, history, len(history))
+
+
+def _matching_objective(sa, sb, spec, perms) -> float:
+    pb = permute_state(sb, PermutationSpec({k: spec.axes_to_perm[k] for k in sb}, spec.sizes), perms)
+    return float(sum((sa[k] * pb[k]).sum() for k in sa))
+
+
+# -- REPAIR ---------------------------------------------------------------------------
+class ChannelAffine(nn.Module):
+    """y = x·scale + shift per channel (dim 1): REPAIR's explicit correction, which adds a shift to bias-free layers."""
+
+    def __init__(self, scale: torch.Tensor, shift: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("scale", scale.detach().clone())
+        self.register_buffer("shift", shift.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        return x * self.scale.view(shape) + self.shift.view(shape)
+
+
+def repair_points(model: nn.Module) -> list[str]:
+    """Return the module names whose outputs REPAIR corrects: each hidden layer's output as the ReLU sees it
+    (the linear/conv output, or the norm after it)."""
+    from .models import probe_points
+
+    names = dict(model.named_modules())
+    out = []
+    for p in probe_points(model):
+        if p.role != "hidden":
+            continue
+        norm = _norm_after(model, p.name, names)
+        out.append(norm if norm is not None else p.name)
+    return out
+
+
+def _norm_after(model, name: str, names: dict) -> str | None:
+    """Return the name of the norm module applied to ``name``'s output, if it is not an Identity."""
+    from .models import MLP, VGG11
+
+    if isinstance(model, MLP):
+        cand = "norms." + name.split(".")[1]
+    elif isinstance(model, VGG11):
+        cand = f"features.{int(name.split('.')[1]) + 1}"
+    else:
+        cand = name.replace("conv", "norm")
+    mod = names.get(cand)
+    return cand if mod is not None and not isinstance(mod, nn.Identity) else None
+
+
+@torch.no_grad()
+def channel_stats(model: nn.Module, x: torch.Tensor, names: list[str]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Return (mean, std) per channel of each named module's output over x (and positions, for convs)."""
+    mods = dict(model.named_modules())
+    outs: dict[str, torch.Tensor] = {}
+    hooks = [mods[n].register_forward_hook(lambda m, i, o, n=n: outs.__setitem__(n, o)) for n in names]
+    was = model.training
+    model.eval()
+    try:
+        model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+        model.train(was)
+    stats = {}
+    for n, o in outs.items():
+        dims = [0] + list(range(2, o.ndim))
+        stats[n] = (o.mean(dim=dims), o.std(dim=dims, unbiased=False))
+    return stats
+
+
+@torch.no_grad()
+def repair(merged: nn.Module, a: nn.Module, b: nn.Module, data: torch.Tensor, lam: float,
+           eps: float = 1e-8) -> nn.Module:
+    """Return a copy of ``merged`` whose hidden channels have the interpolated endpoint statistics (REPAIR).
+
+    For every hidden layer, in forward order, each channel's mean and std over
+    ``data`` are set to λ·(μ_a, σ_a) + (1−λ)·(μ_b, σ_b) by an explicit
+    :class:`ChannelAffine` inserted after the layer (after its norm, if it has
+    one).  BatchNorm statistics are reset on ``data`` first (Jordan et al. 2022).
+    """
+    (lam,) = check_lams([lam])
+    model = copy.deepcopy(merged).eval()
+    if has_batchnorm(model):
+        reset_bn(model, data)
+    points = repair_points(model)
+    sa, sb = channel_stats(a, data, points), channel_stats(b, data, points)
+    for name in points:
+        mu_m, sd_m = channel_stats(model, data, [name])[name]
+        mu_t = lam * sa[name][0] + (1 - lam) * sb[name][0]
+        sd_t = lam * sa[name][1] + (1 - lam) * sb[name][1]
+        scale = sd_t / sd_m.clamp_min(eps)
+        module = model.get_submodule(name)
+        model.set_submodule(name, nn.Sequential(module, ChannelAffine(scale, mu_t - mu_m * scale)))
     return model

@@ -9,6 +9,7 @@ test NLLs at those τ.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,11 +66,13 @@ def _logit_row(z_test: torch.Tensor, z_cal: torch.Tensor, data: Dataset) -> dict
             "loss_cal": nll(z_test, data.y_test, fit.tau), "logit_norm": float(torch.linalg.norm(z_test.double()))}
 
 
-def interpolation_curve(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS) -> pd.DataFrame:
+def interpolation_curve(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS,
+                        transform: Callable[[nn.Module, float], nn.Module] | None = None) -> pd.DataFrame:
     """Return one row per λ: test accuracy, raw and calibrated test loss, τ (and whether at a bound), logit norm.
 
     The grid always includes 0, ½ and 1.  BatchNorm statistics are recomputed on
-    the training split at every λ.
+    the training split at every λ.  ``transform(model, λ)``, if given, is applied to
+    each interpolated model before it is evaluated (REPAIR, for example).
     """
     buf = copy.deepcopy(a).eval()
     bn = has_batchnorm(buf)
@@ -78,7 +81,8 @@ def interpolation_curve(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_
         interpolate_into(buf, a, b, lam)
         if bn:
             reset_bn(buf, data.x_train)
-        rows.append({"lam": lam, **_logit_row(logits(buf, data.x_test), logits(buf, data.x_cal), data)})
+        model = transform(buf, lam) if transform is not None else buf
+        rows.append({"lam": lam, **_logit_row(logits(model, data.x_test), logits(model, data.x_cal), data)})
     return pd.DataFrame(rows)
 
 
@@ -110,13 +114,14 @@ def ensemble_summary(a: nn.Module, b: nn.Module, data: Dataset) -> dict[str, flo
     return _logit_row(z_test, z_cal, data)
 
 
-def pair_summary(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS) -> tuple[pd.DataFrame, dict]:
+def pair_summary(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS,
+                 transform: Callable[[nn.Module, float], nn.Module] | None = None) -> tuple[pd.DataFrame, dict]:
     """Return (interpolation curve, one-row summary) for a pair: endpoints, merged model at λ=½, ensemble, barriers.
 
     The summary's ``logit_norm_ratio`` is ‖f_L(θ(½))‖ / ‖½(f_L^a + f_L^b)‖ over the test split
     (LEWC predicts 2^(1−L)), and ``tau_ratio`` is τ_merged / τ_ens (LEWC predicts 2^(L−1)).
     """
-    curve = interpolation_curve(a, b, data, lams)
+    curve = interpolation_curve(a, b, data, lams, transform)
     c = curve.set_index("lam")
     ens = ensemble_summary(a, b, data)
     out = {

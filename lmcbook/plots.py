@@ -333,3 +333,75 @@ def plot_theory(frame: pd.DataFrame) -> Figure:
     axes[0, 0].legend()
     fig.tight_layout()
     return fig
+
+
+GROUP_STYLE = {"none": ("#2c3e50", "o", "-"), "weight_matching": ("#27ae60", "s", "-"),
+               "random_permutation": ("#8e44ad", "^", "--"), "repair": ("#c0392b", "D", "-"),
+               "trained": ("#c0392b", "o", "-"), "weight_matched": ("#27ae60", "s", "-"),
+               "untrained": ("#95a5a6", "x", "--")}
+
+
+def plot_panels(df: pd.DataFrame, panels: list[dict], group: str = "method", x: str = "hidden_units",
+                ncols: int = 3, labels: dict | None = None) -> Figure:
+    """Return one panel per entry of ``panels``, each a long-frame metric against ``x``, one line per ``group``.
+
+    A panel is a dict with ``metric`` and ``title``, and optionally ``filters`` (column=value),
+    ``logy`` (bool), ``hline`` ((value, label)) and ``ylabel``.  Lines are seed means with
+    min-max bars; values of several layers within one seed are averaged first.
+    """
+    from .claims import cell_stats
+
+    use_style()
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), squeeze=False)
+    groups = list(dict.fromkeys(df[group].dropna()))
+    cmap = plt.get_cmap("tab10")
+    for k, (ax, spec) in enumerate(zip(axes.flat, panels)):
+        for i, gname in enumerate(groups):
+            st = cell_stats(df, spec["metric"], by=x, **{group: gname, **spec.get("filters", {})})
+            if st.empty:
+                continue
+            color, marker, ls = GROUP_STYLE.get(gname, (cmap(i), "o", "-"))
+            ax.errorbar(st.index, st["mean"], yerr=[st["mean"] - st["lo"], st["hi"] - st["mean"]], color=color,
+                        marker=marker, ls=ls, capsize=2, label=(labels or {}).get(gname, str(gname)))
+        if "hline" in spec:
+            ax.axhline(spec["hline"][0], color=COLORS["prediction"], ls=":", label=spec["hline"][1])
+        if x == "hidden_units":
+            _width_axis(ax, df["hidden_units"].dropna())
+        if spec.get("logy"):
+            ax.set_yscale("log")
+        ax.set_title(spec["title"])
+        ax.set_ylabel(spec.get("ylabel", ""))
+        if k == 0:
+            ax.legend()
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_draws(perm: pd.DataFrame, metric: str = "acc_merged") -> Figure:
+    """Return merged accuracy for every random-permutation draw against width (with no permutation and weight
+    matching beside it), and the spread over draws against width."""
+    use_style()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    rnd = perm[perm["method"] == "random_permutation"]
+    units = sorted(perm["hidden_units"].unique())
+    jitter = {s: 1 + 0.04 * (s - rnd["seed"].mean()) for s in rnd["seed"].unique()}
+    ax1.scatter(rnd["hidden_units"] * rnd["seed"].map(jitter), rnd[metric], s=10, alpha=0.6,
+                color=GROUP_STYLE["random_permutation"][0], label="a with randomly permuted b (each draw)")
+    for method, label in (("none", "a with b"), ("weight_matching", "a with weight-matched b")):
+        errorbar(ax1, perm[perm["method"] == method], "hidden_units", metric, color=GROUP_STYLE[method][0],
+                 label=label)
+    _width_axis(ax1, units)
+    ax1.set_ylabel(r"merged accuracy, $\lambda = \frac{1}{2}$")
+    ax1.legend()
+    spread = rnd.groupby(["hidden_units", "seed"])[metric].agg(lambda v: v.max() - v.min()).reset_index()
+    errorbar(ax2, spread, "hidden_units", metric, color=GROUP_STYLE["random_permutation"][0],
+             label="max − min over draws")
+    _width_axis(ax2, units)
+    ax2.set_ylim(bottom=0)
+    ax2.set_ylabel("spread of merged accuracy over draws")
+    ax2.legend()
+    fig.tight_layout()
+    return fig

@@ -169,9 +169,12 @@ class PairActivations:
             wb_zb, wb_za = apply_weight(mod_b, zb), apply_weight(mod_b, za)
             ratio_ab = _norm(wa_zb) / _norm(wa_za)
             ratio_ba = _norm(wb_za) / _norm(wb_zb)
+            # Zhou et al. (2023)'s commutativity: W_a z_a + W_b z_b = W_a z_b + W_b z_a, i.e. (W_a − W_b)(z_a − z_b) = 0
+            commut = _norm(wa_za + wb_zb - wa_zb - wb_za) / (_norm(wa_za) + _norm(wb_zb))
             for lam in check_lams(lams):
                 rows += [_row(l, lam, "orth_ratio_ab", ratio_ab), _row(l, lam, "orth_ratio_ba", ratio_ba),
-                         _row(l, lam, "orth_ratio", 0.5 * (ratio_ab + ratio_ba))]
+                         _row(l, lam, "orth_ratio", 0.5 * (ratio_ab + ratio_ba)),
+                         _row(l, lam, "commutativity_rel_err", commut)]
                 # y = (λW_a + (1-λ)W_b)(λ^(l-1) z_a + (1-λ)^(l-1) z_b), expanded by linearity
                 ca, cb = lam ** (l - 1), (1 - lam) ** (l - 1)
                 y = lam * (ca * wa_za + cb * wa_zb) + (1 - lam) * (ca * wb_za + cb * wb_zb)
@@ -237,6 +240,8 @@ def reciprocal_orthogonality(model_a: nn.Module, model_b: nn.Module, x: torch.Te
     """Return for layers l >= 2 the norm ratios ‖W_l^a z^b‖/‖W_l^a z^a‖ and ‖W_l^b z^a‖/‖W_l^b z^b‖, and the
     cross-term check y = (λW^a+(1−λ)W^b)(λ^(l−1) z^a+(1−λ)^(l−1) z^b) against y₀ = λ^l W^a z^a + (1−λ)^l W^b z^b.
 
+    Also returns Zhou et al. (2023)'s commutativity error
+    ‖W^a z^a + W^b z^b − W^a z^b − W^b z^a‖ / (‖W^a z^a‖ + ‖W^b z^b‖), which LLFC needs.
     Only the weights are applied (no bias); z is each layer's actual input, so with
     normalisation or residual connections it is the normalised / residual stream."""
     return PairActivations(model_a, model_b, x, **kw).reciprocal_orthogonality(lams)

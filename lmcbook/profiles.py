@@ -14,7 +14,7 @@ compute starts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from .metrics import DEFAULT_LAMS
@@ -147,6 +147,35 @@ class WidthStudy(Recipe):
 
 
 @dataclass(frozen=True)
+class ControlsStudy(WidthStudy):
+    """The width sweep plus its controls: a weak-weight-decay twin, random permutations, weight matching."""
+
+    weak_weight_decay: float = 1e-4
+    #: Random permutations drawn per pair.
+    draws: int = 5
+    #: Iteration cap of weight matching's coordinate descent.
+    match_iterations: int = 100
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("draws", "match_iterations"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise SpecError(f"{name}={v!r} is not allowed: expected an integer >= 1")
+        w = self.weak_weight_decay
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0:
+            raise SpecError(f"weak_weight_decay={w!r} is not allowed: expected a number >= 0")
+
+    def weak(self) -> ControlsStudy:
+        """Return the same sweep trained with the weak weight decay."""
+        return replace(self, weight_decay=self.weak_weight_decay)
+
+    def specs(self) -> list[RunSpec]:
+        """Return every run: the sweep at weight_decay and at weak_weight_decay."""
+        return WidthStudy.specs(self) + WidthStudy.specs(self.weak())
+
+
+@dataclass(frozen=True)
 class DepthStudy(Recipe):
     """The depth sweep: bias-free MLPs of L = 2..6 linear layers at one width."""
 
@@ -209,6 +238,13 @@ _TABLES: dict[type, dict[str, dict[str, Any]]] = {
         "paper": dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch", bias=True, epochs=100, seeds=3,
                       widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)),
     },
+    ControlsStudy: {
+        "smoke": dict(widths=(0.25, 1.0), epochs=4, seeds=1, lams=(0.0, 0.25, 0.5, 0.75, 1.0), draws=2,
+                      match_iterations=20),
+        "quick": dict(),
+        "paper": dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch", bias=True, epochs=100, seeds=3,
+                      widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)),
+    },
     DepthStudy: {
         "smoke": dict(width=0.25, depths=(2, 3), epochs=4, lams=(0.0, 0.5, 1.0)),
         "quick": dict(),
@@ -225,7 +261,8 @@ _PAPER_ARCH = {
 }
 _TYPES = {"dataset": str, "data_root": str, "arch": str, "norm": str, "device": str, "bias": bool,
           "download": bool, "base_width": int, "depth": int, "epochs": int, "batch_size": int, "seeds": int,
-          "weight_decay": float, "lr": float, "momentum": float, "warmup": float, "width": float}
+          "weight_decay": float, "lr": float, "momentum": float, "warmup": float, "width": float,
+          "weak_weight_decay": float, "draws": int, "match_iterations": int}
 
 
 def _check_types(values: dict[str, Any]) -> None:
@@ -252,7 +289,7 @@ def resolve(cls: type, profile: str = "quick", **overrides: Any) -> Any:
         raise SpecError(f"unknown parameter(s) {sorted(unknown)}: expected some of {sorted(allowed)}")
     given = {k: v for k, v in overrides.items() if v is not None}
     values: dict[str, Any] = dict(_TABLES[cls][profile])
-    if cls is WidthStudy and profile == "paper":
+    if issubclass(cls, WidthStudy) and profile == "paper":
         values.update(_PAPER_ARCH.get(given.get("arch", values.get("arch")), {}))
     values.update(given)
     if "arch" in allowed:
@@ -267,6 +304,11 @@ def resolve(cls: type, profile: str = "quick", **overrides: Any) -> Any:
 def width_study(profile: str = "quick", **overrides: Any) -> WidthStudy:
     """Return the validated width study of ``profile``."""
     return resolve(WidthStudy, profile, **overrides)
+
+
+def control_study(profile: str = "quick", **overrides: Any) -> ControlsStudy:
+    """Return the validated controls study (width sweep, weak-weight-decay twin, permutations) of ``profile``."""
+    return resolve(ControlsStudy, profile, **overrides)
 
 
 def depth_study(profile: str = "quick", **overrides: Any) -> DepthStudy:
@@ -300,7 +342,7 @@ class Part:
 #: The book's notebook groups, in execution order. Budgets are the quick profile's estimates (DESIGN.md §5).
 PARTS: dict[str, Part] = {p.name: p for p in (
     Part("width", "Width and linear mode connectivity", ("width_accuracy", "loss_barrier_calibration"),
-         width_study, WidthStudy, {"smoke": 30, "quick": 480, "paper": 7 * 24 * 3600}),
+         width_study, WidthStudy, {"smoke": 30, "quick": 240, "paper": 7 * 24 * 3600}),
     Part("probes", "Why width works: probes of the width sweep",
          ("lewc", "weak_additivity", "reciprocal_orthogonality", "neuron_overlap", "low_rank"),
          width_study, WidthStudy, {"smoke": 60, "quick": 60, "paper": 3600}),
@@ -308,6 +350,9 @@ PARTS: dict[str, Part] = {p.name: p for p in (
          {"smoke": 20, "quick": 90, "paper": 24 * 3600}),
     Part("theory", "Why width works: the theorem", ("theory_lewc",), theory_study, TheoryStudy,
          {"smoke": 15, "quick": 20, "paper": 120}),
+    Part("controls", "Controls: weight decay, permutations, weight matching, REPAIR",
+         ("weak_weight_decay", "random_permutation", "weight_matching", "llfc_vs_lewc"),
+         control_study, ControlsStudy, {"smoke": 60, "quick": 240, "paper": 7 * 24 * 3600}),
 )}
 
 

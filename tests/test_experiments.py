@@ -84,3 +84,51 @@ def test_theory_check_pair_frame():
     assert set(df["metric"]) <= METRICS
     with pytest.raises(ValueError, match="kind"):
         theory.constructed_pair("diagonal")
+
+
+def _controls(**kw):
+    return profiles.control_study("smoke", **{"widths": [0.25], "epochs": 2, "draws": 3, **kw})
+
+
+def test_permutation_frames_random_draws_and_matching(tmp_path):
+    store = RunStore(tmp_path / "s")
+    frame, ids = experiments.permutation_frames(_controls(), store)
+    assert len(ids) == 2
+    assert sorted(frame["method"].unique()) == ["none", "random_permutation", "weight_matching"]
+    rnd = frame[frame["method"] == "random_permutation"]
+    assert sorted(rnd["index"]) == [0, 1, 2]
+    # permuting b never changes b itself: the endpoint accuracies are identical in every variant
+    assert frame["acc_b"].nunique() == 1 and frame["acc_a"].nunique() == 1
+    assert frame["acc_ensemble"].nunique() == 1
+
+
+def test_method_frames_cover_four_methods_and_time_matching(tmp_path):
+    store = RunStore(tmp_path / "s")
+    study = _controls()
+    curves, summary, _ = experiments.method_frames(study, store)
+    assert sorted(summary["method"]) == ["none", "random_permutation", "repair", "weight_matching"]
+    assert (summary["match_seconds"] > 0).all() and (summary["match_iterations"] >= 1).all()
+    # REPAIR changes nothing at the endpoints, where the target statistics are the model's own
+    c = curves.set_index(["method", "lam"])
+    for lam in (0.0, 1.0):
+        assert abs(c.loc[("repair", lam), "acc"] - c.loc[("none", lam), "acc"]) < 1e-9
+    assert set(curves["lam"]) == set(study.lams)
+
+
+def test_matched_probes_are_labelled(tmp_path):
+    store = RunStore(tmp_path / "s")
+    frames, _ = experiments.probe_frames(_controls(), store, matched=True, baseline=False)
+    assert set(frames["lewc"]["method"]) == {"trained", "weight_matched"}
+    assert "commutativity_rel_err" in set(frames["reciprocal_orthogonality"]["metric"])
+
+
+def test_controls_study_weak_twin():
+    study = profiles.control_study("quick")
+    weak = study.weak()
+    assert weak.weight_decay == 1e-4 and study.weight_decay == 3e-3 and study.draws >= 5
+    assert [s.model for s in weak.specs()[:2]] == [s.model for s in study.specs()[:2]]
+    assert len(study.specs()) == 4 * len(study.pairs())
+    with pytest.raises(Exception, match="weak_weight_decay"):
+        profiles.control_study("quick", weak_weight_decay=-1.0)
+    with pytest.raises(Exception, match="draws"):
+        profiles.control_study("quick", draws=0)

@@ -62,10 +62,11 @@ metrics = ["acc_barrier", "loss_barrier", "loss_barrier_cal", "acc_barrier_mid",
 long = claims.concat([
     claims.to_long(summary, "weight_matching", metrics, ["width", "hidden_units", "depth", "method"]),
     claims.to_long(summary[summary["method"] == "weight_matching"], "weight_matching",
-                   ["match_seconds", "match_iterations", "match_objective"], ["width", "hidden_units", "depth"]),
+                   ["match_seconds", "match_iterations", "match_objective"],
+                   ["width", "hidden_units", "depth", "method"]),
 ])
 table = summary.groupby(["hidden_units", "method"])[["acc_barrier", "loss_barrier", "loss_barrier_cal"]].mean()
-table.unstack("method").round(3)
+table.round(3)
 
 # %% tags=["hide-input"]
 page.glue_md("setup", book.describe_study(study))
@@ -92,9 +93,9 @@ best = means.xs(wide, level="hidden_units")["loss_barrier_cal"].idxmin()
 page.glue_md("best_wide", best.replace("_", " "))
 
 # %% [markdown]
-# The table above gives, for every width (rows) and method (columns), the seed mean
-# of the accuracy barrier, the raw loss barrier and the calibrated loss barrier;
-# the CSV holds every seed and the midpoint forms.
+# The table above gives, for every width and method, the seed mean of the accuracy
+# barrier, the raw loss barrier and the calibrated loss barrier; the CSV holds every
+# seed and the midpoint forms.
 #
 # ```{glue:figure} fig_methods
 # :name: fig-merge-methods

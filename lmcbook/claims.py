@@ -16,7 +16,7 @@ import pandas as pd
 
 REQUIRED_COLUMNS = ("notebook", "metric", "value", "seed")
 KEY_COLUMNS = ("width", "hidden_units", "depth", "layer", "lam", "weight_decay", "lr", "batch_size",
-               "momentum", "spawn_fraction", "method", "index")
+               "momentum", "spawn_fraction", "method", "index", "norm", "augment", "lr_b", "alpha", "task")
 
 # -- interpolation curve (one value per λ) -------------------------------------------
 ACC = "acc"  #: test accuracy of θ(λ)
@@ -52,6 +52,11 @@ ORTH_RATIO_AB, ORTH_RATIO_BA, ORTH_RATIO = "orth_ratio_ab", "orth_ratio_ba", "or
 CROSS_COS, CROSS_REL_ERR, CROSS_N_EXCLUDED = "cross_cos", "cross_rel_err", "cross_n_excluded"
 #: Zhou et al. (2023)'s commutativity: ‖(W_a − W_b)(z_a − z_b)‖ / (‖W_a z_a‖ + ‖W_b z_b‖)
 COMMUTATIVITY_REL_ERR = "commutativity_rel_err"
+
+# -- the noise study (spawn-and-merge) -------------------------------------------------
+GAIN, GAIN_BEST, LOSS_GAIN = "gain", "gain_best", "loss_gain"  #: merged acc − mean / − best endpoint; loss drop
+NOISE_SCALE, NOISE_SCALE_SQ = "noise_scale", "noise_scale_sq"  #: η/(B(1−μ)) and η/(B(1−μ)²)
+TASK_LOSS, TASK_ACC = "task_loss", "task_acc"  #: test loss / accuracy on one task (task arithmetic)
 
 # -- controls (weight matching, random permutations, REPAIR) ---------------------------
 MATCH_SECONDS, MATCH_ITERATIONS, MATCH_OBJECTIVE = "match_seconds", "match_iterations", "match_objective"
@@ -170,3 +175,30 @@ def cell_stats(df: pd.DataFrame, metric: str, by: str = "hidden_units", **filter
     out = pd.DataFrame({"mean": g.mean(), "lo": g.min(), "hi": g.max()})
     out["spread"] = out["hi"] - out["lo"]
     return out
+
+
+def quadratic_fit(x: Iterable[float], y: Iterable[float]) -> dict[str, float]:
+    """Return the least-squares quadratic y ≈ c2·x² + c1·x + c0 and what the claims read off it.
+
+    Keys: ``c0``, ``c1``, ``c2``, ``residual_var`` (mean squared residual), ``vertex`` (−c1/2c2, NaN if
+    c2 = 0), ``interior`` (1.0 if c2 < 0 and the vertex lies strictly inside [min x, max x]),
+    ``fit_vertex``, ``fit_lo`` and ``fit_hi`` (the fitted y at the vertex and at both ends of x).
+    """
+    x, y = np.asarray(list(x), float), np.asarray(list(y), float)
+    if len(x) < 3 or len(np.unique(x)) < 3:
+        raise ValueError(f"a quadratic fit needs at least 3 distinct x values; got {len(np.unique(x))}")
+    c2, c1, c0 = np.polyfit(x, y, 2)
+    resid = y - np.polyval([c2, c1, c0], x)
+    lo, hi = float(x.min()), float(x.max())
+    vertex = -c1 / (2 * c2) if c2 != 0 else float("nan")
+    interior = bool(c2 < 0 and lo < vertex < hi)
+    return {"c0": float(c0), "c1": float(c1), "c2": float(c2), "residual_var": float(np.mean(resid ** 2)),
+            "vertex": float(vertex), "interior": float(interior),
+            "fit_vertex": float(np.polyval([c2, c1, c0], vertex)) if np.isfinite(vertex) else float("nan"),
+            "fit_lo": float(np.polyval([c2, c1, c0], lo)), "fit_hi": float(np.polyval([c2, c1, c0], hi))}
+
+
+def spread(df: pd.DataFrame, cell: list[str], col: str = "value") -> float:
+    """Return the mean over cells of (max − min over seeds) of ``col``."""
+    g = df.groupby(cell)[col]
+    return float((g.max() - g.min()).mean())

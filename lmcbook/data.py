@@ -1,21 +1,25 @@
 """Data sets as device-resident tensors, and batches as index slices.
 
 Every data set has three splits: ``train``, ``cal`` (a calibration split held
-out from the training data, used only to fit temperatures) and ``test``.  The
-embedded default, ``digits``, is scikit-learn's 8x8 handwritten digits and
-needs no download.  MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100 are read with
+out from the training data, used only to fit temperatures) and ``test``.  Two
+are embedded and need no download: ``digits``, scikit-learn's 8x8 handwritten
+digits (1797 images), and ``mnist1d``, 20,000 one-dimensional signals of length
+40 generated offline with the ``mnist1d`` package (Greydanus 2020) and cached in
+the store.  MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100 are read with
 torchvision from ``root``; they download only when ``download=True``.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .specs import DATASETS, DataSpec, SpecError
+from .paths import dataset_cache
+from .specs import DATASETS, TRANSFORMS, DataSpec, SpecError
 
 #: Seed of the fixed split of each data set into train, calibration and test.
 SPLIT_SEED = 0
@@ -88,25 +92,73 @@ _CACHE: dict[tuple, Dataset] = {}
 
 
 def load(name: str = "digits", root: str | Path | None = None, device: str | torch.device = "auto",
-         download: bool = False) -> Dataset:
-    """Return the data set ``name`` on ``device`` (cached per process)."""
-    if name not in DATASETS or name == "mnist1d":
-        allowed = [d for d in DATASETS if d != "mnist1d"]
-        raise SpecError(f"dataset={name!r} is not allowed: expected one of {', '.join(map(repr, allowed))}")
+         download: bool = False, transform: str = "none") -> Dataset:
+    """Return the data set ``name`` on ``device``, with an input ``transform`` (cached per process)."""
+    if name not in DATASETS:
+        raise SpecError(f"dataset={name!r} is not allowed: expected one of {', '.join(map(repr, DATASETS))}")
+    if transform not in TRANSFORMS:
+        raise SpecError(f"transform={transform!r} is not allowed: expected one of {', '.join(map(repr, TRANSFORMS))}")
     dev = resolve_device(device)
-    key = (name, str(root) if root is not None else None, str(dev))
+    key = (name, str(root) if root is not None else None, str(dev), transform)
     if key not in _CACHE:
-        if name == "digits":
-            arrays = _digits_arrays()
+        if transform != "none":
+            base = load(name, root, dev, download)
+            _CACHE[key] = Dataset(base.name, *(_apply_transform(t, transform) if i % 2 == 0 else t
+                                               for i, t in enumerate((base.x_train, base.y_train, base.x_cal,
+                                                                      base.y_cal, base.x_test, base.y_test))),
+                                  num_classes=base.num_classes)
         else:
-            arrays = _torchvision_arrays(name, root, download)
-        _CACHE[key] = _to_dataset(name, *arrays, device=dev)
+            if name == "digits":
+                arrays = _digits_arrays()
+            elif name == "mnist1d":
+                arrays = _mnist1d_arrays()
+            else:
+                arrays = _torchvision_arrays(name, root, download)
+            _CACHE[key] = _to_dataset(name, *arrays, device=dev)
     return _CACHE[key]
 
 
 def load_spec(spec: DataSpec, device: str | torch.device = "auto") -> Dataset:
     """Return the data set a :class:`DataSpec` names."""
-    return load(spec.name, spec.root, device)
+    return load(spec.name, spec.root, device, transform=spec.transform)
+
+
+def _apply_transform(x: torch.Tensor, transform: str) -> torch.Tensor:
+    """Return the inputs under a task transform: time/width reversed, or negated."""
+    if transform == "reverse":
+        return x.flip(-1).contiguous()
+    if transform == "negate":
+        return -x
+    return x
+
+
+#: MNIST-1D as generated here: 20,000 samples, the package's default shape arguments and seed.
+MNIST1D_SAMPLES = 20_000
+
+
+def _mnist1d_arrays():
+    path = dataset_cache() / f"mnist1d-{MNIST1D_SAMPLES}-seed42.npz"
+    if path.exists():
+        with np.load(path, allow_pickle=False) as z:
+            x, y, xt, yt = z["x"], z["y"], z["x_test"], z["y_test"]
+    else:
+        from mnist1d.data import get_dataset_args, make_dataset
+
+        args = get_dataset_args()
+        args.num_samples = MNIST1D_SAMPLES
+        state = np.random.get_state()  # make_dataset reseeds numpy's global generator; restore it after
+        try:
+            d = make_dataset(args)
+        finally:
+            np.random.set_state(state)
+        x, y, xt, yt = d["x"], d["y"], d["x_test"], d["y_test"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, x=x, y=y, x_test=xt, y_test=yt)
+        os.replace(tmp, path)
+    x, y = x.astype(np.float32), y.astype(np.int64)
+    train, cal, _ = split_indices(len(y), n_cal=1000)
+    return x[train], y[train], x[cal], y[cal], xt.astype(np.float32), yt.astype(np.int64), 10
 
 
 def _digits_arrays():
@@ -179,7 +231,8 @@ def from_arrays(name: str, x_train, y_train, x_cal, y_cal, x_test, y_test, num_c
 
 def _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, device) -> Dataset:
     x_train = np.asarray(x_train, dtype=np.float32)
-    axes = (0,) + tuple(range(2, x_train.ndim))
+    # images: per-channel statistics; signals (N, L): one scalar, so that shifts stay meaningful
+    axes = (0, 1) if x_train.ndim == 2 else (0,) + tuple(range(2, x_train.ndim))
     mean = x_train.mean(axis=axes, keepdims=True)[0]
     std = x_train.std(axis=axes, keepdims=True)[0] + 1e-6
 
@@ -207,20 +260,28 @@ def epoch_batches(n: int, batch_size: int, data_seed: int, epoch: int,
     return perm[: steps * batch_size].view(steps, batch_size).to(device)
 
 
-#: Largest random shift, in pixels, of each data set's augmentation.
-_MAX_SHIFT = {"digits": 1, "mnist": 2, "fashion_mnist": 2, "cifar10": 4, "cifar100": 4}
+#: Largest random shift, in pixels (positions for mnist1d), of each data set's augmentation.
+_MAX_SHIFT = {"digits": 1, "mnist1d": 3, "mnist": 2, "fashion_mnist": 2, "cifar10": 4, "cifar100": 4}
 
 
 def augment_batch(x: torch.Tensor, name: str, aug_seed: int, step: int) -> torch.Tensor:
-    """Return a randomly shifted (and, for CIFAR, horizontally flipped) copy of an image batch.
+    """Return a randomly shifted (and, for CIFAR, horizontally flipped) copy of a batch.
 
     The draw is a pure function of (aug_seed, step) and runs batched on x's device:
-    each image is zero-padded by the data set's maximum shift and cropped back at a
-    random offset, which is a random translation (random crop for CIFAR).
+    each input is zero-padded by the data set's maximum shift and cropped back at a
+    random offset, which is a random translation (random crop for CIFAR).  Images
+    (N, C, H, W) shift in both directions; signals (N, L) along their length.
     """
-    if x.ndim != 4:
-        raise SpecError(f"augment=True needs image batches (N, C, H, W); got shape {tuple(x.shape)}")
     g = torch.Generator().manual_seed(epoch_seed(aug_seed, step) ^ 0x5EED)
+    if x.ndim == 2:
+        n, length = x.shape
+        s = _MAX_SHIFT.get(name, 2)
+        d = torch.randint(0, 2 * s + 1, (n,), generator=g).to(x.device)
+        padded = torch.nn.functional.pad(x, (s, s))
+        idx = torch.arange(length, device=x.device)[None, :] + d[:, None]
+        return padded.gather(1, idx)
+    if x.ndim != 4:
+        raise SpecError(f"augment=True needs image batches (N, C, H, W) or signals (N, L); got shape {tuple(x.shape)}")
     n, _, h, w = x.shape
     s = _MAX_SHIFT.get(name, 2)
     dy = torch.randint(0, 2 * s + 1, (n,), generator=g).to(x.device)

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import pandas as pd
 import torch
 
 from .data import Dataset, load
 from .merge import permutation_spec, permute, random_permutation, repair, weight_matching
-from .metrics import pair_summary
+from .metrics import evaluate, pair_summary
+from .noise import add_vectors, effective_noise_scale, merging_gain, spawn_pair, spawn_step, task_vector, ties_vector
 from .probes import PairActivations, rank_profile
-from .profiles import Pair, Recipe
+from .profiles import Cell, NoiseStudy, Pair, Recipe
+from .specs import RunSpec
 from .store import RunStore
 from .train import TrainedRun, init_model
 
@@ -63,18 +65,24 @@ def pair_frames(study: Recipe, store: RunStore | None = None) -> PairFrames:
     data = study_data(study)
     curves, rows, ids = [], [], []
     for pair, ra, rb in trained_pairs(study, store, data):
-        def compute(ra=ra, rb=rb):
-            curve, summ = pair_summary(ra.model, rb.model, data, study.lams)
-            return {"curve": curve, "summary": pd.DataFrame([summ])}
-
-        got = store.cached_frames("pair_summary", {"a": ra.id, "b": rb.id, "lams": list(study.lams),
-                                                   "dataset": study.dataset}, compute)
+        got = cached_pair_summary(store, ra, rb, data, study.lams)
         keys = _keys(pair)
         curves.append(got["curve"].assign(**keys))
         rows.append({**keys, **got["summary"].iloc[0].to_dict(), "run_a": ra.spec.short_id,
                      "run_b": rb.spec.short_id})
         ids += [ra.id, rb.id]
     return PairFrames(pd.concat(curves, ignore_index=True), pd.DataFrame(rows), ids)
+
+
+def cached_pair_summary(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset,
+                        lams) -> dict[str, pd.DataFrame]:
+    """Return {"curve", "summary"} of :func:`lmcbook.metrics.pair_summary` for two stored runs (cached)."""
+    def compute():
+        curve, summ = pair_summary(ra.model, rb.model, data, lams)
+        return {"curve": curve, "summary": pd.DataFrame([summ])}
+
+    return store.cached_frames("pair_summary", {"a": ra.id, "b": rb.id, "lams": list(lams),
+                                                "dataset": data.name}, compute)
 
 
 def width_frames(study: Recipe, store: RunStore | None = None) -> PairFrames:
@@ -228,3 +236,117 @@ def method_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, p
         curves.append(got["curves"].assign(**keys))
         rows.append(got["summary"].assign(**keys, **info))
     return pd.concat(curves, ignore_index=True), pd.concat(rows, ignore_index=True), ids
+
+
+# -- the noise study: spawn-and-merge ------------------------------------------------
+GAIN_LAMS = (0.0, 0.5, 1.0)
+
+
+def noise_data(study: NoiseStudy) -> Dataset:
+    """Return the noise study's data set on its device."""
+    return load(study.dataset, study.data_root, study.device, download=study.download)
+
+
+def children(study: NoiseStudy, cell: Cell, pair: int, data: Dataset, **train_changes) -> tuple[RunSpec, RunSpec]:
+    """Return the two children of pair ``pair`` in ``cell``, spawned at the cell's fraction of training."""
+    full = study.spec(cell, pair)
+    k = spawn_step(full, cell.spawn_fraction, len(data.y_train))
+    return spawn_pair(full, k, pair, **train_changes)
+
+
+def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) -> dict:
+    summ = cached_pair_summary(store, ra, rb, data, GAIN_LAMS)["summary"].iloc[0].to_dict()
+    keep = ("acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "loss_endpoints", "loss_merged",
+            "loss_barrier_cal_mid")
+    return {**{k: float(summ[k]) for k in keep}, **merging_gain(summ)}
+
+
+def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
+    """Return one row per (cell, pair): the cell's settings, S in both forms, and the merging gains of the pair."""
+    store = store or RunStore()
+    data = noise_data(study)
+    rows, ids = [], []
+    kids = {(cell, p): children(study, cell, p, data) for cell in dict.fromkeys(cells) for p in range(study.seeds)}
+    flat = [s for pair in kids.values() for s in pair]
+    runs = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
+    for (cell, p), (sa, sb) in kids.items():
+        ra, rb = runs[sa.id], runs[sb.id]
+        ids += [ra.id, rb.id]
+        rows.append({**asdict(cell), "seed": p,
+                     "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
+                     "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 2),
+                     **_gain_row(store, ra, rb, data)})
+    return pd.DataFrame(rows), ids
+
+
+def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
+    """Return the learning-rate-pair matrix: children of one parent, continued at peak learning rates η_i and
+    η_j (different batch orders), merged pairwise; one row per (i, j, pair)."""
+    store = store or RunStore()
+    data = noise_data(study)
+    cell = study.cell(study.component_lr)
+    rows, ids = [], []
+    kids = {(p, lr): children(study, cell, p, data, lr=lr) for p in range(study.seeds) for lr in study.pair_lrs}
+    flat = [s for pair in kids.values() for s in pair]
+    trained = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
+    for p in range(study.seeds):
+        runs = {lr: (trained[kids[p, lr][0].id], trained[kids[p, lr][1].id]) for lr in study.pair_lrs}
+        for lr_i in study.pair_lrs:
+            for lr_j in study.pair_lrs:
+                ra, rb = runs[lr_i][0], runs[lr_j][1]
+                ids += [ra.id, rb.id]
+                rows.append({"lr": lr_i, "lr_b": lr_j, "seed": p, **_gain_row(store, ra, rb, data)})
+    return pd.DataFrame(rows), list(dict.fromkeys(ids))
+
+
+TASKS = ("reverse", "negate")
+
+
+def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
+    """Return each task's test loss and accuracy against α for task arithmetic and TIES, per fine-tuning lr.
+
+    θ0 is trained on the original task; copies are fine-tuned on the time-reversed and the
+    negated inputs (``transform`` in the DataSpec) at each of ``finetune_lrs``, with a fresh
+    optimizer for ``finetune_steps`` steps.  The merge is θ0 + α(v1 + v2) (task arithmetic) or
+    θ0 + α·TIES(v1, v2).  Tasks evaluated: ``original``, ``reverse``, ``negate``.
+    """
+    store = store or RunStore()
+    base_cell = study.cell(study.component_lr)
+    rows, ids = [], []
+    tasks = {t: load(study.dataset, study.data_root, study.device, study.download, transform=t)
+             for t in ("none",) + TASKS}
+    for p in range(study.seeds):
+        base_spec = study.spec(base_cell, p)
+        base = store.get_or_train(base_spec, data=tasks["none"])
+        ids.append(base.id)
+        for lr in study.finetune_lrs:
+            tuned = {}
+            for t in TASKS:
+                spec = RunSpec(replace(base_spec.data, transform=t), base_spec.model,
+                               replace(base_spec.train, steps=study.finetune_steps, lr=lr), init=base_spec)
+                tuned[t] = store.get_or_train(spec, data=tasks[t])
+                ids.append(tuned[t].id)
+
+            def compute(tuned=tuned, base=base, lr=lr):
+                vecs = [task_vector(tuned[t].model, base.model) for t in TASKS]
+                merged = {"task_arithmetic": {k: vecs[0][k] + vecs[1][k] for k in vecs[0]},
+                          "ties": ties_vector(vecs, study.ties_keep)}
+                out = []
+                for method, vec in merged.items():
+                    for alpha in study.alphas:
+                        model = add_vectors(base.model, vec, alpha)
+                        for t, ds in tasks.items():
+                            ev = evaluate(model, ds.x_test, ds.y_test)
+                            out.append({"method": method, "alpha": alpha, "task": "original" if t == "none" else t,
+                                        "task_loss": ev.loss, "task_acc": ev.acc})
+                for t in TASKS:  # the fine-tuned models themselves, on their own task
+                    ev = evaluate(tuned[t].model, tasks[t].x_test, tasks[t].y_test)
+                    out.append({"method": "finetuned", "alpha": 1.0, "task": t, "task_loss": ev.loss,
+                                "task_acc": ev.acc})
+                return {"rows": pd.DataFrame(out)}
+
+            got = store.cached_frames("task_arithmetic", {"base": base.id, "tuned": [tuned[t].id for t in TASKS],
+                                                          "alphas": list(study.alphas), "keep": study.ties_keep},
+                                      compute)
+            rows.append(got["rows"].assign(lr=lr, seed=p))
+    return pd.concat(rows, ignore_index=True), ids

@@ -405,3 +405,157 @@ def plot_draws(perm: pd.DataFrame, metric: str = "acc_merged") -> Figure:
     ax2.legend()
     fig.tight_layout()
     return fig
+
+
+def _gain_lines(ax, df: pd.DataFrame, x: str, by: str, fmt, logx: bool = True, y: str = "gain") -> None:
+    """Plot the seed mean of ``y`` (in points) against ``x``, one line per value of ``by`` (min-max bars)."""
+    vals = sorted(df[by].unique())
+    cmap = plt.get_cmap("viridis")
+    for i, v in enumerate(vals):
+        st = seed_stats(df[df[by] == v], x, y)
+        ax.errorbar(st[x], 100 * st["mean"], yerr=[100 * (st["mean"] - st["lo"]), 100 * (st["hi"] - st["mean"])],
+                    marker="o", capsize=2, color=cmap(i / max(len(vals) - 1, 1)), label=fmt(v))
+    if logx:
+        ax.set_xscale("log")
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_ylabel("merging gain (points)")
+
+
+def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
+    """Return gain against η (one line per B), against B (one line per η) and against S (all points, with the
+    quadratic fit on log10 S if given)."""
+    use_style()
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
+    _gain_lines(axes[0], grid, "lr", "batch_size", lambda v: f"B = {v}")
+    axes[0].set_xlabel(r"peak learning rate $\eta$")
+    _gain_lines(axes[1], grid, "batch_size", "lr", lambda v: rf"$\eta$ = {v:g}")
+    axes[1].set_xscale("log", base=2)
+    axes[1].set_xlabel("batch size $B$")
+    ax = axes[2]
+    sc = ax.scatter(grid["noise_scale"], 100 * grid["gain"], c=np.log2(grid["batch_size"]), cmap="viridis", s=14)
+    if fit_s is not None:
+        xs = np.linspace(np.log10(grid["noise_scale"].min()), np.log10(grid["noise_scale"].max()), 100)
+        ax.plot(10 ** xs, 100 * np.polyval([fit_s["c2"], fit_s["c1"], fit_s["c0"]], xs), "k--",
+                label=r"quadratic fit on $\log_{10} S$")
+        ax.legend()
+    ax.set_xscale("log")
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xlabel(r"$S = \eta / (B(1-\mu))$")
+    ax.set_ylabel("merging gain (points), each pair")
+    cb = fig.colorbar(sc, ax=ax)
+    cb.set_label(r"$\log_2 B$")
+    for a in axes[:2]:
+        a.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_spawn_points(spawn: pd.DataFrame) -> Figure:
+    """Return gain against S on one row of the grid, one line per spawn point, and the endpoints' accuracy."""
+    use_style()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    _gain_lines(ax1, spawn, "noise_scale", "spawn_fraction", lambda v: f"spawn at {v:.0%}")
+    ax1.set_xlabel(r"$S = \eta / (B(1-\mu))$")
+    ax1.legend()
+    vals = sorted(spawn["spawn_fraction"].unique())
+    cmap = plt.get_cmap("viridis")
+    for i, v in enumerate(vals):
+        errorbar(ax2, spawn[spawn["spawn_fraction"] == v], "noise_scale", "acc_endpoints",
+                 color=cmap(i / max(len(vals) - 1, 1)), label=f"spawn at {v:.0%}")
+    ax2.set_xscale("log")
+    ax2.set_xlabel(r"$S$")
+    ax2.set_ylabel("endpoint accuracy (mean of the two children)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_momentum(mom: pd.DataFrame) -> Figure:
+    """Return gain against S in the (1 − μ) and the (1 − μ)² forms, one line per momentum."""
+    use_style()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    for ax, col, label in ((axes[0], "noise_scale", r"$S = \eta / (B(1-\mu))$"),
+                           (axes[1], "noise_scale_sq", r"$S_2 = \eta / (B(1-\mu)^2)$")):
+        _gain_lines(ax, mom, col, "momentum", lambda v: rf"$\mu$ = {v:g}")
+        ax.set_xlabel(label)
+    axes[0].legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_weight_decay(wd: pd.DataFrame) -> Figure:
+    """Return merging gain and endpoint accuracy against weight decay, without normalisation and with LayerNorm."""
+    use_style()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for norm, color in (("none", COLORS["ensemble"]), ("layer", COLORS["merged"])):
+        s = wd[wd["norm"] == norm]
+        for ax, col, scale in ((ax1, "gain", 100), (ax2, "acc_endpoints", 1)):
+            st = seed_stats(s, "weight_decay", col)
+            x = np.arange(len(st))
+            ax.errorbar(x, scale * st["mean"], yerr=[scale * (st["mean"] - st["lo"]), scale * (st["hi"] - st["mean"])],
+                        marker="o", capsize=2, color=color, label=f"norm = {norm}")
+            ax.set_xticks(x)
+            ax.set_xticklabels([f"{v:g}" for v in st["weight_decay"]])
+            ax.set_xlabel("weight decay")
+    ax1.axhline(0, color="k", lw=0.6)
+    ax1.set_ylabel("merging gain (points)")
+    ax2.set_ylabel("endpoint accuracy")
+    ax1.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_augment(aug: pd.DataFrame) -> Figure:
+    """Return merging gain against η with augmentation off and on."""
+    use_style()
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    _gain_lines(ax, aug.assign(aug=aug["augment"].map({False: "off", True: "on"})), "lr", "aug",
+                lambda v: f"augmentation {v}")
+    ax.set_xlabel(r"peak learning rate $\eta$")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_lr_pairs(pairs: pd.DataFrame) -> Figure:
+    """Return the matrix of merging gains for children continued at learning rates η_a (rows) and η_b (columns)."""
+    use_style()
+    m = pairs.groupby(["lr", "lr_b"])["gain"].mean().unstack() * 100
+    fig, ax = plt.subplots(figsize=(4.8, 4.0))
+    lim = float(np.nanmax(np.abs(m.to_numpy()))) or 1.0
+    im = ax.imshow(m.to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim)
+    for i in range(m.shape[0]):
+        for j in range(m.shape[1]):
+            ax.text(j, i, f"{m.iat[i, j]:.1f}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(m.shape[1]))
+    ax.set_xticklabels([f"{v:g}" for v in m.columns])
+    ax.set_yticks(range(m.shape[0]))
+    ax.set_yticklabels([f"{v:g}" for v in m.index])
+    ax.set_xlabel(r"$\eta$ of child b")
+    ax.set_ylabel(r"$\eta$ of child a")
+    ax.grid(False)
+    fig.colorbar(im, ax=ax, label="merging gain (points)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_task_arithmetic(ta: pd.DataFrame) -> Figure:
+    """Return each task's test loss against α, one panel per task, one color per fine-tuning learning rate
+    (solid: task arithmetic; dashed: TIES)."""
+    use_style()
+    tasks = ["reverse", "negate", "original"]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(12.5, 3.4), sharey=True)
+    lrs = sorted(ta["lr"].unique())
+    cmap = plt.get_cmap("viridis")
+    for ax, task in zip(axes, tasks):
+        for i, lr in enumerate(lrs):
+            for method, ls in (("task_arithmetic", "-"), ("ties", "--")):
+                s = ta[(ta["task"] == task) & (ta["lr"] == lr) & (ta["method"] == method)]
+                st = seed_stats(s, "alpha", "task_loss")
+                ax.plot(st["alpha"], st["mean"], ls=ls, marker="o", ms=3, color=cmap(i / max(len(lrs) - 1, 1)),
+                        label=f"lr {lr:g}, {method.replace('_', ' ')}" if task == tasks[0] else None)
+        ax.set_title(f"task: {task}")
+        ax.set_xlabel(r"$\alpha$ in $\theta_0 + \alpha\,(v_1 + v_2)$")
+    axes[0].set_ylabel("test loss (nats)")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -200,6 +200,123 @@ class DepthStudy(Recipe):
 
 
 @dataclass(frozen=True)
+class Cell:
+    """One optimizer setting of the noise study, and where children are spawned."""
+
+    lr: float
+    batch_size: int
+    momentum: float
+    weight_decay: float
+    norm: str = "none"
+    augment: bool = False
+    spawn_fraction: float = 0.5
+
+
+@dataclass(frozen=True)
+class NoiseStudy:
+    """The optimizer-noise study: spawn-and-merge over learning rate, batch size, momentum, weight decay,
+    augmentation and spawn point, plus the learning-rate-pair matrix and task arithmetic."""
+
+    profile: str = "quick"
+    dataset: str = "mnist1d"
+    data_root: str | None = None
+    download: bool = False
+    base_width: int = 64
+    width: float = 2.0
+    depth: int = 4
+    bias: bool = False
+    #: Every run takes this many steps whatever its batch size (the paper's fixed-steps protocol).
+    steps: int = 2000
+    warmup: float = 0.05
+    lrs: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2)
+    batch_sizes: tuple[int, ...] = (32, 64, 128, 256)
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    #: Where the full η × B grid spawns its children, as a fraction of training.
+    spawn_fraction: float = 0.5
+    #: Spawn points swept on one row of the grid (batch size ``row_batch_size``).
+    spawn_fractions: tuple[float, ...] = (0.25, 0.5, 0.75)
+    row_batch_size: int = 128
+    momenta: tuple[float, ...] = (0.0, 0.5, 0.9)
+    component_lrs: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2)
+    weight_decays: tuple[float, ...] = (0.0, 5e-4, 5e-3)
+    component_lr: float = 0.05
+    pair_lrs: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3)
+    finetune_steps: int = 500
+    finetune_lrs: tuple[float, ...] = (0.01, 0.03, 0.1)
+    alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+    ties_keep: float = 0.2
+    seeds: int = 2
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        _check_profile(self.profile)
+        for name in ("lrs", "batch_sizes", "spawn_fractions", "momenta", "component_lrs", "weight_decays",
+                     "pair_lrs", "finetune_lrs", "alphas"):
+            object.__setattr__(self, name, _check_numbers(name, getattr(self, name)))
+        for f in self.spawn_fractions + (self.spawn_fraction,):
+            if not 0 < f < 1:
+                raise SpecError(f"spawn_fraction={f!r} is not allowed: expected a fraction in (0, 1)")
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
+            raise SpecError(f"seeds={self.seeds!r} is not allowed: expected an integer >= 1")
+        if not 0 < self.ties_keep <= 1:
+            raise SpecError(f"ties_keep={self.ties_keep!r} is not allowed: expected a fraction in (0, 1]")
+        for cell in self.grid_cells() + self.component_cells():  # validates every spec
+            self.spec(cell, 0)
+        self.spec(self.grid_cells()[0], 0).with_train(steps=self.finetune_steps)
+
+    def spec(self, cell: Cell, seed: int, **train) -> RunSpec:
+        """Return the full run of one cell (init and data seed ``seed``); spawning cuts it at the cell's fraction."""
+        return RunSpec(
+            data=DataSpec(self.dataset, self.data_root, augment=cell.augment),
+            model=ModelSpec("mlp", self.width, self.base_width, self.depth, cell.norm, self.bias),
+            train=TrainSpec(steps=self.steps, batch_size=cell.batch_size, lr=cell.lr, momentum=cell.momentum,
+                            weight_decay=cell.weight_decay, warmup=self.warmup, seed=seed, **train),
+        )
+
+    def cell(self, lr: float, batch_size: int | None = None, **kw) -> Cell:
+        """Return a cell with this study's defaults for everything not given."""
+        args = dict(lr=lr, batch_size=batch_size or self.row_batch_size, momentum=self.momentum,
+                    weight_decay=self.weight_decay, spawn_fraction=self.spawn_fraction)
+        args.update(kw)
+        return Cell(**args)
+
+    def grid_cells(self) -> list[Cell]:
+        """Return the η × B grid at the grid's spawn point."""
+        return [self.cell(lr, b) for b in self.batch_sizes for lr in self.lrs]
+
+    def spawn_cells(self) -> list[Cell]:
+        """Return one row of the grid (``row_batch_size``) at every spawn point."""
+        return [self.cell(lr, spawn_fraction=f) for f in self.spawn_fractions for lr in self.lrs]
+
+    def momentum_cells(self) -> list[Cell]:
+        """Return the momentum sweep at ``row_batch_size``."""
+        return [self.cell(lr, momentum=m) for m in self.momenta for lr in self.component_lrs]
+
+    def weight_decay_cells(self) -> list[Cell]:
+        """Return the weight-decay sweep, without normalisation and with LayerNorm."""
+        return [self.cell(self.component_lr, weight_decay=wd, norm=n) for n in ("none", "layer")
+                for wd in self.weight_decays]
+
+    def augment_cells(self) -> list[Cell]:
+        """Return the augmentation sweep: off and on, at ``component_lrs``."""
+        return [self.cell(lr, augment=a) for a in (False, True) for lr in self.component_lrs]
+
+    def component_cells(self) -> list[Cell]:
+        """Return every cell of the components notebook."""
+        return self.momentum_cells() + self.weight_decay_cells() + self.augment_cells()
+
+    def params(self) -> dict[str, Any]:
+        """Return the resolved parameters as plain Python values (for provenance)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def specs(self) -> list[RunSpec]:
+        """Return the full-length runs behind every cell of the grid (each cell spawns from them)."""
+        cells = list(dict.fromkeys(self.grid_cells() + self.spawn_cells() + self.component_cells()))
+        return [self.spec(c, p) for c in cells for p in range(self.seeds)]
+
+
+@dataclass(frozen=True)
 class TheoryStudy:
     """The constructed networks of the theory section: sizes, seed and λ grid."""
 
@@ -251,6 +368,14 @@ _TABLES: dict[type, dict[str, dict[str, Any]]] = {
         "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=3),
     },
     TheoryStudy: {"smoke": dict(hidden=16, inputs=64), "quick": dict(), "paper": dict(hidden=256, inputs=1024)},
+    NoiseStudy: {
+        "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.05, 0.1), batch_sizes=(32, 128),
+                      spawn_fractions=(0.25, 0.5), momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
+                      weight_decays=(0.0, 5e-3), pair_lrs=(0.02, 0.1), finetune_steps=20, finetune_lrs=(0.05,),
+                      alphas=(0.0, 0.5, 1.0), seeds=1),
+        "quick": dict(),
+        "paper": dict(dataset="cifar10", steps=20000, base_width=64, width=4.0, seeds=3),
+    },
 }
 #: In the paper profile, choosing an architecture also picks its data set and recipe.
 _PAPER_ARCH = {
@@ -262,7 +387,9 @@ _PAPER_ARCH = {
 _TYPES = {"dataset": str, "data_root": str, "arch": str, "norm": str, "device": str, "bias": bool,
           "download": bool, "base_width": int, "depth": int, "epochs": int, "batch_size": int, "seeds": int,
           "weight_decay": float, "lr": float, "momentum": float, "warmup": float, "width": float,
-          "weak_weight_decay": float, "draws": int, "match_iterations": int}
+          "weak_weight_decay": float, "draws": int, "match_iterations": int, "steps": int,
+          "spawn_fraction": float, "row_batch_size": int, "component_lr": float, "finetune_steps": int,
+          "ties_keep": float, "hidden": int, "in_features": int, "inputs": int, "seed": int}
 
 
 def _check_types(values: dict[str, Any]) -> None:
@@ -311,6 +438,11 @@ def control_study(profile: str = "quick", **overrides: Any) -> ControlsStudy:
     return resolve(ControlsStudy, profile, **overrides)
 
 
+def noise_study(profile: str = "quick", **overrides: Any) -> NoiseStudy:
+    """Return the validated optimizer-noise study of ``profile``."""
+    return resolve(NoiseStudy, profile, **overrides)
+
+
 def depth_study(profile: str = "quick", **overrides: Any) -> DepthStudy:
     """Return the validated depth study of ``profile``."""
     return resolve(DepthStudy, profile, **overrides)
@@ -350,6 +482,8 @@ PARTS: dict[str, Part] = {p.name: p for p in (
          {"smoke": 20, "quick": 90, "paper": 24 * 3600}),
     Part("theory", "Why width works: the theorem", ("theory_lewc",), theory_study, TheoryStudy,
          {"smoke": 15, "quick": 20, "paper": 120}),
+    Part("noise", "How the optimizer shapes merging", ("noise_scale", "noise_components", "task_arithmetic"),
+         noise_study, NoiseStudy, {"smoke": 60, "quick": 480, "paper": 7 * 24 * 3600}),
     Part("controls", "Controls: weight decay, permutations, weight matching, REPAIR",
          ("weak_weight_decay", "random_permutation", "weight_matching", "llfc_vs_lewc"),
          control_study, ControlsStudy, {"smoke": 60, "quick": 240, "paper": 7 * 24 * 3600}),

@@ -20,9 +20,13 @@ from typing import Any
 CODE_VERSION = 1
 
 DATASETS = ("digits", "mnist1d", "mnist", "fashion_mnist", "cifar10", "cifar100")
+#: Data sets generated or shipped locally (no download, no data_root).
+EMBEDDED = ("digits", "mnist1d")
 ARCHS = ("mlp", "vgg11", "resnet20")
 NORMS = ("none", "batch", "layer")
 SCHEDULES = ("linear", "constant")
+#: Input transforms that define tasks for task arithmetic (applied to every split).
+TRANSFORMS = ("none", "reverse", "negate")
 
 #: Default base width of each architecture (hidden units, first conv, first stage).
 BASE_WIDTHS = {"mlp": 64, "vgg11": 64, "resnet20": 16}
@@ -90,12 +94,15 @@ class DataSpec:
     #: Where torchvision data sets live. Provenance only: not hashed.
     root: str | None = None
     augment: bool = False
+    #: An input transform applied to every split: a task for task arithmetic.
+    transform: str = "none"
 
     def __post_init__(self) -> None:
         _check_choice("dataset", self.name, DATASETS)
         if self.root is not None and not isinstance(self.root, str):
             raise _fail("data_root", self.root, "a directory path (string) or None")
         _check_bool("augment", self.augment)
+        _check_choice("transform", self.transform, TRANSFORMS)
 
 
 @dataclass(frozen=True)
@@ -183,6 +190,9 @@ class TrainSpec:
 
 #: Fields that are provenance (where, not what): excluded from the hash.
 _PROVENANCE = {"DataSpec": ("root",)}
+#: Fields added after CODE_VERSION 1, left out of the hash while at these defaults, so that
+#: every earlier run keeps its id.  A new field whose default reproduces the old behaviour goes here.
+_ADDED_LATER = {"data": {"transform": "none"}}
 
 
 @dataclass(frozen=True)
@@ -195,6 +205,8 @@ class RunSpec:
     #: The run this one continues from (spawn-and-merge); None for a run from scratch.
     parent: RunSpec | None = None
     spawn_step: int | None = None
+    #: Fine-tuning: start from this run's final weights, with a fresh optimizer and schedule.
+    init: RunSpec | None = None
 
     def __post_init__(self) -> None:
         for name, cls in (("data", DataSpec), ("model", ModelSpec), ("train", TrainSpec)):
@@ -212,6 +224,21 @@ class RunSpec:
                 )
             if self.parent.model != self.model:
                 raise SpecError("a child run must have the same model spec as its parent")
+            if self.parent.data.name != self.data.name:
+                raise SpecError("a child run must train on its parent's data set")
+            for key in ("batch_size", "epochs", "steps", "warmup", "schedule"):
+                if getattr(self.train, key) != getattr(self.parent.train, key):
+                    raise _fail(key, getattr(self.train, key), f"the parent's {key} "
+                                f"({getattr(self.parent.train, key)!r}): a child continues the parent's schedule")
+            if self.train.stop_step is not None and self.train.stop_step <= self.spawn_step:
+                raise _fail("stop_step", self.train.stop_step, f"an integer > spawn_step={self.spawn_step}")
+        if self.init is not None:
+            if not isinstance(self.init, RunSpec):
+                raise _fail("init", self.init, "a RunSpec (the run to fine-tune from)")
+            if self.parent is not None:
+                raise SpecError("init and parent are exclusive: fine-tune from a run, or continue one, not both")
+            if self.init.model != self.model:
+                raise SpecError("a fine-tuned run must have the same model spec as the run it starts from")
 
     # -- serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -224,6 +251,8 @@ class RunSpec:
         if self.parent is not None:
             out["parent"] = self.parent.to_dict()
             out["spawn_step"] = self.spawn_step
+        if self.init is not None:
+            out["init"] = self.init.to_dict()
         return out
 
     @classmethod
@@ -231,7 +260,7 @@ class RunSpec:
         """Return the RunSpec that ``to_dict`` produced; unknown keys raise SpecError."""
         if not isinstance(d, dict):
             raise _fail("spec", d, "a dict")
-        allowed = {"data", "model", "train", "parent", "spawn_step"}
+        allowed = {"data", "model", "train", "parent", "spawn_step", "init"}
         extra = set(d) - allowed
         if extra:
             raise SpecError(f"unknown RunSpec keys {sorted(extra)}: expected a subset of {sorted(allowed)}")
@@ -244,15 +273,22 @@ class RunSpec:
                 raise SpecError(f"unknown {sub.__name__} keys {sorted(bad)}: expected a subset of {sorted(names)}")
             parts[name] = sub(**raw)
         parent = cls.from_dict(d["parent"]) if d.get("parent") is not None else None
-        return cls(**parts, parent=parent, spawn_step=d.get("spawn_step"))
+        init = cls.from_dict(d["init"]) if d.get("init") is not None else None
+        return cls(**parts, parent=parent, spawn_step=d.get("spawn_step"), init=init)
 
     def hashed_dict(self) -> dict[str, Any]:
         """Return the fields that define the result (provenance removed)."""
         out = self.to_dict()
         for key in _PROVENANCE["DataSpec"]:
             out["data"].pop(key, None)
+        for part, defaults in _ADDED_LATER.items():
+            for key, default in defaults.items():
+                if out[part].get(key) == default:
+                    del out[part][key]
         if self.parent is not None:
             out["parent"] = self.parent.hashed_dict()
+        if self.init is not None:
+            out["init"] = self.init.hashed_dict()
         return out
 
     def run_id(self, code_version: int = CODE_VERSION) -> str:

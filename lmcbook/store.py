@@ -36,13 +36,14 @@ from safetensors.torch import load_file, save_file
 
 from .data import Dataset, load_spec, resolve_device
 from .models import build
+from .paths import STORE_ENV, store_root
 from .provenance import source_hash
-from .specs import RunSpec
-from .train import TrainedRun, check_trainable, train
+from .specs import RunSpec, SpecError
+from .train import DivergedError, TrainedRun, check_trainable, train
 
 log = logging.getLogger("lmcbook.store")
 
-ENV_VAR = "LMCBOOK_STORE"
+ENV_VAR = STORE_ENV
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 _FILES = ("spec.json", "model.safetensors", "history.json", "metrics.json", "provenance.json")
 
@@ -53,7 +54,7 @@ class StoreError(RuntimeError):
 
 def default_root() -> Path:
     """Return the store root: $LMCBOOK_STORE, else ./runs."""
-    return Path(os.environ.get(ENV_VAR, "runs"))
+    return store_root()
 
 
 def describe(spec: RunSpec) -> str:
@@ -61,7 +62,9 @@ def describe(spec: RunSpec) -> str:
     m, t = spec.model, spec.train
     depth = f" L={m.depth}" if m.arch == "mlp" else ""
     child = f" child@{spec.spawn_step}" if spec.parent is not None else ""
-    return (f"{m.arch}{depth} {m.channels}ch (x{m.width:g}) norm={m.norm} bias={m.bias} on {spec.data.name}, "
+    child += f" fine-tuned from {spec.init.short_id}" if spec.init is not None else ""
+    task = f" ({spec.data.transform})" if spec.data.transform != "none" else ""
+    return (f"{m.arch}{depth} {m.channels}ch (x{m.width:g}) norm={m.norm} bias={m.bias} on {spec.data.name}{task}, "
             f"seed={t.seed} data_seed={t.data_seed} lr={t.lr:g} B={t.batch_size} wd={t.weight_decay:g}{child}")
 
 
@@ -217,13 +220,86 @@ class RunStore:
             if self.has(spec):  # another process trained it while we waited
                 return self._load_logged(spec, dev)
             start = self.get_or_train(spec.parent, dev, data, progress) if spec.parent is not None else None
+            init = self.get_or_train(spec.init, dev, None, progress) if spec.init is not None else None
             log.info("training run %s: %s", spec.short_id, describe(spec))
             t0 = time.perf_counter()
-            run = train(spec, data, progress=progress, start=start)
+            run = train(spec, data, progress=progress, start=start, init=init)
             self.save(run, data)
             self._event("trained", spec, seconds=round(time.perf_counter() - t0, 3))
             log.info("stored run %s (%.1f s)", spec.short_id, time.perf_counter() - t0)
             return run
+
+    def get_or_train_many(self, specs: list[RunSpec], device: str | torch.device = "auto",
+                          data: Dataset | None = None, progress: bool | None = None,
+                          batch: bool = True) -> list[TrainedRun]:
+        """Return the runs of ``specs`` (in order), training the missing ones, stacked where they can be.
+
+        Parents and fine-tuning sources are made first.  Missing runs that share a
+        :func:`lmcbook.batched.group_key` train together in one stacked step
+        (``batch=False`` trains each alone); results differ from training alone only
+        by floating-point summation order, and each entry records ``batched_with``.
+        Every spec is checked before anything trains.  If a run diverges, the others
+        are still stored, then its :class:`DivergedError` is raised.
+        """
+        from contextlib import ExitStack
+
+        from .batched import group_key, train_many
+
+        specs = list(dict.fromkeys(specs))
+        dev = resolve_device(device) if data is None else data.device
+        data = load_spec(specs[0].data, dev) if data is None else data
+        for s in specs:
+            if not isinstance(s, RunSpec):
+                raise TypeError(f"spec={s!r} is not allowed: expected a RunSpec")
+            if (s.data.name, s.data.transform) != (specs[0].data.name, specs[0].data.transform):
+                raise SpecError("get_or_train_many needs specs on one data set (name and transform); got "
+                                f"{specs[0].data.name}/{specs[0].data.transform} and {s.data.name}/{s.data.transform}")
+            check_trainable(s, data)  # bad input fails here, before anything trains
+        if any(not self.has(s) for s in specs):
+            self.check_writable()
+        parents = [s.parent for s in specs if s.parent is not None and not self.has(s)]
+        if parents:
+            self.get_or_train_many(parents, dev, data, progress, batch)
+        for s in specs:
+            if s.init is not None and not self.has(s):
+                self.get_or_train(s.init, dev, None, progress)
+        n = len(data.y_train)
+        groups: dict = {}
+        for s in specs:
+            if not self.has(s):
+                key = group_key(s, n) if batch else None
+                groups.setdefault(key if key is not None else ("alone", s.id), []).append(s)
+        fresh: dict[str, TrainedRun] = {}
+        errors: list[Exception] = []
+        (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+        for key, group in groups.items():
+            if key[0] == "alone" or len(group) == 1:
+                for s in group:
+                    try:
+                        fresh[s.id] = self.get_or_train(s, dev, data, progress)
+                    except DivergedError as err:
+                        errors.append(err)
+                continue
+            with ExitStack() as locks:
+                for s in sorted(group, key=lambda s: s.id):
+                    locks.enter_context(FileLock(str(self.root / ".locks" / f"{s.id}.lock")))
+                todo = [s for s in group if not self.has(s)]
+                starts = [self.load(s.parent, dev) if s.parent is not None else None for s in todo]
+                inits = [self.load(s.init, dev) if s.init is not None else None for s in todo]
+                log.info("training %d runs in one stack: %s ...", len(todo), describe(todo[0]))
+                t0 = time.perf_counter()
+                results = train_many(todo, data, starts, inits, progress)
+                for s, run in zip(todo, results):
+                    if isinstance(run, Exception):
+                        errors.append(run)
+                        continue
+                    self.save(run, data)
+                    self._event("trained", s, seconds=round((time.perf_counter() - t0) / len(todo), 3),
+                                batched_with=len(todo))
+                    fresh[s.id] = run
+        if errors:
+            raise errors[0]
+        return [fresh[s.id] if s.id in fresh else self._load_logged(s, dev) for s in specs]
 
     def _load_logged(self, spec: RunSpec, device) -> TrainedRun:
         run = self.load(spec, device)

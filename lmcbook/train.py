@@ -105,12 +105,15 @@ def check_trainable(spec: RunSpec, data: Dataset) -> int:
 
 
 def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device = "auto",
-          progress: bool | None = None, start: TrainedRun | None = None, amp: bool | None = None) -> TrainedRun:
+          progress: bool | None = None, start: TrainedRun | None = None, amp: bool | None = None,
+          init: TrainedRun | None = None) -> TrainedRun:
     """Return the run trained from ``spec``.
 
     A child spec (``spec.parent`` set) continues from ``start``, the parent's
-    stored run: its weights, momentum buffers and step.  ``amp`` (bf16 autocast)
-    defaults to on for CUDA and is never used on the CPU.
+    stored run: its weights, momentum buffers and step.  A fine-tuning spec
+    (``spec.init`` set) starts from ``init``'s final weights with a fresh optimizer
+    and schedule.  ``amp`` (bf16 autocast) defaults to on for CUDA and is never
+    used on the CPU.  (:meth:`RunStore.get_or_train` passes ``start`` and ``init``.)
     """
     dev = resolve_device(device) if data is None else data.device
     data = load_spec(spec.data, dev) if data is None else data
@@ -133,6 +136,11 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
             for name, buf in start.momentum.items():
                 opt.state[params[name]]["momentum_buffer"] = buf.detach().clone().to(dev)
         first = start.step
+    if spec.init is not None:
+        if init is None or init.spec.id != spec.init.id:
+            raise SpecError("a fine-tuning run needs init=<the TrainedRun it starts from> "
+                            "(RunStore.get_or_train passes it)")
+        model.load_state_dict(init.model.state_dict())
 
     x, y = data.x_train, data.y_train
     losses = torch.zeros(stop - first, device=dev)

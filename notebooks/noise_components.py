@@ -1,0 +1,189 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # The components of the noise: momentum, weight decay, augmentation, learning-rate pairs
+#
+# **The paper's claims** (Zhang et al., noise paper). Everything that raises the
+# optimizer's effective noise moves the merging gain along the same curve:
+#
+# - **Momentum.** Higher momentum raises the noise: $S = \eta / (B(1-\mu))$. One version
+#   of the paper writes $(1-\mu)^2$ instead, so this page plots both forms.
+# - **Weight decay.** Stronger weight decay raises the noise, but only in
+#   scale-invariant networks, that is, with normalisation layers. Without
+#   normalisation it makes almost no difference to merging. Too much weight decay
+#   breaks both training and merging.
+# - **Augmentation** raises the noise too.
+# - **Learning-rate pairs.** Models trained at similar, larger learning rates merge
+#   best with each other.
+#
+# The protocol is spawn-and-merge, as on the previous page. All cells here use batch
+# size $B$ = the previous page's row and spawn at the same point.
+
+# %% tags=["parameters"]
+profile = "quick"
+dataset = None
+data_root = None
+width = None
+depth = None
+steps = None
+momentum = None
+weight_decay = None
+spawn_fraction = None
+row_batch_size = None
+momenta = None
+component_lrs = None
+weight_decays = None
+component_lr = None
+pair_lrs = None
+seeds = None
+device = None
+
+# %%
+import numpy as np
+
+import lmcbook as lb
+from lmcbook import book, claims, experiments, plots
+
+params = dict(dataset=dataset, data_root=data_root, width=width, depth=depth, steps=steps, momentum=momentum,
+              weight_decay=weight_decay, spawn_fraction=spawn_fraction, row_batch_size=row_batch_size,
+              momenta=momenta, component_lrs=component_lrs, weight_decays=weight_decays, component_lr=component_lr,
+              pair_lrs=pair_lrs, seeds=seeds, device=device)
+study = lb.profiles.noise_study(profile, **params)
+page = book.Page("noise_components", profile, params, study)
+mom, i1 = experiments.noise_frame(study, study.momentum_cells(), page.store)
+wd, i2 = experiments.noise_frame(study, study.weight_decay_cells(), page.store)
+aug, i3 = experiments.noise_frame(study, study.augment_cells(), page.store)
+pairs, i4 = experiments.lr_pair_frame(study, page.store)
+page.use(i1 + i2 + i3 + i4)
+
+# %% [markdown]
+# ## Momentum
+
+# %% tags=["hide-input"]
+page.glue_figure("fig_mom", plots.plot_momentum(mom))
+f1 = claims.quadratic_fit(np.log10(mom["noise_scale"]), mom["gain"])
+f2 = claims.quadratic_fit(np.log10(mom["noise_scale_sq"]), mom["gain"])
+f_eta = claims.quadratic_fit(np.log10(mom["lr"]), mom["gain"])
+page.glue("mom_var1", 1e4 * f1["residual_var"])
+page.glue("mom_var2", 1e4 * f2["residual_var"])
+page.glue("mom_var_eta", 1e4 * f_eta["residual_var"])
+page.glue_md("mom_better", "the (1 − μ) form" if f1["residual_var"] < f2["residual_var"] else "the (1 − μ)² form")
+page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
+mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean().round(4)
+
+# %% [markdown]
+# ```{glue:figure} fig_mom
+# :name: fig-momentum
+#
+# Merging gain against the effective noise scale in its two forms, for momentum
+# $\mu \in$ \{{glue:md}`momenta`\} (seed means; bars: min to max over pairs).
+# ```
+#
+# If momentum acts only through $S$, the lines for different $\mu$ fall on one curve.
+# The residual variance of the gain around a quadratic fit is
+# {glue:text}`mom_var1:.3f` points² on $\log_{10} S$ with $(1-\mu)$,
+# {glue:text}`mom_var2:.3f` points² with $(1-\mu)^2$, and {glue:text}`mom_var_eta:.3f`
+# points² on $\log_{10}\eta$ alone, which ignores momentum. Of the two forms,
+# {glue:md}`mom_better` collapses these points better.
+
+# %% [markdown]
+# ## Weight decay, with and without normalisation
+
+# %% tags=["hide-input"]
+page.glue_figure("fig_wd", plots.plot_weight_decay(wd))
+g = wd.groupby(["norm", "weight_decay"])[["gain", "acc_endpoints"]].mean()
+none = g.loc["none"]
+page.glue("wd_dgain_none", 100 * (none["gain"].max() - none["gain"].min()))
+page.glue("wd_dgain_layer", 100 * (g.loc["layer"]["gain"].max() - g.loc["layer"]["gain"].min()))
+page.glue("wd_spread", 100 * claims.spread(wd, ["norm", "weight_decay"], "gain"))
+page.glue("wd_lr", study.component_lr)
+g.round(4)
+
+# %% [markdown]
+# ```{glue:figure} fig_wd
+# :name: fig-weight-decay-noise
+#
+# Merging gain (left) and the children's accuracy (right) against weight decay, for
+# networks without normalisation and with LayerNorm ($\eta =$ {glue:text}`wd_lr`).
+# ```
+#
+# Across the weight decays tried, the gain changes by {glue:text}`wd_dgain_none:.2f`
+# points without normalisation and by {glue:text}`wd_dgain_layer:.2f` points with
+# LayerNorm. The spread over seeds is {glue:text}`wd_spread:.2f` points. The paper
+# expects the first change to be small and the second larger.
+
+# %% [markdown]
+# ## Augmentation
+
+# %% tags=["hide-input"]
+page.glue_figure("fig_aug", plots.plot_augment(aug))
+a = aug.groupby(["augment"])["gain"].mean()
+page.glue("aug_off", 100 * a.loc[False])
+page.glue("aug_on", 100 * a.loc[True])
+aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
+
+# %% [markdown]
+# ```{glue:figure} fig_aug
+# :name: fig-augment
+#
+# Merging gain against $\eta$ with augmentation off and on (random shifts of up to 3
+# positions, drawn per step from the child's own augmentation seed).
+# ```
+#
+# Averaged over the learning rates, the gain is {glue:text}`aug_off:.2f` points
+# without augmentation and {glue:text}`aug_on:.2f` points with it. If augmentation
+# only adds noise, the *on* curve should look like the *off* curve moved to a larger
+# $\eta$.
+
+# %% [markdown]
+# ## Learning-rate pairs
+
+# %% tags=["hide-input"]
+page.glue_figure("fig_pairs", plots.plot_lr_pairs(pairs))
+m = pairs.groupby(["lr", "lr_b"])["gain"].mean().unstack()
+diag = np.diag(m.to_numpy())
+off = m.to_numpy()[~np.eye(len(m), dtype=bool)]
+page.glue("diag_mean", 100 * diag.mean())
+page.glue("off_mean", 100 * off.mean())
+best = np.unravel_index(np.nanargmax(m.to_numpy()), m.shape)
+page.glue("best_a", m.index[best[0]])
+page.glue("best_b", m.columns[best[1]])
+page.glue("best_gain", 100 * m.to_numpy()[best])
+page.glue("pair_parent_lr", study.component_lr)
+rho = claims.spearman(m.index, diag)
+page.glue("rho_diag", rho)
+
+# %% [markdown]
+# ```{glue:figure} fig_pairs
+# :name: fig-lr-pairs
+#
+# Merging gain of two children spawned from one parent (trained at $\eta =$
+# {glue:text}`pair_parent_lr`) and continued at peak learning rates $\eta_a$ and
+# $\eta_b$, with different batch orders (mean over pairs).
+# ```
+#
+# Children continued at the same learning rate (the diagonal) gain
+# {glue:text}`diag_mean:.2f` points on average, and children at different learning
+# rates gain {glue:text}`off_mean:.2f`. The best pair is $\eta_a =$ {glue:text}`best_a`,
+# $\eta_b =$ {glue:text}`best_b`, with {glue:text}`best_gain:.2f` points. Along the
+# diagonal, Spearman's ρ between learning rate and gain is {glue:text}`rho_diag:.2f`.
+# The paper expects a positive ρ and the best pairs on the diagonal at large $\eta$.
+
+# %%
+keys = ["lr", "batch_size", "momentum", "weight_decay", "spawn_fraction", "norm", "augment", "method"]
+metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged"]
+page.save(claims.concat([
+    claims.to_long(mom.assign(method="momentum"), "noise_components", metrics, keys),
+    claims.to_long(wd.assign(method="weight_decay"), "noise_components", metrics, keys),
+    claims.to_long(aug.assign(method="augmentation"), "noise_components", metrics, keys),
+    claims.to_long(pairs.assign(method="lr_pairs"), "noise_components", ["gain", "gain_best", "loss_gain",
+                                                                          "acc_endpoints", "acc_merged"],
+                   ["lr", "lr_b", "method"]),
+]))
+page.provenance()

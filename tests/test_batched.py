@@ -1,0 +1,95 @@
+"""Batched (stacked) training matches training alone up to floating-point summation order.
+
+These are tolerance tests by design: a batched matrix product sums in another order,
+so batched runs are never compared bitwise (DESIGN.md §4, run identity).
+"""
+
+import pytest
+import torch
+
+from lmcbook.batched import StackedMLP, group_key, train_many
+from lmcbook.data import load
+from lmcbook.models import MLP
+from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
+from lmcbook.store import RunStore
+from lmcbook.train import DivergedError, train
+
+
+def _spec(seed=0, lr=0.05, momentum=0.9, wd=3e-3, norm="none", bias=False, **kw):
+    return RunSpec(DataSpec("digits", augment=kw.pop("augment", False)), ModelSpec("mlp", 0.5, 64, 3, norm, bias),
+                   TrainSpec(**{"steps": 40, "batch_size": 64, "lr": lr, "momentum": momentum, "weight_decay": wd,
+                                "seed": seed, **kw}))
+
+
+def _close(m1, m2, tol):
+    s1, s2 = m1.state_dict(), m2.state_dict()
+    return max(float((s1[k] - s2[k]).abs().max()) for k in s1) < tol
+
+
+def test_stacked_forward_equals_each_model():
+    torch.manual_seed(0)
+    models = [MLP(64, 10, 16, depth=3, norm="layer", bias=True) for _ in range(3)]
+    for m in models:
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(torch.randn_like(p) * 0.1)
+    x = torch.randn(3, 5, 1, 8, 8)
+    out = StackedMLP(models)(x)
+    for j, m in enumerate(models):
+        assert torch.allclose(out[j], m(x[j]), atol=1e-5)
+
+
+@pytest.mark.parametrize("norm, bias", [("none", False), ("layer", True)])
+def test_train_many_matches_train_alone(norm, bias):
+    data = load("digits", device="cpu")
+    specs = [_spec(0, norm=norm, bias=bias), _spec(1, lr=0.1, momentum=0.5, wd=0.0, norm=norm, bias=bias),
+             _spec(2, lr=0.02, momentum=0.0, norm=norm, bias=bias)]
+    batched = train_many(specs, data)
+    for spec, run in zip(specs, batched):
+        alone = train(spec, data)
+        assert _close(run.model, alone.model, 1e-4), spec.train
+        assert run.provenance["batched_with"] == 3
+        assert run.history["loss"][0] == pytest.approx(alone.history["loss"][0], rel=1e-5)
+
+
+def test_train_many_continues_children_and_keeps_momentum():
+    data = load("digits", device="cpu")
+    full = [_spec(s) for s in (0, 1)]
+    parents = [f.with_train(stop_step=15) for f in full]
+    pruns = train_many(parents, data)
+    assert all(r.momentum and r.step == 15 for r in pruns)
+    kids = [RunSpec(f.data, f.model, f.train, parent=p, spawn_step=15) for f, p in zip(full, parents)]
+    cruns = train_many(kids, data, starts=pruns)
+    for f, c in zip(full, cruns):
+        assert _close(c.model, train(f, data).model, 1e-4)
+
+
+def test_a_diverging_model_is_reported_and_the_others_finish():
+    data = load("digits", device="cpu")
+    specs = [_spec(0, warmup=0.0), _spec(1, lr=1e6, warmup=0.0, momentum=0.0)]
+    ok, bad = train_many(specs, data)
+    assert isinstance(bad, DivergedError) and bad.run_id == specs[1].id and "step" in str(bad)
+    assert not isinstance(ok, Exception) and ok.metrics["test_acc"] > 0.2
+
+
+def test_store_batches_groups_and_stores_each_run(tmp_path):
+    store = RunStore(tmp_path / "s")
+    data = load("digits", device="cpu")
+    specs = [_spec(s) for s in range(3)] + [_spec(9, batch_size=32)]
+    runs = store.get_or_train_many(specs, data=data)
+    assert [r.spec for r in runs] == specs
+    assert all(store.has(s) for s in specs)
+    batched = [e.get("batched_with") for e in store.events() if e["event"] == "trained"]
+    assert sorted(batched, key=str) == [3, 3, 3, None]
+    again = store.get_or_train_many(specs, data=data)
+    assert [e["event"] for e in store.events()][-4:] == ["loaded"] * 4
+    assert all(torch.equal(a.model.layers[0].weight, b.model.layers[0].weight) for a, b in zip(runs, again))
+
+
+def test_group_keys_and_bad_groups():
+    n = 1257
+    assert group_key(_spec(0), n) == group_key(_spec(1, lr=0.3), n)
+    assert group_key(_spec(0), n) != group_key(_spec(0, batch_size=32), n)
+    assert group_key(RunSpec(model=ModelSpec("mlp", norm="batch")), n) is None
+    with pytest.raises(SpecError, match="group_key"):
+        train_many([_spec(0), _spec(0, batch_size=32)], load("digits", device="cpu"))

@@ -1,0 +1,33 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmcbook import claims
+
+
+def test_quadratic_fit_recovers_a_planted_parabola():
+    x = np.linspace(-3, 1, 9)
+    fit = claims.quadratic_fit(x, -2 * (x + 1) ** 2 + 0.5)
+    assert fit["c2"] == pytest.approx(-2) and fit["vertex"] == pytest.approx(-1)
+    assert fit["interior"] == 1.0 and fit["fit_vertex"] == pytest.approx(0.5)
+    assert fit["residual_var"] < 1e-20
+    up = claims.quadratic_fit(x, (x + 1) ** 2)
+    assert up["interior"] == 0.0  # a minimum is not an interior optimum
+    edge = claims.quadratic_fit(x, -(x - 5) ** 2)
+    assert edge["interior"] == 0.0 and edge["vertex"] == pytest.approx(5)
+    with pytest.raises(ValueError, match="3 distinct"):
+        claims.quadratic_fit([1, 1, 2], [0, 1, 2])
+
+
+def test_spread_and_cell_stats():
+    df = pd.DataFrame({"hidden_units": [16, 16, 64, 64], "seed": [0, 1, 0, 1], "metric": "m",
+                       "value": [0.1, 0.3, 0.5, 0.6]})
+    assert claims.spread(df, ["hidden_units"]) == pytest.approx((0.2 + 0.1) / 2)
+    st = claims.cell_stats(df, "m")
+    assert st.loc[16, "mean"] == pytest.approx(0.2) and st.loc[64, "spread"] == pytest.approx(0.1)
+
+
+def test_spearman():
+    assert claims.spearman([1, 2, 3], [3, 5, 9]) == pytest.approx(1.0)
+    assert claims.spearman([1, 2, 3], [9, 5, 3]) == pytest.approx(-1.0)
+    assert np.isnan(claims.spearman([1, 2, 3], [1, 1, 1]))

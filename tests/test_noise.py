@@ -1,0 +1,128 @@
+import copy
+
+import pytest
+import torch
+
+from lmcbook import noise
+from lmcbook.data import load
+from lmcbook.metrics import pair_summary
+from lmcbook.models import MLP
+from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
+from lmcbook.store import RunStore
+from lmcbook.train import train
+
+
+def test_effective_noise_scale_hand_computed():
+    assert noise.effective_noise_scale(0.1, 128, 0.9) == pytest.approx(0.1 / (128 * 0.1))
+    assert noise.effective_noise_scale(0.1, 128, 0.9, power=2) == pytest.approx(0.1 / (128 * 0.01))
+    assert noise.effective_noise_scale(0.05, 32, 0.0) == pytest.approx(0.05 / 32)
+    assert noise.effective_noise_scale(0.2, 64, 0.5, power=2) == pytest.approx(0.2 / (64 * 0.25))
+    for bad in (dict(lr=0, batch_size=8), dict(lr=0.1, batch_size=0), dict(lr=0.1, batch_size=8, momentum=1.0),
+                dict(lr=0.1, batch_size=8, power=3)):
+        with pytest.raises(SpecError):
+            noise.effective_noise_scale(**bad)
+
+
+def _full(**kw):
+    return RunSpec(DataSpec("digits"), ModelSpec("mlp", 0.25, 64, 3),
+                   TrainSpec(**{"steps": 60, "batch_size": 64, "lr": 0.05, "seed": 3, **kw}))
+
+
+def _same(m1, m2):
+    s1, s2 = m1.state_dict(), m2.state_dict()
+    return all(torch.equal(s1[k], s2[k]) for k in s1)
+
+
+def test_child_with_the_parents_data_seed_reproduces_the_uninterrupted_run(tmp_path):
+    store = RunStore(tmp_path / "s")
+    data = load("digits", device="cpu")
+    full = _full()
+    parent = noise.parent_spec(full, 25)
+    child = noise.child_spec(parent, data_seed=full.train.data_seed)
+    uninterrupted = store.get_or_train(full, data=data)
+    continued = store.get_or_train(child, data=data)
+    assert _same(uninterrupted.model, continued.model)
+    assert store.has(parent) and store.load(parent).momentum  # the parent's entry keeps its momentum buffers
+    assert store.load(parent).step == 25
+
+
+def test_children_differ_by_data_seed_and_momentum_matters(tmp_path):
+    store = RunStore(tmp_path / "s")
+    data = load("digits", device="cpu")
+    a, b = noise.spawn_pair(_full(), 25)
+    ra, rb = store.get_or_train(a, data=data), store.get_or_train(b, data=data)
+    assert not _same(ra.model, rb.model)
+    parent = store.load(a.parent)
+    zeroed = copy.copy(parent)
+    zeroed.momentum = {k: torch.zeros_like(v) for k, v in parent.momentum.items()}
+    assert not _same(train(a, data, start=zeroed).model, ra.model)
+
+
+def test_two_children_with_the_same_seed_are_identical_and_gain_nothing(tmp_path):
+    store = RunStore(tmp_path / "s")
+    data = load("digits", device="cpu")
+    parent = noise.parent_spec(_full(), 25)
+    c1 = train(noise.child_spec(parent, 77), data, start=store.get_or_train(parent, data=data))
+    c2 = train(noise.child_spec(parent, 77), data, start=store.get_or_train(parent, data=data))
+    assert _same(c1.model, c2.model)
+    _, summ = pair_summary(c1.model, c2.model, data, (0.0, 0.5, 1.0))
+    assert noise.merging_gain(summ)["gain"] == 0.0
+
+
+def test_child_specs_are_validated():
+    parent = noise.parent_spec(_full(), 25)
+    with pytest.raises(SpecError, match="batch_size"):
+        noise.child_spec(parent, 5, batch_size=32)
+    with pytest.raises(SpecError, match="stop_step=None"):
+        noise.child_spec(_full(), 5)
+    with pytest.raises(SpecError, match="spawn_fraction"):
+        noise.spawn_step(_full(), 1.5, 1257)
+    lr_child = noise.child_spec(parent, 5, lr=0.2)  # a continuation may change its peak learning rate
+    assert lr_child.train.lr == 0.2 and lr_child.spawn_step == 25
+
+
+def test_task_arithmetic_known_answers():
+    torch.manual_seed(0)
+    base, t1, t2 = MLP(8, 3, 6, depth=2), MLP(8, 3, 6, depth=2), MLP(8, 3, 6, depth=2)
+    v1, v2 = noise.task_vector(t1, base), noise.task_vector(t2, base)
+    at0 = noise.task_arithmetic(base, [v1, v2], 0.0)
+    assert _same(at0, base)
+    zero = {k: torch.zeros_like(v) for k, v in v2.items()}
+    at1 = noise.task_arithmetic(base, [v1, zero], 1.0)
+    assert all(torch.allclose(at1.state_dict()[k], t1.state_dict()[k], atol=1e-6) for k in v1)
+
+
+def test_ties_known_answers():
+    v = {"w": torch.tensor([0.5, -2.0, 1.0]), "b": torch.tensor([[3.0]])}
+    same = noise.ties_vector([v, copy.deepcopy(v)], keep=1.0)
+    assert all(torch.allclose(same[k], v[k]) for k in v)
+    v1, v2 = {"w": torch.tensor([3.0, -1.0, 0.1])}, {"w": torch.tensor([-1.0, 2.0, 0.2])}
+    out = noise.ties_vector([v1, v2], keep=2 / 3)
+    assert torch.allclose(out["w"], torch.tensor([3.0, 2.0, 0.0]))
+    with pytest.raises(SpecError, match="keep"):
+        noise.ties_vector([v1], keep=0.0)
+
+
+def test_fine_tuning_starts_from_the_init_run(tmp_path):
+    store = RunStore(tmp_path / "s")
+    base = _full()
+    tuned = RunSpec(DataSpec("digits", transform="reverse"), base.model, base.train.__class__(
+        steps=10, batch_size=64, lr=0.01, seed=3), init=base)
+    run = store.get_or_train(tuned)
+    b = store.load(base).model.state_dict()
+
+    def dist(model):
+        return sum(float((model.state_dict()[k] - b[k]).abs().sum()) for k in b)
+
+    delta = dist(run.model)
+    assert 0 < delta  # it moved, from the base's weights (a fresh init would be far away)
+    fresh = train(RunSpec(tuned.data, tuned.model, tuned.train), load("digits", device="cpu", transform="reverse"))
+    far = dist(fresh.model)
+    assert delta < far / 5
+    assert RunSpec.from_dict(tuned.to_dict()) == tuned
+
+
+def test_new_fields_keep_old_ids():
+    spec = RunSpec()
+    assert "transform" not in spec.hashed_dict()["data"]
+    assert RunSpec(DataSpec(transform="negate")).id != spec.id

@@ -29,6 +29,10 @@ test: env
 test-fast: env
 	$(PY) -m pytest -q -m "not integration"
 
+## bench: training throughput against the naive loop, probe cost, book time (writes bench.json)
+bench: env
+	$(VENV)/bin/lmcbook bench --json bench.json --book
+
 lint: env
 	$(VENV)/bin/ruff check lmcbook tests
 

@@ -9,6 +9,7 @@ notebooks with Jupyter Book v1, execution off, warnings as errors.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -48,6 +49,7 @@ class Page:
         self.name, self.profile, self.params, self.study = name, profile, dict(params), study
         self.store = store or RunStore()
         self.run_ids: list[str] = []
+        self.csv_reads: dict[str, str] = {}
         self._events0 = len(self.store.events())
         self._t0 = time.time()
         _log_to_stderr()
@@ -60,6 +62,16 @@ class Page:
     def use(self, run_ids) -> None:
         """Record the run ids this page read, for its provenance."""
         self.run_ids += [r for r in run_ids if r not in self.run_ids]
+
+    def read_csv(self, name: str) -> pd.DataFrame:
+        """Return another page's result CSV (validated), recording it so that this page re-runs when it changes."""
+        from .claims import read_results
+
+        path = out_dir() / "data" / f"{name}.csv"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist: execute notebook {name!r} first")
+        self.csv_reads[str(path.resolve())] = _file_sha(path)
+        return read_results(path)
 
     def save(self, long: pd.DataFrame) -> Path:
         """Validate the long-format frame and write it as this page's CSV; return the path."""
@@ -109,6 +121,7 @@ class Page:
         """Return a Markdown block: CSV link, reproduce command, profile, parameters, runs and versions."""
         from IPython.display import Markdown
 
+        _write_reads(self.name, self.store, self.run_ids, self.csv_reads)
         events = self.store.events()[self._events0:]
         loaded = sum(e["event"] == "loaded" for e in events)
         trained = sum(e["event"] == "trained" for e in events)
@@ -200,6 +213,67 @@ class Outcome:
     loaded: int = 0
     trained: int = 0
     error: str = ""
+    cached: bool = False
+
+
+# -- the notebook cache (jupyter-cache semantics) ---------------------------------------
+def _file_sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _cache_dir(out: Path | None = None) -> Path:
+    return (out if out is not None else out_dir()) / ".cache"
+
+
+def _write_reads(name: str, store: RunStore, run_ids: list[str], csv_reads: dict[str, str]) -> None:
+    """Record what a page read: each run's manifest hash and each CSV's hash (written by the notebook itself)."""
+    runs = {}
+    for rid in run_ids:
+        manifest = store.path(rid) / "manifest.json"
+        runs[rid] = _file_sha(manifest) if manifest.exists() else None
+    path = _cache_dir() / f"{name}.reads.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "csv": csv_reads}, sort_keys=True))
+
+
+def cache_key(name: str, profile: str, params: dict[str, Any], notebooks: str | Path = "notebooks") -> dict[str, Any]:
+    """Return what a notebook's output depends on besides what it reads: its source, parameters, the library."""
+    from .provenance import source_hash
+
+    src = notebook_source(name, notebooks)
+    return {"source": _file_sha(src), "profile": profile, "params": json.loads(json.dumps(params, sort_keys=True)),
+            "lmcbook": source_hash()}
+
+
+def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:
+    """Return True if ``out`` holds this notebook's output for ``key`` and nothing it read has changed since."""
+    record = _cache_dir(out) / f"{name}.json"
+    if not (out / f"{name}.ipynb").exists() or not record.exists():
+        return False
+    try:
+        rec = json.loads(record.read_text())
+    except ValueError:
+        return False
+    if rec.get("key") != key:
+        return False
+    reads = rec.get("reads", {})
+    store = RunStore(reads.get("store", "runs"))
+    for rid, sha in reads.get("runs", {}).items():
+        manifest = store.path(rid) / "manifest.json"
+        if sha is None or not manifest.exists() or _file_sha(manifest) != sha:
+            return False
+    for path, sha in reads.get("csv", {}).items():
+        if not Path(path).exists() or _file_sha(Path(path)) != sha:
+            return False
+    return True
+
+
+def _record(name: str, key: dict[str, Any], out: Path) -> None:
+    reads_path = _cache_dir(out) / f"{name}.reads.json"
+    reads = json.loads(reads_path.read_text()) if reads_path.exists() else {}
+    (_cache_dir(out) / f"{name}.json").write_text(json.dumps({"key": key, "reads": reads}, sort_keys=True))
 
 
 def notebook_source(name: str, notebooks: str | Path = "notebooks") -> Path:
@@ -260,11 +334,15 @@ def _numbers(v: Any) -> Any:
 
 def execute(names: list[str] | None = None, profile: str = "quick", params: dict[str, Any] | None = None,
             out: str | Path | None = None, notebooks: str | Path = "notebooks",
-            store: str | Path | None = None) -> list[Outcome]:
+            store: str | Path | None = None, force: bool = False) -> list[Outcome]:
     """Execute notebooks with papermill into ``out``; return one Outcome per notebook.
 
-    Every notebook's parameters are checked before the first one runs.  A
-    failing notebook is reported with its failing cell, and the rest still run.
+    Every notebook's parameters are checked before the first one runs.  Notebooks
+    run in dependency order (the book's part order).  A notebook is skipped, and
+    says so, when its source, parameters, profile and the library's source are
+    unchanged since its last output, and so is every store entry and CSV it read
+    (``force`` re-executes).  A failing notebook is reported with its failing
+    cell, and the rest still run.
     """
     import jupytext
     import papermill
@@ -286,6 +364,14 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
         bar = tqdm(names, desc="notebooks", unit="nb", disable=None)
         for name in bar:
             bar.set_postfix_str(name)
+            key = cache_key(name, profile, params, notebooks)
+            if not force and is_cached(name, key, out):
+                outcomes.append(Outcome(name, True, 0.0, cached=True))
+                tqdm.write(f"{name}: skipped: cached (its source, parameters, library and inputs are unchanged)",
+                           file=sys.stderr)
+                continue
+            (_cache_dir(out) / f"{name}.reads.json").unlink(missing_ok=True)
+            (_cache_dir(out) / f"{name}.json").unlink(missing_ok=True)
             src = notebook_source(name, notebooks)
             nb = jupytext.read(str(src))
             nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -300,6 +386,7 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
                                                language="python", progress_bar=False, cwd=os.getcwd())
                     ok, err = True, ""
                     _hide_parameter_cells(out / f"{name}.ipynb")
+                    _record(name, key, out)
                 except papermill.PapermillExecutionError as e:
                     ok, err = False, f"cell {e.exec_count}: {e.ename}: {e.evalue}"
             ev = rs.events()[n0:]

@@ -22,10 +22,11 @@ def _params(pairs: list[list[str]] | None) -> dict:
 def cmd_execute(args) -> int:
     from .book import execute
 
-    outcomes = execute(args.only, args.profile, _params(args.p), args.out, args.notebooks, args.store)
+    outcomes = execute(args.only, args.profile, _params(args.p), args.out, args.notebooks, args.store, args.force)
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
-    print(f"executed {len(outcomes)} notebook(s) in {total:.0f} s; "
+    print(f"executed {sum(not o.cached for o in outcomes)} notebook(s), skipped {sum(o.cached for o in outcomes)} "
+          f"(cached), in {total:.0f} s; "
           f"{sum(o.loaded for o in outcomes)} run(s) loaded from the store, "
           f"{sum(o.trained for o in outcomes)} trained", file=sys.stderr)
     for o in failed:
@@ -77,6 +78,13 @@ def cmd_store(args) -> int:
     raise SpecError(f"store action {args.action!r} is not allowed: expected 'ls' or 'verify'")
 
 
+def cmd_bench(args) -> int:
+    from .bench import run
+
+    run(args.json, book=args.book, quick=args.quick)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     ap = argparse.ArgumentParser(prog="lmcbook", description="Reproduce the width and noise papers on merging.")
@@ -92,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--out", type=Path, default=None, help="output directory (default: $LMCBOOK_OUT or book/generated)")
     ex.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebook sources")
     ex.add_argument("--store", type=Path, default=None, help="run store (default: $LMCBOOK_STORE or ./runs)")
+    ex.add_argument("--force", action="store_true", help="re-execute even notebooks whose cached output is current")
     ex.set_defaults(func=cmd_execute)
 
     bd = sub.add_parser("build", help="render the executed notebooks with Jupyter Book (-W -n --keep-going)")
@@ -111,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("action", choices=["ls", "verify"])
     st.add_argument("--store", type=Path, default=None)
     st.set_defaults(func=cmd_store)
+
+    be = sub.add_parser("bench", help="measure training throughput, probe cost and (with --book) book time")
+    be.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")
+    be.add_argument("--book", action="store_true", help="also time `make book` cold and warm (minutes)")
+    be.add_argument("--quick", action="store_true", help="three small widths, one repeat (a smoke test)")
+    be.set_defaults(func=cmd_bench)
 
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -49,10 +49,15 @@ def study_data(study: Recipe) -> Dataset:
 
 def trained_pairs(study: Recipe, store: RunStore | None = None,
                   data: Dataset | None = None) -> list[tuple[Pair, TrainedRun, TrainedRun]]:
-    """Return (pair, run a, run b) for every pair of the study, trained at most once through the store."""
+    """Return (pair, run a, run b) for every pair of the study, trained at most once through the store.
+
+    Missing runs of one shape (the seeds of one width) train together in one stacked step.
+    """
     store = store or RunStore()
     data = data or study_data(study)
-    return [(p, store.get_or_train(p.a, data=data), store.get_or_train(p.b, data=data)) for p in study.pairs()]
+    pairs = study.pairs()
+    runs = store.get_or_train_many([s for p in pairs for s in (p.a, p.b)], data=data)
+    return [(p, runs[2 * i], runs[2 * i + 1]) for i, p in enumerate(pairs)]
 
 
 def _keys(pair: Pair) -> dict:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .data import as_input
 from .models import has_batchnorm
 from .specs import check_lams
 
@@ -67,7 +68,7 @@ def reset_bn(model: nn.Module, x: torch.Tensor, batch_size: int = 500) -> nn.Mod
     was_training = model.training
     model.train()
     for i in range(0, len(x), batch_size):
-        model(x[i:i + batch_size])
+        model(as_input(x[i:i + batch_size], model))
     for m, mom in zip(bns, saved):
         m.momentum = mom
     model.train(was_training)
@@ -372,7 +373,7 @@ def channel_stats(model: nn.Module, x: torch.Tensor, names: list[str]) -> dict[s
     was = model.training
     model.eval()
     try:
-        model(x)
+        model(as_input(x, model))
     finally:
         for h in hooks:
             h.remove()

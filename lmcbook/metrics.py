@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .calibrate import fit_inverse_temperature, nll
-from .data import Dataset
+from .data import Dataset, as_input
 from .merge import interpolate_into, reset_bn
 from .models import has_batchnorm
 from .specs import check_lams
@@ -40,7 +40,7 @@ def logits(model: nn.Module, x: torch.Tensor, batch_size: int = 8192) -> torch.T
     """Return the model's logits on ``x`` as float32, in eval mode, in as few forward passes as fit."""
     was = model.training
     model.eval()
-    out = torch.cat([model(x[i:i + batch_size]).float() for i in range(0, len(x), batch_size)])
+    out = torch.cat([model(as_input(x[i:i + batch_size], model)).float() for i in range(0, len(x), batch_size)])
     model.train(was)
     return out
 
@@ -74,16 +74,26 @@ def interpolation_curve(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_
     the training split at every λ.  ``transform(model, λ)``, if given, is applied to
     each interpolated model before it is evaluated (REPAIR, for example).
     """
+    return _curve(a, b, data, lams, transform)[0]
+
+
+def _curve(a, b, data, lams, transform) -> tuple[pd.DataFrame, dict[float, tuple[torch.Tensor, torch.Tensor]]]:
+    """Return the curve and the (test, cal) logits at λ = 0 and 1."""
     buf = copy.deepcopy(a).eval()
     bn = has_batchnorm(buf)
-    rows = []
+    rows, ends = [], {}
+    x_eval, n_test = torch.cat([data.x_test, data.x_cal]), len(data.x_test)  # one forward pass per λ
     for lam in _with_anchor_lams(lams):
         interpolate_into(buf, a, b, lam)
         if bn:
             reset_bn(buf, data.x_train)
         model = transform(buf, lam) if transform is not None else buf
-        rows.append({"lam": lam, **_logit_row(logits(model, data.x_test), logits(model, data.x_cal), data)})
-    return pd.DataFrame(rows)
+        z = logits(model, x_eval)
+        z_test, z_cal = z[:n_test], z[n_test:]
+        if lam in (0.0, 1.0):
+            ends[lam] = (z_test, z_cal)
+        rows.append({"lam": lam, **_logit_row(z_test, z_cal, data)})
+    return pd.DataFrame(rows), ends
 
 
 def barrier(curve: pd.DataFrame) -> dict[str, float]:
@@ -107,11 +117,17 @@ def barrier(curve: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def ensemble_summary(a: nn.Module, b: nn.Module, data: Dataset) -> dict[str, float]:
-    """Return the logit ensemble ½(f_a + f_b): accuracy, raw and calibrated loss, its own τ_ens, logit norm."""
-    z_test = 0.5 * (logits(a, data.x_test) + logits(b, data.x_test))
-    z_cal = 0.5 * (logits(a, data.x_cal) + logits(b, data.x_cal))
-    return _logit_row(z_test, z_cal, data)
+def ensemble_summary(a: nn.Module, b: nn.Module, data: Dataset,
+                     ends: dict[float, tuple[torch.Tensor, torch.Tensor]] | None = None) -> dict[str, float]:
+    """Return the logit ensemble ½(f_a + f_b): accuracy, raw and calibrated loss, its own τ_ens, logit norm.
+
+    ``ends`` may pass the endpoints' (test, cal) logits at λ = 1 (a) and λ = 0 (b), to save their forward passes.
+    """
+    if ends is None:
+        ends = {1.0: (logits(a, data.x_test), logits(a, data.x_cal)),
+                0.0: (logits(b, data.x_test), logits(b, data.x_cal))}
+    (za_t, za_c), (zb_t, zb_c) = ends[1.0], ends[0.0]
+    return _logit_row(0.5 * (za_t + zb_t), 0.5 * (za_c + zb_c), data)
 
 
 def pair_summary(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS,
@@ -121,9 +137,11 @@ def pair_summary(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS,
     The summary's ``logit_norm_ratio`` is ‖f_L(θ(½))‖ / ‖½(f_L^a + f_L^b)‖ over the test split
     (LEWC predicts 2^(1−L)), and ``tau_ratio`` is τ_merged / τ_ens (LEWC predicts 2^(L−1)).
     """
-    curve = interpolation_curve(a, b, data, lams, transform)
+    curve, ends = _curve(a, b, data, lams, transform)
     c = curve.set_index("lam")
-    ens = ensemble_summary(a, b, data)
+    # the curve's endpoints are the models themselves unless BatchNorm was reset or a transform applied
+    exact_ends = transform is None and not has_batchnorm(a)
+    ens = ensemble_summary(a, b, data, ends if exact_ends else None)
     out = {
         "acc_a": float(c.loc[1.0, "acc"]), "acc_b": float(c.loc[0.0, "acc"]),
         "acc_endpoints": float((c.loc[1.0, "acc"] + c.loc[0.0, "acc"]) / 2),

@@ -276,7 +276,7 @@ def rank_profile(model: nn.Module) -> pd.DataFrame:
     rows, spectra = [], []
     for p in probe_points(model):
         w = p.module.weight.detach().to("cpu", DTYPE).reshape(p.module.weight.shape[0], -1)
-        s = torch.linalg.svdvals(w)
+        s = singular_values(w)
         m = min(w.shape)
         role = "input" if p.layer == 1 else p.role
         base = {"layer": float("nan") if p.layer is None else p.layer, "name": p.name, "role": role}
@@ -329,7 +329,7 @@ def additivity(u: torch.Tensor, v: torch.Tensor) -> dict[str, float]:
 
 
 def gaussian_additivity_baseline(shape: tuple[int, ...], scale_u: float, scale_v: float, seed: int = 0,
-                                 samples: int = 1 << 16) -> dict[str, float]:
+                                 samples: int = 1 << 15) -> dict[str, float]:
     """Return :func:`additivity` of independent Gaussians u ~ N(0, scale_u²), v ~ N(0, scale_v²) of ``shape``.
 
     Same width, scale ratio, number of inputs and aggregation as the measured layer,
@@ -376,6 +376,24 @@ def jaccard_chance(n: int, k: int) -> float:
     i = np.arange(0, k + 1)
     p = hypergeom(n, k, k).pmf(i)
     return float((p * i / (2 * k - i)).sum())
+
+
+#: From this size on, singular values come from the Gram matrix's eigenvalues (about twice as fast).
+GRAM_MIN_SIZE = 512
+
+
+def singular_values(w: torch.Tensor) -> torch.Tensor:
+    """Return the singular values of a float64 matrix, largest first.
+
+    Below :data:`GRAM_MIN_SIZE` (the smaller dimension) they come from an SVD.  From
+    that size on they are the square roots of the eigenvalues of W Wᵀ (or WᵀW, the
+    smaller), which is about twice as fast; values below about 1e-7·σ_1 then carry
+    rounding error, which moves the effective and stable ranks by less than 1e-6.
+    """
+    if min(w.shape) < GRAM_MIN_SIZE:
+        return torch.linalg.svdvals(w)
+    gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+    return torch.linalg.eigvalsh(gram).clamp_min(0).sqrt().flip(0)
 
 
 def effective_rank(s: torch.Tensor) -> float:

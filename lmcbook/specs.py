@@ -17,7 +17,8 @@ from typing import Any
 
 #: Bumped whenever training semantics change, so that a fixed bug never
 #: serves a stale checkpoint from the store.
-CODE_VERSION = 1
+#: 2: the fused SGD update (same algorithm, other floating-point rounding).
+CODE_VERSION = 2
 
 DATASETS = ("digits", "mnist1d", "mnist", "fashion_mnist", "cifar10", "cifar100")
 #: Data sets generated or shipped locally (no download, no data_root).
@@ -190,8 +191,9 @@ class TrainSpec:
 
 #: Fields that are provenance (where, not what): excluded from the hash.
 _PROVENANCE = {"DataSpec": ("root",)}
-#: Fields added after CODE_VERSION 1, left out of the hash while at these defaults, so that
-#: every earlier run keeps its id.  A new field whose default reproduces the old behaviour goes here.
+#: Fields added after the first CODE_VERSION, left out of the hash while at these defaults, so
+#: that runs made before the field existed keep their ids.  A new field whose default
+#: reproduces the old behaviour goes here.
 _ADDED_LATER = {"data": {"transform": "none"}}
 
 

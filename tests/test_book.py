@@ -6,8 +6,10 @@ store and all outputs live in a temporary directory.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -139,3 +141,38 @@ def test_the_repository_outputs_are_untouched(executed, built):
     for d in (ROOT / "book" / "generated", ROOT / "runs"):
         touched = [p for p in d.rglob("*") if p.is_file() and p.stat().st_mtime > start] if d.exists() else []
         assert not touched, touched[:3]
+
+
+def test_notebook_cache_skips_unchanged_and_reruns_on_any_change(executed, tmp_path, monkeypatch):
+    """jupyter-cache semantics: source, parameters, the library and every store entry read are the key."""
+    base, out, store, _ = executed
+    monkeypatch.chdir(ROOT)
+    run = lambda names, params=None, nb=ROOT / "notebooks": book.execute(  # noqa: E731
+        names, "smoke", params or {}, out, nb, store)
+    # unchanged: skipped
+    again = run(["theory_lewc", "width_accuracy"])
+    assert [o.cached for o in again] == [True, True]
+    # changed parameters: executed, then cached under the new key
+    assert run(["theory_lewc"], {"seed": 3})[0].cached is False
+    assert run(["theory_lewc"], {"seed": 3})[0].cached is True
+    # changed source: executed
+    nb_dir = tmp_path / "notebooks"
+    shutil.copytree(ROOT / "notebooks", nb_dir)
+    src = nb_dir / "theory_lewc.py"
+    src.write_text(src.read_text() + "\n# %%\nprint('changed')\n")
+    assert run(["theory_lewc"], {"seed": 3}, nb_dir)[0].cached is False
+    # a store entry it read changed (here: deleted, so it is retrained): executed
+    rid = next(iter(json.loads((out / ".cache" / "width_accuracy.json").read_text())["reads"]["runs"]))
+    shutil.rmtree(RunStore(store).path(rid))
+    redo = run(["width_accuracy"])[0]
+    assert redo.cached is False and redo.trained == 1
+    # --force re-executes whatever the cache says
+    forced = book.execute(["theory_lewc"], "smoke", {"seed": 3}, out, nb_dir, store, force=True)
+    assert forced[0].cached is False
+
+
+def test_every_notebook_records_what_it_read():
+    for name in all_notebooks():
+        text = (ROOT / "notebooks" / f"{name}.py").read_text()
+        assert "page.provenance()" in text, name
+        assert text.count('tags=["parameters"]') == 1, name

@@ -146,3 +146,14 @@ def test_resnet_blocks_and_batchnorm():
         acts.reciprocal_orthogonality()
     with pytest.raises(ValueError, match="blocks"):
         probes.PairActivations(MLP(16, 10, 8), MLP(16, 10, 8), _x().float(), points="blocks")
+
+
+def test_singular_values_from_the_gram_matrix_match_the_svd():
+    g = torch.Generator().manual_seed(0)
+    decay = torch.diag(torch.logspace(0, -3, 700, dtype=torch.float64))
+    w = torch.randn(600, 700, generator=g, dtype=torch.float64) @ decay
+    exact, fast = torch.linalg.svdvals(w), probes.singular_values(w)
+    assert fast.shape == exact.shape
+    assert float((fast - exact).abs().max() / exact[0]) < 1e-10
+    assert abs(probes.effective_rank(fast) - probes.effective_rank(exact)) < 1e-6
+    assert abs(probes.stable_rank(fast) - probes.stable_rank(exact)) < 1e-9

@@ -1,0 +1,195 @@
+"""``lmcbook bench``: training throughput, probe cost and book time, measured side by side in one process.
+
+Every figure is a ratio measured in the same run, or a median over repeats, because
+shared machines are noisy.  Throughput counts *model-samples*: one training example
+seen by one model.  lmcbook trains the runs of one width of the quick sweep (its pairs'
+seeds) together in one stacked step, so its figure is the stack's model-samples per
+second; the naive baseline trains one model with the loop most tutorials write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from .data import load
+from .models import build, count_parameters
+from .specs import DataSpec, ModelSpec, RunSpec, TrainSpec
+
+BENCH_UNITS = (16, 64, 256, 1024, 2048)
+
+
+def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
+    """Return the median fp32 GFLOP/s of an n×n matrix product on this machine."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * n ** 3 / statistics.median(times) / 1e9
+
+
+def _spec(units: int, seed: int, steps: int) -> RunSpec:
+    return RunSpec(DataSpec("digits"), ModelSpec("mlp", units / 64, 64, 4, "none", False),
+                   TrainSpec(steps=steps, batch_size=128, lr=0.05, momentum=0.9, weight_decay=3e-3, seed=seed))
+
+
+def lmcbook_throughput(units: int, steps: int, models: int = 4) -> float:
+    """Return model-samples per second of lmcbook's training of ``models`` seeds of one width, as the store
+    trains them: stacked in one step up to STACK_MAX_UNITS hidden units, one after another above."""
+    from .batched import group_key, train_many
+    from .train import train
+
+    data = load("digits", device="cpu")
+    specs = [_spec(units, s, steps) for s in range(models)]
+    if group_key(specs[0], len(data.y_train)) is not None:
+        seconds = train_many(specs, data)[0].provenance["batched_seconds"]
+    else:
+        seconds = sum(train(s, data).provenance["train_seconds"] for s in specs)
+    return models * steps * 128 / seconds
+
+
+def naive_throughput(units: int, steps: int) -> float:
+    """Return samples per second of the tutorial loop: DataLoader(TensorDataset), shuffle, torch.optim.SGD."""
+    data = load("digits", device="cpu")
+    torch.manual_seed(0)
+    model = build(_spec(units, 0, steps).model, data.input_shape, data.num_classes)
+    loader = DataLoader(TensorDataset(data.x_train, data.y_train), batch_size=128, shuffle=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=3e-3)
+    done, samples = 0, 0
+    t0 = time.perf_counter()
+    while done < steps:
+        for xb, yb in loader:
+            loss = F.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            done += 1
+            samples += len(yb)
+            if done == steps:
+                break
+    return samples / (time.perf_counter() - t0)
+
+
+def _steps_for(units: int) -> int:
+    return {16: 400, 64: 400, 256: 200, 1024: 40, 2048: 12}.get(units, 40)
+
+
+def throughput_table(units=BENCH_UNITS, repeats: int = 3, peak: float | None = None) -> list[dict[str, float]]:
+    """Return, per width, lmcbook and naive model-samples/s (medians over interleaved repeats) and their ratio."""
+    peak = peak or matmul_peak_gflops()
+    rows = []
+    for u in units:
+        steps = _steps_for(u)
+        lm, nv = [], []
+        lmcbook_throughput(u, 4), naive_throughput(u, 4)  # warm up allocators and kernels
+        for _ in range(repeats):
+            lm.append(lmcbook_throughput(u, steps))
+            nv.append(naive_throughput(u, steps))
+        lm_s, nv_s = statistics.median(lm), statistics.median(nv)
+        params = count_parameters(build(_spec(u, 0, 1).model, (1, 8, 8), 10))
+        gflops = 6 * params * lm_s / 1e9
+        rows.append({"hidden_units": u, "lmcbook_samples_per_s": lm_s, "naive_samples_per_s": nv_s,
+                     "speedup": lm_s / nv_s, "achieved_gflops": gflops, "fraction_of_peak": gflops / peak})
+    return rows
+
+
+def probe_fraction(profile: str = "quick") -> dict[str, float]:
+    """Return the time of all metrics and probes of the width sweep over its training time, measured here.
+
+    The sweep is trained into a temporary store (as ``make book`` would, stacked by width),
+    then every metric and probe the book computes on it is timed with the cache empty.
+    """
+    from .experiments import pair_frames, probe_frames, trained_pairs
+    from .profiles import width_study
+    from .store import RunStore
+
+    study = width_study(profile)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = RunStore(tmp)
+        t0 = time.perf_counter()
+        trained_pairs(study, store)
+        train_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pair_frames(study, store)
+        probe_frames(study, store)
+        probe_s = time.perf_counter() - t0
+    return {"train_s": train_s, "probe_s": probe_s, "probe_fraction": probe_s / train_s}
+
+
+def book_times(root: str | Path = ".") -> dict[str, float]:
+    """Return the wall time of ``make book`` cold (empty store, nothing generated) and warm (nothing changed).
+
+    Runs in a copy of the repository's book sources with its own store, so ./runs and
+    book/generated are left alone; the environment (.venv) is the current one.
+    """
+    root = Path(root).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "repo"
+        shutil.copytree(root, work, ignore=shutil.ignore_patterns(".venv", "runs", "_build", "generated", ".git",
+                                                                   "__pycache__", ".pytest_cache"))
+        env = dict(os.environ, LMCBOOK_STORE=str(Path(tmp) / "store"))
+        env.pop("LMCBOOK_OUT", None)
+        exe = Path(sys.executable).parent
+        cmds = [[str(exe / "lmcbook"), "execute", "--profile", "quick"], [str(exe / "lmcbook"), "build"]]
+        times = {}
+        for label in ("cold_s", "warm_s"):
+            t0 = time.perf_counter()
+            for cmd in cmds:
+                subprocess.run(cmd, cwd=work, env=env, check=True, capture_output=True)
+            times[label] = time.perf_counter() - t0
+    return times
+
+
+TARGETS = {16: 3.0, 64: 3.0, 256: 1.5}
+
+
+def run(json_path: str | Path | None = None, book: bool = False, quick: bool = False) -> dict[str, Any]:
+    """Run the benchmark, print its table and return (and optionally write) the JSON report."""
+    torch.set_num_threads(os.cpu_count() or 1)
+    peak = matmul_peak_gflops()
+    units = (16, 64, 256) if quick else BENCH_UNITS
+    report: dict[str, Any] = {"matmul_peak_gflops": peak, "threads": torch.get_num_threads(),
+                              "widths": throughput_table(units, repeats=1 if quick else 3, peak=peak)}
+    if not quick:
+        report.update(probe_fraction())
+    if book:
+        report["book"] = book_times()
+    print(format_report(report))
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps(report, indent=1))
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """Return the report as a Markdown table with the targets beside the measurements."""
+    lines = [f"matmul peak (fp32, {report.get('threads', '?')} threads): {report['matmul_peak_gflops']:.0f} GFLOP/s",
+             "", "| hidden units | lmcbook samples/s | naive samples/s | speedup | target | GFLOP/s | of peak |",
+             "|---|---|---|---|---|---|---|"]
+    widest = max(r["hidden_units"] for r in report["widths"])
+    for r in report["widths"]:
+        u = r["hidden_units"]
+        target = f"≥ {TARGETS.get(u, 1.0):g}" + (", ≥ 0.6 of peak" if u == widest else "")
+        lines.append(f"| {u} | {r['lmcbook_samples_per_s']:,.0f} | {r['naive_samples_per_s']:,.0f} | "
+                     f"{r['speedup']:.2f} | {target} | {r['achieved_gflops']:.1f} | {r['fraction_of_peak']:.2f} |")
+    if "probe_fraction" in report:
+        lines += ["", f"probe_fraction: {report['probe_fraction']:.3f} (probes and metrics {report['probe_s']:.1f} s "
+                  f"over training {report['train_s']:.1f} s; target ≤ 0.10)"]
+    if "book" in report:
+        b = report["book"]
+        lines += [f"book: cold {b['cold_s']:.0f} s (target ≤ 900), warm {b['warm_s']:.0f} s (target ≤ 60)"]
+    return "\n".join(lines)

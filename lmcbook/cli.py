@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -75,7 +76,48 @@ def cmd_store(args) -> int:
                 print(f"CORRUPT {rid[:12]}: {err}")
         print(f"{len(store.ids()) - bad} entries OK, {bad} corrupt")
         return 1 if bad else 0
-    raise SpecError(f"store action {args.action!r} is not allowed: expected 'ls' or 'verify'")
+    # gc: stale temporaries and corrupt entries always; valid runs only when selected by age
+    doomed = [(p, "stale temporary directory") for p in store.stale_temporaries()]
+    doomed += [(store.path(r), "corrupt entry") for r in store.corrupt_entries()]
+    if args.older_than is not None:
+        doomed += [(store.path(r), f"valid run older than {args.older_than}")
+                   for r in store.entries_older_than(_parse_age(args.older_than))]
+    if not doomed:
+        print("nothing to remove")
+        return 0
+    for path, why in doomed:
+        print(f"remove {path.name[:40]}  ({why})")
+    if not args.yes:
+        answer = input(f"Delete these {len(doomed)} item(s) from {store.root}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return 1
+    store.remove([p for p, _ in doomed])
+    print(f"deleted {len(doomed)} item(s)")
+    return 0
+
+
+def _parse_age(text: str) -> float:
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([smhd])", text.strip())
+    if not m:
+        raise SpecError(f"--older-than={text!r} is not allowed: expected a number and a unit s, m, h or d (e.g. 30d)")
+    return float(m[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
+
+
+def cmd_sweep(args) -> int:
+    from .profiles import PARTS
+    from .sweep import run_all
+
+    if args.part not in PARTS:
+        raise SpecError(f"part={args.part!r} is not allowed: expected one of {', '.join(map(repr, PARTS))}")
+    specs = PARTS[args.part].resolve(args.profile, _params(args.p)).specs()
+    results = run_all(specs, args.scheduler, args.store, args.threads, args.device)
+    failed = [r for r in results if not r.ok]
+    for r in results:
+        status = f"test_acc={r.metrics.get('test_acc', float('nan')):.3f}" if r.ok else f"FAILED: {r.error}"
+        print(f"{r.id[:12]} {r.host} {status}")
+    print(f"{len(results) - len(failed)} of {len(results)} runs in the store", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_bench(args) -> int:
@@ -116,10 +158,23 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--store", type=Path, default=None)
     tr.set_defaults(func=cmd_train)
 
-    st = sub.add_parser("store", help="list or verify the run store")
-    st.add_argument("action", choices=["ls", "verify"])
+    st = sub.add_parser("store", help="list, verify or clean the run store")
+    st.add_argument("action", choices=["ls", "verify", "gc"])
     st.add_argument("--store", type=Path, default=None)
+    st.add_argument("--older-than", default=None, metavar="AGE",
+                    help="gc: also delete valid runs last written before AGE (e.g. 30d, 12h)")
+    st.add_argument("--yes", action="store_true", help="gc: delete without asking")
     st.set_defaults(func=cmd_store)
+
+    sw = sub.add_parser("sweep", help="train every run of a part, in-process or on a Dask cluster")
+    sw.add_argument("--profile", default="quick")
+    sw.add_argument("--part", default="width")
+    sw.add_argument("-p", nargs=2, action="append", metavar=("KEY", "VALUE"))
+    sw.add_argument("--scheduler", default=None, help="local:N or tcp://HOST:PORT (default: in-process)")
+    sw.add_argument("--store", type=Path, default=None, help="a store root every worker can see")
+    sw.add_argument("--threads", type=int, default=None, help="torch threads per task (default: cores / workers)")
+    sw.add_argument("--device", default="auto")
+    sw.set_defaults(func=cmd_sweep)
 
     be = sub.add_parser("bench", help="measure training throughput, probe cost and (with --book) book time")
     be.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")

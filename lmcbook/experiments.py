@@ -56,8 +56,24 @@ def trained_pairs(study: Recipe, store: RunStore | None = None,
     store = store or RunStore()
     data = data or study_data(study)
     pairs = study.pairs()
-    runs = store.get_or_train_many([s for p in pairs for s in (p.a, p.b)], data=data)
+    specs = [s for p in pairs for s in (p.a, p.b)]
+    sweep_first(specs, study, store)
+    runs = store.get_or_train_many(specs, data=data)
     return [(p, runs[2 * i], runs[2 * i + 1]) for i, p in enumerate(pairs)]
+
+
+def sweep_first(specs: list[RunSpec], study, store: RunStore) -> None:
+    """Train the missing ``specs`` on the study's Dask scheduler, if it names one; raise if any failed."""
+    scheduler = getattr(study, "scheduler", None)
+    missing = [s for s in specs if not store.has(s)]
+    if scheduler is None or not missing:
+        return
+    from .sweep import run_all
+
+    failed = [r for r in run_all(missing, scheduler, store.root, device=study.device) if not r.ok]
+    if failed:
+        raise RuntimeError(f"{len(failed)} run(s) failed on {scheduler}: " +
+                           "; ".join(f"{r.id[:12]}: {r.error}" for r in failed[:3]))
 
 
 def _keys(pair: Pair) -> dict:
@@ -273,6 +289,7 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
     rows, ids = [], []
     kids = {(cell, p): children(study, cell, p, data) for cell in dict.fromkeys(cells) for p in range(study.seeds)}
     flat = [s for pair in kids.values() for s in pair]
+    sweep_first(flat, study, store)
     runs = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
     for (cell, p), (sa, sb) in kids.items():
         ra, rb = runs[sa.id], runs[sb.id]
@@ -293,6 +310,7 @@ def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.
     rows, ids = [], []
     kids = {(p, lr): children(study, cell, p, data, lr=lr) for p in range(study.seeds) for lr in study.pair_lrs}
     flat = [s for pair in kids.values() for s in pair]
+    sweep_first(flat, study, store)
     trained = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
     for p in range(study.seeds):
         runs = {lr: (trained[kids[p, lr][0].id], trained[kids[p, lr][1].id]) for lr in study.pair_lrs}
@@ -307,6 +325,31 @@ def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.
 TASKS = ("reverse", "negate")
 
 
+def _task_specs(study: NoiseStudy) -> tuple[list[RunSpec], dict]:
+    """Return the pretraining runs and, per (pair, lr, task), the fine-tuning runs of the task-arithmetic study."""
+    base_cell = study.cell(study.component_lr)
+    bases, tuned = [], {}
+    for p in range(study.seeds):
+        base = study.spec(base_cell, p)
+        bases.append(base)
+        for lr in study.finetune_lrs:
+            for t in TASKS:
+                tuned[p, lr, t] = RunSpec(replace(base.data, transform=t), base.model,
+                                          replace(base.train, steps=study.finetune_steps, lr=lr), init=base)
+    return bases, tuned
+
+
+def noise_specs(study: NoiseStudy) -> list[RunSpec]:
+    """Return every run the noise notebooks read (children, learning-rate-pair children, task-arithmetic runs)."""
+    data = noise_data(study)
+    cells = dict.fromkeys(study.grid_cells() + study.spawn_cells() + study.component_cells())
+    out = [s for c in cells for p in range(study.seeds) for s in children(study, c, p, data)]
+    cell = study.cell(study.component_lr)
+    out += [s for p in range(study.seeds) for lr in study.pair_lrs for s in children(study, cell, p, data, lr=lr)]
+    bases, tuned = _task_specs(study)
+    return list(dict.fromkeys(out + bases + list(tuned.values())))
+
+
 def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
     """Return each task's test loss and accuracy against α for task arithmetic and TIES, per fine-tuning lr.
 
@@ -316,21 +359,22 @@ def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> t
     θ0 + α·TIES(v1, v2).  Tasks evaluated: ``original``, ``reverse``, ``negate``.
     """
     store = store or RunStore()
-    base_cell = study.cell(study.component_lr)
     rows, ids = [], []
     tasks = {t: load(study.dataset, study.data_root, study.device, study.download, transform=t)
              for t in ("none",) + TASKS}
+    base_specs, tuned_specs = _task_specs(study)
+    sweep_first(base_specs + list(tuned_specs.values()), study, store)
+    bases = store.get_or_train_many(base_specs, data=tasks["none"])
+    runs = {}
+    for t in TASKS:  # the fine-tuning runs of one task share a shape: they train stacked
+        specs = [s for (p, lr, task), s in tuned_specs.items() if task == t]
+        runs.update(zip([s.id for s in specs], store.get_or_train_many(specs, data=tasks[t])))
     for p in range(study.seeds):
-        base_spec = study.spec(base_cell, p)
-        base = store.get_or_train(base_spec, data=tasks["none"])
+        base = bases[p]
         ids.append(base.id)
         for lr in study.finetune_lrs:
-            tuned = {}
-            for t in TASKS:
-                spec = RunSpec(replace(base_spec.data, transform=t), base_spec.model,
-                               replace(base_spec.train, steps=study.finetune_steps, lr=lr), init=base_spec)
-                tuned[t] = store.get_or_train(spec, data=tasks[t])
-                ids.append(tuned[t].id)
+            tuned = {t: runs[tuned_specs[p, lr, t].id] for t in TASKS}
+            ids += [tuned[t].id for t in TASKS]
 
             def compute(tuned=tuned, base=base, lr=lr):
                 vecs = [task_vector(tuned[t].model, base.model) for t in TASKS]

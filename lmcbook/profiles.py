@@ -81,9 +81,14 @@ class Recipe:
     seeds: int = 2
     device: str = "auto"
     lams: tuple[float, ...] = DEFAULT_LAMS
+    #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
+    scheduler: str | None = None
 
     def __post_init__(self) -> None:
+        from .sweep import check_scheduler
+
         _check_profile(self.profile)
+        check_scheduler(self.scheduler)
         if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
             raise SpecError(f"seeds={self.seeds!r} is not allowed: expected an integer >= 1 (pairs per cell)")
         object.__setattr__(self, "lams", check_lams(_check_numbers("lams", self.lams)))
@@ -248,9 +253,14 @@ class NoiseStudy:
     ties_keep: float = 0.2
     seeds: int = 2
     device: str = "auto"
+    #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
+    scheduler: str | None = None
 
     def __post_init__(self) -> None:
+        from .sweep import check_scheduler
+
         _check_profile(self.profile)
+        check_scheduler(self.scheduler)
         for name in ("lrs", "batch_sizes", "spawn_fractions", "momenta", "component_lrs", "weight_decays",
                      "pair_lrs", "finetune_lrs", "alphas"):
             object.__setattr__(self, name, _check_numbers(name, getattr(self, name)))
@@ -311,9 +321,11 @@ class NoiseStudy:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     def specs(self) -> list[RunSpec]:
-        """Return the full-length runs behind every cell of the grid (each cell spawns from them)."""
-        cells = list(dict.fromkeys(self.grid_cells() + self.spawn_cells() + self.component_cells()))
-        return [self.spec(c, p) for c in cells for p in range(self.seeds)]
+        """Return every run the noise notebooks read: the children of every cell and learning-rate pair, and the
+        task-arithmetic runs (parents and fine-tuning sources train on the way)."""
+        from .experiments import noise_specs
+
+        return noise_specs(self)
 
 
 @dataclass(frozen=True)
@@ -389,7 +401,7 @@ _TYPES = {"dataset": str, "data_root": str, "arch": str, "norm": str, "device": 
           "weight_decay": float, "lr": float, "momentum": float, "warmup": float, "width": float,
           "weak_weight_decay": float, "draws": int, "match_iterations": int, "steps": int,
           "spawn_fraction": float, "row_batch_size": int, "component_lr": float, "finetune_steps": int,
-          "ties_keep": float, "hidden": int, "in_features": int, "inputs": int, "seed": int}
+          "ties_keep": float, "hidden": int, "in_features": int, "inputs": int, "seed": int, "scheduler": str}
 
 
 def _check_types(values: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import re
 import shutil
 import tempfile
@@ -80,6 +81,24 @@ def _write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=1, sort_keys=True))
 
 
+_TMP_NAME = re.compile(r"^(?P<what>.+?)__(?P<host>.+?)__(?P<pid>[0-9]+)__")
+
+
+def _tmp_prefix(what: str) -> str:
+    """Return a temporary directory's name prefix: what it holds, and the host and pid writing it."""
+    return f"{what}__{platform.node()}__{os.getpid()}__"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class RunStore:
     """A directory of trained runs keyed by spec hash."""
 
@@ -135,7 +154,8 @@ class RunStore:
         """Write ``run`` atomically into the store and return its entry path (an existing entry wins)."""
         self.check_writable()
         final = self.path(run.spec)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{run.spec.id[:16]}-", dir=self.root / ".tmp"))
+        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(run.spec.id[:16]),
+                                    dir=self.root / ".tmp"))
         try:
             state = {k: v.detach().to("cpu").contiguous().clone() for k, v in run.model.state_dict().items()}
             save_file(state, str(tmp / "model.safetensors"))
@@ -324,7 +344,8 @@ class RunStore:
             return {name: pd.read_csv(path / f"{name}.csv") for name in meta["frames"]}
         frames = compute()
         self.check_writable()
-        tmp = Path(tempfile.mkdtemp(prefix=f"derived-{digest[:12]}-", dir=self.root / ".tmp"))
+        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(f"derived-{digest[:12]}"),
+                                    dir=self.root / ".tmp"))
         try:
             for name, df in frames.items():
                 df.to_csv(tmp / f"{name}.csv", index=False, float_format="%.17g")
@@ -339,6 +360,50 @@ class RunStore:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return frames
+
+    # -- maintenance -------------------------------------------------------------------
+    def stale_temporaries(self, min_age_s: float = 3600.0) -> list[Path]:
+        """Return temporary directories left by processes that died (same host, pid gone) or older than min_age_s."""
+        tmp = self.root / ".tmp"
+        if not tmp.exists():
+            return []
+        out, now, host = [], time.time(), platform.node()
+        for p in tmp.iterdir():
+            m = _TMP_NAME.match(p.name)
+            dead = m is not None and m["host"] == host and not _pid_alive(int(m["pid"]))
+            if dead or now - p.stat().st_mtime > min_age_s:
+                out.append(p)
+        return out
+
+    def corrupt_entries(self) -> list[str]:
+        """Return the ids of entries whose files are missing or fail their manifest."""
+        bad = []
+        for rid in self.ids():
+            try:
+                self.verify(rid)
+            except StoreError:
+                bad.append(rid)
+        return bad
+
+    def entries_older_than(self, seconds: float) -> list[str]:
+        """Return the ids of valid entries last written more than ``seconds`` ago."""
+        now, out = time.time(), []
+        for rid in self.ids():
+            manifest = self.path(rid) / "manifest.json"
+            if manifest.exists() and now - manifest.stat().st_mtime > seconds:
+                out.append(rid)
+        return out
+
+    def remove(self, paths: list[Path]) -> None:
+        """Delete entries or temporary directories (an entry is first renamed out of sight, then deleted)."""
+        for p in paths:
+            p = Path(p)
+            if p.parent == self.root and _HEX.match(p.name):
+                trash = self.root / ".tmp" / (_tmp_prefix(f"trash-{p.name[:16]}") + "x")
+                (self.root / ".tmp").mkdir(exist_ok=True)
+                os.rename(p, trash)
+                p = trash
+            shutil.rmtree(p, ignore_errors=True)
 
     def iter_specs(self) -> Iterator[tuple[str, RunSpec]]:
         """Yield (id, spec) of every readable entry."""

@@ -34,6 +34,7 @@ weight_decay = None
 epochs = None
 seeds = None
 device = None
+scheduler = None
 lams = None
 
 # %%
@@ -43,7 +44,7 @@ import lmcbook as lb
 from lmcbook import book, claims, experiments, plots
 
 params = dict(dataset=dataset, data_root=data_root, base_width=base_width, width=width, depths=depths, bias=bias,
-              weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, lams=lams)
+              weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, scheduler=scheduler, lams=lams)
 study = lb.profiles.depth_study(profile, **params)
 page = book.Page("lewc_depth", profile, params, study)
 res = experiments.pair_frames(study, page.store)

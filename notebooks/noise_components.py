@@ -43,6 +43,7 @@ component_lr = None
 pair_lrs = None
 seeds = None
 device = None
+scheduler = None
 
 # %%
 import numpy as np
@@ -53,7 +54,7 @@ from lmcbook import book, claims, experiments, plots
 params = dict(dataset=dataset, data_root=data_root, width=width, depth=depth, steps=steps, momentum=momentum,
               weight_decay=weight_decay, spawn_fraction=spawn_fraction, row_batch_size=row_batch_size,
               momenta=momenta, component_lrs=component_lrs, weight_decays=weight_decays, component_lr=component_lr,
-              pair_lrs=pair_lrs, seeds=seeds, device=device)
+              pair_lrs=pair_lrs, seeds=seeds, device=device, scheduler=scheduler)
 study = lb.profiles.noise_study(profile, **params)
 page = book.Page("noise_components", profile, params, study)
 mom, i1 = experiments.noise_frame(study, study.momentum_cells(), page.store)

@@ -50,6 +50,7 @@ spawn_fractions = None
 row_batch_size = None
 seeds = None
 device = None
+scheduler = None
 
 # %%
 import numpy as np
@@ -60,7 +61,8 @@ from lmcbook import book, claims, experiments, plots
 
 params = dict(dataset=dataset, data_root=data_root, width=width, depth=depth, steps=steps, lrs=lrs,
               batch_sizes=batch_sizes, momentum=momentum, weight_decay=weight_decay, spawn_fraction=spawn_fraction,
-              spawn_fractions=spawn_fractions, row_batch_size=row_batch_size, seeds=seeds, device=device)
+              spawn_fractions=spawn_fractions, row_batch_size=row_batch_size, seeds=seeds, device=device,
+              scheduler=scheduler)
 study = lb.profiles.noise_study(profile, **params)
 page = book.Page("noise_scale", profile, params, study)
 grid, ids = experiments.noise_frame(study, study.grid_cells(), page.store)

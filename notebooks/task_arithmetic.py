@@ -42,6 +42,7 @@ alphas = None
 ties_keep = None
 seeds = None
 device = None
+scheduler = None
 
 # %%
 import pandas as pd
@@ -51,7 +52,7 @@ from lmcbook import book, claims, experiments, plots
 
 params = dict(dataset=dataset, data_root=data_root, width=width, depth=depth, steps=steps,
               finetune_steps=finetune_steps, finetune_lrs=finetune_lrs, alphas=alphas, ties_keep=ties_keep,
-              seeds=seeds, device=device)
+              seeds=seeds, device=device, scheduler=scheduler)
 study = lb.profiles.noise_study(profile, **params)
 page = book.Page("task_arithmetic", profile, params, study)
 ta, run_ids = experiments.task_arithmetic_frame(study, page.store)

@@ -34,6 +34,7 @@ weak_weight_decay = None
 epochs = None
 seeds = None
 device = None
+scheduler = None
 lams = None
 
 # %%
@@ -44,7 +45,7 @@ from lmcbook import book, claims, experiments, plots
 
 params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
               bias=bias, weight_decay=weight_decay, weak_weight_decay=weak_weight_decay, epochs=epochs, seeds=seeds,
-              device=device, lams=lams)
+              device=device, scheduler=scheduler, lams=lams)
 study = lb.profiles.control_study(profile, **params)
 page = book.Page("weak_weight_decay", profile, params, study)
 frames = []

@@ -34,6 +34,7 @@ weight_decay = None
 epochs = None
 seeds = None
 device = None
+scheduler = None
 lams = None
 
 # %%
@@ -41,7 +42,8 @@ import lmcbook as lb
 from lmcbook import book, claims, experiments, plots
 
 params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, lams=lams)
+              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device,
+              scheduler=scheduler, lams=lams)
 study = lb.profiles.width_study(profile, **params)
 page = book.Page("width_accuracy", profile, params, study)
 res = experiments.width_frames(study, page.store)

@@ -1,0 +1,115 @@
+"""Run many specs: in-process one after another, or on a Dask cluster.
+
+``run_all(specs, scheduler)`` sends each spec to a task that trains it (or finds it)
+in the run store and returns only its id and metrics, never the weights.  The store
+root must therefore be a path that every worker can see (a shared filesystem on a
+cluster).  Correctness never depends on the store's per-run lock: an entry is
+published by an atomic rename, so at worst two workers train the same run and the
+first finished entry wins.
+
+Schedulers:
+
+- ``None``: in this process, one spec after another;
+- ``"local:N"``: a ``dask.distributed.LocalCluster`` with N worker processes;
+- ``"tcp://HOST:PORT"``: an existing Dask scheduler (``dask scheduler`` / ``dask worker``,
+  or ``dask_jobqueue.SLURMCluster``; see the README).
+
+Each worker sets torch's intra-op threads to its share of the machine's cores, so N
+workers never oversubscribe the CPU.  The thread count is provenance: CPU reductions
+can differ bitwise with it, so bitwise comparisons are made at equal thread counts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .specs import RunSpec, SpecError
+
+
+@dataclass
+class SweepResult:
+    """The outcome of one spec: its id, and its metrics or the error that stopped it."""
+
+    id: str
+    ok: bool
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+    host: str = ""
+
+
+def train_one(spec_dict: dict[str, Any], store_root: str, threads: int | None = None,
+              device: str = "auto") -> SweepResult:
+    """Return the result of getting or training one spec in the store at ``store_root`` (a Dask task).
+
+    The spec travels as its JSON-ready dict and is rebuilt here, so tasks never pickle code.
+    """
+    import platform
+
+    import torch
+
+    from .store import RunStore
+    from .train import DivergedError
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    spec = RunSpec.from_dict(spec_dict)
+    try:
+        run = RunStore(store_root).get_or_train(spec, device=device, progress=False)
+    except (DivergedError, SpecError) as err:
+        return SweepResult(spec.id, False, error=f"{type(err).__name__}: {err}", host=platform.node())
+    return SweepResult(spec.id, True, dict(run.metrics), host=platform.node())
+
+
+def _threads_per_worker(n_workers: int) -> int:
+    return max(1, (os.cpu_count() or 1) // n_workers)
+
+
+def check_scheduler(scheduler: str | None) -> str | None:
+    """Return ``scheduler`` if it is None, "local:N" or "tcp://HOST:PORT"; else raise SpecError naming the forms."""
+    if scheduler is None or re.fullmatch(r"local:[1-9][0-9]*", scheduler) or re.fullmatch(
+            r"(tcp|tls)://[^\s:]+:[0-9]+", scheduler):
+        return scheduler
+    raise SpecError(f"scheduler={scheduler!r} is not allowed: expected None (in-process), 'local:N' "
+                    "(N local worker processes) or 'tcp://HOST:PORT' (a running Dask scheduler)")
+
+
+def run_all(specs: list[RunSpec], scheduler: str | None = None, store: str | Path | None = None,
+            threads: int | None = None, device: str = "auto") -> list[SweepResult]:
+    """Return one result per spec (in order), trained in-process or on a Dask cluster (see the module docstring).
+
+    A spec that fails (a diverged run, say) is reported in its result with its id,
+    and the others still complete.  ``threads`` fixes torch's threads in every task;
+    by default each Dask worker gets its share of the cores and in-process runs keep
+    this process's setting.
+    """
+    from .store import RunStore
+
+    check_scheduler(scheduler)
+    specs = list(dict.fromkeys(specs))
+    for s in specs:
+        if not isinstance(s, RunSpec):
+            raise SpecError(f"spec={s!r} is not allowed: expected a RunSpec")
+    root = str(RunStore(store).root.resolve())
+    RunStore(root).check_writable()
+    payloads = [s.to_dict() for s in specs]
+    if scheduler is None:
+        return [train_one(p, root, threads, device) for p in payloads]
+
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler.startswith("local:"):
+        n = int(scheduler.split(":")[1])
+        with LocalCluster(n_workers=n, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            return _submit(client, payloads, root, threads or _threads_per_worker(n), device)
+    with Client(scheduler) as client:
+        return _submit(client, payloads, root, threads, device)
+
+
+def _submit(client, payloads, root, threads, device) -> list[SweepResult]:
+    futures = [client.submit(train_one, p, root, threads, device, pure=False) for p in payloads]
+    return client.gather(futures)

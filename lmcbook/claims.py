@@ -1,14 +1,16 @@
-"""Metric names and the schema of the book's result files.
+"""Metric names, the schema of the book's result files, and the claims scoreboard's tests.
 
 Every notebook saves one long-format CSV, ``book/generated/data/NAME.csv``, with
 the required columns ``notebook, metric, value, seed`` and optional key columns.
 Metric names are the constants below; :func:`validate_results` checks a frame
-against the schema, and a test runs it on every generated CSV.
+against the schema, and a test runs it on every generated CSV.  The claim tests
+(:func:`scoreboard`) read only those CSVs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +204,238 @@ def spread(df: pd.DataFrame, cell: list[str], col: str = "value") -> float:
     """Return the mean over cells of (max − min over seeds) of ``col``."""
     g = df.groupby(cell)[col]
     return float((g.max() - g.min()).mean())
+
+
+# -- the claims scoreboard --------------------------------------------------------------
+# Each test is fixed here, before any result is looked at, and reads only the long-format
+# CSVs that the pages save.  Conventions: figures are seed means; ρ is Spearman's rank
+# correlation across widths; "spread" is the mean over cells of (max − min over seeds);
+# noise fits are quadratic least squares on seed-level points.
+
+
+@dataclass
+class ClaimResult:
+    """One row of the scoreboard: the paper's statement, what was measured, the test, and its verdict."""
+
+    id: str
+    paper: str
+    statement: str
+    measured: str
+    test: str
+    passed: bool
+    page: str
+    control: bool = False
+    values: dict[str, float] = field(default_factory=dict)
+
+
+def _by_width(df: pd.DataFrame, metric: str, **filters) -> pd.DataFrame:
+    return cell_stats(df, metric, by="hidden_units", **filters)
+
+
+def _rho_row(df, metric, **filters) -> tuple[float, pd.DataFrame]:
+    st = _by_width(df, metric, **filters)
+    return spearman(st.index, st["mean"]), st
+
+
+def claim_w1(width_accuracy: pd.DataFrame) -> ClaimResult:
+    """W1: merged accuracy rises with width, ρ(width, merged accuracy at λ=½) ≥ 0.9."""
+    rho, st = _rho_row(width_accuracy, ACC_MERGED)
+    return ClaimResult("W1", "width", "Merged accuracy rises with width.",
+                       f"ρ = {rho:.2f}; merged accuracy {st['mean'].iloc[0]:.3f} at {st.index[0]} → "
+                       f"{st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units",
+                       "ρ(width, merged accuracy at λ=½) ≥ 0.9", bool(rho >= 0.9), "width_accuracy",
+                       values={"rho": rho})
+
+
+def claim_w2(barrier: pd.DataFrame) -> ClaimResult:
+    """W2: calibration removes the barrier: ρ(width, calibrated midpoint loss barrier) ≤ −0.9 and
+    calibrated/raw ≤ 0.25 at the widest width."""
+    rho, cal = _rho_row(barrier, LOSS_BARRIER_CAL_MID)
+    raw = _by_width(barrier, LOSS_BARRIER_MID)
+    ratio = cal["mean"].iloc[-1] / raw["mean"].iloc[-1]
+    return ClaimResult("W2", "width", "Temperature calibration removes the loss barrier of wide networks.",
+                       f"ρ = {rho:.2f}; at {cal.index[-1]} units calibrated {cal['mean'].iloc[-1]:.3f} nats vs raw "
+                       f"{raw['mean'].iloc[-1]:.3f} (ratio {ratio:.2f}; the paper: near zero)",
+                       "ρ(width, calibrated midpoint loss barrier) ≤ −0.9 and calibrated/raw ≤ 0.25 at the widest",
+                       bool(rho <= -0.9 and ratio <= 0.25), "loss_barrier_calibration",
+                       values={"rho": rho, "ratio": ratio, "calibrated": cal["mean"].iloc[-1]})
+
+
+def _last_hidden(df: pd.DataFrame) -> int:
+    return int(df["layer"].max()) - 1
+
+
+def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
+    """W3: ρ(width, LEWC relative error at λ=½, last hidden layer) ≤ −0.9, and at the widest width it is below
+    the untrained pair's error by more than the spread."""
+    layer = _last_hidden(lewc)
+    rho, tr = _rho_row(lewc, LEWC_REL_ERR, lam=0.5, layer=layer, method="trained")
+    un = _by_width(lewc, LEWC_REL_ERR, lam=0.5, layer=layer, method="untrained")
+    wide = tr.index[-1]
+    sp = float(tr["spread"].mean())
+    margin = un.loc[wide, "mean"] - tr.loc[wide, "mean"]
+    return ClaimResult("W3", "width", "LEWC holds better as width grows.",
+                       f"ρ = {rho:.2f}; at {wide} units error {tr.loc[wide, 'mean']:.3f} vs untrained "
+                       f"{un.loc[wide, 'mean']:.3f} (spread {sp:.3f})",
+                       "ρ(width, LEWC error at λ=½, last hidden layer) ≤ −0.9 and, at the widest, below the "
+                       "untrained pair's by more than the spread", bool(rho <= -0.9 and margin > sp), "lewc",
+                       values={"rho": rho, "margin": margin, "spread": sp})
+
+
+def claim_w4(add: pd.DataFrame) -> ClaimResult:
+    """W4: ρ(width, additivity error at λ=½, mean over hidden layers) ≤ −0.9, and below the Gaussian baseline at
+    the widest width."""
+    rho, tr = _rho_row(add, ADDITIVITY_REL_ERR, lam=0.5, method="trained")
+    base = _by_width(add, BASELINE_ADDITIVITY_REL_ERR, lam=0.5, method="trained")
+    wide = tr.index[-1]
+    below = tr.loc[wide, "mean"] < base.loc[wide, "mean"]
+    return ClaimResult("W4", "width", "Weak additivity of the ReLU improves with width.",
+                       f"ρ = {rho:.2f}; at {wide} units error {tr.loc[wide, 'mean']:.3f} vs Gaussian baseline "
+                       f"{base.loc[wide, 'mean']:.3f}",
+                       "ρ(width, additivity error at λ=½, mean over hidden layers) ≤ −0.9 and below the Gaussian "
+                       "baseline at the widest", bool(rho <= -0.9 and below), "weak_additivity",
+                       values={"rho": rho})
+
+
+def claim_w5(orth: pd.DataFrame) -> ClaimResult:
+    """W5: ρ(width, orthogonality norm ratio, mean over both directions and layers 2..L) ≤ −0.9."""
+    rho, st = _rho_row(orth, ORTH_RATIO, lam=0.5, method="trained")
+    return ClaimResult("W5", "width", "Reciprocal orthogonality strengthens with width.",
+                       f"ρ = {rho:.2f}; norm ratio {st['mean'].iloc[0]:.3f} → {st['mean'].iloc[-1]:.3f}",
+                       "ρ(width, ‖W^a z^b‖/‖W^a z^a‖ averaged over both directions and layers 2..L) ≤ −0.9",
+                       bool(rho <= -0.9), "reciprocal_orthogonality", values={"rho": rho})
+
+
+def claim_w6(rank: pd.DataFrame) -> ClaimResult:
+    """W6: ρ(width, relative effective rank of the hidden-to-hidden matrices) ≤ −0.9."""
+    hidden = rank[(rank["layer"] > rank["layer"].min()) & (rank["layer"] < rank["layer"].max())]
+    rho, st = _rho_row(hidden, REL_EFFECTIVE_RANK, method="trained")
+    return ClaimResult("W6", "width", "Weights become low-rank relative to their size as width grows.",
+                       f"ρ = {rho:.2f}; relative effective rank {st['mean'].iloc[0]:.3f} → {st['mean'].iloc[-1]:.3f}",
+                       "ρ(width, relative effective rank of hidden-to-hidden matrices) ≤ −0.9", bool(rho <= -0.9),
+                       "low_rank", values={"rho": rho})
+
+
+def claim_w7(wd: pd.DataFrame) -> ClaimResult:
+    """W7: at the widest width, merged accuracy with weak weight decay is lower than with strong weight decay by
+    more than the larger of the two conditions' spreads."""
+    decays = sorted(wd["weight_decay"].dropna().unique())
+    weak, strong = (_by_width(wd, ACC_MERGED, weight_decay=d) for d in (decays[0], decays[-1]))
+    wide = strong.index[-1]
+    gap = strong.loc[wide, "mean"] - weak.loc[wide, "mean"]
+    sp = max(strong["spread"].mean(), weak["spread"].mean())
+    return ClaimResult("W7", "width", "Weak weight decay breaks the width effect.",
+                       f"at {wide} units merged accuracy {weak.loc[wide, 'mean']:.3f} (wd {decays[0]:g}) vs "
+                       f"{strong.loc[wide, 'mean']:.3f} (wd {decays[-1]:g}); gap {gap:.3f}, spread {sp:.3f}",
+                       "at the widest width, weak-decay merged accuracy lower by more than the larger spread",
+                       bool(gap > sp), "weak_weight_decay", values={"gap": gap, "spread": sp})
+
+
+def claim_w8(perm: pd.DataFrame) -> ClaimResult:
+    """W8 (control): at the widest width the spread of merged accuracy over random-permutation draws is ≤ 1 point,
+    and ≤ ¼ of that spread at the narrowest width."""
+    d = select(perm, ACC_MERGED, method="random_permutation")
+    per_pair = d.groupby(["hidden_units", "seed"])["value"].agg(lambda v: v.max() - v.min()).groupby(level=0).mean()
+    narrow, wide = per_pair.iloc[0], per_pair.iloc[-1]
+    ok = wide <= 0.01 and wide <= 0.25 * narrow
+    return ClaimResult("W8", "width", "(control) Random permutations change little once networks are wide.",
+                       f"spread over draws {100 * narrow:.1f} points at {per_pair.index[0]} units, "
+                       f"{100 * wide:.1f} at {per_pair.index[-1]}",
+                       "spread at the widest ≤ 1 point and ≤ ¼ of the spread at the narrowest", bool(ok),
+                       "random_permutation", control=True, values={"narrow": narrow, "wide": wide})
+
+
+def claim_w9(barrier: pd.DataFrame) -> ClaimResult:
+    """W9: at the widest width the logit norm ratio is within 25% of 2^(1−L)."""
+    st = _by_width(barrier, LOGIT_NORM_RATIO)
+    L = int(select(barrier, LOGIT_NORM_RATIO)["depth"].iloc[0])
+    pred = 2.0 ** (1 - L)
+    rel = abs(st["mean"].iloc[-1] / pred - 1)
+    return ClaimResult("W9", "width", "Merged logits are the ensemble's shrunk by 2^(1−L).",
+                       f"norm ratio {st['mean'].iloc[-1]:.3f} at {st.index[-1]} units vs 2^(1−{L}) = {pred:.3f} "
+                       f"({100 * rel:.0f}% off)", "within 25% of 2^(1−L) at the widest width", bool(rel <= 0.25),
+                       "loss_barrier_calibration", values={"rel": rel})
+
+
+def claim_w10(depth: pd.DataFrame) -> ClaimResult:
+    """W10: the depth law: a least-squares fit of log2(logit norm ratio) on L − 1 over the depth sweep's seed-level
+    points has slope −β with β within 0.25 of 1."""
+    d = select(depth, LOGIT_NORM_RATIO)
+    x, y = d["depth"].to_numpy(float) - 1, np.log2(d["value"].to_numpy(float))
+    slope, intercept = np.polyfit(x, y, 1)
+    beta = -slope
+    units = int(d["hidden_units"].iloc[0])
+    return ClaimResult("W10", "width", "Merged logits shrink by a factor 2 per layer (the depth law; ours).",
+                       f"β = {beta:.3f}, α = {intercept:.3f} at {units} units, L = {int(d['depth'].min())}.."
+                       f"{int(d['depth'].max())}", "|β − 1| ≤ 0.25", bool(abs(beta - 1) <= 0.25), "lewc_depth",
+                       values={"beta": beta, "alpha": intercept})
+
+
+def _grid(noise: pd.DataFrame) -> pd.DataFrame:
+    """Return the grid's seed-level gains as columns (lr, batch_size, seed, gain, noise_scale)."""
+    g = noise[noise["method"] == "grid"]
+    wide = g.pivot_table(index=["lr", "batch_size", "seed", "spawn_fraction"], columns="metric", values="value")
+    return wide.reset_index()
+
+
+def claim_n1(noise: pd.DataFrame) -> list[ClaimResult]:
+    """N1 (one row per spawn point run over the full grid): the vertex of the quadratic fit of gain on log10 S lies
+    strictly inside the grid, and the fitted gain there exceeds the fitted gain at both ends by more than the spread."""
+    out = []
+    for k, g in _grid(noise).groupby("spawn_fraction"):
+        fit = quadratic_fit(np.log10(g["noise_scale"]), g["gain"])
+        sp = spread(g, ["lr", "batch_size"], "gain")
+        margin = fit["fit_vertex"] - max(fit["fit_lo"], fit["fit_hi"])
+        ok = bool(fit["interior"]) and margin > sp
+        out.append(ClaimResult(f"N1 ({k:.0%})", "noise", "Merging gain has an optimum at intermediate noise S.",
+                               f"vertex S* = {10 ** fit['vertex']:.2e}, fitted gain there {100 * fit['fit_vertex']:.2f}"
+                               f" points, {100 * margin:.2f} above the higher end (spread {100 * sp:.2f})",
+                               "vertex of the quadratic fit on log10 S inside the grid and above both ends by more "
+                               "than the spread", ok, "noise_scale", values={"margin": margin, "spread": sp}))
+    return out
+
+
+def claim_n2(noise: pd.DataFrame) -> list[ClaimResult]:
+    """N2: the residual variance of gain around its quadratic fit on log10 S ≤ 0.5 × that around its fit on
+    log10 η."""
+    out = []
+    for k, g in _grid(noise).groupby("spawn_fraction"):
+        vs = quadratic_fit(np.log10(g["noise_scale"]), g["gain"])["residual_var"]
+        ve = quadratic_fit(np.log10(g["lr"]), g["gain"])["residual_var"]
+        out.append(ClaimResult(f"N2 ({k:.0%})", "noise", "Gains against S collapse onto one curve.",
+                               f"residual variance {1e4 * vs:.3f} (on S) vs {1e4 * ve:.3f} points² (on η); "
+                               f"ratio {vs / ve:.2f}", "ratio ≤ 0.5", bool(vs <= 0.5 * ve), "noise_scale",
+                               values={"ratio": vs / ve}))
+    return out
+
+
+def claim_n3(components: pd.DataFrame) -> ClaimResult:
+    """N3: without normalisation, |Δ gain| across the weight-decay values ≤ max(0.5 points, spread)."""
+    d = select(components, GAIN, method="weight_decay", norm="none")
+    means = d.groupby("weight_decay")["value"].mean()
+    delta = float(means.max() - means.min())
+    sp = spread(d, ["weight_decay"])
+    tol = max(0.005, sp)
+    return ClaimResult("N3", "noise", "Without normalisation, weight decay barely changes merging.",
+                       f"|Δ gain| = {100 * delta:.2f} points over weight decay "
+                       f"{', '.join(f'{v:g}' for v in means.index)} (spread {100 * sp:.2f})",
+                       "|Δ gain| ≤ max(0.5 points, spread)", bool(delta <= tol), "noise_components",
+                       values={"delta": delta, "spread": sp})
+
+
+#: Which page's CSV each claim reads.
+CLAIM_SOURCES = {"W1": "width_accuracy", "W2": "loss_barrier_calibration", "W3": "lewc", "W4": "weak_additivity",
+                 "W5": "reciprocal_orthogonality", "W6": "low_rank", "W7": "weak_weight_decay",
+                 "W8": "random_permutation", "W9": "loss_barrier_calibration", "W10": "lewc_depth",
+                 "N1": "noise_scale", "N2": "noise_scale", "N3": "noise_components"}
+
+
+def scoreboard(frames: dict[str, pd.DataFrame]) -> list[ClaimResult]:
+    """Return every claim's result, reading the pages' long frames by notebook name."""
+    f = frames
+    rows = [claim_w1(f["width_accuracy"]), claim_w2(f["loss_barrier_calibration"]), claim_w3(f["lewc"]),
+            claim_w4(f["weak_additivity"]), claim_w5(f["reciprocal_orthogonality"]), claim_w6(f["low_rank"]),
+            claim_w7(f["weak_weight_decay"]), claim_w8(f["random_permutation"]),
+            claim_w9(f["loss_barrier_calibration"]), claim_w10(f["lewc_depth"])]
+    rows += claim_n1(f["noise_scale"]) + claim_n2(f["noise_scale"]) + [claim_n3(f["noise_components"])]
+    return rows

@@ -1,0 +1,162 @@
+"""Each claim test on synthetic long frames built to pass and built to fail."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmcbook import claims
+
+UNITS = [16, 64, 256, 1024]
+
+
+def frame(notebook, rows):
+    df = pd.DataFrame(rows)
+    df.insert(0, "notebook", notebook)
+    return df
+
+
+def by_width(notebook, metric, values, seeds=(0, 1), jitter=0.001, **keys):
+    """One row per (width, seed): values[i] at UNITS[i], seeds offset by ±jitter."""
+    return [{"metric": metric, "value": v + (s - 0.5) * 2 * jitter, "seed": s, "hidden_units": u, **keys}
+            for u, v in zip(UNITS, values) for s in seeds]
+
+
+def verdict(fn, df):
+    r = fn(df)
+    return r.passed if isinstance(r, claims.ClaimResult) else [x.passed for x in r]
+
+
+def test_w1():
+    assert verdict(claims.claim_w1, frame("w", by_width("w", "acc_merged", [0.3, 0.5, 0.7, 0.9])))
+    assert not verdict(claims.claim_w1, frame("w", by_width("w", "acc_merged", [0.3, 0.7, 0.5, 0.9])))
+
+
+def test_w2():
+    raw = by_width("b", "loss_barrier_mid", [2, 1.5, 1.2, 1.2])
+    ok = by_width("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, 0.1]) + raw
+    assert verdict(claims.claim_w2, frame("b", ok))
+    not_small = by_width("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.6, 0.5]) + raw
+    assert not verdict(claims.claim_w2, frame("b", not_small))  # falls, but stays above ¼ of the raw barrier
+
+
+def _lewc(trained_wide, untrained_wide):
+    rows = []
+    for method, vals in (("trained", [0.7, 0.6, 0.55, trained_wide]), ("untrained", [0.8, 0.8, 0.8, untrained_wide])):
+        for layer in (1, 2, 3, 4):
+            rows += by_width("lewc", "lewc_rel_err", vals, lam=0.5, layer=layer, method=method, jitter=0.01)
+    return frame("lewc", rows)
+
+
+def test_w3():
+    assert verdict(claims.claim_w3, _lewc(0.4, 0.8))
+    assert not verdict(claims.claim_w3, _lewc(0.79, 0.8))  # trend holds, but not below the baseline by the spread
+
+
+def _additivity(values, baseline):
+    rows = []
+    for layer in (1, 2, 3):
+        rows += by_width("a", "additivity_rel_err", values, lam=0.5, layer=layer, method="trained")
+        rows += by_width("a", "baseline_additivity_rel_err", [baseline] * 4, lam=0.5, layer=layer, method="trained")
+    return frame("a", rows)
+
+
+def test_w4():
+    assert verdict(claims.claim_w4, _additivity([0.4, 0.3, 0.2, 0.1], 0.37))
+    assert not verdict(claims.claim_w4, _additivity([0.15, 0.16, 0.18, 0.2], 0.37))
+
+
+def test_w5():
+    rows = lambda vals: frame("o", [r for layer in (2, 3, 4) for r in  # noqa: E731
+                                    by_width("o", "orth_ratio", vals, lam=0.5, layer=layer, method="trained")])
+    assert verdict(claims.claim_w5, rows([0.9, 0.7, 0.5, 0.3]))
+    assert not verdict(claims.claim_w5, rows([0.9, 0.9, 0.9, 0.9]))
+
+
+def test_w6():
+    def rows(hidden_vals):
+        out = []
+        for layer in (1, 2, 3, 4):
+            vals = hidden_vals if layer in (2, 3) else [0.9, 0.1, 0.9, 0.1]  # the input/output layers are ignored
+            out += by_width("r", "rel_effective_rank", vals, layer=layer, method="trained")
+        return frame("r", out)
+
+    assert verdict(claims.claim_w6, rows([0.8, 0.6, 0.4, 0.2]))
+    assert not verdict(claims.claim_w6, rows([0.6, 0.7, 0.75, 0.8]))
+
+
+def test_w7():
+    def rows(weak_wide):
+        return frame("wd", by_width("wd", "acc_merged", [0.3, 0.6, 0.8, 0.9], weight_decay=3e-3)
+                     + by_width("wd", "acc_merged", [0.3, 0.5, 0.6, weak_wide], weight_decay=1e-4))
+
+    assert verdict(claims.claim_w7, rows(0.7))
+    assert not verdict(claims.claim_w7, rows(0.9))
+
+
+def _draws(spread_narrow, spread_wide):
+    rows = []
+    for u, sp in ((16, spread_narrow), (1024, spread_wide)):
+        for seed in (0, 1):
+            for d in range(5):
+                rows.append({"metric": "acc_merged", "value": 0.5 + sp * d / 4, "seed": seed, "hidden_units": u,
+                             "method": "random_permutation", "index": d})
+    return frame("p", rows)
+
+
+def test_w8():
+    assert verdict(claims.claim_w8, _draws(0.2, 0.004))
+    assert not verdict(claims.claim_w8, _draws(0.2, 0.07))
+    assert claims.claim_w8(_draws(0.2, 0.004)).control
+
+
+def test_w9():
+    rows = lambda wide: frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, wide], depth=4))  # noqa: E731
+    assert verdict(claims.claim_w9, rows(0.14))
+    assert not verdict(claims.claim_w9, rows(0.2))
+
+
+def test_w10():
+    def rows(beta):
+        return frame("d", [{"metric": "logit_norm_ratio", "value": 2.0 ** (-beta * (L - 1)), "seed": 0, "depth": L,
+                            "hidden_units": 512} for L in range(2, 7)])
+
+    assert verdict(claims.claim_w10, rows(0.9))
+    assert claims.claim_w10(rows(0.9)).values["beta"] == pytest.approx(0.9)
+    assert not verdict(claims.claim_w10, rows(0.6))
+
+
+def _grid(gain_of):
+    rows = []
+    for lr in (0.01, 0.02, 0.05, 0.1, 0.2):
+        for b in (32, 64, 128, 256):
+            s = lr / (b * 0.1)
+            for seed in (0, 1):
+                g = gain_of(lr, b, s) + (seed - 0.5) * 1e-4
+                for metric, v in (("gain", g), ("noise_scale", s)):
+                    rows.append({"metric": metric, "value": v, "seed": seed, "lr": lr, "batch_size": b,
+                                 "momentum": 0.9, "spawn_fraction": 0.5, "method": "grid"})
+    return frame("n", rows)
+
+
+def test_n1_and_n2():
+    peaked_in_s = _grid(lambda lr, b, s: 0.01 - 0.004 * (np.log10(s) + 2.3) ** 2)
+    assert verdict(claims.claim_n1, peaked_in_s) == [True]
+    assert verdict(claims.claim_n2, peaked_in_s) == [True]
+    monotone_in_eta = _grid(lambda lr, b, s: 0.01 * np.log10(lr))
+    assert verdict(claims.claim_n1, monotone_in_eta) == [False]
+    assert verdict(claims.claim_n2, monotone_in_eta) == [False]
+
+
+def test_n3():
+    def rows(gains):
+        return frame("c", [{"metric": "gain", "value": g + 1e-4 * s, "seed": s, "weight_decay": wd, "norm": "none",
+                            "method": "weight_decay"} for wd, g in zip((0.0, 5e-4, 5e-3), gains) for s in (0, 1)]
+                     + [{"metric": "gain", "value": 0.5, "seed": 0, "weight_decay": 0.0, "norm": "layer",
+                         "method": "weight_decay"}])
+
+    assert verdict(claims.claim_n3, rows([0.001, 0.002, 0.003]))
+    assert not verdict(claims.claim_n3, rows([0.001, 0.01, 0.02]))
+
+
+def test_scoreboard_reads_every_source():
+    assert set(claims.CLAIM_SOURCES) == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "N1", "N2", "N3"}

@@ -1,0 +1,149 @@
+"""The interactive explorer's callbacks: plain functions that read the store and never train.
+
+``notebooks/explore.py`` wires these to ipywidgets; tests call them directly.  Pick a
+data set, a width, a pair, λ and a layer; :func:`view` returns the pair's
+interpolation curve (accuracy, raw and calibrated loss) and the LEWC and LLFC errors
+by layer, or, if a run is missing, a message naming it and the command that trains it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+
+from .experiments import cached_pair_summary, study_data
+from .plots import COLORS, use_style
+from .probes import PairActivations
+from .profiles import width_study
+from .store import RunStore, describe
+
+
+@dataclass
+class View:
+    """What the explorer shows: a message (non-empty if something is missing), the curve, the layer errors, a figure."""
+
+    message: str
+    curve: pd.DataFrame | None = None
+    layers: pd.DataFrame | None = None
+    figure: Figure | None = None
+    run_ids: tuple[str, ...] = ()
+
+
+def options(profile: str = "quick", dataset: str | None = None) -> dict[str, list]:
+    """Return the choices of each control for ``profile``: widths, pairs, λ values and layers."""
+    study = width_study(profile, dataset=dataset)
+    return {"width": list(study.widths), "seed": list(range(study.seeds)), "lam": list(study.lams),
+            "layer": list(range(1, study.layers + 1))}
+
+
+def train_command(profile: str, dataset: str, width: float) -> str:
+    """Return the shell command that trains every pair of one width of the sweep."""
+    return (f"lmcbook train --profile {profile} --part width -p dataset {shlex.quote(dataset)} "
+            f"-p widths \"[{width:g}]\"")
+
+
+def view(profile: str = "quick", dataset: str | None = None, width: float | None = None, seed: int = 0,
+         lam: float = 0.5, layer: int | None = None, store: RunStore | None = None) -> View:
+    """Return the explorer's view of one pair of the width sweep, read from the store (nothing is trained)."""
+    base = width_study(profile, dataset=dataset)
+    width = base.widths[-1] if width is None else float(width)
+    study = width_study(profile, dataset=base.dataset, widths=[width])
+    if not 0 <= seed < study.seeds:
+        return View(f"seed={seed} is not allowed: the {profile} profile has pairs 0..{study.seeds - 1}")
+    store = store or RunStore()
+    pair = study.pair(width, seed)
+    for spec in (pair.a, pair.b):
+        if not store.has(spec):
+            return View(f"Run {spec.short_id} ({describe(spec)}) is not in the store {store.root}. "
+                        f"Train it (and the other pairs of this width) with:\n\n"
+                        f"    {train_command(profile, study.dataset, width)}")
+    data = study_data(study)
+    ra, rb = store.load(pair.a, data.device), store.load(pair.b, data.device)
+    got = cached_pair_summary(store, ra, rb, data, study.lams)
+    curve = got["curve"]
+    acts = PairActivations(ra.model, rb.model, data.x_test, train_x=data.x_train, dtype=torch.float32)
+    layers = acts.lewc([lam]).pivot_table(index="layer", columns="metric", values="value")
+    layer = study.layers - 1 if layer is None else int(layer)
+    fig = _figure(curve, layers, lam, layer, pair.hidden_units, seed)
+    return View("", curve, layers[["lewc_rel_err", "llfc_rel_err", "lewc_cos"]], fig, (ra.id, rb.id))
+
+
+def _figure(curve: pd.DataFrame, layers: pd.DataFrame, lam: float, layer: int, units: int, seed: int) -> Figure:
+    import matplotlib.pyplot as plt
+
+    use_style()
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(12.5, 3.3))
+    ax1.plot(curve["lam"], curve["acc"], color=COLORS["merged"], marker="o", ms=3)
+    ax1.set_ylabel("test accuracy")
+    ax2.plot(curve["lam"], curve["loss"], color=COLORS["raw"], marker="o", ms=3, label="raw")
+    ax2.plot(curve["lam"], curve["loss_cal"], color=COLORS["calibrated"], marker="o", ms=3, label="calibrated")
+    ax2.set_ylabel("test loss (nats)")
+    ax2.legend()
+    for ax in (ax1, ax2):
+        ax.axvline(lam, color="k", ls=":", lw=1)
+        ax.set_xlabel(r"$\lambda$")
+    ls = layers.index.to_numpy()
+    ax3.plot(ls, layers["lewc_rel_err"], marker="o", color=COLORS["merged"], label="LEWC")
+    ax3.plot(ls, layers["llfc_rel_err"], marker="s", color=COLORS["ensemble"], label="LLFC")
+    ax3.axvline(layer, color="k", ls=":", lw=1)
+    ax3.set_yscale("log")
+    ax3.set_xticks(ls)
+    ax3.set_xlabel("layer")
+    ax3.set_ylabel(rf"relative error at $\lambda = {lam:g}$")
+    ax3.legend()
+    fig.suptitle(f"{units} hidden units, pair {seed}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def live_command(notebook: Path) -> list[str]:
+    """Return the command that opens ``notebook`` in JupyterLab (or the classic notebook if Lab is absent)."""
+    try:
+        import jupyterlab  # noqa: F401
+
+        return [sys.executable, "-m", "jupyterlab", str(notebook)]
+    except ImportError:
+        if shutil.which("jupyter-notebook") or _has_module("notebook"):
+            return [sys.executable, "-m", "notebook", str(notebook)]
+        raise RuntimeError("lmcbook explore needs JupyterLab: pip install 'lmcbook[lab]' "
+                           "(or pip install jupyterlab)") from None
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def prepare_live(source: Path, dest: Path, profile: str = "quick") -> Path:
+    """Write the explorer's source as a notebook with ``interactive = True`` injected; return its path."""
+    import jupytext
+    import papermill
+
+    nb = jupytext.read(str(source))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".src.ipynb")
+    jupytext.write(nb, str(tmp))
+    nb = papermill.parameterize.parameterize_notebook(
+        papermill.iorw.load_notebook_node(str(tmp)), {"profile": profile, "interactive": True})
+    papermill.iorw.write_ipynb(nb, str(dest))
+    tmp.unlink()
+    return dest
+
+
+def launch(source: Path, dest: Path, profile: str = "quick", dry_run: bool = False) -> list[str]:
+    """Prepare the live explorer notebook and open it in Jupyter (unless ``dry_run``); return the command."""
+    path = prepare_live(source, dest, profile)
+    cmd = live_command(path) if not dry_run else [sys.executable, "-m", "jupyterlab", str(path)]
+    if not dry_run:
+        subprocess.run(cmd, check=False)
+    return cmd

@@ -1,0 +1,93 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Explorer: one pair at a time
+#
+# Pick a width, a pair (seed), an interpolation weight $\lambda$ and a layer. The
+# explorer shows that pair's interpolation curve (accuracy, and test loss raw and
+# calibrated) and the relative errors of the LEWC and LLFC predictions at every layer,
+# at the chosen $\lambda$. Everything is read from the run store; nothing is trained.
+# When a run is missing, the explorer names it and gives the command that trains it.
+#
+# ```{note}
+# This page shows the explorer's default state, rendered when the book was built.
+# To use the controls, run it live: `lmcbook explore` converts this page to a
+# notebook and opens it in JupyterLab (install it with `pip install 'lmcbook[lab]'`).
+# ```
+
+# %% tags=["parameters"]
+profile = "quick"
+dataset = None
+width = None
+seed = None
+lam = None
+layer = None
+interactive = None
+
+# %%
+import lmcbook as lb
+from lmcbook import book, claims, explore
+
+params = dict(dataset=dataset, width=width, seed=seed, lam=lam, layer=layer, interactive=interactive)
+settings = lb.profiles.explorer_study(profile, **params)
+page = book.Page("explore", profile, params, settings)
+
+
+def show(width, seed, lam, layer):
+    """Draw the explorer's view (a plain function of the controls' values)."""
+    v = explore.view(profile, settings.dataset, width, seed, lam, layer, page.store)
+    if v.message:
+        print(v.message)
+    else:
+        display(v.figure)  # noqa: F821 (IPython's display)
+    return v
+
+
+if settings.interactive:
+    import ipywidgets as w
+    from IPython.display import clear_output
+
+    opts = explore.options(profile, settings.dataset)
+    controls = {"width": w.Dropdown(options=opts["width"], value=settings.width or opts["width"][-1],
+                                    description="width ×"),
+                "seed": w.Dropdown(options=opts["seed"], value=settings.seed, description="pair"),
+                "lam": w.SelectionSlider(options=opts["lam"], value=settings.lam, description="λ"),
+                "layer": w.Dropdown(options=opts["layer"], value=settings.layer or opts["layer"][-2],
+                                    description="layer")}
+    out = w.Output()
+
+    def update(change=None):
+        with out:
+            clear_output(wait=True)
+            show(**{k: c.value for k, c in controls.items()})
+
+    for c in controls.values():
+        c.observe(update, names="value")
+    display(w.HBox(list(controls.values())), out)  # noqa: F821
+    update()
+    view = None
+else:
+    view = show(settings.width, settings.seed, settings.lam, settings.layer)
+    page.glue_md("setup", book.describe_study(lb.profiles.width_study(profile, dataset=settings.dataset)))
+
+# %% [markdown]
+# *The default state above:* the widest pair of the width sweep, pair 0, its
+# interpolation curve (left, middle; the dotted line marks $\lambda$), and the LEWC and
+# LLFC errors at every layer at that $\lambda$ (right). The width sweep: {glue:md}`setup`.
+
+# %%
+if view is not None and not view.message:
+    page.use(view.run_ids)
+    curve = view.curve.assign(seed=settings.seed)
+    layers = view.layers.reset_index().melt(id_vars="layer", var_name="metric", value_name="value")
+    page.save(claims.concat([
+        claims.to_long(curve, "explore", ["acc", "loss", "loss_cal"], ["lam"]),
+        claims.to_long_frame(layers.assign(seed=settings.seed, lam=settings.lam), "explore", ["layer", "lam"]),
+    ]))
+    display(page.provenance())  # noqa: F821 (inside a block, an expression is not shown by itself)

@@ -12,7 +12,7 @@ Semantics match :func:`lmcbook.train.train` model by model: the same
 initialisation, batch order, schedule, SGD update (PyTorch's, dampening 0) and
 NaN guard.  The results are **not bitwise equal** to training alone: a batched
 matrix product sums in a different order.  Whether a run was batched is
-provenance (recorded, not hashed), and the bitwise tests use :func:`train` only.
+provenance (recorded, not hashed), and the bitwise tests use :func:`lmcbook.train.train` only.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def train_many(specs: list[RunSpec], data: Dataset, starts: list[TrainedRun | No
 
     ``starts`` and ``inits`` give, per spec, the parent run (children) or the run to
     fine-tune from, as in :func:`lmcbook.train.train`.  A model whose loss becomes
-    non-finite is reported as a :class:`DivergedError` in its place; the others finish.
+    non-finite is reported as a :class:`~lmcbook.train.DivergedError` in its place; the others finish.
     """
     if not specs:
         return []

@@ -130,14 +130,18 @@ class Page:
         sha = git_sha()
         import torch
 
+        values = ", ".join(f"`{k}={v}`" for k, v in resolved.items() if k != "profile") or "none"
         text = f"""
 **Data:** {{download}}`{self.name}.csv <data/{self.name}.csv>` (long format: notebook, metric, value, seed and keys).
 
-**Reproduce this page:**
-
+:::{{admonition}} Reproduce this page
+:class: tip
 ```bash
 {self.reproduce_command()}
 ```
+Profile `{self.profile}`; its values for this page: {values}.
+Parameters left at `None` take these values; override any of them with `-p NAME VALUE`.
+:::
 
 :::{{admonition}} Provenance
 :class: dropdown
@@ -177,6 +181,14 @@ def describe_study(study: Any) -> str:
             f"{t.epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {t.weight_decay:g}, "
             f"batch {t.batch_size}); {', '.join(map(str, units))} {unit}; "
             f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}")
+
+
+def describe_noise(study: Any) -> str:
+    """Return a one-sentence Markdown description of what the noise study trained (for captions)."""
+    m = study.spec(study.grid_cells()[0], 0).model
+    return (f"bias-free ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden units on {study.dataset}; "
+            f"{study.steps} SGD steps per run (linear warm-up then decay), spawn-and-merge pairs from their own "
+            f"parents; {study.seeds} pair(s) per cell")
 
 
 def _shell_yaml(v: Any) -> str:
@@ -238,6 +250,15 @@ def _write_reads(name: str, store: RunStore, run_ids: list[str], csv_reads: dict
     path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "csv": csv_reads}, sort_keys=True))
 
 
+def study_of(name: str) -> Any:
+    """Return the study that the last execution of notebook ``name`` (in $LMCBOOK_OUT) resolved, from its record."""
+    record = _cache_dir() / f"{name}.json"
+    if not record.exists():
+        raise FileNotFoundError(f"{record} does not exist: execute notebook {name!r} first")
+    key = json.loads(record.read_text())["key"]
+    return part_of(name).resolve(key["profile"], key["params"])
+
+
 def cache_key(name: str, profile: str, params: dict[str, Any], notebooks: str | Path = "notebooks") -> dict[str, Any]:
     """Return what a notebook's output depends on besides what it reads: its source, parameters, the library."""
     from .provenance import source_hash
@@ -273,6 +294,7 @@ def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:
 def _record(name: str, key: dict[str, Any], out: Path) -> None:
     reads_path = _cache_dir(out) / f"{name}.reads.json"
     reads = json.loads(reads_path.read_text()) if reads_path.exists() else {}
+    _cache_dir(out).mkdir(parents=True, exist_ok=True)
     (_cache_dir(out) / f"{name}.json").write_text(json.dumps({"key": key, "reads": reads}, sort_keys=True))
 
 
@@ -388,7 +410,11 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
                     _hide_parameter_cells(out / f"{name}.ipynb")
                     _record(name, key, out)
                 except papermill.PapermillExecutionError as e:
-                    ok, err = False, f"cell {e.exec_count}: {e.ename}: {e.evalue}"
+                    first = next((ln for ln in e.source.splitlines() if ln.strip()), "")
+                    ok, err = False, (f"cell {e.exec_count} (`{first.strip()[:80]}`): {e.ename}: {e.evalue}; "
+                                      f"the partial output is {out / f'{name}.ipynb'}")
+                except Exception as e:  # a dead kernel or a broken source: report it, run the rest
+                    ok, err = False, f"{type(e).__name__}: {e}"
             ev = rs.events()[n0:]
             o = Outcome(name, ok, time.perf_counter() - t0, sum(e["event"] == "loaded" for e in ev),
                         sum(e["event"] == "trained" for e in ev), err)

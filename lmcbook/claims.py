@@ -59,6 +59,8 @@ COMMUTATIVITY_REL_ERR = "commutativity_rel_err"
 GAIN, GAIN_BEST, LOSS_GAIN = "gain", "gain_best", "loss_gain"  #: merged acc − mean / − best endpoint; loss drop
 NOISE_SCALE, NOISE_SCALE_SQ = "noise_scale", "noise_scale_sq"  #: η/(B(1−μ)) and η/(B(1−μ)²)
 TASK_LOSS, TASK_ACC = "task_loss", "task_acc"  #: test loss / accuracy on one task (task arithmetic)
+CLAIM_PASSED = "claim_passed"  #: 1.0 if a scoreboard test passed (method = the claim's id)
+CLAIM_CONTROL = "claim_control"  #: 1.0 if the row tests a control experiment, not a claim of a paper
 
 # -- controls (weight matching, random permutations, REPAIR) ---------------------------
 MATCH_SECONDS, MATCH_ITERATIONS, MATCH_OBJECTIVE = "match_seconds", "match_iterations", "match_objective"
@@ -410,7 +412,7 @@ def claim_n2(noise: pd.DataFrame) -> list[ClaimResult]:
 
 
 def claim_n3(components: pd.DataFrame) -> ClaimResult:
-    """N3: without normalisation, |Δ gain| across the weight-decay values ≤ max(0.5 points, spread)."""
+    """N3: without normalisation, the change in gain across the weight-decay values is ≤ max(0.5 points, spread)."""
     d = select(components, GAIN, method="weight_decay", norm="none")
     means = d.groupby("weight_decay")["value"].mean()
     delta = float(means.max() - means.min())
@@ -439,3 +441,15 @@ def scoreboard(frames: dict[str, pd.DataFrame]) -> list[ClaimResult]:
             claim_w9(f["loss_barrier_calibration"]), claim_w10(f["lewc_depth"])]
     rows += claim_n1(f["noise_scale"]) + claim_n2(f["noise_scale"]) + [claim_n3(f["noise_components"])]
     return rows
+
+
+def scoreboard_markdown(rows: list[ClaimResult]) -> str:
+    """Return the scoreboard as a MyST table, each row linking to the page with its evidence."""
+    lines = ["| claim | paper's statement | measured here | test | result | evidence |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        mark = "✓" if r.passed else "✗"
+        label = f"{r.id} (control)" if r.control else r.id
+        cells = [label, f"{r.paper} paper: {r.statement}", r.measured, r.test, mark, f"{{doc}}`{r.page}`"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)

@@ -120,6 +120,17 @@ def cmd_sweep(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_explore(args) -> int:
+    from .explore import launch
+
+    source = args.notebooks / "explore.py"
+    if not source.exists():
+        raise SpecError(f"notebook source {str(source)!r} is missing: run lmcbook from the repository root")
+    cmd = launch(source, args.dest, args.profile, dry_run=args.dry_run)
+    print(" ".join(cmd))
+    return 0
+
+
 def cmd_bench(args) -> int:
     from .bench import run
 
@@ -175,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--threads", type=int, default=None, help="torch threads per task (default: cores / workers)")
     sw.add_argument("--device", default="auto")
     sw.set_defaults(func=cmd_sweep)
+
+    xp = sub.add_parser("explore", help="open the interactive explorer live in JupyterLab")
+    xp.add_argument("--profile", default="quick")
+    xp.add_argument("--notebooks", type=Path, default=Path("notebooks"))
+    xp.add_argument("--dest", type=Path, default=Path(".lmcbook") / "explore.ipynb", help="where to write it")
+    xp.add_argument("--dry-run", action="store_true", help="write the notebook and print the command only")
+    xp.set_defaults(func=cmd_explore)
 
     be = sub.add_parser("bench", help="measure training throughput, probe cost and (with --book) book time")
     be.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")

@@ -121,7 +121,7 @@ def load(name: str = "digits", root: str | Path | None = None, device: str | tor
 
 
 def load_spec(spec: DataSpec, device: str | torch.device = "auto") -> Dataset:
-    """Return the data set a :class:`DataSpec` names."""
+    """Return the data set a :class:`~lmcbook.specs.DataSpec` names."""
     return load(spec.name, spec.root, device, transform=spec.transform)
 
 

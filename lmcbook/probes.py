@@ -223,7 +223,7 @@ def lewc_similarity(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lam
 
     LEWC predicts λ^l f_l^a + (1−λ)^l f_l^b; LLFC predicts λ f_l^a + (1−λ) f_l^b.  At λ = ½
     both are multiples of f_a + f_b, so their cosines coincide; compare relative errors,
-    and compare against an untrained pair (see :func:`untrained_pair`).
+    and compare against an untrained pair (``experiments.probe_frames`` reports both).
     """
     return PairActivations(model_a, model_b, x, **kw).lewc(lams)
 

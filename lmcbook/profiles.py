@@ -359,6 +359,80 @@ class TheoryStudy:
         return []
 
 
+@dataclass(frozen=True)
+class SummaryStudy:
+    """The pages that read other pages' CSVs (the landing page, the claims scoreboard): only a profile."""
+
+    profile: str = "quick"
+
+    def __post_init__(self) -> None:
+        _check_profile(self.profile)
+
+    def params(self) -> dict[str, Any]:
+        """Return the resolved parameters (for provenance)."""
+        return {"profile": self.profile}
+
+    def specs(self) -> list[RunSpec]:
+        """Return the runs these pages train: none."""
+        return []
+
+
+@dataclass(frozen=True)
+class TutorialStudy:
+    """The own-models tutorial: a user-defined MLP on digits, trained with a plain loop."""
+
+    profile: str = "quick"
+    width: int = 256
+    epochs: int = 40
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_profile(self.profile)
+        for name, lo in (("width", 2), ("epochs", 1), ("seed", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise SpecError(f"{name}={v!r} is not allowed: expected an integer >= {lo}")
+
+    def params(self) -> dict[str, Any]:
+        """Return the resolved parameters (for provenance)."""
+        return asdict(self)
+
+    def specs(self) -> list[RunSpec]:
+        """Return the runs the store trains: none (the tutorial trains its own network)."""
+        return []
+
+
+@dataclass(frozen=True)
+class ExplorerStudy:
+    """The explorer's initial state: which pair of the width sweep, which λ and which layer."""
+
+    profile: str = "quick"
+    dataset: str = "digits"
+    width: float | None = None
+    seed: int = 0
+    lam: float = 0.5
+    layer: int | None = None
+    interactive: bool = False
+
+    def __post_init__(self) -> None:
+        _check_profile(self.profile)
+        check_lams([self.lam])
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise SpecError(f"seed={self.seed!r} is not allowed: expected an integer >= 0 (a pair number)")
+        if self.width is not None and not (isinstance(self.width, (int, float)) and self.width > 0):
+            raise SpecError(f"width={self.width!r} is not allowed: expected a width multiplier > 0")
+        if not isinstance(self.interactive, bool):
+            raise SpecError(f"interactive={self.interactive!r} is not allowed: expected true or false")
+
+    def params(self) -> dict[str, Any]:
+        """Return the resolved parameters (for provenance)."""
+        return asdict(self)
+
+    def specs(self) -> list[RunSpec]:
+        """Return the runs the explorer trains: none (it reads the width sweep's)."""
+        return []
+
+
 #: Settings of each profile per study; fields not named take the dataclass defaults (the quick profile).
 _TABLES: dict[type, dict[str, dict[str, Any]]] = {
     WidthStudy: {
@@ -380,6 +454,9 @@ _TABLES: dict[type, dict[str, dict[str, Any]]] = {
         "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=3),
     },
     TheoryStudy: {"smoke": dict(hidden=16, inputs=64), "quick": dict(), "paper": dict(hidden=256, inputs=1024)},
+    SummaryStudy: {"smoke": {}, "quick": {}, "paper": {}},
+    ExplorerStudy: {"smoke": {}, "quick": {}, "paper": dict(dataset="cifar10")},
+    TutorialStudy: {"smoke": dict(width=32, epochs=3), "quick": {}, "paper": dict(width=1024, epochs=60)},
     NoiseStudy: {
         "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.05, 0.1), batch_sizes=(32, 128),
                       spawn_fractions=(0.25, 0.5), momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
@@ -401,7 +478,8 @@ _TYPES = {"dataset": str, "data_root": str, "arch": str, "norm": str, "device": 
           "weight_decay": float, "lr": float, "momentum": float, "warmup": float, "width": float,
           "weak_weight_decay": float, "draws": int, "match_iterations": int, "steps": int,
           "spawn_fraction": float, "row_batch_size": int, "component_lr": float, "finetune_steps": int,
-          "ties_keep": float, "hidden": int, "in_features": int, "inputs": int, "seed": int, "scheduler": str}
+          "ties_keep": float, "hidden": int, "in_features": int, "inputs": int, "seed": int, "scheduler": str,
+          "lam": float, "layer": int, "interactive": bool}
 
 
 def _check_types(values: dict[str, Any]) -> None:
@@ -455,6 +533,21 @@ def noise_study(profile: str = "quick", **overrides: Any) -> NoiseStudy:
     return resolve(NoiseStudy, profile, **overrides)
 
 
+def summary_study(profile: str = "quick", **overrides: Any) -> SummaryStudy:
+    """Return the validated settings of the summary pages (landing page, claims scoreboard)."""
+    return resolve(SummaryStudy, profile, **overrides)
+
+
+def explorer_study(profile: str = "quick", **overrides: Any) -> ExplorerStudy:
+    """Return the validated initial state of the explorer."""
+    return resolve(ExplorerStudy, profile, **overrides)
+
+
+def tutorial_study(profile: str = "quick", **overrides: Any) -> TutorialStudy:
+    """Return the validated settings of the own-models tutorial."""
+    return resolve(TutorialStudy, profile, **overrides)
+
+
 def depth_study(profile: str = "quick", **overrides: Any) -> DepthStudy:
     """Return the validated depth study of ``profile``."""
     return resolve(DepthStudy, profile, **overrides)
@@ -499,6 +592,12 @@ PARTS: dict[str, Part] = {p.name: p for p in (
     Part("controls", "Controls: weight decay, permutations, weight matching, REPAIR",
          ("weak_weight_decay", "random_permutation", "weight_matching", "llfc_vs_lewc"),
          control_study, ControlsStudy, {"smoke": 60, "quick": 240, "paper": 7 * 24 * 3600}),
+    Part("tutorial", "Using lmcbook on your own models", ("own_models",), tutorial_study, TutorialStudy,
+         {"smoke": 15, "quick": 30, "paper": 600}),
+    Part("explore", "The interactive explorer (reads the width sweep)", ("explore",), explorer_study, ExplorerStudy,
+         {"smoke": 15, "quick": 20, "paper": 60}),
+    Part("summary", "The landing page and the claims scoreboard (they read the other pages' CSVs: last)",
+         ("claims", "overview"), summary_study, SummaryStudy, {"smoke": 20, "quick": 20, "paper": 60}),
 )}
 
 

@@ -259,7 +259,7 @@ class RunStore:
         (``batch=False`` trains each alone); results differ from training alone only
         by floating-point summation order, and each entry records ``batched_with``.
         Every spec is checked before anything trains.  If a run diverges, the others
-        are still stored, then its :class:`DivergedError` is raised.
+        are still stored, then its :class:`~lmcbook.train.DivergedError` is raised.
         """
         from contextlib import ExitStack
 

@@ -113,7 +113,7 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
     stored run: its weights, momentum buffers and step.  A fine-tuning spec
     (``spec.init`` set) starts from ``init``'s final weights with a fresh optimizer
     and schedule.  ``amp`` (bf16 autocast) defaults to on for CUDA and is never
-    used on the CPU.  (:meth:`RunStore.get_or_train` passes ``start`` and ``init``.)
+    used on the CPU.  (:meth:`lmcbook.store.RunStore.get_or_train` passes ``start`` and ``init``.)
     """
     dev = resolve_device(device) if data is None else data.device
     data = load_spec(spec.data, dev) if data is None else data

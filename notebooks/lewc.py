@@ -126,7 +126,7 @@ tr.join(un, rsuffix="_untrained")[["mean", "spread", "mean_untrained"]].round(4)
 #
 # Left: $\log_2 r_l$ against layer for each width (seed mean), with the LEWC line
 # $1 - l$. Right: the fitted slope $\beta$ against width, for trained and untrained
-# pairs.
+# pairs. Trained: {glue:md}`setup`.
 # ```
 #
 # At the widest width the fitted β is {glue:text}`beta_wide:.3f` (spread over

@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # The depth law: do merged logits shrink as $2^{1-L}$?
+# # The depth law: do merged logits halve with every layer?
 #
 # **Why this page.** The width paper varies width at a fixed depth. But LEWC makes a
 # sharp prediction about *depth*. If the merged network computes

@@ -108,7 +108,7 @@ means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier
 # :name: fig-loss-curves-cal
 #
 # Calibrated test loss along $\theta(\lambda)$, one line per width. Each point
-# has its own $\tau$ fitted on the calibration split.
+# has its own $\tau$ fitted on the calibration split. Trained: {glue:md}`setup`.
 # ```
 
 # %% [markdown]

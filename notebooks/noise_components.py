@@ -68,6 +68,7 @@ page.use(i1 + i2 + i3 + i4)
 
 # %% tags=["hide-input"]
 page.glue_figure("fig_mom", plots.plot_momentum(mom))
+page.glue_md("setup", book.describe_noise(study))
 f1 = claims.quadratic_fit(np.log10(mom["noise_scale"]), mom["gain"])
 f2 = claims.quadratic_fit(np.log10(mom["noise_scale_sq"]), mom["gain"])
 f_eta = claims.quadratic_fit(np.log10(mom["lr"]), mom["gain"])
@@ -84,6 +85,7 @@ mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean()
 #
 # Merging gain against the effective noise scale in its two forms, for momentum
 # $\mu \in$ \{{glue:md}`momenta`\} (seed means; bars: min to max over pairs).
+# Trained: {glue:md}`setup`.
 # ```
 #
 # If momentum acts only through $S$, the lines for different $\mu$ fall on one curve.
@@ -112,6 +114,7 @@ g.round(4)
 #
 # Merging gain (left) and the children's accuracy (right) against weight decay, for
 # networks without normalisation and with LayerNorm ($\eta =$ {glue:text}`wd_lr`).
+# Trained: {glue:md}`setup`.
 # ```
 #
 # Across the weight decays tried, the gain changes by {glue:text}`wd_dgain_none:.2f`
@@ -134,7 +137,8 @@ aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
 # :name: fig-augment
 #
 # Merging gain against $\eta$ with augmentation off and on (random shifts of up to 3
-# positions, drawn per step from the child's own augmentation seed).
+# positions, drawn per step from the child's own augmentation seed). Trained:
+# {glue:md}`setup`.
 # ```
 #
 # Averaged over the learning rates, the gain is {glue:text}`aug_off:.2f` points
@@ -166,7 +170,7 @@ page.glue("rho_diag", rho)
 #
 # Merging gain of two children spawned from one parent (trained at $\eta =$
 # {glue:text}`pair_parent_lr`) and continued at peak learning rates $\eta_a$ and
-# $\eta_b$, with different batch orders (mean over pairs).
+# $\eta_b$, with different batch orders (mean over pairs). Trained: {glue:md}`setup`.
 # ```
 #
 # Children continued at the same learning rate (the diagonal) gain

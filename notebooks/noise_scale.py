@@ -74,6 +74,7 @@ fit_s = claims.quadratic_fit(np.log10(grid["noise_scale"]), grid["gain"])
 fit_eta = claims.quadratic_fit(np.log10(grid["lr"]), grid["gain"])
 page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
 page.glue_figure("fig_spawn", plots.plot_spawn_points(spawn))
+page.glue_md("setup", book.describe_noise(study))
 data = experiments.noise_data(study)
 page.glue("n_test", len(data.y_test))
 page.glue("units", study.spec(study.grid_cells()[0], 0).model.channels)
@@ -155,7 +156,8 @@ spawn_table.round(4)
 #
 # Merging gain against $\eta$ (one line per $B$), against $B$ (one line per $\eta$), and
 # against $S$ (every pair, colored by $B$; dashed: a quadratic fit on $\log_{10} S$).
-# Lines: seed means; bars: min to max over pairs.
+# Lines: seed means; bars: min to max over pairs. Trained: {glue:md}`setup`; momentum
+# {glue:text}`mu`, weight decay {glue:text}`wd`, spawned at {glue:text}`k_grid:.0f`%.
 # ```
 #
 # **What this run shows.** The cell means of the gain range from
@@ -189,7 +191,7 @@ spawn_table.round(4)
 # :name: fig-spawn-point
 #
 # Left: merging gain against $S$ on the row $B =$ {glue:text}`row_b`, one line per spawn
-# point. Right: the children's own accuracy.
+# point. Right: the children's own accuracy. Trained: {glue:md}`setup`.
 # ```
 #
 # The table above gives, for each spawn point, the mean gain over the row, the best

@@ -60,6 +60,7 @@ page.use(run_ids)
 
 # %% tags=["hide-input"]
 page.glue_figure("fig_ta", plots.plot_task_arithmetic(ta))
+page.glue_md("setup", book.describe_noise(study))
 merged = ta[ta["method"].isin(["task_arithmetic", "ties"]) & ta["task"].isin(experiments.TASKS)]
 # the joint loss: mean over the two new tasks, per (method, lr, alpha)
 joint = merged.groupby(["method", "lr", "alpha"])["task_loss"].mean()
@@ -91,7 +92,8 @@ best.round(4)
 # Test loss on each task against $\alpha$, one color per fine-tuning learning rate
 # (solid: task arithmetic; dashed: TIES, keeping the top {glue:text}`keep` of each
 # task vector). The *original* panel shows what the merge keeps of the pretraining
-# task. Fine-tuning ran {glue:text}`ft_steps` steps per task.
+# task. Trained: the pretrained model is a {glue:md}`setup`; fine-tuning ran
+# {glue:text}`ft_steps` steps per task.
 # ```
 #
 # **What this run shows.** The pretrained model's mean loss on the two new tasks is

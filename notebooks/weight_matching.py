@@ -130,6 +130,7 @@ page.glue_md("best_wide", best.replace("_", " "))
 #
 # The cost of weight matching: wall time on this machine and the number of
 # coordinate-descent sweeps until no permutation improved (cap {glue:text}`cap`).
+# Trained: {glue:md}`setup`.
 # ```
 #
 # Weight matching took {glue:text}`t_narrow:.3f` s per pair at the narrowest width

@@ -125,15 +125,54 @@ def test_pages_render_in_a_browser(built):
         browser.close()
 
 
-def test_figure_pages_have_figures_and_csv_links(built):
+FIGURELESS = {"claims"}  # the scoreboard is a table
+
+
+def test_figure_pages_have_figures_captions_csv_links_and_reproduce_boxes(built):
     for name in all_notebooks():
         html = (built / "book" / "generated" / f"{name}.html").read_text()
-        assert html.count("<img") >= 1, name
+        if name not in FIGURELESS and name != "own_models":
+            assert html.count("<img") >= 1, name
         assert re.search(rf'href="[^"]*{name}\.csv"', html), name
-        assert "Reproduce this page" in html
+        text = re.sub(r"<[^>]+>", "", html)
+        assert "Reproduce this page" in text and f"--only {name}" in text, name
+        for fig in re.findall(r"<figure.*?</figure>", html, flags=re.S):
+            caption = re.search(r"<figcaption>(.*?)</figcaption>", fig, flags=re.S)
+            assert caption and len(re.sub("<[^>]+>", "", caption.group(1)).strip()) > 40, (name, fig[:200])
+            assert "Trained" in caption.group(1) or name == "theory_lewc", (name, caption.group(1)[:200])
     dl = list(built.rglob("_downloads/*/*.csv"))
     assert {p.stem for p in dl} >= set(all_notebooks())
     assert all(len(pd.read_csv(p)) > 0 for p in dl)
+
+
+def test_scoreboard_and_csv_links_in_a_browser(built):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install the Debian package chromium-headless-shell (.ci/run does)")
+    from urllib.parse import unquote, urlparse
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
+                                                                      "--disable-background-networking"])
+        page = browser.new_page()
+        page.goto((built / "book" / "generated" / "claims.html").as_uri())
+        rows = page.evaluate("[...document.querySelector('main table').querySelectorAll('tbody tr')]"
+                             ".map(r => r.innerText)")
+        assert len(rows) >= 13
+        assert all(("✓" in r) != ("✗" in r) for r in rows), rows
+        assert {r.split()[0] for r in rows} >= {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "N3"}
+        links = page.evaluate("[...document.querySelector('main table').querySelectorAll('a')].map(a => a.href)")
+        assert len(links) >= 13 and all(Path(unquote(urlparse(h).path)).exists() for h in links)
+        for name in all_notebooks():
+            page.goto((built / "book" / "generated" / f"{name}.html").as_uri())
+            hrefs = page.evaluate("[...document.querySelectorAll('a')].map(a => a.href)"
+                                  ".filter(h => h.endsWith('.csv'))")
+            assert hrefs, name
+            for h in hrefs:
+                target = Path(unquote(urlparse(h).path))
+                assert target.exists() and target.stat().st_size > 0, (name, h)
+        browser.close()
 
 
 def test_the_repository_outputs_are_untouched(executed, built):

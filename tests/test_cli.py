@@ -94,3 +94,19 @@ def test_reproduce_command_roundtrips():
 def test_cli_entry_point_runs():
     out = subprocess.run([sys.executable, "-m", "lmcbook.cli", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and "lmcbook" in out.stdout
+
+
+def test_execute_reports_a_failing_notebook_with_its_cell_and_runs_the_rest(tmp_path, capsys):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    head = '# %% tags=["parameters"]\nprofile = "quick"\n\n'
+    (nbs / "claims.py").write_text(head + "# %%\nx = 1\n\n# %%\nraise ZeroDivisionError('planted failure')\n")
+    (nbs / "overview.py").write_text(head + "# %%\nprint('fine')\n")
+    out = tmp_path / "out"
+    code = main(["execute", "--only", "claims", "--only", "overview", "--notebooks", str(nbs),
+                 "--out", str(out), "--store", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "FAILED claims" in err and "ZeroDivisionError" in err and "planted failure" in err
+    assert "raise ZeroDivisionError" in err  # the failing cell is named by its source
+    assert (out / "overview.ipynb").exists() and "overview: done" in err

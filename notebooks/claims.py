@@ -1,0 +1,66 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # The claims scoreboard
+#
+# One row per claim of the two papers that this book tests. Each row gives the
+# paper's statement, the number this run measured, the test that decides it, and
+# whether the test passed (✓) or failed (✗), with a link to the page holding the
+# evidence.
+#
+# **The tests were fixed before any result was looked at.** Each is a small function
+# in `lmcbook/claims.py` with unit tests that make it pass and fail on synthetic data.
+# They read only the CSV files that the other pages save. Conventions:
+#
+# - numbers are seed means of this profile's runs;
+# - ρ is Spearman's rank correlation across widths;
+# - "spread" is the mean over cells of max − min over seeds;
+# - the noise fits are quadratic least squares on seed-level points;
+# - layers and aggregation follow the definitions page.
+#
+# A ✗ is a result, not an error: it means this run, in this setting, does not
+# reproduce the claim. The linked page shows the evidence and discusses why. Rows
+# marked *control* test a control experiment, not a claim of the paper.
+
+# %% tags=["parameters"]
+profile = "quick"
+
+# %%
+import lmcbook as lb
+from lmcbook import book, claims
+
+study = lb.profiles.summary_study(profile)
+page = book.Page("claims", profile, {}, study)
+frames = {name: page.read_csv(name) for name in sorted(set(claims.CLAIM_SOURCES.values()))}
+rows = claims.scoreboard(frames)
+
+# %% tags=["remove-input"]
+from IPython.display import Markdown  # noqa: E402
+
+main_rows = [r for r in rows if not r.control]
+page.glue("n_claims", len(main_rows))
+page.glue("n_pass", sum(r.passed for r in main_rows))
+page.glue("n_width", sum(r.paper == "width" for r in main_rows))
+page.glue("n_width_pass", sum(r.passed for r in main_rows if r.paper == "width"))
+page.glue("n_noise", sum(r.paper == "noise" for r in main_rows))
+page.glue("n_noise_pass", sum(r.passed for r in main_rows if r.paper == "noise"))
+Markdown(claims.scoreboard_markdown(rows))
+
+# %% [markdown]
+# **In this run**, {glue:text}`n_pass` of {glue:text}`n_claims` claims pass their
+# test: {glue:text}`n_width_pass` of {glue:text}`n_width` from the width paper and
+# {glue:text}`n_noise_pass` of {glue:text}`n_noise` from the noise paper.
+
+# %%
+import pandas as pd  # noqa: E402
+
+long = pd.DataFrame([{"notebook": "claims", "metric": metric, "value": float(v), "seed": 0, "method": r.id}
+                     for r in rows for metric, v in (("claim_passed", r.passed), ("claim_control", r.control))])
+page.save(long)
+page.provenance()

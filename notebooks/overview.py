@@ -1,0 +1,112 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # lmcbook: merging neural networks, reproduced
+#
+# This book reproduces, figure by figure, two ICLR 2026 papers on merging neural
+# networks by averaging their weights. Every page is a notebook that ran before the
+# book was rendered. Every number in its prose was computed there, and every figure
+# comes with the CSV file of the numbers behind it.
+#
+# - **The width paper** (Ito, Yamada, Chijiwa and Kumagai {cite}`ito2026width`). Two
+#   independently trained networks can be merged by plain weight averaging, with no
+#   permutation, once they are wide enough, provided the merged model's softmax
+#   temperature is refitted. The explanation offered is *layerwise exponentially
+#   weighted connectivity* (LEWC):
+#   $f_l(\lambda\theta_a + (1-\lambda)\theta_b) \approx \lambda^l f_l(\theta_a) + (1-\lambda)^l f_l(\theta_b)$.
+# - **The noise paper** (Zhang et al. {cite}`zhang2026noise`). How much merging gains
+#   depends, non-monotonically, on the optimizer's effective noise scale
+#   $S = \eta / (B(1-\mu))$.
+
+# %% tags=["parameters"]
+profile = "quick"
+
+# %%
+import lmcbook as lb
+from lmcbook import book, claims, plots
+
+study = lb.profiles.summary_study(profile)
+page = book.Page("overview", profile, {}, study)
+acc = page.read_csv("width_accuracy")
+bar = page.read_csv("loss_barrier_calibration")
+board = page.read_csv("claims")
+
+# %% tags=["remove-input"]
+summary = acc[acc["lam"].isna()].pivot_table(index=["hidden_units", "seed"], columns="metric", values="value")
+summary = summary.reset_index()
+page.glue_figure("fig_headline", plots.plot_width_accuracy(summary))
+merged = claims.cell_stats(acc, "acc_merged")
+ens = claims.cell_stats(acc, "acc_ensemble")
+cal = claims.cell_stats(bar, "loss_barrier_cal_mid")
+raw = claims.cell_stats(bar, "loss_barrier_mid")
+norm = claims.cell_stats(bar, "logit_norm_ratio")
+L = int(claims.select(bar, "logit_norm_ratio")["depth"].iloc[0])
+narrow, wide = merged.index.min(), merged.index.max()
+page.glue("n_narrow", int(narrow))
+page.glue("n_wide", int(wide))
+page.glue("acc_narrow", merged.loc[narrow, "mean"])
+page.glue("acc_wide", merged.loc[wide, "mean"])
+page.glue("ens_wide", ens.loc[wide, "mean"])
+page.glue("cal_wide", cal.loc[wide, "mean"])
+page.glue("raw_wide", raw.loc[wide, "mean"])
+page.glue("norm_wide", norm.loc[wide, "mean"])
+page.glue("norm_pred", 2.0 ** (1 - L))
+page.glue("L", L)
+page.glue_md("setup", book.describe_study(book.study_of("width_accuracy")))
+flags = board.pivot_table(index="method", columns="metric", values="value")
+main = flags[flags["claim_control"] == 0]
+page.glue("n_pass", int(main["claim_passed"].sum()))
+page.glue("n_claims", len(main))
+
+# %% [markdown]
+# ```{glue:figure} fig_headline
+# :name: fig-headline
+#
+# Accuracy of the merged model $\theta(\tfrac12)$ of two independently trained networks
+# against width, beside the two networks themselves and their logit ensemble
+# (error bars span min to max over pairs). Trained: {glue:md}`setup`. The page
+# *Merged accuracy against width* has the details.
+# ```
+#
+# **What this book's runs show.**
+#
+# - **Width.** Plain weight averaging gives {glue:text}`acc_narrow:.2f` accuracy at
+#   {glue:text}`n_narrow` hidden units and {glue:text}`acc_wide:.2f` at
+#   {glue:text}`n_wide`. The logit ensemble of the same two networks reaches
+#   {glue:text}`ens_wide:.2f` at the widest width.
+# - **Calibration.** At the widest width, refitting the merged model's temperature
+#   lowers the midpoint loss barrier from {glue:text}`raw_wide:.2f` to
+#   {glue:text}`cal_wide:.2f` nats.
+# - **Logit scale.** The merged logits are {glue:text}`norm_wide:.3f` times the
+#   ensemble's, against LEWC's prediction of {glue:text}`norm_pred:.3f`.
+# - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claims tested here
+#   pass. The {doc}`claims` page has each test and its evidence, including the ones
+#   this setting does not reproduce.
+#
+# ## How to read this book
+#
+# - **{doc}`claims`**: every claim, its test, the measured number, ✓ or ✗.
+# - **{doc}`../methods`**: every quantity defined, including the choices the papers
+#   leave open.
+# - **Width and linear mode connectivity**, **Why width works** and **Controls**: the
+#   width paper.
+# - **How the optimizer shapes merging**: the noise paper.
+# - **Using lmcbook on your own models**: a tutorial, the explorer and the API
+#   reference.
+# - **{doc}`../building`**: the run store, the caches, the profiles, and how to rerun
+#   any page with other parameters.
+#
+# Each page ends with the command that reproduces it, for example
+# `lmcbook execute --only width_accuracy -p widths "[0.5, 2]"`. Trained models are
+# kept in a content-addressed store, so a rerun that changes only what is measured
+# trains nothing.
+
+# %%
+page.save(claims.to_long(summary, "overview", ["acc_merged", "acc_ensemble", "acc_endpoints"], ["hidden_units"]))
+page.provenance()

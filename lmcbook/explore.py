@@ -101,6 +101,7 @@ def _figure(curve: pd.DataFrame, layers: pd.DataFrame, lam: float, layer: int, u
     ax3.legend()
     fig.suptitle(f"{units} hidden units, pair {seed}", fontsize=10)
     fig.tight_layout()
+    plt.close(fig)  # shown once, by the caller's display(); the inline backend would show it again
     return fig
 
 

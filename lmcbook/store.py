@@ -202,8 +202,11 @@ class RunStore:
                 raise StoreError(f"run {rid[:12]}: {name} is corrupted or truncated (sha256 mismatch); "
                                  f"delete {path} (or run `lmcbook store gc`) and it will be retrained")
 
-    def load(self, spec: RunSpec, device: str | torch.device = "auto") -> TrainedRun:
-        """Return the stored run of ``spec`` on ``device``, after checking its files' hashes."""
+    def load(self, spec: RunSpec, device: str | torch.device = "auto", record: bool = True) -> TrainedRun:
+        """Return the stored run of ``spec`` on ``device``, after checking its files' hashes.
+
+        ``record`` logs a "loaded" event, which the book counts in each page's provenance.
+        """
         path = self.path(spec)
         self.verify(spec)
         meta = json.loads((path / "spec.json").read_text())
@@ -222,6 +225,9 @@ class RunStore:
             provenance=json.loads((path / "provenance.json").read_text()),
             momentum=momentum, step=int(meta["step"]),
         )
+        if record:
+            self._event("loaded", spec)
+            log.info("loaded run %s from the store: %s", spec.short_id, describe(spec))
         return run
 
     def get_or_train(self, spec: RunSpec, device: str | torch.device = "auto", data: Dataset | None = None,
@@ -230,7 +236,7 @@ class RunStore:
         if not isinstance(spec, RunSpec):
             raise TypeError(f"spec={spec!r} is not allowed: expected a RunSpec")
         if self.has(spec):
-            return self._load_logged(spec, device)
+            return self.load(spec, device)
         self.check_writable()
         dev = resolve_device(device) if data is None else data.device
         data = load_spec(spec.data, dev) if data is None else data
@@ -238,7 +244,7 @@ class RunStore:
         (self.root / ".locks").mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.root / ".locks" / f"{spec.id}.lock")):
             if self.has(spec):  # another process trained it while we waited
-                return self._load_logged(spec, dev)
+                return self.load(spec, dev)
             start = self.get_or_train(spec.parent, dev, data, progress) if spec.parent is not None else None
             init = self.get_or_train(spec.init, dev, None, progress) if spec.init is not None else None
             log.info("training run %s: %s", spec.short_id, describe(spec))
@@ -304,8 +310,8 @@ class RunStore:
                 for s in sorted(group, key=lambda s: s.id):
                     locks.enter_context(FileLock(str(self.root / ".locks" / f"{s.id}.lock")))
                 todo = [s for s in group if not self.has(s)]
-                starts = [self.load(s.parent, dev) if s.parent is not None else None for s in todo]
-                inits = [self.load(s.init, dev) if s.init is not None else None for s in todo]
+                starts = [self.load(s.parent, dev, record=False) if s.parent is not None else None for s in todo]
+                inits = [self.load(s.init, dev, record=False) if s.init is not None else None for s in todo]
                 log.info("training %d runs in one stack: %s ...", len(todo), describe(todo[0]))
                 t0 = time.perf_counter()
                 results = train_many(todo, data, starts, inits, progress)
@@ -319,13 +325,7 @@ class RunStore:
                     fresh[s.id] = run
         if errors:
             raise errors[0]
-        return [fresh[s.id] if s.id in fresh else self._load_logged(s, dev) for s in specs]
-
-    def _load_logged(self, spec: RunSpec, device) -> TrainedRun:
-        run = self.load(spec, device)
-        self._event("loaded", spec)
-        log.info("loaded run %s from the store: %s", spec.short_id, describe(spec))
-        return run
+        return [fresh[s.id] if s.id in fresh else self.load(s, dev) for s in specs]
 
     # -- derived results ----------------------------------------------------------------
     def cached_frames(self, kind: str, key: dict[str, Any],

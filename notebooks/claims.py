@@ -31,7 +31,7 @@
 # %% tags=["parameters"]
 profile = "quick"
 
-# %%
+# %% tags=["remove-input"]
 import lmcbook as lb
 from lmcbook import book, claims
 
@@ -57,7 +57,7 @@ Markdown(claims.scoreboard_markdown(rows))
 # test: {glue:text}`n_width_pass` of {glue:text}`n_width` from the width paper and
 # {glue:text}`n_noise_pass` of {glue:text}`n_noise` from the noise paper.
 
-# %%
+# %% tags=["remove-input"]
 import pandas as pd  # noqa: E402
 
 long = pd.DataFrame([{"notebook": "claims", "metric": metric, "value": float(v), "seed": 0, "method": r.id}

@@ -30,7 +30,7 @@ lam = None
 layer = None
 interactive = None
 
-# %%
+# %% tags=["hide-input"]
 import lmcbook as lb
 from lmcbook import book, claims, explore
 

@@ -27,7 +27,7 @@
 # %% tags=["parameters"]
 profile = "quick"
 
-# %%
+# %% tags=["remove-input"]
 import lmcbook as lb
 from lmcbook import book, claims, plots
 
@@ -107,6 +107,6 @@ page.glue("n_claims", len(main))
 # kept in a content-addressed store, so a rerun that changes only what is measured
 # trains nothing.
 
-# %%
+# %% tags=["remove-input"]
 page.save(claims.to_long(summary, "overview", ["acc_merged", "acc_ensemble", "acc_endpoints"], ["hidden_units"]))
 page.provenance()

@@ -140,6 +140,8 @@ def test_figure_pages_have_figures_captions_csv_links_and_reproduce_boxes(built)
             caption = re.search(r"<figcaption>(.*?)</figcaption>", fig, flags=re.S)
             assert caption and len(re.sub("<[^>]+>", "", caption.group(1)).strip()) > 40, (name, fig[:200])
             assert "Trained" in caption.group(1) or name == "theory_lewc", (name, caption.group(1)[:200])
+    explorer = (built / "book" / "generated" / "explore.html").read_text()
+    assert explorer.count("<img") == 1  # the default state is drawn once, not twice
     dl = list(built.rglob("_downloads/*/*.csv"))
     assert {p.stem for p in dl} >= set(all_notebooks())
     assert all(len(pd.read_csv(p)) > 0 for p in dl)

@@ -30,7 +30,7 @@ def test_view_reads_the_store_and_draws(tmp_path):
     assert list(v.layers.index) == [1, 2, 3, 4]
     assert v.layers.loc[1, "lewc_rel_err"] < 1e-5  # layer 1 is linear: exact for both predictions
     assert set(v.run_ids) == {pair.a.id, pair.b.id}
-    assert all(e["event"] != "trained" for e in store.events()[n:])
+    assert [(e["event"], e["id"]) for e in store.events()[n:]] == [("loaded", pair.a.id), ("loaded", pair.b.id)]
     assert explore.view("smoke", width=0.25, seed=5, store=store).message.startswith("seed=5 is not allowed")
 
 

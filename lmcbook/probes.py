@@ -29,6 +29,7 @@ What the probes mean beyond bias-free ReLU MLPs:
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from dataclasses import dataclass
 
@@ -273,7 +274,7 @@ def rank_profile(model: nn.Module) -> pd.DataFrame:
     whether a matrix is the input layer (whose min(m, n) is the input size),
     a hidden-to-hidden matrix, the output layer, or a ResNet shortcut.
     """
-    rows, spectra = [], []
+    rows, spectra, keys = [], [], []
     for p in probe_points(model):
         w = p.module.weight.detach().to("cpu", DTYPE).reshape(p.module.weight.shape[0], -1)
         s = singular_values(w)
@@ -284,9 +285,13 @@ def rank_profile(model: nn.Module) -> pd.DataFrame:
         rows += [{**base, "metric": "effective_rank", "value": er}, {**base, "metric": "stable_rank", "value": sr},
                  {**base, "metric": "rel_effective_rank", "value": er / m},
                  {**base, "metric": "rel_stable_rank", "value": sr / m}]
-        spectra.append(pd.DataFrame({**base, "metric": "singular_value", "value": s.numpy(),
-                                     "index": np.arange(len(s))}))
-    return pd.concat([pd.DataFrame(rows)] + spectra, ignore_index=True)
+        spectra.append(s.numpy())
+        keys.append(base)
+    n = [len(s) for s in spectra]
+    spectrum = pd.DataFrame({col: np.repeat([k[col] for k in keys], n) for col in ("layer", "name", "role")})
+    spectrum = spectrum.assign(metric="singular_value", value=np.concatenate(spectra),
+                               index=np.concatenate([np.arange(k) for k in n]))
+    return pd.concat([pd.DataFrame(rows), spectrum], ignore_index=True)
 
 
 # -- building blocks ------------------------------------------------------------------
@@ -309,10 +314,13 @@ def cosine(u: torch.Tensor, v: torch.Tensor) -> tuple[float, int]:
     u, v = u.reshape(len(u), -1), v.reshape(len(v), -1)
     nu, nv = u.norm(dim=1), v.norm(dim=1)
     ok = (nu > 0) & (nv > 0)
-    if not ok.any():
+    n_ok = int(ok.sum())
+    if n_ok == 0:
         return float("nan"), int(len(u))
-    c = (u[ok] * v[ok]).sum(1) / (nu[ok] * nv[ok])
-    return float(c.mean()), int((~ok).sum())
+    if n_ok < len(u):  # select only when needed: the selection copies both inputs
+        u, v, nu, nv = u[ok], v[ok], nu[ok], nv[ok]
+    c = torch.linalg.vecdot(u, v) / (nu * nv)
+    return float(c.mean()), len(ok) - n_ok
 
 
 def rel_err(actual: torch.Tensor, predicted: torch.Tensor) -> float:
@@ -338,15 +346,25 @@ def gaussian_additivity_baseline(shape: tuple[int, ...], scale_u: float, scale_v
     At equal scales and large width the cosine tends to (¾ + 1/π)/√(1 + 1/π) ≈ 0.930,
     and the sign-conflict fraction is ½.
     """
-    g = torch.Generator().manual_seed(seed)
-    n = math.prod(shape)
-    repeats = max(1, math.ceil(samples / n))
+    draws = _standard_normal_draws(tuple(shape), seed, samples)
+    repeats = len(draws)
     acc: dict[str, float] = {}
-    for _ in range(repeats):
-        uv = torch.randn((2, *shape), generator=g)
+    for uv in draws:
         for k, val in additivity(uv[0] * scale_u, uv[1] * scale_v).items():
             acc[k] = acc.get(k, 0.0) + val / repeats
     return acc
+
+
+@functools.lru_cache(maxsize=32)
+def _standard_normal_draws(shape: tuple[int, ...], seed: int, samples: int) -> torch.Tensor:
+    """Return the baseline's N(0, 1) draws, shape (repeats, 2, *shape), drawn once per (shape, seed, samples).
+
+    Only the scales change from layer to layer and pair to pair, so the draws are
+    kept (the cache holds a few tens of MB at most) and rescaled on each call.
+    """
+    g = torch.Generator().manual_seed(seed)
+    repeats = max(1, math.ceil(samples / math.prod(shape)))
+    return torch.stack([torch.randn((2, *shape), generator=g) for _ in range(repeats)])
 
 
 def apply_weight(module: nn.Module, z: torch.Tensor) -> torch.Tensor:
@@ -369,6 +387,7 @@ def neuron_rms(rec: Record, layer: int) -> torch.Tensor:
     return torch.sqrt((z ** 2).mean(dim=dims))
 
 
+@functools.lru_cache(maxsize=1024)
 def jaccard_chance(n: int, k: int) -> float:
     """Return E[J] of two independent uniformly random k-subsets of n items: Σ_i P(i)·i/(2k − i), i hypergeometric."""
     from scipy.stats import hypergeom

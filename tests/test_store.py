@@ -66,3 +66,34 @@ def test_entry_paths_come_from_the_hash_alone(tmp_path):
 def test_default_root_follows_env(monkeypatch, tmp_path):
     monkeypatch.setenv("LMCBOOK_STORE", str(tmp_path / "elsewhere"))
     assert RunStore().root == tmp_path / "elsewhere"
+
+
+def test_cached_frames_round_trip_exactly_and_never_unpickle(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    store = RunStore(tmp_path / "s")
+    rng = np.random.default_rng(0)
+    columnar = pd.DataFrame({"value": rng.standard_normal(50) * 10.0 ** rng.integers(-30, 30, 50),
+                             "layer": np.arange(50), "ok": np.arange(50) % 2 == 0,
+                             "metric": [f"m{i % 3}" for i in range(50)], "lam": [float("nan")] * 50})
+    mixed = pd.DataFrame({"value": [1.0, 2.0], "note": ["x", None]})  # text with a missing value: CSV
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"columnar": columnar, "mixed": mixed}
+
+    store.cached_frames("test", {"k": 1}, compute)
+    (entry,) = (store.root / "derived").iterdir()
+    assert sorted(p.name for p in entry.iterdir()) == ["columnar.npz", "meta.json", "mixed.csv"]
+    got = store.cached_frames("test", {"k": 1}, compute)
+    assert calls == [1]  # the second call read the cache
+    assert np.array_equal(got["columnar"]["value"].to_numpy(), columnar["value"].to_numpy())  # bitwise
+    pd.testing.assert_frame_equal(got["columnar"], columnar, check_dtype=False)
+    assert got["columnar"]["layer"].dtype.kind == "i" and got["columnar"]["ok"].dtype.kind == "b"
+    assert got["mixed"]["note"].isna().tolist() == [False, True]
+    # an .npz holding a pickled object array is refused rather than unpickled
+    np.savez(entry / "columnar.npz", c0=np.array([object()], dtype=object))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        store.cached_frames("test", {"k": 1}, compute)

@@ -1,0 +1,46 @@
+"""``lmcbook bench``: the report's shape and arithmetic (no test here checks a time)."""
+
+import json
+
+import pytest
+
+from lmcbook import bench
+
+
+def test_throughput_table_has_the_documented_fields_and_ratios():
+    peak = bench.matmul_peak_gflops(n=256, repeats=1)
+    rows = bench.throughput_table(units=(16, 64), repeats=1, peak=peak, steps=8)
+    assert peak > 0 and [w["hidden_units"] for w in rows] == [16, 64]
+    for w in rows:
+        assert set(w) == {"hidden_units", "lmcbook_samples_per_s", "naive_samples_per_s", "speedup",
+                          "achieved_gflops", "fraction_of_peak"}
+        assert w["lmcbook_samples_per_s"] > 0 and w["naive_samples_per_s"] > 0
+        assert w["speedup"] == pytest.approx(w["lmcbook_samples_per_s"] / w["naive_samples_per_s"])
+        assert w["fraction_of_peak"] == pytest.approx(w["achieved_gflops"] / peak)
+    report = {"matmul_peak_gflops": peak, "threads": 1, "widths": rows}
+    text = bench.format_report(report)
+    assert "| 16 |" in text and "| 64 | " in text
+    assert "≥ 3, ≥ 0.6 of peak" in text  # the widest row (here 64) also carries the peak target
+    assert json.loads(json.dumps(report)) == report  # the --json report is plain JSON
+
+
+def test_probe_fraction_splits_metrics_from_probes():
+    r = bench.probe_fraction("smoke")
+    assert r["train_s"] > 0 and r["metrics_s"] > 0 and r["probes_only_s"] > 0
+    assert r["probe_s"] == pytest.approx(r["metrics_s"] + r["probes_only_s"])
+    assert r["probe_fraction"] == pytest.approx(r["probe_s"] / r["train_s"])
+    assert r["probes_only_fraction"] == pytest.approx(r["probes_only_s"] / r["train_s"])
+    text = bench.format_report({"matmul_peak_gflops": 1.0, "threads": 1, "widths": [], **r})
+    assert f"probe_fraction: {r['probe_fraction']:.3f}" in text
+    assert f"a fraction of {r['probes_only_fraction']:.3f}" in text
+
+
+def test_each_width_is_timed_with_its_own_step_count(monkeypatch):
+    calls = []
+    monkeypatch.setattr(bench, "lmcbook_throughput", lambda u, steps: calls.append((u, steps)) or 2.0)
+    monkeypatch.setattr(bench, "naive_throughput", lambda u, steps: 1.0)
+    rows = bench.throughput_table(units=(16, 1024), repeats=1, peak=1.0)
+    timed = [c for c in calls if c[1] != 4]  # 4 steps: the warm-up
+    assert timed == [(16, bench._steps_for(16)), (1024, bench._steps_for(1024))]
+    assert bench._steps_for(16) != bench._steps_for(1024)
+    assert [r["speedup"] for r in rows] == [2.0, 2.0]

@@ -355,16 +355,29 @@ def gaussian_additivity_baseline(shape: tuple[int, ...], scale_u: float, scale_v
     return acc
 
 
-@functools.lru_cache(maxsize=32)
-def _standard_normal_draws(shape: tuple[int, ...], seed: int, samples: int) -> torch.Tensor:
-    """Return the baseline's N(0, 1) draws, shape (repeats, 2, *shape), drawn once per (shape, seed, samples).
+#: Draws of at most this many numbers (64 MB in float32) are kept between calls.
+DRAW_CACHE_NUMBERS = 1 << 24
 
-    Only the scales change from layer to layer and pair to pair, so the draws are
-    kept (the cache holds a few tens of MB at most) and rescaled on each call.
+
+def _standard_normal_draws(shape: tuple[int, ...], seed: int, samples: int) -> torch.Tensor:
+    """Return the baseline's N(0, 1) draws, shape (repeats, 2, *shape), the same for the same arguments.
+
+    Only the scales change from layer to layer and pair to pair, so small draws
+    (up to :data:`DRAW_CACHE_NUMBERS`, 16 of them) are kept and rescaled on each
+    call; larger ones (conv activations of big inputs) are drawn afresh.
     """
-    g = torch.Generator().manual_seed(seed)
     repeats = max(1, math.ceil(samples / math.prod(shape)))
+    if repeats * 2 * math.prod(shape) <= DRAW_CACHE_NUMBERS:
+        return _cached_draws(shape, seed, repeats)
+    return _draw(shape, seed, repeats)
+
+
+def _draw(shape: tuple[int, ...], seed: int, repeats: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
     return torch.stack([torch.randn((2, *shape), generator=g) for _ in range(repeats)])
+
+
+_cached_draws = functools.lru_cache(maxsize=16)(_draw)
 
 
 def apply_weight(module: nn.Module, z: torch.Tensor) -> torch.Tensor:

@@ -99,6 +99,14 @@ def test_gaussian_additivity_baseline():
     assert narrow["cos"] == pytest.approx(0.919, abs=0.01)
 
 
+def test_gaussian_baseline_is_the_same_whether_its_draws_are_kept_or_not(monkeypatch):
+    kept = probes.gaussian_additivity_baseline((360, 64), 2.0, 0.5, seed=3)
+    assert probes.gaussian_additivity_baseline((360, 64), 2.0, 0.5, seed=3) == kept  # served from the cache
+    monkeypatch.setattr(probes, "DRAW_CACHE_NUMBERS", 0)  # too large to keep: drawn afresh
+    assert probes.gaussian_additivity_baseline((360, 64), 2.0, 0.5, seed=3) == kept
+    assert probes.gaussian_additivity_baseline((360, 64), 2.0, 0.5, seed=4) != kept
+
+
 def test_jaccard_chance_level():
     g = np.random.default_rng(0)
     n, k = 16, 2

@@ -98,6 +98,17 @@ def record(model: nn.Module, x: torch.Tensor, points: str = "layers") -> Record:
     return Record(layers, {p.layer: p.role for p in pts}, {p.layer: p.module for p in pts}, ins, outs)
 
 
+def _in_dtype(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """Return ``model`` itself when its floating-point tensors are already ``dtype``, else a converted copy.
+
+    The probes never modify a model: :func:`record` restores the training flag and
+    runs under inference mode, and merged models are new ones.
+    """
+    if all(t.dtype == dtype for t in model.state_dict().values() if t.is_floating_point()):
+        return model
+    return copy.deepcopy(model).to(dtype).eval().requires_grad_(False)
+
+
 class PairActivations:
     """Records of model a, model b and merged models θ(λ) on inputs x, in float64, computed once each.
 
@@ -107,8 +118,7 @@ class PairActivations:
 
     def __init__(self, model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, train_x: torch.Tensor | None = None,
                  points: str = "layers", dtype: torch.dtype = DTYPE) -> None:
-        self.a = copy.deepcopy(model_a).to(dtype).eval().requires_grad_(False)
-        self.b = copy.deepcopy(model_b).to(dtype).eval().requires_grad_(False)
+        self.a, self.b = _in_dtype(model_a, dtype), _in_dtype(model_b, dtype)
         self.x = x.to(dtype)
         self.train_x = train_x.to(dtype) if train_x is not None else None
         self.points = points

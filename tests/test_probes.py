@@ -165,3 +165,19 @@ def test_singular_values_from_the_gram_matrix_match_the_svd():
     assert float((fast - exact).abs().max() / exact[0]) < 1e-10
     assert abs(probes.effective_rank(fast) - probes.effective_rank(exact)) < 1e-6
     assert abs(probes.stable_rank(fast) - probes.stable_rank(exact)) < 1e-9
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_probes_leave_the_callers_models_untouched(dtype):
+    torch.manual_seed(0)
+    a, b = MLP(16, 10, 32, norm="batch").to(dtype), MLP(16, 10, 32, norm="batch").to(dtype)
+    a.train(), b.eval()
+    before = [copy.deepcopy(m.state_dict()) for m in (a, b)]
+    x = _x().to(dtype)
+    acts = probes.PairActivations(a, b, x, train_x=x, dtype=dtype)
+    acts.lewc((0.25, 0.5)), acts.weak_additivity(), acts.reciprocal_orthogonality(), acts.neuron_moments()
+    acts.scale_law()
+    assert (a.training, b.training) == (True, False)
+    for m, saved in zip((a, b), before):
+        for k, v in m.state_dict().items():
+            assert torch.equal(v, saved[k]), k  # BatchNorm running statistics included

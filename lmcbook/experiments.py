@@ -9,6 +9,7 @@ computes it and every later notebook reads it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -22,6 +23,7 @@ from .metrics import evaluate, pair_summary
 from .noise import add_vectors, effective_noise_scale, merging_gain, spawn_pair, spawn_step, task_vector, ties_vector
 from .probes import PairActivations, rank_profile
 from .profiles import Cell, NoiseStudy, Pair, Recipe
+from .regime import regime_measures
 from .specs import RunSpec
 from .store import RunStore
 from .train import TrainedRun, init_model
@@ -77,7 +79,30 @@ def sweep_first(specs: list[RunSpec], study, store: RunStore) -> None:
 
 
 def _keys(pair: Pair) -> dict:
-    return {"width": pair.width, "hidden_units": pair.hidden_units, "depth": pair.depth, "seed": pair.seed}
+    return {"width": pair.width, "hidden_units": pair.hidden_units, "depth": pair.depth,
+            "weight_decay": pair.weight_decay, "epochs": pair.epochs, "seed": pair.seed}
+
+
+def regime_frame(study: Recipe, store: RunStore | None = None) -> pd.DataFrame:
+    """Return every model's training regime (:func:`lmcbook.regime.regime_measures`) with the pair's keys.
+
+    One row per (model, metric, layer); ``seed`` is the model's own seed (2p for a, 2p+1 for b).
+    Cached per run id, so only the first page that asks loads the runs.
+    """
+    store = store or RunStore()
+    pairs = study.pairs()
+    if any(not store.has(s) for p in pairs for s in (p.a, p.b)):
+        trained_pairs(study, store)
+    data = functools.cache(lambda: study_data(study))  # loaded only if some run's regime is not cached
+    frames = []
+    for pair in pairs:
+        for spec in (pair.a, pair.b):
+            def compute(spec=spec):
+                return {"regime": regime_measures(store.load(spec, data().device), data())}
+
+            got = store.cached_frames("regime", {"run": spec.id, "dataset": study.dataset}, compute)
+            frames.append(got["regime"].assign(**{**_keys(pair), "seed": spec.train.seed}))
+    return pd.concat(frames, ignore_index=True)
 
 
 def pair_frames(study: Recipe, store: RunStore | None = None) -> PairFrames:

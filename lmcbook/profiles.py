@@ -42,6 +42,16 @@ class Pair:
         """Return the MLP depth L (None for VGG11 and ResNet20)."""
         return self.a.model.depth
 
+    @property
+    def epochs(self) -> int:
+        """Return the training length in epochs."""
+        return self.a.train.epochs
+
+    @property
+    def weight_decay(self) -> float:
+        """Return the weight decay both runs trained with."""
+        return self.a.train.weight_decay
+
 
 def _check_profile(name: Any) -> str:
     if name not in PROFILES:
@@ -178,6 +188,64 @@ class ControlsStudy(WidthStudy):
     def specs(self) -> list[RunSpec]:
         """Return every run: the sweep at weight_decay and at weak_weight_decay."""
         return WidthStudy.specs(self) + WidthStudy.specs(self.weak())
+
+
+@dataclass(frozen=True)
+class RegimeStudy(WidthStudy):
+    """The training-length axis: the width sweep at each length in ``regimes`` (epochs) and each weight decay.
+
+    Widths above ``long_max_width`` train only at the shortest length (the time
+    budget's cut, which the page states); the widest multiplier (or ``None`` in a profile's
+    table) trains every width at every length.
+    The fields ``epochs`` and ``weight_decay`` are unused: ``regimes`` and
+    ``weight_decays`` replace them.
+    """
+
+    regimes: tuple[int, ...] = (60, 200, 600)
+    weight_decays: tuple[float, ...] = (1e-4, 3e-3)
+    long_max_width: float | None = 4.0
+
+    def __post_init__(self) -> None:
+        regimes = _check_numbers("regimes", self.regimes)
+        if any(isinstance(e, float) and not e.is_integer() or e < 1 for e in regimes) or len(set(regimes)) < 2:
+            raise SpecError(f"regimes={list(regimes)!r} is not allowed: expected at least two different training "
+                            "lengths in epochs (integers >= 1)")
+        object.__setattr__(self, "regimes", tuple(sorted(int(e) for e in regimes)))
+        decays = _check_numbers("weight_decays", self.weight_decays)
+        if any(d < 0 for d in decays):
+            raise SpecError(f"weight_decays={list(decays)!r} is not allowed: expected numbers >= 0")
+        object.__setattr__(self, "weight_decays", tuple(sorted(float(d) for d in decays)))
+        w = self.long_max_width
+        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not w > 0):
+            raise SpecError(f"long_max_width={w!r} is not allowed: expected a width multiplier > 0, or None")
+        super().__post_init__()
+        if not self.widths_at(self.regimes[-1]):
+            raise SpecError(f"long_max_width={w!r} is not allowed: it cuts every width of {list(self.widths)} at "
+                            f"the longer lengths; expected a multiplier >= {min(self.widths)}")
+
+    def widths_at(self, epochs: int) -> tuple[float, ...]:
+        """Return the widths trained at ``epochs``: all at the shortest length, those up to long_max_width above."""
+        if epochs == self.regimes[0] or self.long_max_width is None:
+            return self.widths
+        return tuple(w for w in self.widths if w <= self.long_max_width)
+
+    def cut_widths(self) -> tuple[float, ...]:
+        """Return the widths trained only at the shortest length."""
+        return tuple(w for w in self.widths if w not in self.widths_at(self.regimes[-1]))
+
+    def cell(self, epochs: int, weight_decay: float) -> WidthStudy:
+        """Return the width sweep of one (length, weight decay) cell."""
+        keep = {f.name: getattr(self, f.name) for f in fields(WidthStudy)}
+        return WidthStudy(**{**keep, "epochs": epochs, "weight_decay": weight_decay,
+                             "widths": self.widths_at(epochs)})
+
+    def cells(self) -> list[WidthStudy]:
+        """Return every (length, weight decay) cell, shortest length first."""
+        return [self.cell(e, wd) for e in self.regimes for wd in self.weight_decays]
+
+    def pairs(self) -> list[Pair]:
+        """Return every pair of every cell."""
+        return [p for c in self.cells() for p in c.pairs()]
 
 
 @dataclass(frozen=True)
@@ -448,6 +516,13 @@ _TABLES: dict[type, dict[str, dict[str, Any]]] = {
         "paper": dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch", bias=True, epochs=100, seeds=3,
                       widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)),
     },
+    RegimeStudy: {
+        "smoke": dict(widths=(0.25, 1.0), regimes=(4, 8), seeds=1, lams=(0.0, 0.25, 0.5, 0.75, 1.0),
+                      long_max_width=None),
+        "quick": dict(),
+        "paper": dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch", bias=True, regimes=(100, 300),
+                      seeds=3, widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)),
+    },
     DepthStudy: {
         "smoke": dict(width=0.25, depths=(2, 3), epochs=4, lams=(0.0, 0.5, 1.0)),
         "quick": dict(),
@@ -479,7 +554,7 @@ _TYPES = {"dataset": str, "data_root": str, "arch": str, "norm": str, "device": 
           "weak_weight_decay": float, "draws": int, "match_iterations": int, "steps": int,
           "spawn_fraction": float, "row_batch_size": int, "component_lr": float, "finetune_steps": int,
           "ties_keep": float, "hidden": int, "in_features": int, "inputs": int, "seed": int, "scheduler": str,
-          "lam": float, "layer": int, "interactive": bool}
+          "lam": float, "layer": int, "interactive": bool, "long_max_width": float}
 
 
 def _check_types(values: dict[str, Any]) -> None:
@@ -548,6 +623,11 @@ def tutorial_study(profile: str = "quick", **overrides: Any) -> TutorialStudy:
     return resolve(TutorialStudy, profile, **overrides)
 
 
+def regime_study(profile: str = "quick", **overrides: Any) -> RegimeStudy:
+    """Return the validated training-regime study (the width sweep at several lengths and weight decays)."""
+    return resolve(RegimeStudy, profile, **overrides)
+
+
 def depth_study(profile: str = "quick", **overrides: Any) -> DepthStudy:
     """Return the validated depth study of ``profile``."""
     return resolve(DepthStudy, profile, **overrides)
@@ -592,6 +672,8 @@ PARTS: dict[str, Part] = {p.name: p for p in (
     Part("controls", "Controls: weight decay, permutations, weight matching, REPAIR",
          ("weak_weight_decay", "random_permutation", "weight_matching", "llfc_vs_lewc"),
          control_study, ControlsStudy, {"smoke": 60, "quick": 240, "paper": 7 * 24 * 3600}),
+    Part("regime", "Why width works: the training regime (after the controls, whose runs it reuses)",
+         ("training_regime",), regime_study, RegimeStudy, {"smoke": 30, "quick": 240, "paper": 7 * 24 * 3600}),
     Part("tutorial", "Using lmcbook on your own models", ("own_models",), tutorial_study, TutorialStudy,
          {"smoke": 15, "quick": 30, "paper": 600}),
     Part("explore", "The interactive explorer (reads the width sweep)", ("explore",), explorer_study, ExplorerStudy,

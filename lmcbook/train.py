@@ -66,21 +66,6 @@ def lr_at(step: int, total: int, peak: float, warmup: float, schedule: str) -> f
     return peak * (total - step) / max(total - warm, 1)
 
 
-def weight_decay_shrinkage(spec: RunSpec, n_train: int) -> float:
-    """Return the factor by which weight decay alone (gradients aside) shrinks a weight over the spec's schedule.
-
-    It iterates PyTorch's SGD update on a scalar weight with zero gradient:
-    buf = μ·buf + wd·w, w = w − η_t·buf, with η_t the schedule (up to ``stop_step``).
-    """
-    tr = spec.train
-    total = spec.total_steps(n_train)
-    w, buf = 1.0, 0.0
-    for t in range(tr.stop_step or total):
-        buf = tr.momentum * buf + tr.weight_decay * w
-        w -= lr_at(t, total, tr.lr, tr.warmup, tr.schedule) * buf
-    return w
-
-
 def init_model(spec: RunSpec, data: Dataset) -> nn.Module:
     """Return the model of ``spec`` initialised from ``spec.train.seed`` (independent of device)."""
     with torch.random.fork_rng(devices=[]):

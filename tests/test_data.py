@@ -48,7 +48,7 @@ def test_augment_is_a_seeded_translation():
         assert abs(r - 4) <= 1 and abs(c - 4) <= 1 and float(img.sum()) == 1.0
 
 
-def _write_idx(root, sub, n_train=30, n_test=10):
+def write_idx(root, sub, n_train=30, n_test=10):
     raw = root / sub
     raw.mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -61,7 +61,7 @@ def _write_idx(root, sub, n_train=30, n_test=10):
 
 @pytest.mark.parametrize("name, sub", [("mnist", "MNIST/raw"), ("fashion_mnist", "FashionMNIST/raw")])
 def test_torchvision_idx_files(tmp_path, name, sub):
-    _write_idx(tmp_path, sub)
+    write_idx(tmp_path, sub)
     ds = D.load(name, tmp_path, device="cpu")
     assert ds.sizes() == {"train": 27, "cal": 3, "test": 10}
     assert ds.input_shape == (1, 28, 28)

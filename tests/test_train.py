@@ -75,23 +75,3 @@ def test_batch_larger_than_training_set_fails_before_compute(digits, tmp_path):
     with pytest.raises(SpecError, match=r"batch_size=5000.*\[1, 1257\]"):
         store.get_or_train(spec, data=digits)
     assert store.ids() == []
-
-
-def test_weight_decay_shrinkage_known_answers():
-    from lmcbook.specs import RunSpec, TrainSpec
-    from lmcbook.train import weight_decay_shrinkage
-
-    # no momentum, constant lr, no warm-up: (1 - lr·wd)^steps exactly
-    spec = RunSpec(train=TrainSpec(lr=0.1, momentum=0.0, weight_decay=0.01, warmup=0.0, schedule="constant",
-                                   steps=50))
-    assert weight_decay_shrinkage(spec, 1000) == pytest.approx((1 - 0.1 * 0.01) ** 50, rel=1e-12)
-    assert weight_decay_shrinkage(spec.with_train(weight_decay=0.0), 1000) == 1.0
-    # with momentum the decay rate per step is the dominant root z of z² − (1 + μ − η·wd)z + μ = 0
-    import math
-
-    mu, a = 0.9, 0.1 * 0.01
-    z = ((1 + mu - a) + math.sqrt((1 + mu - a) ** 2 - 4 * mu)) / 2
-    heavy = spec.with_train(momentum=mu, steps=400)
-    got = math.log(weight_decay_shrinkage(heavy, 1000))
-    assert got == pytest.approx(400 * math.log(z), rel=0.05)
-    assert got < 5 * 400 * math.log(1 - a)  # momentum amplifies the decay

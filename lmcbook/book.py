@@ -25,7 +25,7 @@ import pandas as pd
 import yaml
 
 from . import __version__
-from .claims import validate_results
+from .claims import REGIME_KEYS, concat, to_long_frame, validate_results
 from .profiles import PARTS, PROFILES, all_notebooks, part_of
 from .provenance import git_sha
 from .specs import SpecError
@@ -73,8 +73,14 @@ class Page:
         self.csv_reads[str(path.resolve())] = _file_sha(path)
         return read_results(path)
 
-    def save(self, long: pd.DataFrame) -> Path:
-        """Validate the long-format frame and write it as this page's CSV; return the path."""
+    def save(self, long: pd.DataFrame, regime: pd.DataFrame | None = None) -> Path:
+        """Validate the long-format frame and write it as this page's CSV; return the path.
+
+        ``regime`` (:func:`lmcbook.experiments.regime_frame`) adds the runs' training regime
+        (decay integral, shrinkage, distance from initialisation, weight norms) to the CSV.
+        """
+        if regime is not None:
+            long = concat([long, to_long_frame(regime, self.name, REGIME_KEYS)])
         validate_results(long, self.name)
         self.csv_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.csv_path.with_suffix(".csv.tmp")
@@ -108,6 +114,18 @@ class Page:
 
         glue(key, fig, display=False)
         plt.close(fig)
+
+    def glue_claim(self, key: str, result: Any) -> Any:
+        """Glue a scoreboard verdict computed by :mod:`lmcbook.claims` and return it.
+
+        Keys: ``KEY_mark`` (✓ or ✗), ``KEY_verdict`` ("passes" / "fails"), ``KEY_measured`` (what
+        was measured) and ``KEY_test`` (the fixed test); all Markdown, for the ``{glue:md}`` role.
+        """
+        self.glue_md(f"{key}_mark", "✓" if result.passed else "✗")
+        self.glue_md(f"{key}_verdict", "passes" if result.passed else "**fails**")
+        self.glue_md(f"{key}_measured", result.measured)
+        self.glue_md(f"{key}_test", result.test)
+        return result
 
     def reproduce_command(self) -> str:
         """Return the shell command that re-executes this page with its parameters."""
@@ -165,12 +183,15 @@ Run ids (first 12 hex digits): {ids}
         return Markdown(text)
 
 
-def describe_study(study: Any) -> str:
-    """Return a one-sentence Markdown description of what a study trained (for figure captions)."""
+def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
+    """Return a one-sentence Markdown description of what a study trained (for figure captions), ending with
+    its training regime (:func:`describe_regime`, brief) when ``regime`` is given."""
     pairs = study.pairs()
     units = sorted({p.hidden_units for p in pairs})
     depths = sorted({p.depth for p in pairs if p.depth is not None})
     m, t = pairs[0].a.model, pairs[0].a.train
+    epochs = " or ".join(f"{e:g}" for e in sorted({p.epochs for p in pairs}))
+    decays = " or ".join(f"{d:g}" for d in sorted({p.weight_decay for p in pairs}))
     if m.arch == "mlp":
         ls = f"L = {depths[0]}" if len(depths) == 1 else f"L = {', '.join(map(str, depths))}"
         arch = f"ReLU MLP with {ls} linear layers"
@@ -178,9 +199,39 @@ def describe_study(study: Any) -> str:
         arch = {"vgg11": "VGG11", "resnet20": "ResNet20"}[m.arch]
     unit = "hidden units" if m.arch == "mlp" else "base channels"
     return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {study.dataset}; "
-            f"{t.epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {t.weight_decay:g}, "
+            f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
             f"batch {t.batch_size}); {', '.join(map(str, units))} {unit}; "
-            f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}")
+            f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
+            + (f"; regime: {describe_regime(regime, brief=True)}" if regime is not None else ""))
+
+
+def _frac(x: float) -> str:
+    return f"{x:.3f}" if x >= 0.01 else f"{x:.1e}"
+
+
+def describe_regime(regime: pd.DataFrame, brief: bool = False) -> str:
+    """Return one Markdown sentence saying which training regime a page's runs are in.
+
+    ``regime`` is :func:`lmcbook.experiments.regime_frame`'s output (or those rows of a page's CSV).
+    Per (length, weight decay) it states the decay integral D, what weight decay alone would leave
+    of a weight (momentum included), and the distance from initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the
+    narrowest and the widest width; ``brief`` gives D and the distances only, for captions.
+    """
+    whole = regime[regime["layer"].isna()]
+    parts = []
+    for (epochs, wd), cell in whole.groupby(["epochs", "weight_decay"]):
+        mean = cell.groupby(["metric", "hidden_units"])["value"].mean()
+        dist = mean["init_distance"]
+        lo, hi = dist.index.min(), dist.index.max()
+        d = f"{mean['decay_integral'].mean():.3g}"
+        far = f"{dist[lo]:.2f} at {lo:g} hidden units" + (f" and {dist[hi]:.2f} at {hi:g}" if hi != lo else "")
+        if brief:
+            parts.append(f"{epochs:g} epochs at weight decay {wd:g}: D = {d}, ‖θ_T − θ_0‖/‖θ_0‖ = {far}")
+        else:
+            parts.append(f"{epochs:g} epochs at weight decay {wd:g} give a decay integral D = {d} (weight decay "
+                         f"alone, momentum included, would leave {_frac(mean['decay_shrinkage'].mean())} of a weight), "
+                         f"and the trained weights ended ‖θ_T − θ_0‖/‖θ_0‖ = {far} from their initialisation")
+    return "; ".join(parts)
 
 
 def describe_noise(study: Any) -> str:

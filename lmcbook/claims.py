@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 REQUIRED_COLUMNS = ("notebook", "metric", "value", "seed")
-KEY_COLUMNS = ("width", "hidden_units", "depth", "layer", "lam", "weight_decay", "lr", "batch_size",
-               "momentum", "spawn_fraction", "method", "index", "norm", "augment", "lr_b", "alpha", "task")
+KEY_COLUMNS = ("width", "hidden_units", "depth", "layer", "lam", "weight_decay", "epochs", "lr", "batch_size",
+               "momentum", "spawn_fraction", "method", "index", "norm", "augment", "lr_b", "alpha", "task", "regime")
 
 # -- interpolation curve (one value per λ) -------------------------------------------
 ACC = "acc"  #: test accuracy of θ(λ)
@@ -54,6 +54,12 @@ ORTH_RATIO_AB, ORTH_RATIO_BA, ORTH_RATIO = "orth_ratio_ab", "orth_ratio_ba", "or
 CROSS_COS, CROSS_REL_ERR, CROSS_N_EXCLUDED = "cross_cos", "cross_rel_err", "cross_n_excluded"
 #: Zhou et al. (2023)'s commutativity: ‖(W_a − W_b)(z_a − z_b)‖ / (‖W_a z_a‖ + ‖W_b z_b‖)
 COMMUTATIVITY_REL_ERR = "commutativity_rel_err"
+
+# -- the training regime (lmcbook.regime), one value per model (seed = the model's own seed) ------
+DECAY_INTEGRAL = "decay_integral"  #: D = Σ_t wd·η_t since the initialisation; weight decay alone shrinks by e^(−D)
+DECAY_SHRINKAGE = "decay_shrinkage"  #: factor weight decay alone (momentum included) shrinks a weight by, same steps
+INIT_DISTANCE = "init_distance"  #: ‖θ_T − θ_0‖ / ‖θ_0‖, over all parameters (layer NaN) and per layer
+WEIGHT_NORM = "weight_norm"  #: ‖W_l‖_F per layer, and ‖θ_T‖ over all parameters (layer NaN)
 
 # -- the noise study (spawn-and-merge) -------------------------------------------------
 GAIN, GAIN_BEST, LOSS_GAIN = "gain", "gain_best", "loss_gain"  #: merged acc − mean / − best endpoint; loss drop
@@ -153,7 +159,13 @@ def spearman(x: Iterable[float], y: Iterable[float]) -> float:
     x, y = np.asarray(list(x), float), np.asarray(list(y), float)
     if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
         return float("nan")
-    return float(spearmanr(x, y).statistic)
+    # rounded so that a ρ that is exactly a threshold in exact arithmetic (0.9 for one swap of 5) stays on it
+    return round(float(spearmanr(x, y).statistic), 12)
+
+
+def trend(rho: float, up: str = "rises", down: str = "falls", flat: str = "shows no consistent trend") -> str:
+    """Return the word for a rank correlation: ``up`` for ρ ≥ 0.5, ``down`` for ρ ≤ −0.5, else ``flat``."""
+    return up if rho >= 0.5 else down if rho <= -0.5 else flat
 
 
 def select(df: pd.DataFrame, metric: str | None = None, **filters) -> pd.DataFrame:
@@ -228,6 +240,41 @@ class ClaimResult:
     page: str
     control: bool = False
     values: dict[str, float] = field(default_factory=dict)
+    #: "short" (the profile's own training length) or "long" (the regime page's longest); None where it
+    #: does not apply (the noise study, claims across lengths).
+    regime: str | None = None
+    #: The decay integral D of the runs the row reads (the strongest weight decay's), NaN if not recorded.
+    decay_integral: float = float("nan")
+
+
+REGIMES = ("short", "long")
+#: The key columns of a run's training-regime rows in a page's CSV.
+REGIME_KEYS = ("width", "hidden_units", "depth", "layer", "weight_decay", "epochs")
+
+
+def decay_of(df: pd.DataFrame) -> float:
+    """Return the mean decay integral D recorded in a page's frame at its strongest weight decay (NaN if absent)."""
+    d = select(df, DECAY_INTEGRAL)
+    if d.empty:
+        return float("nan")
+    if "weight_decay" in d.columns and d["weight_decay"].notna().any():
+        d = d[np.isclose(d["weight_decay"], d["weight_decay"].max())]
+    return float(d["value"].mean())
+
+
+def at_length(df: pd.DataFrame, epochs: float | None = None, strongest: bool = False) -> pd.DataFrame:
+    """Return the rows of a training-regime frame at ``epochs`` (default: the longest), and with ``strongest``
+    only those at its strongest weight decay."""
+    epochs = df["epochs"].max() if epochs is None else epochs
+    out = df[np.isclose(df["epochs"], epochs)]
+    return out[np.isclose(out["weight_decay"], out["weight_decay"].max())] if strongest else out
+
+
+def _in_regime(r: ClaimResult, df: pd.DataFrame, regime: str) -> ClaimResult:
+    if regime not in REGIMES:
+        raise ValueError(f"regime={regime!r} is not allowed: expected one of {REGIMES}")
+    r.regime, r.decay_integral = regime, decay_of(df)
+    return r
 
 
 def _by_width(df: pd.DataFrame, metric: str, **filters) -> pd.DataFrame:
@@ -239,14 +286,14 @@ def _rho_row(df, metric, **filters) -> tuple[float, pd.DataFrame]:
     return spearman(st.index, st["mean"]), st
 
 
-def claim_w1(width_accuracy: pd.DataFrame) -> ClaimResult:
+def claim_w1(width_accuracy: pd.DataFrame, regime: str = "short", page: str = "width_accuracy") -> ClaimResult:
     """W1: merged accuracy rises with width, ρ(width, merged accuracy at λ=½) ≥ 0.9."""
     rho, st = _rho_row(width_accuracy, ACC_MERGED)
-    return ClaimResult("W1", "width", "Merged accuracy rises with width.",
-                       f"ρ = {rho:.2f}; merged accuracy {st['mean'].iloc[0]:.3f} at {st.index[0]} → "
-                       f"{st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units",
-                       "ρ(width, merged accuracy at λ=½) ≥ 0.9", bool(rho >= 0.9), "width_accuracy",
-                       values={"rho": rho})
+    return _in_regime(ClaimResult("W1", "width", "Merged accuracy rises with width.",
+                                  f"ρ = {rho:.2f}; merged accuracy {st['mean'].iloc[0]:.3f} at {st.index[0]} → "
+                                  f"{st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units",
+                                  "ρ(width, merged accuracy at λ=½) ≥ 0.9", bool(rho >= 0.9), page,
+                                  values={"rho": rho}), width_accuracy, regime)
 
 
 def claim_w2(barrier: pd.DataFrame) -> ClaimResult:
@@ -308,17 +355,22 @@ def claim_w5(orth: pd.DataFrame) -> ClaimResult:
                        bool(rho <= -0.9), "reciprocal_orthogonality", values={"rho": rho})
 
 
-def claim_w6(rank: pd.DataFrame) -> ClaimResult:
+def hidden_to_hidden(rank: pd.DataFrame) -> pd.DataFrame:
+    """Return the rows of the hidden-to-hidden layers (neither the first nor the last layer)."""
+    return rank[(rank["layer"] > rank["layer"].min()) & (rank["layer"] < rank["layer"].max())]
+
+
+def claim_w6(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") -> ClaimResult:
     """W6: ρ(width, relative effective rank of the hidden-to-hidden matrices) ≤ −0.9."""
-    hidden = rank[(rank["layer"] > rank["layer"].min()) & (rank["layer"] < rank["layer"].max())]
-    rho, st = _rho_row(hidden, REL_EFFECTIVE_RANK, method="trained")
-    return ClaimResult("W6", "width", "Weights become low-rank relative to their size as width grows.",
-                       f"ρ = {rho:.2f}; relative effective rank {st['mean'].iloc[0]:.3f} → {st['mean'].iloc[-1]:.3f}",
-                       "ρ(width, relative effective rank of hidden-to-hidden matrices) ≤ −0.9", bool(rho <= -0.9),
-                       "low_rank", values={"rho": rho})
+    rho, st = _rho_row(hidden_to_hidden(rank), REL_EFFECTIVE_RANK, method="trained")
+    return _in_regime(ClaimResult("W6", "width", "Weights become low-rank relative to their size as width grows.",
+                                  f"ρ = {rho:.2f}; relative effective rank {st['mean'].iloc[0]:.3f} → "
+                                  f"{st['mean'].iloc[-1]:.3f}",
+                                  "ρ(width, relative effective rank of hidden-to-hidden matrices) ≤ −0.9",
+                                  bool(rho <= -0.9), page, values={"rho": rho}), rank, regime)
 
 
-def claim_w7(wd: pd.DataFrame) -> ClaimResult:
+def claim_w7(wd: pd.DataFrame, regime: str = "short", page: str = "weak_weight_decay") -> ClaimResult:
     """W7: at the widest width, merged accuracy with weak weight decay is lower than with strong weight decay by
     more than the larger of the two conditions' spreads."""
     decays = sorted(wd["weight_decay"].dropna().unique())
@@ -326,11 +378,12 @@ def claim_w7(wd: pd.DataFrame) -> ClaimResult:
     wide = strong.index[-1]
     gap = strong.loc[wide, "mean"] - weak.loc[wide, "mean"]
     sp = max(strong["spread"].mean(), weak["spread"].mean())
-    return ClaimResult("W7", "width", "Weak weight decay breaks the width effect.",
-                       f"at {wide} units merged accuracy {weak.loc[wide, 'mean']:.3f} (wd {decays[0]:g}) vs "
-                       f"{strong.loc[wide, 'mean']:.3f} (wd {decays[-1]:g}); gap {gap:.3f}, spread {sp:.3f}",
-                       "at the widest width, weak-decay merged accuracy lower by more than the larger spread",
-                       bool(gap > sp), "weak_weight_decay", values={"gap": gap, "spread": sp})
+    return _in_regime(ClaimResult("W7", "width", "Weak weight decay breaks the width effect.",
+                                  f"at {wide} units merged accuracy {weak.loc[wide, 'mean']:.3f} (wd {decays[0]:g}) "
+                                  f"vs {strong.loc[wide, 'mean']:.3f} (wd {decays[-1]:g}); gap {gap:.3f}, spread "
+                                  f"{sp:.3f}",
+                                  "at the widest width, weak-decay merged accuracy lower by more than the larger "
+                                  "spread", bool(gap > sp), page, values={"gap": gap, "spread": sp}), wd, regime)
 
 
 def claim_w8(perm: pd.DataFrame) -> ClaimResult:
@@ -371,6 +424,50 @@ def claim_w10(depth: pd.DataFrame) -> ClaimResult:
                        f"β = {beta:.3f}, α = {intercept:.3f} at {units} units, L = {int(d['depth'].min())}.."
                        f"{int(d['depth'].max())}", "|β − 1| ≤ 0.25", bool(abs(beta - 1) <= 0.25), "lewc_depth",
                        values={"beta": beta, "alpha": intercept})
+
+
+def regime_cells(tr: pd.DataFrame, metric: str, hidden: bool = False, **filters) -> tuple[int, pd.DataFrame]:
+    """Return the widest width trained in every (length, weight decay) cell of a training-regime frame, and per
+    cell there: the mean decay integral D, and the seed mean and spread of ``metric`` (over the hidden-to-hidden
+    layers only, with ``hidden``)."""
+    cells = tr.groupby(["epochs", "weight_decay"])["hidden_units"].agg(lambda u: set(u.dropna()))
+    units = int(max(set.intersection(*cells)))
+    rows = []
+    for (e, wd), cell in tr[tr["hidden_units"] == units].groupby(["epochs", "weight_decay"]):
+        st = cell_stats(hidden_to_hidden(cell) if hidden else cell, metric, **filters)
+        rows.append({"epochs": e, "weight_decay": wd, "D": float(select(cell, DECAY_INTEGRAL)["value"].mean()),
+                     "mean": float(st["mean"].iloc[0]), "spread": float(st["spread"].iloc[0])})
+    return units, pd.DataFrame(rows).sort_values("D", ignore_index=True)
+
+
+def claim_r1(tr: pd.DataFrame) -> ClaimResult:
+    """R1: at the widest width trained at every length, ρ(D, relative effective rank of the hidden-to-hidden
+    matrices) ≤ −0.9 across the (length, weight decay) cells."""
+    units, st = regime_cells(tr, REL_EFFECTIVE_RANK, hidden=True, method="trained")
+    rho = spearman(st["D"], st["mean"])
+    lo, hi = st.iloc[0], st.iloc[-1]
+    return ClaimResult("R1", "width", "Weight decay makes the weights low-rank: the longer it acts, the lower the "
+                       "rank (the first link of the paper's causal account).",
+                       f"at {units} units, ρ(D, rank) = {rho:.2f}; relative effective rank {lo['mean']:.3f} at "
+                       f"D = {lo['D']:.3g} → {hi['mean']:.3f} at D = {hi['D']:.3g}",
+                       "ρ(D, relative effective rank of hidden-to-hidden matrices) ≤ −0.9 over the (length, weight "
+                       "decay) cells at the widest common width", bool(rho <= -0.9), "training_regime",
+                       values={"rho": rho, "units": units, "rank_lo_d": lo["mean"], "rank_hi_d": hi["mean"]})
+
+
+def claim_r2(tr: pd.DataFrame) -> ClaimResult:
+    """R2: at the widest width trained at every length, ρ(D, merged accuracy at λ=½) ≥ 0.9 across the (length,
+    weight decay) cells."""
+    units, st = regime_cells(tr, ACC_MERGED)
+    rho = spearman(st["D"], st["mean"])
+    lo, hi = st.iloc[0], st.iloc[-1]
+    return ClaimResult("R2", "width", "As weight decay acts longer (larger D), merging without permutations improves "
+                       "(the paper's causal account, end to end).",
+                       f"at {units} units, ρ(D, merged accuracy) = {rho:.2f}; merged accuracy {lo['mean']:.3f} at "
+                       f"D = {lo['D']:.3g} → {hi['mean']:.3f} at D = {hi['D']:.3g}",
+                       "ρ(D, merged accuracy at λ=½) ≥ 0.9 over the (length, weight decay) cells at the widest "
+                       "common width", bool(rho >= 0.9), "training_regime",
+                       values={"rho": rho, "units": units, "acc_lo_d": lo["mean"], "acc_hi_d": hi["mean"]})
 
 
 def _grid(noise: pd.DataFrame) -> pd.DataFrame:
@@ -425,31 +522,49 @@ def claim_n3(components: pd.DataFrame) -> ClaimResult:
                        values={"delta": delta, "spread": sp})
 
 
-#: Which page's CSV each claim reads.
+#: Which page's CSV each claim reads (W1, W6 and W7 in the short regime; their long rows, R1 and R2 read
+#: ``training_regime``).
 CLAIM_SOURCES = {"W1": "width_accuracy", "W2": "loss_barrier_calibration", "W3": "lewc", "W4": "weak_additivity",
                  "W5": "reciprocal_orthogonality", "W6": "low_rank", "W7": "weak_weight_decay",
                  "W8": "random_permutation", "W9": "loss_barrier_calibration", "W10": "lewc_depth",
+                 "R1": "training_regime", "R2": "training_regime",
                  "N1": "noise_scale", "N2": "noise_scale", "N3": "noise_components"}
+#: The claims scored in both regimes.
+REGIME_CLAIMS = ("W1", "W6", "W7")
 
 
 def scoreboard(frames: dict[str, pd.DataFrame]) -> list[ClaimResult]:
-    """Return every claim's result, reading the pages' long frames by notebook name."""
+    """Return every claim's result, reading the pages' long frames by notebook name.
+
+    W1, W6 and W7 appear twice: on the profile's own runs (``regime="short"``) and on the
+    training-regime page's longest length (``regime="long"``).  The other width rows are read
+    on the short regime's pages and say so.
+    """
     f = frames
-    rows = [claim_w1(f["width_accuracy"]), claim_w2(f["loss_barrier_calibration"]), claim_w3(f["lewc"]),
-            claim_w4(f["weak_additivity"]), claim_w5(f["reciprocal_orthogonality"]), claim_w6(f["low_rank"]),
-            claim_w7(f["weak_weight_decay"]), claim_w8(f["random_permutation"]),
-            claim_w9(f["loss_barrier_calibration"]), claim_w10(f["lewc_depth"])]
+    tr = f["training_regime"]
+    rows = [claim_w1(f["width_accuracy"]), claim_w1(at_length(tr, strongest=True), "long", "training_regime"),
+            claim_w2(f["loss_barrier_calibration"]), claim_w3(f["lewc"]), claim_w4(f["weak_additivity"]),
+            claim_w5(f["reciprocal_orthogonality"]),
+            claim_w6(f["low_rank"]), claim_w6(at_length(tr, strongest=True), "long", "training_regime"),
+            claim_w7(f["weak_weight_decay"]), claim_w7(at_length(tr), "long", "training_regime"),
+            claim_w8(f["random_permutation"]), claim_w9(f["loss_barrier_calibration"]), claim_w10(f["lewc_depth"])]
+    for r in rows:
+        if r.regime is None:
+            _in_regime(r, f[r.page], "short")
+    rows += [claim_r1(tr), claim_r2(tr)]
     rows += claim_n1(f["noise_scale"]) + claim_n2(f["noise_scale"]) + [claim_n3(f["noise_components"])]
     return rows
 
 
 def scoreboard_markdown(rows: list[ClaimResult]) -> str:
     """Return the scoreboard as a MyST table, each row linking to the page with its evidence."""
-    lines = ["| claim | paper's statement | measured here | test | result | evidence |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| claim | regime | paper's statement | measured here | test | result | evidence |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         mark = "✓" if r.passed else "✗"
         label = f"{r.id} (control)" if r.control else r.id
-        cells = [label, f"{r.paper} paper: {r.statement}", r.measured, r.test, mark, f"{{doc}}`{r.page}`"]
+        regime = "—" if r.regime is None else (f"{r.regime} (D = {r.decay_integral:.3g})"
+                                               if np.isfinite(r.decay_integral) else r.regime)
+        cells = [label, regime, f"{r.paper} paper: {r.statement}", r.measured, r.test, mark, f"{{doc}}`{r.page}`"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

@@ -53,10 +53,11 @@ study = lb.profiles.width_study(profile, **params)
 page = book.Page("lewc", profile, params, study)
 frames, run_ids = experiments.probe_frames(study, page.store)
 page.use(run_ids)
+regime = experiments.regime_frame(study, page.store)
 lewc, scale = frames["lewc"], frames["scale_law"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
 page.glue_figure("fig_lewc", plots.plot_lewc_vs_llfc(lewc))
 page.glue_figure("fig_scale", plots.plot_scale_law(scale))
 last = study.layers - 1  # the last hidden layer
@@ -139,5 +140,5 @@ long = claims.concat([
     claims.to_long_frame(lewc, "lewc", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
     claims.to_long_frame(scale, "lewc", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
 ])
-page.save(long)
+page.save(long, regime)
 page.provenance()

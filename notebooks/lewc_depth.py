@@ -50,10 +50,11 @@ page = book.Page("lewc_depth", profile, params, study)
 res = experiments.pair_frames(study, page.store)
 frames, run_ids = experiments.probe_frames(study, page.store)
 page.use(res.run_ids)
+regime = experiments.regime_frame(study, page.store)
 summary, scale = res.summary, frames["scale_law"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
 page.glue_figure("fig_depth", plots.plot_depth(summary, scale))
 by_depth = summary.groupby("depth").mean(numeric_only=True)
 by_depth["norm_pred"] = 2.0 ** (1 - by_depth.index)
@@ -107,5 +108,5 @@ long = claims.concat([
                    ["width", "hidden_units", "depth"]),
     claims.to_long_frame(scale, "lewc_depth", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
 ])
-page.save(long)
+page.save(long, regime)
 page.provenance()

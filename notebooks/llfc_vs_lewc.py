@@ -50,6 +50,7 @@ study = lb.profiles.control_study(profile, **params)
 page = book.Page("llfc_vs_lewc", profile, params, study)
 frames, run_ids = experiments.probe_frames(study, page.store, matched=True)
 page.use(run_ids)
+regime = experiments.regime_frame(study, page.store)
 keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]
 long = claims.concat([claims.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys),
                       claims.to_long_frame(claims.select(frames["reciprocal_orthogonality"], lam=0.5),
@@ -66,7 +67,7 @@ panels = [dict(metric="lewc_rel_err", title=rf"LEWC error, layer {last}, $\lambd
           dict(metric="commutativity_rel_err", title="commutativity error (layers 2..L)", logy=True),
           dict(metric="orth_ratio", title="orthogonality ratio (layers 2..L)", logy=True)]
 page.glue_figure("fig_llfc", plots.plot_panels(long, panels, ncols=2, labels=names))
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
 page.glue("last", int(last))
 units = sorted(long["hidden_units"].unique())
 narrow, wide = units[0], units[-1]
@@ -117,5 +118,5 @@ page.glue_md("verdict_matched", "closer to LLFC than to LEWC" if wm["llfc_rel_er
 # units, so it makes $W^a z^b$ large again by design.
 
 # %%
-page.save(long)
+page.save(long, regime)
 page.provenance()

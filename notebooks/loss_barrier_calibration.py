@@ -57,11 +57,12 @@ study = lb.profiles.width_study(profile, **params)
 page = book.Page("loss_barrier_calibration", profile, params, study)
 res = experiments.width_frames(study, page.store)
 page.use(res.run_ids)
+regime = experiments.regime_frame(study, page.store)
 summary, curves = res.summary, res.curves
 
 # %% tags=["hide-input"]
 L = study.layers
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
 page.glue_figure("fig_barriers", plots.plot_barriers(summary))
 page.glue_figure("fig_curves_cal", plots.plot_interpolation(curves, "loss_cal", "calibrated test loss (nats)"))
 means = summary.groupby("hidden_units").mean(numeric_only=True)
@@ -166,5 +167,5 @@ long = claims.concat([
                     "loss_cal_endpoints", "tau_merged", "tau_ensemble", "tau_ratio", "logit_norm_ratio",
                     "tau_at_bound_merged", "tau_at_bound_ensemble"], ["width", "hidden_units", "depth"]),
 ])
-page.save(long)
+page.save(long, regime)
 page.provenance()

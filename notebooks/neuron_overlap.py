@@ -51,10 +51,11 @@ study = lb.profiles.width_study(profile, **params)
 page = book.Page("neuron_overlap", profile, params, study)
 frames, run_ids = experiments.probe_frames(study, page.store)
 page.use(run_ids)
+regime = experiments.regime_frame(study, page.store)
 nm = frames["neuron_moments"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
 page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
 jac = claims.cell_stats(nm, "jaccard", method="trained")  # mean over hidden layers
 chance = claims.cell_stats(nm, "jaccard_chance", method="trained")
@@ -95,5 +96,5 @@ table.round(4)
 # far faster with rank than in untrained ones.
 
 # %%
-page.save(claims.to_long_frame(nm, "neuron_overlap", ["width", "hidden_units", "depth", "layer", "method"]))
+page.save(claims.to_long_frame(nm, "neuron_overlap", ["width", "hidden_units", "depth", "layer", "method"]), regime)
 page.provenance()

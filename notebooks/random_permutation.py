@@ -56,10 +56,11 @@ study = lb.profiles.control_study(profile, **params)
 page = book.Page("random_permutation", profile, params, study)
 perm, run_ids = experiments.permutation_frames(study, page.store)
 page.use(run_ids)
+regime = experiments.regime_frame(study, page.store)
 
 # %% tags=["hide-input"]
 page.glue_figure("fig_draws", plots.plot_draws(perm))
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
 page.glue("draws", study.draws)
 rnd = perm[perm["method"] == "random_permutation"]
 spread = rnd.groupby(["hidden_units", "seed"])["acc_merged"].agg(lambda v: v.max() - v.min()).groupby(level=0).mean()
@@ -107,5 +108,5 @@ means.assign(spread_over_draws=spread).round(4)
 long = claims.to_long(perm, "random_permutation", ["acc_merged", "loss_barrier_cal_mid", "loss_barrier_mid",
                                                    "acc_endpoints"], ["width", "hidden_units", "depth", "method",
                                                                       "index"])
-page.save(long)
+page.save(long, regime)
 page.provenance()

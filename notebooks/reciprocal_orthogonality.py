@@ -53,10 +53,11 @@ study = lb.profiles.width_study(profile, **params)
 page = book.Page("reciprocal_orthogonality", profile, params, study)
 frames, run_ids = experiments.probe_frames(study, page.store)
 page.use(run_ids)
+regime = experiments.regime_frame(study, page.store)
 orth = frames["reciprocal_orthogonality"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
 page.glue_figure("fig_orth", plots.plot_orthogonality(orth, 0.5))
 ratio = claims.cell_stats(orth, "orth_ratio", lam=0.5, method="trained")  # mean over both directions and layers
 ratio_un = claims.cell_stats(orth, "orth_ratio", lam=0.5, method="untrained")
@@ -98,5 +99,5 @@ ratio.join(ratio_un, rsuffix="_untrained").join(cross, rsuffix="_cross")[
 
 # %%
 page.save(claims.to_long_frame(orth, "reciprocal_orthogonality",
-                               ["width", "hidden_units", "depth", "layer", "lam", "method"]))
+                               ["width", "hidden_units", "depth", "layer", "lam", "method"]), regime)
 page.provenance()

@@ -50,10 +50,11 @@ study = lb.profiles.width_study(profile, **params)
 page = book.Page("weak_additivity", profile, params, study)
 frames, run_ids = experiments.probe_frames(study, page.store)
 page.use(run_ids)
+regime = experiments.regime_frame(study, page.store)
 add = frames["weak_additivity"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
 page.glue_figure("fig_add", plots.plot_additivity(add, 0.5))
 err = claims.cell_stats(add, "additivity_rel_err", lam=0.5, method="trained")  # mean over hidden layers
 base = claims.cell_stats(add, "baseline_additivity_rel_err", lam=0.5, method="trained")
@@ -102,5 +103,5 @@ err.join(base, rsuffix="_gauss").join(un, rsuffix="_untrained")[["mean", "spread
 # {glue:text}`cos_base_wide:.3f`.
 
 # %%
-page.save(claims.to_long_frame(add, "weak_additivity", ["width", "hidden_units", "depth", "layer", "lam", "method"]))
+page.save(claims.to_long_frame(add, "weak_additivity", ["width", "hidden_units", "depth", "layer", "lam", "method"]), regime)
 page.provenance()

@@ -57,6 +57,7 @@ study = lb.profiles.control_study(profile, **params)
 page = book.Page("weight_matching", profile, params, study)
 curves, summary, run_ids = experiments.method_frames(study, page.store)
 page.use(run_ids)
+regime = experiments.regime_frame(study, page.store)
 metrics = ["acc_barrier", "loss_barrier", "loss_barrier_cal", "acc_barrier_mid", "loss_barrier_mid",
            "loss_barrier_cal_mid", "acc_merged"]
 long = claims.concat([
@@ -69,7 +70,7 @@ table = summary.groupby(["hidden_units", "method"])[["acc_barrier", "loss_barrie
 table.round(3)
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
 panels = [dict(metric="acc_barrier", title="accuracy barrier"),
           dict(metric="loss_barrier", title="raw loss barrier (nats)"),
           dict(metric="loss_barrier_cal", title="calibrated loss barrier (nats)")]
@@ -138,5 +139,5 @@ page.glue_md("best_wide", best.replace("_", " "))
 # {glue:text}`it_wide:.1f` sweeps on average.
 
 # %%
-page.save(long)
+page.save(long, regime)
 page.provenance()

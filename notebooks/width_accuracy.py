@@ -48,10 +48,12 @@ study = lb.profiles.width_study(profile, **params)
 page = book.Page("width_accuracy", profile, params, study)
 res = experiments.width_frames(study, page.store)
 page.use(res.run_ids)
+regime = experiments.regime_frame(study, page.store)
 summary, curves = res.summary, res.curves
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study))
+page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("regime", book.describe_regime(regime))
 page.glue_figure("fig_curves", plots.plot_interpolation(curves))
 page.glue_figure("fig_width", plots.plot_width_accuracy(summary))
 means = summary.groupby("hidden_units").mean(numeric_only=True)
@@ -97,6 +99,10 @@ means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barri
 # {glue:text}`acc_endpoints_wide:.3f` for the endpoints' mean: a gap to the
 # ensemble of {glue:text}`gap_wide:.3f`.
 #
+# **Training regime.** {glue:md}`regime`. Whether that is long enough for weight
+# decay, the paper's proposed cause, to have acted is the question of the page
+# {doc}`training_regime`, which repeats this sweep on longer runs.
+#
 # Accuracy does not depend on the softmax temperature, so this figure needs no
 # calibration. The loss does: the next page shows why the merged model's loss
 # barrier stays large until its temperature is refitted, and how the size of that
@@ -107,5 +113,5 @@ long = claims.to_long(curves, "width_accuracy", ["acc"], ["width", "hidden_units
 long = claims.concat([long, claims.to_long(summary, "width_accuracy",
                                               ["acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble",
                                                "acc_barrier", "acc_barrier_mid"], ["width", "hidden_units"])])
-page.save(long)
+page.save(long, regime)
 page.provenance()

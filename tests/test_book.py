@@ -217,3 +217,46 @@ def test_every_notebook_records_what_it_read():
         text = (ROOT / "notebooks" / f"{name}.py").read_text()
         assert "page.provenance()" in text, name
         assert text.count('tags=["parameters"]') == 1, name
+
+
+def _glued(nb) -> dict[str, set[str]]:
+    """Return the glued keys of an executed notebook and each one's MIME types."""
+    out: dict[str, set[str]] = {}
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                out.setdefault(name, set()).update(m.split("/", 2)[-1] for m in o.get("data", {}))
+    return out
+
+
+def test_training_regime_page_has_its_figures_and_scores_both_regimes(executed):
+    import nbformat
+
+    _, out, _, _ = executed
+    glued = _glued(nbformat.read(out / "training_regime.ipynb", as_version=4))
+    for fig in ("fig_regime", "fig_map"):
+        assert "image/png" in glued[fig], (fig, glued.get(fig))
+    for key in ("r1_mark", "r2_mark", "w1_long_mark", "follows", "regime", "cut"):
+        assert key in glued
+    tr = read_results(out / "data" / "training_regime.csv")
+    assert {"decay_integral", "init_distance", "weight_norm", "acc_merged", "rel_effective_rank"} <= set(tr["metric"])
+    assert tr["epochs"].nunique() >= 2 and tr["weight_decay"].nunique() >= 2
+    board = read_results(out / "data" / "claims.csv")
+    passed = board[board["metric"] == "claim_passed"]
+    for claim in ("W1", "W6", "W7"):
+        assert sorted(passed.loc[passed["method"] == claim, "regime"]) == ["long", "short"], claim
+    assert passed["regime"].dropna().isin(["short", "long"]).all()
+    d = board[board["metric"] == "decay_integral"].set_index(["method", "regime"])["value"]
+    assert d["W1", "long"] > d["W1", "short"] > 0
+
+
+def test_every_width_page_carries_its_regime(executed):
+    _, out, _, _ = executed
+    for name in ("width_accuracy", "loss_barrier_calibration", "lewc", "weak_additivity", "reciprocal_orthogonality",
+                 "neuron_overlap", "low_rank", "lewc_depth", "weak_weight_decay", "random_permutation",
+                 "weight_matching", "llfc_vs_lewc", "training_regime"):
+        df = read_results(out / "data" / f"{name}.csv")
+        for metric in ("decay_integral", "init_distance"):
+            units = df.loc[df["metric"] == metric, "hidden_units"]
+            assert set(units) == set(df["hidden_units"].dropna()), (name, metric)

@@ -159,4 +159,68 @@ def test_n3():
 
 
 def test_scoreboard_reads_every_source():
-    assert set(claims.CLAIM_SOURCES) == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "N1", "N2", "N3"}
+    assert set(claims.CLAIM_SOURCES) == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "R1", "R2",
+                                         "N1", "N2", "N3"}
+
+
+def _regime_frame(rank_of, acc_of, units=(16, 64, 256), lengths=(60, 600), decays=(1e-4, 3e-3)):
+    """A training_regime-like frame: per (length, wd, width, seed) merged accuracy, D and hidden-layer ranks."""
+    rows = []
+    for e in lengths:
+        for wd in decays:
+            d = wd * e
+            for u in units:
+                for s in (0, 1):
+                    keys = {"seed": s, "hidden_units": u, "epochs": e, "weight_decay": wd}
+                    rows.append({"metric": "acc_merged", "value": acc_of(d, u) + 1e-4 * s, **keys})
+                    rows.append({"metric": "decay_integral", "value": d, **keys})
+                    for layer in (1, 2, 3, 4):
+                        v = rank_of(d, u) if layer in (2, 3) else 0.5
+                        rows.append({"metric": "rel_effective_rank", "value": v, "layer": layer, "method": "trained",
+                                     **keys})
+    return frame("training_regime", rows)
+
+
+def test_regime_rows_name_their_regime_and_d():
+    tr = _regime_frame(lambda d, u: 0.8 - d / u, lambda d, u: 0.3 + 0.1 * np.log2(u) + d)
+    longest = claims.at_length(tr, strongest=True)
+    assert set(longest["epochs"]) == {600} and set(longest["weight_decay"]) == {3e-3}
+    r = claims.claim_w1(longest, "long", "training_regime")
+    assert r.passed and r.regime == "long" and r.decay_integral == pytest.approx(3e-3 * 600)
+    assert claims.claim_w1(claims.at_length(tr, 60, strongest=True)).regime == "short"
+    w7 = claims.claim_w7(claims.at_length(tr), "long", "training_regime")
+    assert w7.passed and w7.decay_integral == pytest.approx(1.8)  # the strong decay's D
+    with pytest.raises(ValueError, match="regime"):
+        claims.claim_w1(longest, "medium")
+
+
+def test_w6_and_w7_can_disagree_between_regimes():
+    # weight decay acts only where D > 1 (the long, strong cell): only there do rank and merging respond
+    acted = lambda d: d > 1  # noqa: E731
+    tr = _regime_frame(lambda d, u: 0.8 - 0.01 * np.log2(u) * acted(d), lambda d, u: 0.5 + 0.01 * np.log2(u)
+                       + 0.3 * acted(d))
+    assert not claims.claim_w6(claims.at_length(tr, 60, strongest=True)).passed
+    assert claims.claim_w6(claims.at_length(tr, 600, strongest=True), "long").passed
+    assert not claims.claim_w7(claims.at_length(tr, 60)).passed
+    assert claims.claim_w7(claims.at_length(tr, 600), "long").passed
+
+
+def test_r1_and_r2_pass_and_fail():
+    rank_falls = lambda d, u: 0.8 * np.exp(-d)  # noqa: E731
+    acc_rises = lambda d, u: 0.5 + 0.2 * d  # noqa: E731
+    acc_falls = lambda d, u: 0.9 - 0.2 * d  # noqa: E731
+    both = _regime_frame(rank_falls, acc_rises)
+    assert claims.claim_r1(both).passed and claims.claim_r2(both).passed
+    assert claims.claim_r1(both).values["units"] == 256
+    low_rank_but_worse = _regime_frame(rank_falls, acc_falls)
+    assert claims.claim_r1(low_rank_but_worse).passed and not claims.claim_r2(low_rank_but_worse).passed
+    assert claims.trend(claims.claim_r2(low_rank_but_worse).values["rho"]) == "falls"
+    no_low_rank = _regime_frame(lambda d, u: 0.8 + 0.01 * d, acc_rises)
+    assert not claims.claim_r1(no_low_rank).passed
+
+
+def test_r_claims_use_the_widest_width_trained_at_every_length():
+    tr = _regime_frame(lambda d, u: 0.8 * np.exp(-d), lambda d, u: 0.5 + 0.2 * d)
+    extra = _regime_frame(lambda d, u: 0.9, lambda d, u: 0.1, units=(1024,), lengths=(60,))
+    both = pd.concat([tr, extra], ignore_index=True)
+    assert claims.claim_r1(both).values["units"] == 256 and claims.claim_r2(both).passed

@@ -31,3 +31,8 @@ def test_spearman():
     assert claims.spearman([1, 2, 3], [3, 5, 9]) == pytest.approx(1.0)
     assert claims.spearman([1, 2, 3], [9, 5, 3]) == pytest.approx(-1.0)
     assert np.isnan(claims.spearman([1, 2, 3], [1, 1, 1]))
+
+
+def test_spearman_is_exact_at_a_threshold():
+    # one adjacent swap among 5 points: ρ = 1 − 6·2/(5·24) = 0.9 exactly, so "ρ ≥ 0.9" must hold
+    assert claims.spearman([1, 2, 3, 4, 5], [1, 2, 3, 5, 4]) >= 0.9

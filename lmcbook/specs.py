@@ -18,7 +18,9 @@ from typing import Any
 #: Bumped whenever training semantics change, so that a fixed bug never
 #: serves a stale checkpoint from the store.
 #: 2: the fused SGD update (same algorithm, other floating-point rounding).
-CODE_VERSION = 2
+#: 3: stacked children inherit their own parent's momentum buffer (a stack that mixed μ = 0 and μ > 0
+#:    parents started every child from a fresh buffer).
+CODE_VERSION = 3
 
 DATASETS = ("digits", "mnist1d", "mnist", "fashion_mnist", "cifar10", "cifar100")
 #: Data sets generated or shipped locally (no download, no data_root).

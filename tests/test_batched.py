@@ -4,6 +4,8 @@ These are tolerance tests by design: a batched matrix product sums in another or
 so batched runs are never compared bitwise (DESIGN.md §4, run identity).
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -93,3 +95,55 @@ def test_group_keys_and_bad_groups():
     assert group_key(RunSpec(model=ModelSpec("mlp", norm="batch")), n) is None
     with pytest.raises(SpecError, match="group_key"):
         train_many([_spec(0), _spec(0, batch_size=32)], load("digits", device="cpu"))
+
+
+def _children(momenta, spawn=15):
+    """One spawned child per momentum, each from its own parent (the noise study's momentum sweep)."""
+    from lmcbook.noise import spawn_pair
+
+    return [spawn_pair(_spec(i, momentum=m), spawn, pair=i)[0] for i, m in enumerate(momenta)]
+
+
+def _fine_tuned():
+    base = _spec(0)
+    return [RunSpec(DataSpec("digits", transform="reverse"), base.model,
+                    TrainSpec(steps=40, batch_size=64, lr=lr, momentum=0.9, weight_decay=3e-3, seed=0), init=base)
+            for lr in (0.01, 0.05)]
+
+
+CASES = {
+    "plain seeds and optimizer settings": lambda: [_spec(0), _spec(1, lr=0.1, momentum=0.5, wd=0.0),
+                                                   _spec(2, lr=0.02, momentum=0.0)],
+    "layer norm with biases": lambda: [_spec(0, norm="layer", bias=True), _spec(1, norm="layer", bias=True,
+                                                                                 momentum=0.0)],
+    "augmentation": lambda: [_spec(0, augment=True), _spec(1, augment=True, aug_seed=7)],
+    "children of mu = 0 and mu > 0 parents": lambda: _children((0.0, 0.5, 0.9)),
+    "fine-tuned runs on a transformed task": _fine_tuned,
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_stacked_training_equals_training_alone_for_every_kind_it_accepts(case, tmp_path):
+    from lmcbook.batched import STACK_TOLERANCE
+
+    specs = CASES[case]()
+    data = load("digits", device="cpu", transform=specs[0].data.transform)
+    assert len({group_key(s, len(data.y_train)) for s in specs}) == 1  # they do train as one stack
+    stacked = RunStore(tmp_path / "stacked").get_or_train_many(specs, data=data)
+    assert all(r.provenance.get("batched_with") == len(specs) for r in stacked)
+    alone = RunStore(tmp_path / "alone")
+    for spec, run in zip(specs, stacked):
+        ref = alone.get_or_train(spec, data=data)
+        assert "batched_with" not in ref.provenance
+        assert _close(run.model, ref.model, STACK_TOLERANCE), (case, spec.train)
+
+
+def test_a_stacked_mu_half_child_keeps_its_parents_momentum(tmp_path):
+    """The bug this guards against: in a stack with a μ = 0 child, a μ > 0 child started from a fresh buffer."""
+    data = load("digits", device="cpu")
+    zero, half = _children((0.0, 0.5))
+    stacked = RunStore(tmp_path / "s").get_or_train_many([zero, half], data=data)[1]
+    parent = RunStore(tmp_path / "p").get_or_train(half.parent, data=data)
+    assert parent.momentum  # the parent stored its buffers
+    fresh = train(half, data, start=replace(parent, momentum=None))  # what the bug computed
+    assert not _close(stacked.model, fresh.model, 1e-5)

@@ -25,7 +25,19 @@ import pandas as pd
 import yaml
 
 from . import __version__
-from .claims import REGIME_KEYS, concat, to_long_frame, validate_results
+from .claims import (
+    FAIL,
+    INCONCLUSIVE,
+    NA,
+    PAGE_CLAIMS,
+    PASS,
+    REGIME_KEYS,
+    ClaimResult,
+    concat,
+    page_claims,
+    to_long_frame,
+    validate_results,
+)
 from .profiles import PARTS, PROFILES, all_notebooks, part_of
 from .provenance import git_sha
 from .specs import SpecError
@@ -70,14 +82,17 @@ class Page:
         path = out_dir() / "data" / f"{name}.csv"
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist: execute notebook {name!r} first")
-        self.csv_reads[str(path.resolve())] = _file_sha(path)
+        self.csv_reads[name] = _file_sha(path)  # by page name: the record stays valid if the output moves
         return read_results(path)
 
-    def save(self, long: pd.DataFrame, regime: pd.DataFrame | None = None) -> Path:
-        """Validate the long-format frame and write it as this page's CSV; return the path.
+    def save(self, long: pd.DataFrame, regime: pd.DataFrame | None = None) -> list[ClaimResult]:
+        """Validate the long-format frame, write it as this page's CSV, and glue the verdicts of the claims whose
+        evidence this page is, computed on that frame by :func:`lmcbook.claims.page_claims`; return them.
 
         ``regime`` (:func:`lmcbook.experiments.regime_frame`) adds the runs' training regime
         (decay integral, shrinkage, distance from initialisation, weight norms) to the CSV.
+        Each verdict is glued under its key (``w1``, ``w1_long``, ``n1_50``, ...) as
+        ``KEY_mark``, ``KEY_verdict``, ``KEY_measured``, ``KEY_test`` and ``KEY_state``.
         """
         if regime is not None:
             long = concat([long, to_long_frame(regime, self.name, REGIME_KEYS)])
@@ -86,7 +101,10 @@ class Page:
         tmp = self.csv_path.with_suffix(".csv.tmp")
         long.to_csv(tmp, index=False)
         os.replace(tmp, self.csv_path)
-        return self.csv_path
+        verdicts = page_claims(self.name, long) if self.name in PAGE_CLAIMS else []
+        for r in verdicts:
+            self.glue_claim(r)
+        return verdicts
 
     @staticmethod
     def glue(key: str, value: Any) -> None:
@@ -115,16 +133,16 @@ class Page:
         glue(key, fig, display=False)
         plt.close(fig)
 
-    def glue_claim(self, key: str, result: Any) -> Any:
-        """Glue a scoreboard verdict computed by :mod:`lmcbook.claims` and return it.
-
-        Keys: ``KEY_mark`` (✓ or ✗), ``KEY_verdict`` ("passes" / "fails"), ``KEY_measured`` (what
-        was measured) and ``KEY_test`` (the fixed test); all Markdown, for the ``{glue:md}`` role.
-        """
-        self.glue_md(f"{key}_mark", "✓" if result.passed else "✗")
-        self.glue_md(f"{key}_verdict", "passes" if result.passed else "**fails**")
+    def glue_claim(self, result: ClaimResult, key: str | None = None) -> ClaimResult:
+        """Glue one verdict of :mod:`lmcbook.claims` under ``key`` (default ``result.key``; see :meth:`save`) and
+        return it."""
+        words = {PASS: "passes", FAIL: "**fails**", INCONCLUSIVE: "is **inconclusive**", NA: "does not apply"}
+        key = key or result.key
+        self.glue_md(f"{key}_mark", result.mark)
+        self.glue_md(f"{key}_verdict", words[result.state])
         self.glue_md(f"{key}_measured", result.measured)
         self.glue_md(f"{key}_test", result.test)
+        self.glue(f"{key}_state", result.state)
         return result
 
     def reproduce_command(self) -> str:
@@ -196,7 +214,7 @@ def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
         ls = f"L = {depths[0]}" if len(depths) == 1 else f"L = {', '.join(map(str, depths))}"
         arch = f"ReLU MLP with {ls} linear layers"
     else:
-        arch = {"vgg11": "VGG11", "resnet20": "ResNet20"}[m.arch]
+        arch = {"vgg11": "VGG11", "resnet20": "ResNet20 (activation probes read residual-block outputs)"}[m.arch]
     unit = "hidden units" if m.arch == "mlp" else "base channels"
     return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {study.dataset}; "
             f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
@@ -336,8 +354,9 @@ def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:
         manifest = store.path(rid) / "manifest.json"
         if sha is None or not manifest.exists() or _file_sha(manifest) != sha:
             return False
-    for path, sha in reads.get("csv", {}).items():
-        if not Path(path).exists() or _file_sha(Path(path)) != sha:
+    for name_read, sha in reads.get("csv", {}).items():
+        path = out / "data" / f"{name_read}.csv"
+        if not path.exists() or _file_sha(path) != sha:
             return False
     return True
 

@@ -136,12 +136,21 @@ def width_frames(study: Recipe, store: RunStore | None = None) -> PairFrames:
     return pair_frames(study, store)
 
 
+def probe_points_of(model) -> str:
+    """Return where the activation probes read a model: ``"blocks"`` (residual-block outputs) for ResNet20, whose
+    residual stream the layer-wise LEWC theorem does not cover, else ``"layers"``."""
+    return "blocks" if hasattr(model, "block_points") else "layers"
+
+
 def _all_probes(a, b, data: Dataset, lams) -> dict[str, pd.DataFrame]:
     # activations in float32 (their errors are far below what the probes resolve); spectra in float64
-    acts = PairActivations(a, b, data.x_test, train_x=data.x_train, dtype=torch.float32)
+    points = probe_points_of(a)
+    acts = PairActivations(a, b, data.x_test, train_x=data.x_train, dtype=torch.float32, points=points)
+    layers = acts if points == "layers" else PairActivations(a, b, data.x_test, train_x=data.x_train,
+                                                             dtype=torch.float32)  # orthogonality applies weights
     rank = pd.concat([rank_profile(m).assign(model=name) for name, m in (("a", a), ("b", b))], ignore_index=True)
     return {"lewc": acts.lewc(lams), "weak_additivity": acts.weak_additivity(lams),
-            "reciprocal_orthogonality": acts.reciprocal_orthogonality(lams),
+            "reciprocal_orthogonality": layers.reciprocal_orthogonality(lams),
             "neuron_moments": acts.neuron_moments(), "scale_law": acts.scale_law(), "rank": rank}
 
 
@@ -376,7 +385,8 @@ def noise_specs(study: NoiseStudy) -> list[RunSpec]:
 
 
 def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
-    """Return each task's test loss and accuracy against α for task arithmetic and TIES, per fine-tuning lr.
+    """Return each task's test loss and accuracy (and calibration-split loss, to choose α on) against α for task
+    arithmetic and TIES, per fine-tuning lr.
 
     θ0 is trained on the original task; copies are fine-tuned on the time-reversed and the
     negated inputs (``transform`` in the DataSpec) at each of ``finetune_lrs``, with a fresh
@@ -410,13 +420,14 @@ def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> t
                     for alpha in study.alphas:
                         model = add_vectors(base.model, vec, alpha)
                         for t, ds in tasks.items():
-                            ev = evaluate(model, ds.x_test, ds.y_test)
+                            ev, cal = evaluate(model, ds.x_test, ds.y_test), evaluate(model, *ds.split("cal"))
                             out.append({"method": method, "alpha": alpha, "task": "original" if t == "none" else t,
-                                        "task_loss": ev.loss, "task_acc": ev.acc})
+                                        "task_loss": ev.loss, "task_acc": ev.acc, "task_cal_loss": cal.loss})
                 for t in TASKS:  # the fine-tuned models themselves, on their own task
                     ev = evaluate(tuned[t].model, tasks[t].x_test, tasks[t].y_test)
+                    cal = evaluate(tuned[t].model, *tasks[t].split("cal"))
                     out.append({"method": "finetuned", "alpha": 1.0, "task": t, "task_loss": ev.loss,
-                                "task_acc": ev.acc})
+                                "task_acc": ev.acc, "task_cal_loss": cal.loss})
                 return {"rows": pd.DataFrame(out)}
 
             got = store.cached_frames("task_arithmetic", {"base": base.id, "tuned": [tuned[t].id for t in TASKS],

@@ -229,10 +229,17 @@ def plot_orthogonality(orth: pd.DataFrame, lam: float = 0.5) -> Figure:
 
 
 def plot_neuron_overlap(nm: pd.DataFrame) -> Figure:
-    """Return the Jaccard index of the top-10% neurons against width with its chance level, and the sorted
-    root second moments of the widest pair's last hidden layer."""
+    """Return the Jaccard index of the top-10% neurons against width with its chance level, the share of activity
+    in the top 10% against width, and the sorted root second moments of the widest pair's last hidden layer."""
     use_style()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (ax1, ax3, ax2) = plt.subplots(1, 3, figsize=(13, 3.4))
+    lines_by_layer(ax3, nm, "top_share", label_untrained=False)
+    _width_axis(ax3, nm["hidden_units"])
+    kn = nm[nm["metric"].isin(["top_k", "n_neurons"])].pivot_table(index="hidden_units", columns="metric",
+                                                                    values="value")
+    ax3.plot(kn.index, kn["top_k"] / kn["n_neurons"], "k:", label="equal activity (k/n)")
+    ax3.set_ylabel(r"share of $\sum_i E[z_i^2]$ in the top 10%")
+    ax3.legend()
     lines_by_layer(ax1, nm, "jaccard", label_untrained=False)
     ch = nm[(nm["metric"] == "jaccard_chance") & (nm["method"] == "trained")]
     st = seed_stats(ch[ch["layer"] == ch["layer"].min()], "hidden_units", "value")

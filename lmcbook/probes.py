@@ -4,7 +4,8 @@ Notation: f_l is the output of the l-th linear/conv layer on the main path (its
 pre-activation, before any normalisation), z_(l-1) is that layer's input, and
 θ(λ) = λ·θa + (1−λ)·θb.  A :class:`PairActivations` records, with forward
 hooks on the models' probe points, every layer's input and output for model a,
-model b and each merged model θ(λ) in one forward pass each, in float64; every
+model b and each merged model θ(λ) in one forward pass each, in float64 by default
+(``dtype``; the book's pages use float32, see :func:`lmcbook.experiments.probe_frames`); every
 probe reads from those records.  Probes never rewrite a forward pass.
 
 Aggregation (one rule everywhere): a norm ratio is a ratio of Frobenius norms
@@ -56,6 +57,8 @@ class Record:
     modules: dict[int, nn.Module]
     inputs: dict[int, torch.Tensor]
     outputs: dict[int, torch.Tensor]
+    #: "layers" (outputs are pre-activations) or "blocks" (outputs are residual-block outputs, after their ReLU)
+    points: str = "layers"
 
     @property
     def hidden(self) -> list[int]:
@@ -95,7 +98,7 @@ def record(model: nn.Module, x: torch.Tensor, points: str = "layers") -> Record:
             h.remove()
         model.train(was)
     layers = [p.layer for p in pts]
-    return Record(layers, {p.layer: p.role for p in pts}, {p.layer: p.module for p in pts}, ins, outs)
+    return Record(layers, {p.layer: p.role for p in pts}, {p.layer: p.module for p in pts}, ins, outs, points)
 
 
 def _in_dtype(model: nn.Module, dtype: torch.dtype) -> nn.Module:
@@ -110,7 +113,8 @@ def _in_dtype(model: nn.Module, dtype: torch.dtype) -> nn.Module:
 
 
 class PairActivations:
-    """Records of model a, model b and merged models θ(λ) on inputs x, in float64, computed once each.
+    """Records of model a, model b and merged models θ(λ) on inputs x, in ``dtype`` (float64 unless given),
+    computed once each.
 
     ``train_x`` (training inputs) is needed only for models with BatchNorm, whose
     statistics are recomputed after each interpolation.
@@ -196,8 +200,10 @@ class PairActivations:
         return pd.DataFrame(rows)
 
     def neuron_moments(self, top_fraction: float = 0.1) -> pd.DataFrame:
-        """Return per hidden layer the Jaccard index of the two models' top-k neurons and its chance level,
-        plus every neuron's root second moment (``rms_a``/``rms_b`` rows keyed by ``index``)."""
+        """Return per hidden layer the Jaccard index of the two models' top-k neurons and its chance level, how
+        concentrated each layer's activity is (``top_share``, ``participation_ratio``; mean of the two models, see
+        :func:`concentration`), plus every neuron's root second moment (``rms_a``/``rms_b`` rows keyed by
+        ``index``)."""
         if not 0 < top_fraction <= 1:
             raise ValueError(f"top_fraction={top_fraction!r} is not allowed: expected a fraction in (0, 1]")
         rows, per_neuron = [], []
@@ -207,9 +213,11 @@ class PairActivations:
             k = max(1, round(top_fraction * n))
             top_a = set(torch.topk(ra, k).indices.tolist())
             top_b = set(torch.topk(rb, k).indices.tolist())
+            share, pr = zip(*(concentration(r ** 2, k) for r in (ra, rb)))
             rows += [_row(l, None, "jaccard", len(top_a & top_b) / len(top_a | top_b)),
                      _row(l, None, "jaccard_chance", jaccard_chance(n, k)), _row(l, None, "top_k", k),
-                     _row(l, None, "n_neurons", n)]
+                     _row(l, None, "n_neurons", n), _row(l, None, "top_share", sum(share) / 2),
+                     _row(l, None, "participation_ratio", sum(pr) / 2)]
             per_neuron += [pd.DataFrame({"layer": l, "lam": float("nan"), "metric": key, "value": r.cpu().numpy(),
                                          "index": np.arange(n)}) for key, r in (("rms_a", ra), ("rms_b", rb))]
         return pd.concat([pd.DataFrame(rows)] + per_neuron, ignore_index=True)
@@ -403,11 +411,25 @@ def apply_weight(module: nn.Module, z: torch.Tensor) -> torch.Tensor:
 
 
 def neuron_rms(rec: Record, layer: int) -> torch.Tensor:
-    """Return sqrt(E[z_i²]) of each neuron (channel) of hidden layer ``layer``'s post-activation."""
-    nxt = rec.layers[rec.layers.index(layer) + 1]
-    z = rec.inputs[nxt].double()
+    """Return sqrt(E[z_i²]) of each neuron (channel) of hidden layer ``layer``'s post-activation: the next layer's
+    input, or a residual block's own output."""
+    if rec.points == "blocks":
+        z = rec.outputs[layer].double()
+    else:
+        z = rec.inputs[rec.layers[rec.layers.index(layer) + 1]].double()
     dims = [0] + list(range(2, z.ndim))
     return torch.sqrt((z ** 2).mean(dim=dims))
+
+
+def concentration(second_moments: torch.Tensor, k: int) -> tuple[float, float]:
+    """Return how concentrated a layer's activity is, from its neurons' second moments m_i = E[z_i²]:
+    the share Σ_(top k) m_i / Σ m_i held by the k largest (k/n if all are equal), and the relative participation
+    ratio (Σ m_i)² / (n Σ m_i²) (1 if all are equal, 1/n if one neuron carries everything)."""
+    m = second_moments.double()
+    total = m.sum()
+    if total <= 0:
+        return float("nan"), float("nan")
+    return float(torch.topk(m, k).values.sum() / total), float(total ** 2 / (len(m) * (m ** 2).sum()))
 
 
 @functools.lru_cache(maxsize=1024)

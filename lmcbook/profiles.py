@@ -308,7 +308,7 @@ class NoiseStudy:
     #: Where the full η × B grid spawns its children, as a fraction of training.
     spawn_fraction: float = 0.5
     #: Spawn points swept on one row of the grid (batch size ``row_batch_size``).
-    spawn_fractions: tuple[float, ...] = (0.25, 0.5, 0.75)
+    spawn_fractions: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75)
     row_batch_size: int = 128
     momenta: tuple[float, ...] = (0.0, 0.5, 0.9)
     component_lrs: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2)
@@ -534,7 +534,7 @@ _TABLES: dict[type, dict[str, dict[str, Any]]] = {
     TutorialStudy: {"smoke": dict(width=32, epochs=3), "quick": {}, "paper": dict(width=1024, epochs=60)},
     NoiseStudy: {
         "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.05, 0.1), batch_sizes=(32, 128),
-                      spawn_fractions=(0.25, 0.5), momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
+                      spawn_fractions=(0.1, 0.5), momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
                       weight_decays=(0.0, 5e-3), pair_lrs=(0.02, 0.1), finetune_steps=20, finetune_lrs=(0.05,),
                       alphas=(0.0, 0.5, 1.0), seeds=1),
         "quick": dict(),

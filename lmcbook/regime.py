@@ -95,13 +95,21 @@ def _rel(x: torch.Tensor, x0: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(x - x0) / torch.linalg.vector_norm(x0))
 
 
+def lewc_setting(spec: RunSpec) -> bool:
+    """Return True for a bias-free MLP without normalisation: the setting of the LEWC theorem and its λ^l scale."""
+    m = spec.model
+    return m.arch == "mlp" and not m.bias and m.norm == "none"
+
+
 def regime_measures(run: TrainedRun, data: Dataset) -> pd.DataFrame:
-    """Return one run's regime in the long format: ``decay_integral``, ``decay_shrinkage``, and ``init_distance``
-    and ``weight_norm`` over all parameters (``layer`` NaN) and per layer."""
+    """Return one run's regime in the long format: ``decay_integral``, ``decay_shrinkage``, ``lewc_setting`` (the
+    network is a bias-free MLP without normalisation), and ``init_distance`` and ``weight_norm`` over all parameters
+    (``layer`` NaN) and per layer."""
     init = init_model(run.spec, data)
     n = len(data.y_train)
     rows = [{"layer": float("nan"), "metric": "decay_integral", "value": decay_integral(run.spec, n)},
-            {"layer": float("nan"), "metric": "decay_shrinkage", "value": weight_decay_shrinkage(run.spec, n)}]
+            {"layer": float("nan"), "metric": "decay_shrinkage", "value": weight_decay_shrinkage(run.spec, n)},
+            {"layer": float("nan"), "metric": "lewc_setting", "value": float(lewc_setting(run.spec))}]
     for metric, values in (("init_distance", init_distance(run.model, init)), ("weight_norm", weight_norms(run.model))):
         rows += [{"layer": float("nan") if l is None else float(l), "metric": metric, "value": v}
                  for l, v in values.items()]

@@ -19,7 +19,7 @@ from typing import Any
 #: serves a stale checkpoint from the store.
 #: 2: the fused SGD update (same algorithm, other floating-point rounding).
 #: 3: stacked children inherit their own parent's momentum buffer (a stack that mixed μ = 0 and μ > 0
-#:    parents started every child from a fresh buffer).
+#: parents started every child from a fresh buffer).
 CODE_VERSION = 3
 
 DATASETS = ("digits", "mnist1d", "mnist", "fashion_mnist", "cifar10", "cifar100")

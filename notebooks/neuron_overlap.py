@@ -22,9 +22,22 @@
 # overlap is the Jaccard index $|A \cap B| / |A \cup B|$ of the two sets. It stands
 # beside its exact chance level for two random $k$-subsets of $n$ neurons:
 # $E[J] = \sum_i P(i)\, i/(2k - i)$ with $i$ hypergeometric. That level tends to
-# $q/(2 - q) \approx 0.053$ for large $n$, but not for small $n$. Note that neuron $i$ of
-# network $a$ and neuron $i$ of network $b$ are unrelated unless training made them
-# so: a Jaccard index at chance means the two active sets are placed independently.
+# $q/(2 - q) \approx 0.053$ for large $n$, but not for small $n$.
+#
+# **Why the overlap cannot be evidence here.** For two independently initialised
+# networks the expected Jaccard index equals that chance level *exactly*, by
+# symmetry: network $b$'s initialisation is invariant under relabelling its hidden
+# units, and training commutes with relabelling, so $b$'s active set is a uniformly
+# placed $k$-subset whatever $a$'s is. A trained pair's Jaccard index differs from
+# chance only by sampling noise, so this page shows it as a sanity check and reads
+# nothing into departures from chance.
+#
+# **What the mechanism needs instead** is concentration: that a few neurons carry
+# most of each layer's activity, more so as width grows. Two measures, per hidden
+# layer and model, with $m_i = E[z_i^2]$: the share $\sum_{\text{top } k} m_i / \sum_i m_i$
+# held by the top 10% of neurons ($k/n$ if all are equal), and the relative
+# participation ratio $(\sum_i m_i)^2 / (n \sum_i m_i^2)$ (1 if all are equal, $1/n$ if one
+# neuron carries everything), each beside the untrained pair.
 
 # %% tags=["parameters"]
 profile = "quick"
@@ -42,6 +55,8 @@ device = None
 lams = None
 
 # %%
+import pandas as pd
+
 import lmcbook as lb
 from lmcbook import book, claims, experiments, plots
 
@@ -69,17 +84,25 @@ for key, frame in (("jac", jac), ("chance", chance), ("jac_un", jac_un)):
     page.glue(f"{key}_narrow", frame.loc[narrow, "mean"])
     page.glue(f"{key}_wide", frame.loc[wide, "mean"])
 page.glue("jac_wide_spread", jac.loc[wide, "spread"])
-above = (jac["mean"] - chance["mean"] > jac["spread"]).sum()
-page.glue("n_above", int(above))
-page.glue("n_widths", len(table))
-table.round(4)
+conc = {}
+for metric in ("top_share", "participation_ratio"):
+    for method in ("trained", "untrained"):
+        st = claims.cell_stats(nm, metric, method=method)
+        conc[f"{metric} ({method})"] = st["mean"]
+        page.glue(f"{metric}_{method}_narrow", st.loc[narrow, "mean"])
+        page.glue(f"{metric}_{method}_wide", st.loc[wide, "mean"])
+    st = claims.cell_stats(nm, metric, method="trained")
+    page.glue_md(f"{metric}_trend", claims.trend(claims.spearman(st.index, st["mean"]), "rises", "falls"))
+table.join(pd.DataFrame(conc)).round(4)
 
 # %% [markdown]
 # ```{glue:figure} fig_overlap
 # :name: fig-neuron-overlap
 #
 # Left: Jaccard index of the two models' top-10% neurons per hidden layer against
-# width, with the exact chance level (dotted) and untrained pairs (dashed). Right:
+# width, with the exact chance level (dotted) and untrained pairs (dashed). Middle:
+# the share of $\sum_i E[z_i^2]$ held by the top 10% of neurons, with equal activity
+# (dotted). Right:
 # the root second moments of the last hidden layer's neurons at the widest width,
 # sorted and divided by the largest. Trained: {glue:md}`setup`.
 # ```
@@ -89,11 +112,20 @@ table.round(4)
 # {glue:text}`chance_narrow:.3f`) and {glue:text}`jac_wide:.3f` (spread
 # {glue:text}`jac_wide_spread:.3f`) at {glue:text}`n_wide` (chance
 # {glue:text}`chance_wide:.3f`). The untrained pairs give
-# {glue:text}`jac_un_narrow:.3f` and {glue:text}`jac_un_wide:.3f`. At
-# {glue:text}`n_above` of the {glue:text}`n_widths` widths the trained overlap
-# exceeds chance by more than its spread over seeds. The right panel shows how
-# concentrated the activity is: in trained networks the second moments fall off
-# far faster with rank than in untrained ones.
+# {glue:text}`jac_un_narrow:.3f` and {glue:text}`jac_un_wide:.3f`. By the symmetry
+# argument above, these differ from chance only by sampling noise.
+#
+# **Concentration.** The share of activity held by the top 10% of neurons (mean over
+# hidden layers and the two models) is {glue:text}`top_share_trained_narrow:.3f` at
+# {glue:text}`n_narrow` hidden units and {glue:text}`top_share_trained_wide:.3f` at
+# {glue:text}`n_wide`, against {glue:text}`top_share_untrained_narrow:.3f` and
+# {glue:text}`top_share_untrained_wide:.3f` for the untrained pairs; across widths it
+# {glue:md}`top_share_trend`. The relative participation ratio is
+# {glue:text}`participation_ratio_trained_narrow:.3f` and
+# {glue:text}`participation_ratio_trained_wide:.3f` (untrained
+# {glue:text}`participation_ratio_untrained_narrow:.3f` and
+# {glue:text}`participation_ratio_untrained_wide:.3f`); it {glue:md}`participation_ratio_trend`
+# with width. The right panel shows the sorted second moments at the widest width.
 
 # %%
 page.save(claims.to_long_frame(nm, "neuron_overlap", ["width", "hidden_units", "depth", "layer", "method"]), regime)

@@ -120,7 +120,12 @@ g.round(4)
 # Across the weight decays tried, the gain changes by {glue:text}`wd_dgain_none:.2f`
 # points without normalisation and by {glue:text}`wd_dgain_layer:.2f` points with
 # LayerNorm. The spread over seeds is {glue:text}`wd_spread:.2f` points. The paper
-# expects the first change to be small and the second larger.
+# expects the first change to be small and the second to favour the stronger weight
+# decay. Verdicts (the scoreboard's, computed by `lmcbook.claims` on this page's CSV):
+# - N3, without normalisation weight decay barely changes merging ({glue:md}`n3_test`):
+#   {glue:md}`n3_mark`, {glue:md}`n3_measured`;
+# - N4, with LayerNorm stronger weight decay gives a larger gain ({glue:md}`n4_test`):
+#   {glue:md}`n4_mark`, {glue:md}`n4_measured`.
 
 # %% [markdown]
 # ## Augmentation

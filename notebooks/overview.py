@@ -69,8 +69,8 @@ page.glue("n_claims", len(main))
 long_rows = main.xs("long", level="regime")
 page.glue("n_long", len(long_rows))
 page.glue("n_long_pass", int(long_rows["claim_passed"].sum()))
-page.glue_md("r1_mark", "✓" if main.loc[("R1", "none"), "claim_passed"] else "✗")
-page.glue_md("r2_mark", "✓" if main.loc[("R2", "none"), "claim_passed"] else "✗")
+page.glue_md("r1_mark", claims.MARKS[claims.state_of(board, "R1")])
+page.glue_md("r2_mark", claims.MARKS[claims.state_of(board, "R2")])
 
 # %% [markdown]
 # ```{glue:figure} fig_headline

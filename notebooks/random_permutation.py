@@ -19,8 +19,7 @@
 # has *exactly the same distribution* as $b$ itself: it is what training would have
 # produced from a permuted initialisation. So the expected merged accuracy is the
 # same with or without the permutation, at every width, whatever the explanation of
-# the width effect. One of the paper's reviewers raised exactly this point. What
-# the control can show is how much one particular merge depends on the chance
+# the width effect. What the control can show is how much one particular merge depends on the chance
 # alignment of units: the **spread** over draws, and how that spread shrinks with
 # width.
 #
@@ -96,9 +95,10 @@ means.assign(spread_over_draws=spread).round(4)
 # points, so read small spreads with that resolution in mind). The mean over draws,
 # {glue:text}`random_permutation_narrow:.3f` and {glue:text}`random_permutation_wide:.3f`,
 # stands beside the unpermuted merge, {glue:text}`none_narrow:.3f` and
-# {glue:text}`none_wide:.3f`, as the argument above says it must.
+# {glue:text}`none_wide:.3f`. Verdict W8, the scoreboard's control row
+# ({glue:md}`w8_test`): {glue:md}`w8_mark`, {glue:md}`w8_measured`.
 #
-# Weight matching changes more. It raises the merged accuracy by
+# Weight matching changes the merged accuracy by
 # {glue:text}`wm_gain_narrow:.3f` at the narrowest width (to
 # {glue:text}`weight_matching_narrow:.3f`) and by {glue:text}`wm_gain_wide:.3f` at the
 # widest (to {glue:text}`weight_matching_wide:.3f`). The smaller the second number,

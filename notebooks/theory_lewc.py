@@ -69,14 +69,16 @@ seed = None
 lams = None
 
 # %%
+import pandas as pd
+
 import lmcbook as lb
 from lmcbook import book, claims, plots, theory
 
 params = dict(depth=depth, hidden=hidden, in_features=in_features, inputs=inputs, seed=seed, lams=lams)
 study = lb.profiles.theory_study(profile, **params)
 page = book.Page("theory_lewc", profile, params, study)
-checks = claims.concat_frames([theory.check_pair(kind, study.depth, study.hidden, study.in_features, study.inputs,
-                                                 study.seed, study.lams) for kind in theory.KINDS])
+checks = pd.concat([theory.check_pair(kind, study.depth, study.hidden, study.in_features, study.inputs, study.seed,
+                                      study.lams) for kind in theory.KINDS], ignore_index=True)
 
 # %% tags=["hide-input"]
 page.glue_figure("fig_theory", plots.plot_theory(checks))

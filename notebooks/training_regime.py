@@ -73,11 +73,8 @@ page.glue_md("setup", book.describe_study(study))
 page.glue_md("regime", book.describe_regime(regime))
 page.glue_figure("fig_regime", plots.plot_regime(long))
 page.glue_figure("fig_map", plots.plot_regime_map(long))
-r1 = page.glue_claim("r1", claims.claim_r1(long))
-r2 = page.glue_claim("r2", claims.claim_r2(long))
-w1 = page.glue_claim("w1_long", claims.claim_w1(claims.at_length(long, strongest=True), "long", "training_regime"))
-w6 = page.glue_claim("w6_long", claims.claim_w6(claims.at_length(long, strongest=True), "long", "training_regime"))
-w7 = page.glue_claim("w7_long", claims.claim_w7(claims.at_length(long), "long", "training_regime"))
+verdicts = {r.key: r for r in claims.page_claims(page.name, long)}  # glued when the page saves this frame
+r1, r2 = verdicts["r1"], verdicts["r2"]
 page.glue_md("r2_trend", claims.trend(r2.values["rho"], "rises", "falls"))
 
 whole = long[long["layer"].isna()]

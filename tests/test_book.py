@@ -260,3 +260,53 @@ def test_every_width_page_carries_its_regime(executed):
         for metric in ("decay_integral", "init_distance"):
             units = df.loc[df["metric"] == metric, "hidden_units"]
             assert set(units) == set(df["hidden_units"].dropna()), (name, metric)
+
+
+def _glued_values(nb) -> dict[str, str]:
+    """Return each glued key's text/plain value (Python repr) of an executed notebook."""
+    out = {}
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                out[name] = o.get("data", {}).get("application/papermill.record/text/plain")
+    return out
+
+
+def test_every_page_glues_the_scoreboards_verdict(executed):
+    """A verdict is computed once: each page's glued state is the scoreboard's row, and page_claims of its CSV."""
+    import ast
+
+    import nbformat
+
+    from lmcbook import claims
+
+    _, out, _, _ = executed
+    board = read_results(out / "data" / "claims.csv")
+    for name in claims.PAGE_CLAIMS:
+        glued = _glued_values(nbformat.read(out / f"{name}.ipynb", as_version=4))
+        rows = claims.page_claims(name, read_results(out / "data" / f"{name}.csv"))
+        assert rows, name
+        for r in rows:
+            page_state = ast.literal_eval(glued[f"{r.key}_state"])
+            assert page_state == r.state == claims.state_of(board, r.id, r.regime), (name, r.id, r.regime)
+
+
+def test_a_doctored_csv_fails_on_the_page_and_on_the_scoreboard(executed, tmp_path, monkeypatch):
+    from lmcbook import claims
+
+    base, out, store, _ = executed
+    doctored = tmp_path / "generated"
+    shutil.copytree(out, doctored)
+    csv = doctored / "data" / "width_accuracy.csv"
+    df = pd.read_csv(csv)
+    merged = df["metric"] == "acc_merged"
+    df.loc[merged, "value"] = 1.0 - df.loc[merged, "hidden_units"] / 1000  # falls with width
+    df.to_csv(csv, index=False)
+    assert claims.page_claims("width_accuracy", read_results(csv))[0].state == claims.FAIL
+    monkeypatch.chdir(ROOT)
+    (o,) = book.execute(["claims"], "smoke", {}, doctored, ROOT / "notebooks", store)
+    assert o.ok, o.error
+    board = read_results(doctored / "data" / "claims.csv")
+    assert claims.state_of(board, "W1", "short") == claims.FAIL
+    assert claims.state_of(read_results(out / "data" / "claims.csv"), "W1", "short") == claims.PASS

@@ -109,29 +109,47 @@ def test_w8():
     assert claims.claim_w8(_draws(0.2, 0.004)).control
 
 
+def setting(notebook, lewc_ok=True):
+    """The regime row that says whether the page's networks are in LEWC's setting (bias-free MLP, no norm)."""
+    return [{"metric": "lewc_setting", "value": float(lewc_ok), "seed": 0, "hidden_units": 16}]
+
+
 def test_w9():
-    rows = lambda wide: frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, wide], depth=4))  # noqa: E731
-    assert verdict(claims.claim_w9, rows(0.14))
-    assert not verdict(claims.claim_w9, rows(0.2))
+    rows = lambda wide, ok=True: frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, wide], depth=4)  # noqa
+                                       + setting("b", ok)[0:1])
+    assert claims.claim_w9(rows(0.14)).state == claims.PASS
+    assert claims.claim_w9(rows(0.2)).state == claims.FAIL
+    assert claims.claim_w9(rows(0.14, ok=False)).state == claims.NA  # biases or BatchNorm: LEWC's scale is off
+    no_record = frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, 0.14], depth=4))
+    assert claims.claim_w9(no_record).state == claims.NA and "does not record" in claims.claim_w9(no_record).measured
 
 
-def test_w10():
-    def rows(beta):
-        return frame("d", [{"metric": "logit_norm_ratio", "value": 2.0 ** (-beta * (L - 1)), "seed": 0, "depth": L,
-                            "hidden_units": 512} for L in range(2, 7)])
+def _depth_rows(beta, beta_untrained, ok=True):
+    rows = [{"metric": "logit_norm_ratio", "value": 2.0 ** (-beta * (L - 1)), "seed": 0, "depth": L,
+             "hidden_units": 512} for L in range(2, 7)]
+    rows += [{"metric": "scale_ratio", "value": 2.0 ** (-b * (layer - 1)), "seed": 0, "depth": L, "layer": layer,
+              "hidden_units": 512, "method": method, "lam": 0.5}
+             for L in range(2, 7) for layer in range(1, L + 1)
+             for method, b in (("trained", beta), ("untrained", beta_untrained))]
+    return frame("d", rows + setting("d", ok))
 
-    assert verdict(claims.claim_w10, rows(0.9))
-    assert claims.claim_w10(rows(0.9)).values["beta"] == pytest.approx(0.9)
-    assert not verdict(claims.claim_w10, rows(0.6))
+
+def test_w10_against_the_untrained_baseline():
+    assert claims.claim_w10(_depth_rows(0.9, 0.5)).state == claims.PASS
+    assert claims.claim_w10(_depth_rows(0.9, 0.5)).values["beta"] == pytest.approx(0.9)
+    assert claims.claim_w10(_depth_rows(0.9, 0.5)).values["beta_untrained"] == pytest.approx(0.5)
+    assert claims.claim_w10(_depth_rows(0.6, 0.5)).state == claims.FAIL
+    assert claims.claim_w10(_depth_rows(0.95, 0.9)).state == claims.INCONCLUSIVE  # random networks meet it too
+    assert claims.claim_w10(_depth_rows(0.9, 0.5, ok=False)).state == claims.NA
 
 
-def _grid(gain_of):
+def _grid(gain_of, jitter=1e-4):
     rows = []
     for lr in (0.01, 0.02, 0.05, 0.1, 0.2):
         for b in (32, 64, 128, 256):
             s = lr / (b * 0.1)
             for seed in (0, 1):
-                g = gain_of(lr, b, s) + (seed - 0.5) * 1e-4
+                g = gain_of(lr, b, s) + (seed - 0.5) * jitter
                 for metric, v in (("gain", g), ("noise_scale", s)):
                     rows.append({"metric": metric, "value": v, "seed": seed, "lr": lr, "batch_size": b,
                                  "momentum": 0.9, "spawn_fraction": 0.5, "method": "grid"})
@@ -158,9 +176,131 @@ def test_n3():
     assert not verdict(claims.claim_n3, rows([0.001, 0.01, 0.02]))
 
 
-def test_scoreboard_reads_every_source():
-    assert set(claims.CLAIM_SOURCES) == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "R1", "R2",
-                                         "N1", "N2", "N3"}
+def test_every_state_has_a_mark_and_a_code():
+    assert set(claims.MARKS) == set(claims.STATE_CODES) == {"pass", "fail", "inconclusive", "n/a"}
+    with pytest.raises(ValueError, match="state"):
+        claims.ClaimResult("W1", "width", "s", "m", "t", "maybe", "p")
+
+
+def test_threshold_and_margin_states():
+    assert claims.threshold_state(0.01, 0.015, 0.02) == claims.PASS
+    assert claims.threshold_state(0.03, 0.05, 0.02) == claims.FAIL
+    assert claims.threshold_state(0.01, 0.03, 0.02) == claims.INCONCLUSIVE  # the seeds straddle it
+    assert claims.margin_state(0.05, 0.01) == claims.PASS
+    assert claims.margin_state(-0.05, 0.01) == claims.FAIL
+    assert claims.margin_state(0.005, 0.01) == claims.INCONCLUSIVE
+
+
+def test_w7_is_inconclusive_within_the_spread_and_fails_the_other_way():
+    def rows(weak_wide, jitter=0.001):
+        return frame("wd", by_width("wd", "acc_merged", [0.3, 0.6, 0.8, 0.9], weight_decay=3e-3, jitter=jitter)
+                     + by_width("wd", "acc_merged", [0.3, 0.5, 0.6, weak_wide], weight_decay=1e-4, jitter=jitter))
+
+    assert claims.claim_w7(rows(0.7)).state == claims.PASS
+    assert claims.claim_w7(rows(0.895, jitter=0.02)).state == claims.INCONCLUSIVE
+    assert claims.claim_w7(rows(0.99)).state == claims.FAIL
+
+
+def test_w11_and_w12_thresholds_over_seeds():
+    acc = lambda wide, j: frame("w", by_width("w", "acc_barrier", [0.5, 0.2, 0.05, wide], jitter=j))  # noqa: E731
+    assert claims.claim_w11(acc(0.01, 0.001)).state == claims.PASS  # 1 point
+    assert claims.claim_w11(acc(0.05, 0.001)).state == claims.FAIL
+    assert claims.claim_w11(acc(0.02, 0.005)).state == claims.INCONCLUSIVE
+    assert "points" in claims.claim_w11(acc(0.01, 0.001)).measured
+    cal = lambda wide: frame("b", by_width("b", "loss_barrier_cal_mid", [1.5, 0.8, 0.3, wide]))  # noqa: E731
+    assert claims.claim_w12(cal(0.05)).state == claims.PASS
+    assert claims.claim_w12(cal(0.3)).state == claims.FAIL
+
+
+def test_w13_needs_the_lewc_setting():
+    def rows(wide, ok=True):
+        out = []
+        for layer in (1, 2, 3, 4):
+            out += by_width("lewc", "lewc_rel_err", [0.7, 0.5, 0.3, wide], lam=0.5, layer=layer, method="trained")
+        return frame("lewc", out + setting("lewc", ok))
+
+    assert claims.claim_w13(rows(0.05)).state == claims.PASS
+    assert claims.claim_w13(rows(0.2)).state == claims.FAIL
+    assert claims.claim_w13(rows(0.05, ok=False)).state == claims.NA
+
+
+def test_w14_against_the_untrained_pair():
+    def rows(trained_wide):
+        out = []
+        for layer in (2, 3, 4):
+            out += by_width("o", "orth_ratio", [0.9, 0.7, 0.5, trained_wide], lam=0.5, layer=layer, method="trained")
+            out += by_width("o", "orth_ratio", [0.9, 0.9, 0.9, 0.9], lam=0.5, layer=layer, method="untrained")
+        return frame("o", out)
+
+    assert claims.claim_w14(rows(0.3)).state == claims.PASS  # 0.33 of the untrained
+    assert claims.claim_w14(rows(0.6)).state == claims.FAIL
+    assert claims.claim_w14(rows(0.45)).state == claims.INCONCLUSIVE  # seeds at 0.449 and 0.451 of 0.9
+
+
+def test_w15_judges_lewc_against_llfc_by_the_untrained_baseline():
+    def rows(trained_lewc, untrained_lewc):
+        out = []
+        for method, lewc in (("trained", trained_lewc), ("untrained", untrained_lewc)):
+            for layer in (1, 2, 3, 4):
+                out += by_width("l", "lewc_cos", [lewc] * 4, lam=0.25, layer=layer, method=method)
+                out += by_width("l", "llfc_cos", [0.8] * 4, lam=0.25, layer=layer, method=method)
+        return frame("l", out)
+
+    assert claims.claim_w15(rows(0.95, 0.85)).state == claims.PASS
+    assert claims.claim_w15(rows(0.95, 0.95)).state == claims.INCONCLUSIVE  # unrelated networks do as well
+    assert claims.claim_w15(rows(0.85, 0.95)).state == claims.FAIL
+
+
+def test_n1_needs_a_positive_gain_at_the_optimum():
+    losses_peak = _grid(lambda lr, b, s: -0.01 - 0.004 * (np.log10(s) + 2.3) ** 2)
+    assert claims.claim_n1(losses_peak)[0].state == claims.FAIL  # an interior peak of losses
+    noisy = _grid(lambda lr, b, s: 0.0005 - 0.0001 * (np.log10(s) + 2.3) ** 2, jitter=0.004)
+    assert claims.claim_n1(noisy)[0].state == claims.INCONCLUSIVE  # peaks, but within the spread
+    assert claims.claim_n1(_grid(lambda lr, b, s: 0.01 - 0.004 * (np.log10(s) + 2.3) ** 2))[0].state == claims.PASS
+
+
+def _components(none_gains, layer_gains, jitter=1e-4):
+    return frame("c", [{"metric": "gain", "value": g + jitter * (2 * s - 1), "seed": s, "weight_decay": wd,
+                        "norm": norm, "method": "weight_decay"}
+                       for norm, gains in (("none", none_gains), ("layer", layer_gains))
+                       for wd, g in zip((0.0, 5e-4, 5e-3), gains) for s in (0, 1)])
+
+
+def test_n3_is_an_equivalence_test():
+    assert claims.claim_n3(_components([0.001, 0.002, 0.003], [0, 0, 0])).state == claims.PASS
+    assert claims.claim_n3(_components([0.001, 0.01, 0.02], [0, 0, 0])).state == claims.FAIL
+    wide_spread = _components([0.001, 0.002, 0.003], [0, 0, 0], jitter=0.004)  # spread 0.8 points > 0.5
+    assert claims.claim_n3(wide_spread).state == claims.INCONCLUSIVE
+
+
+def test_n4_layer_norm_and_stronger_weight_decay():
+    assert claims.claim_n4(_components([0, 0, 0], [0.0, 0.005, 0.01])).state == claims.PASS
+    assert claims.claim_n4(_components([0, 0, 0], [0.01, 0.005, 0.0])).state == claims.FAIL
+    assert claims.claim_n4(_components([0, 0, 0], [0.0, 0.0, 0.0001])).state == claims.INCONCLUSIVE
+
+
+def test_keys_and_order():
+    r = claims.ClaimResult("N1 (50%)", "noise", "s", "m", "t", "pass", "noise_scale")
+    assert r.key == "n1_50"
+    assert claims.ClaimResult("W1", "width", "s", "m", "t", "pass", "p", regime="long").key == "w1_long"
+
+
+def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
+    assert set(claims.PAGE_CLAIMS) == {"width_accuracy", "loss_barrier_calibration", "lewc", "weak_additivity",
+                                       "reciprocal_orthogonality", "low_rank", "weak_weight_decay",
+                                       "random_permutation", "lewc_depth", "llfc_vs_lewc", "training_regime",
+                                       "noise_scale", "noise_components"}
+    rows = [claims.ClaimResult("W2", "width", "s", "m", "t", "inconclusive", "p", regime="short",
+                               decay_integral=0.04),
+            claims.ClaimResult("W1", "width", "s", "m", "t", "fail", "p", regime="long", decay_integral=0.4),
+            claims.ClaimResult("N4", "noise", "s", "m", "t", "n/a", "p")]
+    long = claims.scoreboard_long(rows)
+    claims.validate_results(long, "claims")
+    assert claims.state_of(long, "W2", "short") == "inconclusive"
+    assert claims.state_of(long, "W1", "long") == "fail"
+    assert claims.state_of(long, "N4") == "n/a"
+    md = claims.scoreboard_markdown(rows)
+    assert "*inconclusive*" in md and "*n/a*" in md and "long (D = 0.4)" in md
 
 
 def _regime_frame(rank_of, acc_of, units=(16, 64, 256), lengths=(60, 600), decays=(1e-4, 3e-3)):

@@ -181,3 +181,28 @@ def test_probes_leave_the_callers_models_untouched(dtype):
     for m, saved in zip((a, b), before):
         for k, v in m.state_dict().items():
             assert torch.equal(v, saved[k]), k  # BatchNorm running statistics included
+
+
+def test_concentration_known_answers():
+    even = torch.ones(20)
+    assert probes.concentration(even, 2) == pytest.approx((0.1, 1.0))
+    one = torch.zeros(20)
+    one[7] = 3.0
+    assert probes.concentration(one, 2) == pytest.approx((1.0, 1 / 20))
+    half = torch.tensor([1.0, 1.0, 0.0, 0.0])  # two of four neurons carry equal activity
+    assert probes.concentration(half, 1) == pytest.approx((0.5, 0.5))
+
+
+def test_the_books_probes_read_resnet20_at_its_blocks():
+    from lmcbook import data, experiments
+
+    torch.manual_seed(0)
+    a, b = ResNet20(3, 10, 2, norm="batch"), ResNet20(3, 10, 2, norm="batch")
+    assert experiments.probe_points_of(a) == "blocks" and experiments.probe_points_of(MLP(4, 2, 4)) == "layers"
+    g = torch.Generator().manual_seed(0)
+    imgs = lambda n: torch.rand(n, 3, 8, 8, generator=g).numpy()  # noqa: E731
+    labels = lambda n: (torch.arange(n) % 10).numpy()  # noqa: E731
+    ds = data.from_arrays("cifar10", imgs(40), labels(40), imgs(10), labels(10), imgs(12), labels(12), 10, "cpu")
+    frames = experiments._all_probes(a, b, ds, (0.5,))
+    assert sorted(set(frames["lewc"]["layer"])) == list(range(1, 10))  # nine residual blocks
+    assert len(frames["reciprocal_orthogonality"]) > 0  # from a second, layer-wise record

@@ -65,7 +65,7 @@ def test_init_distance_is_zero_for_an_untrained_run(digits):
     df = regime_measures(run, digits)
     dist = df[df["metric"] == "init_distance"]
     assert len(dist) == 1 + spec.model.depth and (dist["value"] == 0).all()
-    assert set(df["metric"]) == {"decay_integral", "decay_shrinkage", "init_distance", "weight_norm"}
+    assert set(df["metric"]) == {"decay_integral", "decay_shrinkage", "lewc_setting", "init_distance", "weight_norm"}
 
 
 def test_init_distance_and_weight_norms_match_a_hand_computation():
@@ -148,3 +148,12 @@ def test_regime_frame_reads_runs_of_real_data_files(tmp_path, monkeypatch):
                                   regimes=[1, 2], weight_decays=[1e-3])
     df = experiments.regime_frame(study, RunStore(tmp_path / "runs"))
     assert (df["metric"] == "decay_integral").sum() == 4
+
+
+def test_lewc_setting_is_a_bias_free_mlp_without_normalisation():
+    from lmcbook.regime import lewc_setting
+
+    assert lewc_setting(tiny_spec())
+    for model in (ModelSpec("mlp", 0.25, 64, 3, bias=True), ModelSpec("mlp", 0.25, 64, 3, "layer"),
+                  ModelSpec("vgg11", 0.25, depth=None)):
+        assert not lewc_setting(RunSpec(model=model))

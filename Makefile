@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.lmcbook-env
 PROFILE ?= quick
 
-.PHONY: env book execute build test test-fast lint bench clean
+.PHONY: env browser book execute build test test-fast lint bench clean
 
 ## env: create .venv (only if missing or older than pyproject.toml / constraints.txt)
 env: $(STAMP)
@@ -21,8 +21,19 @@ book: env
 	$(VENV)/bin/lmcbook build
 	@echo "open _build/html/index.html"
 
+## browser: the headless Chromium of the browser check (installed when missing and run as root)
+browser:
+	@command -v chromium-headless-shell >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" -eq 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium-headless-shell >/dev/null; \
+	  else \
+	    echo "make test needs headless Chromium; install it once with:"; \
+	    echo "  sudo apt-get install -y --no-install-recommends chromium-headless-shell"; exit 1; \
+	  fi; }
+
 ## test: the whole suite (unit tests, smoke-profile notebooks, book build, browser check)
-test: env
+test: env browser
 	$(PY) -m pytest -q
 
 ## test-fast: unit tests only

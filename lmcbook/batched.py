@@ -24,11 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import Dataset, augment_batch, epoch_batches
+from .data import Dataset, augment_batch
 from .models import MLP
-from .provenance import provenance
-from .specs import RunSpec, SpecError, steps_per_epoch
-from .train import DivergedError, TrainedRun, check_trainable, init_model, lr_at
+from .specs import RunSpec, SpecError
+from .train import DivergedError, TrainedRun, divergence, finish, schedule, starting_model
 
 #: Stacked training equals training alone to within this max absolute difference in any weight, on the test
 #: suite's 40-step runs of every kind a stack accepts (tests/test_batched.py); the difference is summation order.
@@ -104,6 +103,35 @@ def _bcast(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return v.view((-1,) + (1,) * (like.ndim - 1))
 
 
+def _inherited_buffers(params: list[tuple[str, nn.Parameter]], specs: list[RunSpec],
+                       starts: list[TrainedRun | None]) -> dict[str, torch.Tensor | None]:
+    """Return the stack's momentum buffers at its first step: each child's own parent's, zeros for a parent that
+    stored none (μ = 0; exact, since buf ← μ·buf + g), and None (PyTorch's fresh start) for runs from scratch."""
+    bufs: dict[str, torch.Tensor | None] = {name: None for name, _ in params}
+    if specs[0].parent is not None:
+        for name, p in params:
+            key = name.replace("__", ".")
+            bufs[name] = torch.stack([st.momentum_buffers[key].to(p.device, p.dtype)
+                                      if st.momentum_buffers and key in st.momentum_buffers
+                                      else torch.zeros_like(p[j]) for j, st in enumerate(starts)])
+    return bufs
+
+
+def _sgd_step(params: list[tuple[str, nn.Parameter]], bufs: dict[str, torch.Tensor | None], opt: _Opt,
+              lr: torch.Tensor) -> None:
+    """PyTorch's SGD (dampening 0), fused per tensor, for every model at once: buf = μ·buf + (g + wd·p);
+    p −= lr·buf."""
+    with torch.no_grad():
+        for name, p in params:
+            buf = bufs[name]
+            if buf is None:
+                buf = bufs[name] = p.grad.clone()
+            else:
+                buf.mul_(_bcast(opt.momentum, p)).add_(p.grad)
+            buf.addcmul_(p, _bcast(opt.weight_decay, p))
+            p.addcmul_(buf, _bcast(lr, p), value=-1)
+
+
 def train_many(specs: list[RunSpec], data: Dataset, starts: list[TrainedRun | None] | None = None,
                inits: list[TrainedRun | None] | None = None,
                progress: bool | None = None) -> list[TrainedRun | DivergedError]:
@@ -115,104 +143,49 @@ def train_many(specs: list[RunSpec], data: Dataset, starts: list[TrainedRun | No
     """
     if not specs:
         return []
-    n = len(data.y_train)
-    keys = {group_key(s, n) for s in specs}
+    keys = {group_key(s, len(data.y_train)) for s in specs}
     if None in keys or len(keys) != 1:
         raise SpecError("train_many needs specs with one group_key (same MLP shape, batch size and schedule); "
                         "use lmcbook.train.train for the others")
-    k = len(specs)
-    starts = starts or [None] * k
-    inits = inits or [None] * k
-    dev = data.device
-    totals = [check_trainable(s, data) for s in specs]
-    spec0 = specs[0]
-    t0_ = spec0.train
-    total, spe = totals[0], steps_per_epoch(n, t0_.batch_size)
-    stop = t0_.stop_step or total
-    models = []
-    for s, st, ini in zip(specs, starts, inits):
-        m = init_model(s, data)
-        if s.parent is not None:
-            if st is None or st.spec.id != s.parent.id:
-                raise SpecError("a child run needs its parent's TrainedRun in starts")
-            m.load_state_dict(st.model.state_dict())
-        if s.init is not None:
-            if ini is None or ini.spec.id != s.init.id:
-                raise SpecError("a fine-tuning run needs its init TrainedRun in inits")
-            m.load_state_dict(ini.model.state_dict())
-        models.append(m)
-    first = starts[0].step if spec0.parent is not None else 0
-    stack = StackedMLP(models).to(dev)
+    k, spec0 = len(specs), specs[0]
+    starts, inits = starts or [None] * k, inits or [None] * k
+    sched = [schedule(s, data, st) for s, st in zip(specs, starts)][0]  # one group_key: one schedule
+    models = [starting_model(s, data, st, ini) for s, st, ini in zip(specs, starts, inits)]
+    stack = StackedMLP(models).to(data.device)
     params = list(stack.params.items())
-    opt = _Opt(*(torch.tensor([getattr(s.train, a) for s in specs], device=dev, dtype=torch.float32)
+    opt = _Opt(*(torch.tensor([getattr(s.train, a) for s in specs], device=data.device, dtype=torch.float32)
                  for a in ("lr", "momentum", "weight_decay")))
-    bufs: dict[str, torch.Tensor | None] = {name: None for name, _ in params}
-    if spec0.parent is not None:  # each child inherits its own parent's buffer; a μ = 0 parent stores none,
-        for name, p in params:    # and a zero buffer is exact there (buf ← μ·buf + g)
-            key = name.replace("__", ".")
-            bufs[name] = torch.stack([st.momentum[key].to(dev, p.dtype) if st.momentum and key in st.momentum
-                                      else torch.zeros_like(p[j]) for j, st in enumerate(starts)])
-    x, y = data.x_train, data.y_train
-    losses = torch.zeros(stop - first, k, device=dev)
-    dead = torch.zeros(k, dtype=torch.bool, device=dev)
+    bufs = _inherited_buffers(params, specs, starts)
+    losses = torch.zeros(sched.stop - sched.first, k, device=data.device)
+    dead = torch.zeros(k, dtype=torch.bool, device=data.device)
     t_start = time.perf_counter()
     idx = None
-    for t in range(first, stop):
-        epoch, i = divmod(t, spe)
+    for t in range(sched.first, sched.stop):
+        epoch, i = divmod(t, sched.per_epoch)
         if idx is None or i == 0:
-            idx = torch.stack([epoch_batches(n, s.train.batch_size, s.train.data_seed, epoch, dev) for s in specs])
-        xb, yb = x[idx[:, i]].float(), y[idx[:, i]]  # (K, B, ...), (K, B)
+            idx = torch.stack([sched.batches(s, data, epoch) for s in specs])
+        xb, yb = data.x_train[idx[:, i]].float(), data.y_train[idx[:, i]]  # (K, B, ...), (K, B)
         if spec0.data.augment:
             xb = torch.stack([augment_batch(xb[j], s.data.name, s.train.aug_seed, t) for j, s in enumerate(specs)])
-        logits = stack(xb)
-        per_model = F.cross_entropy(logits.transpose(1, 2), yb, reduction="none").mean(1)  # (K,)
+        per_model = F.cross_entropy(stack(xb).transpose(1, 2), yb, reduction="none").mean(1)  # (K,)
         for p in stack.params.values():
             p.grad = None
         per_model.sum().backward()
-        scale = lr_at(t, total, 1.0, t0_.warmup, t0_.schedule)
-        with torch.no_grad():
-            lr = opt.lr * scale
-            for name, p in params:  # PyTorch's SGD, fused per tensor: buf = μ·buf + (g + wd·p); p -= lr·buf
-                buf = bufs[name]
-                if buf is None:
-                    buf = bufs[name] = p.grad.clone()
-                else:
-                    buf.mul_(_bcast(opt.momentum, p)).add_(p.grad)
-                buf.addcmul_(p, _bcast(opt.weight_decay, p))
-                p.addcmul_(buf, _bcast(lr, p), value=-1)
-        losses[t - first] = per_model.detach()
-        if i == spe - 1 or t == stop - 1:
-            dead |= ~torch.isfinite(losses[: t - first + 1]).all(0)
+        _sgd_step(params, bufs, opt, opt.lr * sched.lr(t, spec0, peak=1.0))
+        losses[t - sched.first] = per_model.detach()
+        if sched.end_of_epoch(t):
+            dead |= ~torch.isfinite(losses[: t - sched.first + 1]).all(0)
             if bool(dead.all()):
                 break
     elapsed = time.perf_counter() - t_start
-    stack.eval()
-
-    from .metrics import evaluate
-
     out: list[TrainedRun | DivergedError] = []
     loss_cpu = losses.cpu()
     for j, (s, state) in enumerate(zip(specs, stack.state_dicts())):
-        col = loss_cpu[:, j]
-        bad = (~torch.isfinite(col)).nonzero()
-        if len(bad):
-            step = int(bad[0]) + first
-            out.append(DivergedError(s.id, step, float(col[step - first]),
-                                     lr_at(step, total, s.train.lr, s.train.warmup, s.train.schedule)))
+        if (err := divergence(s, loss_cpu[:, j], sched)) is not None:
+            out.append(err)
             continue
-        model = models[j]
-        model.load_state_dict(state)
-        model.eval()
-        momentum = None
-        if s.train.stop_step is not None and s.train.momentum > 0:
-            momentum = {name.replace("__", "."): bufs[name][j].clone() for name, _ in params
-                        if bufs[name] is not None}
-        metrics = {}
-        for split in ("train", "cal", "test"):
-            ev = evaluate(model, *data.split(split))
-            metrics[f"{split}_acc"], metrics[f"{split}_loss"] = ev.acc, ev.loss
-        history = {"loss": col.tolist(), "first_step": first, "steps_per_epoch": spe, "total_steps": total}
-        prov = provenance(dev)
-        prov.update(train_seconds=elapsed / k, steps=stop - first, batched_with=k, batched_seconds=elapsed)
-        out.append(TrainedRun(s, model, history, metrics, prov, momentum, stop))
+        models[j].load_state_dict(state)
+        buffers = {name.replace("__", "."): bufs[name][j].clone() for name, _ in params if bufs[name] is not None}
+        out.append(finish(s, models[j], loss_cpu[:, j], sched, data, buffers, train_seconds=elapsed / k,
+                          batched_with=k, batched_seconds=elapsed))
     return out

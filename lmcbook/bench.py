@@ -24,9 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from .batched import group_key, train_many
 from .data import load
+from .experiments import pair_frames, probe_frames, trained_pairs
 from .models import build, count_parameters
+from .parts import study as part_study
 from .specs import DataSpec, ModelSpec, RunSpec, TrainSpec
+from .store import RunStore
+from .train import train
 
 BENCH_UNITS = (16, 64, 256, 1024, 2048)
 
@@ -51,8 +56,6 @@ def _spec(units: int, seed: int, steps: int) -> RunSpec:
 def lmcbook_throughput(units: int, steps: int, models: int = 4) -> float:
     """Return model-samples per second of lmcbook's training of ``models`` seeds of one width, as the store
     trains them: stacked in one step up to STACK_MAX_UNITS hidden units, one after another above."""
-    from .batched import group_key, train_many
-    from .train import train
 
     data = load("digits", device="cpu")
     specs = [_spec(units, s, steps) for s in range(models)]
@@ -121,11 +124,7 @@ def probe_fraction(profile: str = "quick") -> dict[str, float]:
     The sweep is trained into a temporary store (as ``make book`` would, stacked by width),
     then every metric and probe the book computes on it is timed with the cache empty.
     """
-    from .experiments import pair_frames, probe_frames, trained_pairs
-    from .profiles import width_study
-    from .store import RunStore
-
-    study = width_study(profile)
+    study = part_study("width", profile)
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore(tmp)
         t0 = time.perf_counter()

@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REQUIRED_COLUMNS = ("notebook", "metric", "value", "seed")
+REQUIRED_COLUMNS = ("notebook", "metric", "value")
+#: Every row names its replicate: ``pair`` (the pair index p, for a measurement of a pair) or ``seed`` (the
+#: run's own seed, for a measurement of one model; pair p trains seeds 2p and 2p+1), or both.
+REPLICATES = ("pair", "seed")
 KEY_COLUMNS = ("width", "hidden_units", "depth", "layer", "lam", "weight_decay", "epochs", "lr", "batch_size",
                "momentum", "spawn_fraction", "method", "index", "norm", "augment", "lr_b", "alpha", "task", "regime")
 
@@ -69,6 +72,7 @@ TASK_LOSS, TASK_ACC = "task_loss", "task_acc"  #: test loss / accuracy on one ta
 TASK_CAL_LOSS = "task_cal_loss"  #: loss on one task's calibration split: α is chosen on it, never on test
 CLAIM_PASSED = "claim_passed"  #: 1.0 if a scoreboard test passed (method = the claim's id)
 CLAIM_STATE = "claim_state"  #: the verdict: 0 ✗, 1 ✓, 2 inconclusive, 3 n/a (claims.STATE_CODES)
+RUNS_MISSING = "runs_missing"  #: 1.0 if a page found a run it needs missing from the store (the explorer)
 CLAIM_CONTROL = "claim_control"  #: 1.0 if the row tests a control experiment, not a claim of a paper
 
 # -- controls (weight matching, random permutations, REPAIR) ---------------------------
@@ -82,31 +86,43 @@ EFFECTIVE_RANK, STABLE_RANK = "effective_rank", "stable_rank"
 REL_EFFECTIVE_RANK, REL_STABLE_RANK = "rel_effective_rank", "rel_stable_rank"
 SINGULAR_VALUE = "singular_value"  #: spectrum, keyed by index
 
+#: Metrics of one model (a run), whose replicate is the run's own seed.
+PER_MODEL_METRICS = frozenset({"effective_rank", "stable_rank", "rel_effective_rank", "rel_stable_rank",
+                               "singular_value", "decay_integral", "decay_shrinkage", "init_distance", "weight_norm",
+                               "lewc_setting"})
 METRICS: frozenset[str] = frozenset(v for k, v in dict(globals()).items()
-                                    if k.isupper() and isinstance(v, str) and k not in ("REQUIRED_COLUMNS",))
+                                    if k.isupper() and isinstance(v, str))
 
 
 class SchemaError(ValueError):
     """A result frame does not follow the long-format schema."""
 
 
+def _replicates(frame: pd.DataFrame) -> list[str]:
+    cols = [c for c in REPLICATES if c in frame.columns]
+    if not cols:
+        raise SchemaError(f"the frame has none of the replicate columns {list(REPLICATES)}")
+    return cols
+
+
 def to_long(frame: pd.DataFrame, notebook: str, metrics: Iterable[str], keys: Iterable[str] = ()) -> pd.DataFrame:
-    """Return ``frame`` melted to the long format: one row per (keys, seed, metric)."""
-    metrics, keys = list(metrics), [k for k in keys if k != "seed"]
+    """Return ``frame`` melted to the long format: one row per (keys, pair or seed, metric)."""
+    reps = _replicates(frame)
+    metrics, keys = list(metrics), [k for k in keys if k not in REPLICATES]
     bad = [m for m in metrics if m not in METRICS]
     if bad:
         raise SchemaError(f"unknown metric name(s) {bad}: add them as constants in lmcbook/claims.py")
-    long = frame[keys + ["seed"] + metrics].melt(id_vars=keys + ["seed"], value_vars=metrics,
-                                                 var_name="metric", value_name="value")
+    long = frame[keys + reps + metrics].melt(id_vars=keys + reps, value_vars=metrics, var_name="metric",
+                                             value_name="value")
     long["value"] = long["value"].astype(float)
     long.insert(0, "notebook", notebook)
-    return long[["notebook", "metric", "value", "seed"] + keys]
+    return long[["notebook", "metric", "value"] + reps + keys]
 
 
 def to_long_frame(frame: pd.DataFrame, notebook: str, keys: Iterable[str]) -> pd.DataFrame:
     """Return a frame that already has ``metric`` and ``value`` columns in the long format (keys that exist kept)."""
     cols = [k for k in KEY_COLUMNS if k in set(keys) | {"index"} and k in frame.columns]
-    out = frame[["metric", "value", "seed"] + cols].copy()
+    out = frame[["metric", "value"] + _replicates(frame) + cols].copy()
     out["value"] = out["value"].astype(float)
     out.insert(0, "notebook", notebook)
     return out
@@ -115,7 +131,23 @@ def to_long_frame(frame: pd.DataFrame, notebook: str, keys: Iterable[str]) -> pd
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Return long-format frames stacked, with the required columns first and key columns in schema order."""
     df = pd.concat(list(frames), ignore_index=True)
-    return df[list(REQUIRED_COLUMNS) + [c for c in KEY_COLUMNS if c in df.columns]]
+    return df[list(REQUIRED_COLUMNS) + [c for c in REPLICATES + KEY_COLUMNS if c in df.columns]]
+
+
+def migrate(df: pd.DataFrame) -> pd.DataFrame:
+    """Return a result frame in the current schema.
+
+    Before the ``pair`` column existed, ``seed`` held the pair index on a pair's rows and the
+    model's own seed on one model's rows (ranks, regime).  Such a frame gets ``pair`` from it:
+    the index itself on pair rows (whose ``seed`` is then cleared), ``seed // 2`` on model rows.
+    """
+    if "pair" in df.columns or "seed" not in df.columns:
+        return df
+    df = df.copy()
+    model = df["metric"].isin(PER_MODEL_METRICS)
+    df.insert(df.columns.get_loc("seed"), "pair", np.where(model, df["seed"] // 2, df["seed"]))
+    df["seed"] = df["seed"].where(model)
+    return df
 
 
 def validate_results(df: pd.DataFrame, notebook: str | None = None) -> None:
@@ -123,7 +155,7 @@ def validate_results(df: pd.DataFrame, notebook: str | None = None) -> None:
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise SchemaError(f"missing required column(s) {missing}: expected {list(REQUIRED_COLUMNS)}")
-    extra = [c for c in df.columns if c not in REQUIRED_COLUMNS + KEY_COLUMNS]
+    extra = [c for c in df.columns if c not in REQUIRED_COLUMNS + REPLICATES + KEY_COLUMNS]
     if extra:
         raise SchemaError(f"unknown column(s) {extra}: allowed key columns are {list(KEY_COLUMNS)}")
     if df.empty:
@@ -137,17 +169,21 @@ def validate_results(df: pd.DataFrame, notebook: str | None = None) -> None:
     if values.isna().any() or not np.isfinite(values.to_numpy()).all():
         rows = df[values.isna() | ~np.isfinite(values.fillna(0).to_numpy())].head(3)
         raise SchemaError(f"column 'value' must be finite numbers; bad rows:\n{rows}")
-    seeds = pd.to_numeric(df["seed"], errors="coerce")
-    if seeds.isna().any() or (seeds != seeds.round()).any():
-        raise SchemaError("column 'seed' must hold integers")
+    reps = _replicates(df)
+    ints = [pd.to_numeric(df[c], errors="coerce") for c in reps]
+    if any(((v != v.round()) & v.notna()).any() for v in ints):
+        raise SchemaError(f"column(s) {reps} must hold integers")
+    if pd.concat(ints, axis=1).isna().all(axis=1).any():
+        raise SchemaError("every row needs a replicate: an integer 'pair' (a pair's measurement) or 'seed' (one "
+                          "model's)")
     dup = df.duplicated(subset=[c for c in df.columns if c != "value"])
     if dup.any():
-        raise SchemaError(f"{int(dup.sum())} duplicated (keys, metric, seed) rows, e.g.\n{df[dup].head(3)}")
+        raise SchemaError(f"{int(dup.sum())} duplicated (keys, metric, replicate) rows, e.g.\n{df[dup].head(3)}")
 
 
 def read_results(path: str | Path) -> pd.DataFrame:
-    """Return a result CSV after validating it against the schema."""
-    df = pd.read_csv(path)
+    """Return a result CSV (migrated to the current schema) after validating it against the schema."""
+    df = migrate(pd.read_csv(path))
     validate_results(df, Path(path).stem)
     return df
 
@@ -180,17 +216,23 @@ def select(df: pd.DataFrame, metric: str | None = None, **filters) -> pd.DataFra
 
 
 def cell_stats(df: pd.DataFrame, metric: str, by: str = "hidden_units", **filters) -> pd.DataFrame:
-    """Return, for each value of ``by``, the seed mean, min, max and spread (max − min) of ``metric``.
+    """Return, for each value of ``by``, the mean, min, max and spread (max − min) of ``metric`` over replicates.
 
-    Rows with several values per (cell, seed), e.g. several layers, are averaged
-    within each seed first.
+    A replicate is a model (``seed``) where every selected row names one, else a pair
+    (``pair``).  Rows with several values per (cell, replicate), e.g. several layers, are
+    averaged within each replicate first.
     """
     d = select(df, metric, **filters)
-    per_seed = d.groupby([by, "seed"])["value"].mean().reset_index()
+    per_seed = d.groupby([by, replicate(d)])["value"].mean().reset_index()
     g = per_seed.groupby(by)["value"]
     out = pd.DataFrame({"mean": g.mean(), "lo": g.min(), "hi": g.max()})
     out["spread"] = out["hi"] - out["lo"]
     return out
+
+
+def replicate(d: pd.DataFrame) -> str:
+    """Return the replicate column of a selection: ``seed`` if every row names a model, else ``pair``."""
+    return "seed" if "seed" in d.columns and d["seed"].notna().all() else "pair"
 
 
 def quadratic_fit(x: Iterable[float], y: Iterable[float]) -> dict[str, float]:
@@ -486,7 +528,7 @@ def claim_w8(perm: pd.DataFrame) -> ClaimResult:
     """W8 (control): at the widest width the spread of merged accuracy over random-permutation draws is ≤ 1 point,
     and ≤ ¼ of that spread at the narrowest width."""
     d = select(perm, ACC_MERGED, method="random_permutation")
-    per_pair = d.groupby(["hidden_units", "seed"])["value"].agg(lambda v: v.max() - v.min()).groupby(level=0).mean()
+    per_pair = d.groupby(["hidden_units", "pair"])["value"].agg(lambda v: v.max() - v.min()).groupby(level=0).mean()
     narrow, wide = per_pair.iloc[0], per_pair.iloc[-1]
     ok = wide <= PERM_SPREAD_MAX and wide <= 0.25 * narrow
     return ClaimResult("W8", "width", "(control) Random permutations change little once networks are wide.",
@@ -559,11 +601,12 @@ def claim_w13(lewc: pd.DataFrame) -> ClaimResult:
 
 def _per_pair(df: pd.DataFrame, metric: str, **filters) -> pd.Series:
     """Return the mean of ``metric`` per (hidden_units, seed), over layers and other keys."""
-    return select(df, metric, **filters).groupby(["hidden_units", "seed"])["value"].mean()
+    d = select(df, metric, **filters)
+    return d.groupby(["hidden_units", replicate(d)])["value"].mean()
 
 
 def _as_rows(per_pair: pd.Series, metric: str) -> pd.DataFrame:
-    return per_pair.dropna().rename("value").reset_index().assign(metric=metric)
+    return per_pair.dropna().rename("value").reset_index().rename(columns={"seed": "pair"}).assign(metric=metric)
 
 
 def claim_w14(orth: pd.DataFrame) -> ClaimResult:
@@ -642,7 +685,8 @@ def claim_r2(tr: pd.DataFrame) -> ClaimResult:
 def _grid(noise: pd.DataFrame) -> pd.DataFrame:
     """Return the grid's seed-level gains as columns (lr, batch_size, seed, gain, noise_scale)."""
     g = noise[noise["method"] == "grid"]
-    wide = g.pivot_table(index=["lr", "batch_size", "seed", "spawn_fraction"], columns="metric", values="value")
+    wide = g.pivot_table(index=["lr", "batch_size", replicate(g), "spawn_fraction"], columns="metric",
+                         values="value")
     return wide.reset_index()
 
 
@@ -788,7 +832,7 @@ def scoreboard_long(rows: list[ClaimResult]) -> pd.DataFrame:
         for metric, v in ((CLAIM_STATE, STATE_CODES[r.state]), (CLAIM_PASSED, float(r.passed)),
                           (CLAIM_CONTROL, float(r.control)), (DECAY_INTEGRAL, r.decay_integral)):
             if np.isfinite(v):
-                out.append({"notebook": "claims", "metric": metric, "value": v, "seed": 0, "method": r.id,
+                out.append({"notebook": "claims", "metric": metric, "value": v, "pair": 0, "method": r.id,
                             "regime": r.regime})
     return pd.DataFrame(out)
 

@@ -8,21 +8,21 @@ import re
 import sys
 from pathlib import Path
 
-from . import __version__
+from . import __version__, parts
+from .bench import run as run_bench
+from .book import build, execute, parse_param
 from .data import DataError
+from .explore import launch
 from .specs import SpecError
-from .store import StoreError
+from .store import RunStore, StoreError, describe
+from .sweep import run_all
 
 
 def _params(pairs: list[list[str]] | None) -> dict:
-    from .book import parse_param
-
     return {k: parse_param(v) for k, v in (pairs or [])}
 
 
 def cmd_execute(args) -> int:
-    from .book import execute
-
     outcomes = execute(args.only, args.profile, _params(args.p), args.out, args.notebooks, args.store, args.force)
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
@@ -36,20 +36,13 @@ def cmd_execute(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from .book import build
-
     index = build(args.src, args.generated, args.builddir)
     print(index)
     return 0
 
 
 def cmd_train(args) -> int:
-    from .profiles import PARTS
-    from .store import RunStore
-
-    if args.part not in PARTS:
-        raise SpecError(f"part={args.part!r} is not allowed: expected one of {', '.join(map(repr, PARTS))}")
-    study = PARTS[args.part].resolve(args.profile, _params(args.p))
+    study = parts.study(args.part, args.profile, **_params(args.p))
     store = RunStore(args.store)
     specs = study.specs()
     for i, spec in enumerate(specs, 1):
@@ -59,8 +52,6 @@ def cmd_train(args) -> int:
 
 
 def cmd_store(args) -> int:
-    from .store import RunStore, describe
-
     store = RunStore(args.store)
     if args.action == "ls":
         for rid, spec in store.iter_specs():
@@ -105,12 +96,7 @@ def _parse_age(text: str) -> float:
 
 
 def cmd_sweep(args) -> int:
-    from .profiles import PARTS
-    from .sweep import run_all
-
-    if args.part not in PARTS:
-        raise SpecError(f"part={args.part!r} is not allowed: expected one of {', '.join(map(repr, PARTS))}")
-    specs = PARTS[args.part].resolve(args.profile, _params(args.p)).specs()
+    specs = parts.part_specs(args.profile, args.part, **_params(args.p))
     results = run_all(specs, args.scheduler, args.store, args.threads, args.device)
     failed = [r for r in results if not r.ok]
     for r in results:
@@ -121,8 +107,6 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_explore(args) -> int:
-    from .explore import launch
-
     source = args.notebooks / "explore.py"
     if not source.exists():
         raise SpecError(f"notebook source {str(source)!r} is missing: run lmcbook from the repository root")
@@ -132,9 +116,7 @@ def cmd_explore(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import run
-
-    run(args.json, book=args.book, quick=args.quick)
+    run_bench(args.json, book=args.book, quick=args.quick)
     return 0
 
 

@@ -12,20 +12,30 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 import torch
 
 from .data import Dataset, load
-from .merge import permutation_spec, permute, random_permutation, repair, weight_matching
+from .merge import (
+    add_vectors,
+    permutation_spec,
+    permute,
+    random_permutation,
+    repair,
+    task_vector,
+    ties_vector,
+    weight_matching,
+)
 from .metrics import evaluate, pair_summary
-from .noise import add_vectors, effective_noise_scale, merging_gain, spawn_pair, spawn_step, task_vector, ties_vector
+from .noise import effective_noise_scale, merging_gain
 from .probes import PairActivations, rank_profile
-from .profiles import Cell, NoiseStudy, Pair, Recipe
+from .profiles import TASKS, Cell, NoiseStudy, Pair, Recipe
 from .regime import regime_measures
 from .specs import RunSpec
 from .store import RunStore
+from .sweep import run_all
 from .train import TrainedRun, init_model
 
 log = logging.getLogger("lmcbook.experiments")
@@ -41,11 +51,10 @@ class PairFrames:
 
     curves: pd.DataFrame
     summary: pd.DataFrame
-    run_ids: list[str] = field(default_factory=list)
 
 
-def study_data(study: Recipe) -> Dataset:
-    """Return the data set of a study on its device."""
+def study_data(study: Recipe | NoiseStudy) -> Dataset:
+    """Return the data set of a study (any study with a dataset, data_root, download and device) on its device."""
     return load(study.dataset, study.data_root, study.device, download=study.download)
 
 
@@ -70,8 +79,6 @@ def sweep_first(specs: list[RunSpec], study, store: RunStore) -> None:
     missing = [s for s in specs if not store.has(s)]
     if scheduler is None or not missing:
         return
-    from .sweep import run_all
-
     failed = [r for r in run_all(missing, scheduler, store.root, device=study.device) if not r.ok]
     if failed:
         raise RuntimeError(f"{len(failed)} run(s) failed on {scheduler}: " +
@@ -80,7 +87,7 @@ def sweep_first(specs: list[RunSpec], study, store: RunStore) -> None:
 
 def _keys(pair: Pair) -> dict:
     return {"width": pair.width, "hidden_units": pair.hidden_units, "depth": pair.depth,
-            "weight_decay": pair.weight_decay, "epochs": pair.epochs, "seed": pair.seed}
+            "weight_decay": pair.weight_decay, "epochs": pair.epochs, "pair": pair.index}
 
 
 def regime_frame(study: Recipe, store: RunStore | None = None) -> pd.DataFrame:
@@ -101,7 +108,7 @@ def regime_frame(study: Recipe, store: RunStore | None = None) -> pd.DataFrame:
                 return {"regime": regime_measures(store.load(spec, data().device), data())}
 
             got = store.cached_frames("regime", {"run": spec.id, "dataset": study.dataset}, compute)
-            frames.append(got["regime"].assign(**{**_keys(pair), "seed": spec.train.seed}))
+            frames.append(got["regime"].assign(**_keys(pair), seed=spec.train.seed))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -109,15 +116,14 @@ def pair_frames(study: Recipe, store: RunStore | None = None) -> PairFrames:
     """Return the interpolation curve and summary of every pair of the study (cached per pair)."""
     store = store or RunStore()
     data = study_data(study)
-    curves, rows, ids = [], [], []
+    curves, rows = [], []
     for pair, ra, rb in trained_pairs(study, store, data):
         got = cached_pair_summary(store, ra, rb, data, study.lams)
         keys = _keys(pair)
         curves.append(got["curve"].assign(**keys))
         rows.append({**keys, **got["summary"].iloc[0].to_dict(), "run_a": ra.spec.short_id,
                      "run_b": rb.spec.short_id})
-        ids += [ra.id, rb.id]
-    return PairFrames(pd.concat(curves, ignore_index=True), pd.DataFrame(rows), ids)
+    return PairFrames(pd.concat(curves, ignore_index=True), pd.DataFrame(rows))
 
 
 def cached_pair_summary(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset,
@@ -129,11 +135,6 @@ def cached_pair_summary(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: D
 
     return store.cached_frames("pair_summary", {"a": ra.id, "b": rb.id, "lams": list(lams),
                                                 "dataset": data.name}, compute)
-
-
-def width_frames(study: Recipe, store: RunStore | None = None) -> PairFrames:
-    """Return the interpolation curves and summaries of the width sweep (see :func:`pair_frames`)."""
-    return pair_frames(study, store)
 
 
 def probe_points_of(model) -> str:
@@ -156,7 +157,7 @@ def _all_probes(a, b, data: Dataset, lams) -> dict[str, pd.DataFrame]:
 
 def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, baseline: bool = True,
                  matched: bool = False) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """Return every probe's frame over the study's pairs, trained and (if ``baseline``) untrained, and the run ids.
+    """Return every probe's frame over the study's pairs, trained and (if ``baseline``) untrained.
 
     With ``matched``, the pairs are also probed after weight matching b onto a
     (``method="weight_matched"``; see :func:`matched_permutation`).
@@ -171,9 +172,7 @@ def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, 
     store = store or RunStore()
     data = study_data(study)
     out: dict[str, list[pd.DataFrame]] = {name: [] for name in PROBES}
-    ids = []
     for pair, ra, rb in trained_pairs(study, store, data):
-        ids += [ra.id, rb.id]
         kinds = [("trained", {"a": ra.id, "b": rb.id}, lambda ra=ra, rb=rb: (ra.model, rb.model))]
         if matched:
             kinds.append(("weight_matched", {"a": ra.id, "b": rb.id, "iterations": _iterations(study)},
@@ -191,9 +190,9 @@ def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, 
             for name in PROBES:
                 frame = got[name].assign(**keys, method=method)
                 if name == "rank":  # a per-model measure: seed is the model's own seed (2p for a, 2p+1 for b)
-                    frame["seed"] = 2 * pair.seed + (frame["model"] == "b").astype(int)
+                    frame["seed"] = 2 * pair.index + (frame["model"] == "b").astype(int)
                 out[name].append(frame)
-    return {name: pd.concat(frames, ignore_index=True) for name, frames in out.items()}, ids
+    return {name: pd.concat(frames, ignore_index=True) for name, frames in out.items()}
 
 
 # -- controls: permutations, weight matching, REPAIR ------------------------------------
@@ -233,7 +232,7 @@ def matched_model(ra: TrainedRun, rb: TrainedRun, store: RunStore | None = None,
 
 
 def _random_b(rb: TrainedRun, pair: Pair, draw: int):
-    g = torch.Generator().manual_seed(10_000 * pair.seed + 100 * draw + 7)
+    g = torch.Generator().manual_seed(10_000 * pair.index + 100 * draw + 7)
     return permute(rb.model, random_permutation(permutation_spec(rb.model), g))
 
 
@@ -242,10 +241,8 @@ def permutation_frames(study, store: RunStore | None = None) -> tuple[pd.DataFra
     (``index`` = draw), and with weight-matched b; each as a pair summary at λ ∈ {0, ½, 1}."""
     store = store or RunStore()
     data = study_data(study)
-    rows, ids = [], []
+    rows = []
     for pair, ra, rb in trained_pairs(study, store, data):
-        ids += [ra.id, rb.id]
-
         def compute(pair=pair, ra=ra, rb=rb):
             out = []
             variants = [("none", 0, rb.model), ("weight_matching", 0, matched_model(ra, rb, store, _iterations(study)))]
@@ -258,7 +255,7 @@ def permutation_frames(study, store: RunStore | None = None) -> tuple[pd.DataFra
         got = store.cached_frames("permutation_draws", {"a": ra.id, "b": rb.id, "draws": study.draws,
                                                         "iterations": _iterations(study)}, compute)
         rows.append(got["summary"].assign(**_keys(pair)))
-    return pd.concat(rows, ignore_index=True), ids
+    return pd.concat(rows, ignore_index=True)
 
 
 def method_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
@@ -268,10 +265,8 @@ def method_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, p
     weight-matching cost (``match_seconds``, ``match_iterations``)."""
     store = store or RunStore()
     data = study_data(study)
-    curves, rows, ids = [], [], []
+    curves, rows = [], []
     for pair, ra, rb in trained_pairs(study, store, data):
-        ids += [ra.id, rb.id]
-
         def compute(pair=pair, ra=ra, rb=rb):
             a, b = ra.model, rb.model
             fix = lambda m, lam: repair(m, a, b, data.x_train, lam)  # noqa: E731
@@ -290,23 +285,11 @@ def method_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, p
         keys = _keys(pair)
         curves.append(got["curves"].assign(**keys))
         rows.append(got["summary"].assign(**keys, **info))
-    return pd.concat(curves, ignore_index=True), pd.concat(rows, ignore_index=True), ids
+    return pd.concat(curves, ignore_index=True), pd.concat(rows, ignore_index=True)
 
 
 # -- the noise study: spawn-and-merge ------------------------------------------------
 GAIN_LAMS = (0.0, 0.5, 1.0)
-
-
-def noise_data(study: NoiseStudy) -> Dataset:
-    """Return the noise study's data set on its device."""
-    return load(study.dataset, study.data_root, study.device, download=study.download)
-
-
-def children(study: NoiseStudy, cell: Cell, pair: int, data: Dataset, **train_changes) -> tuple[RunSpec, RunSpec]:
-    """Return the two children of pair ``pair`` in ``cell``, spawned at the cell's fraction of training."""
-    full = study.spec(cell, pair)
-    k = spawn_step(full, cell.spawn_fraction, len(data.y_train))
-    return spawn_pair(full, k, pair, **train_changes)
 
 
 def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) -> dict:
@@ -319,30 +302,29 @@ def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) ->
 def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
     """Return one row per (cell, pair): the cell's settings, S in both forms, and the merging gains of the pair."""
     store = store or RunStore()
-    data = noise_data(study)
-    rows, ids = [], []
-    kids = {(cell, p): children(study, cell, p, data) for cell in dict.fromkeys(cells) for p in range(study.seeds)}
+    data = study_data(study)
+    rows = []
+    kids = {(cell, p): study.children(cell, p) for cell in dict.fromkeys(cells) for p in range(study.seeds)}
     flat = [s for pair in kids.values() for s in pair]
     sweep_first(flat, study, store)
     runs = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
     for (cell, p), (sa, sb) in kids.items():
         ra, rb = runs[sa.id], runs[sb.id]
-        ids += [ra.id, rb.id]
-        rows.append({**asdict(cell), "seed": p,
+        rows.append({**asdict(cell), "pair": p,
                      "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
                      "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 2),
                      **_gain_row(store, ra, rb, data)})
-    return pd.DataFrame(rows), ids
+    return pd.DataFrame(rows)
 
 
 def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
     """Return the learning-rate-pair matrix: children of one parent, continued at peak learning rates η_i and
     η_j (different batch orders), merged pairwise; one row per (i, j, pair)."""
     store = store or RunStore()
-    data = noise_data(study)
+    data = study_data(study)
     cell = study.cell(study.component_lr)
-    rows, ids = [], []
-    kids = {(p, lr): children(study, cell, p, data, lr=lr) for p in range(study.seeds) for lr in study.pair_lrs}
+    rows = []
+    kids = {(p, lr): study.children(cell, p, lr=lr) for p in range(study.seeds) for lr in study.pair_lrs}
     flat = [s for pair in kids.values() for s in pair]
     sweep_first(flat, study, store)
     trained = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
@@ -351,37 +333,8 @@ def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.
         for lr_i in study.pair_lrs:
             for lr_j in study.pair_lrs:
                 ra, rb = runs[lr_i][0], runs[lr_j][1]
-                ids += [ra.id, rb.id]
-                rows.append({"lr": lr_i, "lr_b": lr_j, "seed": p, **_gain_row(store, ra, rb, data)})
-    return pd.DataFrame(rows), list(dict.fromkeys(ids))
-
-
-TASKS = ("reverse", "negate")
-
-
-def _task_specs(study: NoiseStudy) -> tuple[list[RunSpec], dict]:
-    """Return the pretraining runs and, per (pair, lr, task), the fine-tuning runs of the task-arithmetic study."""
-    base_cell = study.cell(study.component_lr)
-    bases, tuned = [], {}
-    for p in range(study.seeds):
-        base = study.spec(base_cell, p)
-        bases.append(base)
-        for lr in study.finetune_lrs:
-            for t in TASKS:
-                tuned[p, lr, t] = RunSpec(replace(base.data, transform=t), base.model,
-                                          replace(base.train, steps=study.finetune_steps, lr=lr), init=base)
-    return bases, tuned
-
-
-def noise_specs(study: NoiseStudy) -> list[RunSpec]:
-    """Return every run the noise notebooks read (children, learning-rate-pair children, task-arithmetic runs)."""
-    data = noise_data(study)
-    cells = dict.fromkeys(study.grid_cells() + study.spawn_cells() + study.component_cells())
-    out = [s for c in cells for p in range(study.seeds) for s in children(study, c, p, data)]
-    cell = study.cell(study.component_lr)
-    out += [s for p in range(study.seeds) for lr in study.pair_lrs for s in children(study, cell, p, data, lr=lr)]
-    bases, tuned = _task_specs(study)
-    return list(dict.fromkeys(out + bases + list(tuned.values())))
+                rows.append({"lr": lr_i, "lr_b": lr_j, "pair": p, **_gain_row(store, ra, rb, data)})
+    return pd.DataFrame(rows)
 
 
 def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
@@ -394,10 +347,10 @@ def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> t
     θ0 + α·TIES(v1, v2).  Tasks evaluated: ``original``, ``reverse``, ``negate``.
     """
     store = store or RunStore()
-    rows, ids = [], []
+    rows = []
     tasks = {t: load(study.dataset, study.data_root, study.device, study.download, transform=t)
              for t in ("none",) + TASKS}
-    base_specs, tuned_specs = _task_specs(study)
+    base_specs, tuned_specs = study.task_specs()
     sweep_first(base_specs + list(tuned_specs.values()), study, store)
     bases = store.get_or_train_many(base_specs, data=tasks["none"])
     runs = {}
@@ -406,10 +359,8 @@ def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> t
         runs.update(zip([s.id for s in specs], store.get_or_train_many(specs, data=tasks[t])))
     for p in range(study.seeds):
         base = bases[p]
-        ids.append(base.id)
         for lr in study.finetune_lrs:
             tuned = {t: runs[tuned_specs[p, lr, t].id] for t in TASKS}
-            ids += [tuned[t].id for t in TASKS]
 
             def compute(tuned=tuned, base=base, lr=lr):
                 vecs = [task_vector(tuned[t].model, base.model) for t in TASKS]
@@ -433,5 +384,5 @@ def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> t
             got = store.cached_frames("task_arithmetic", {"base": base.id, "tuned": [tuned[t].id for t in TASKS],
                                                           "alphas": list(study.alphas), "keep": study.ties_keep},
                                       compute)
-            rows.append(got["rows"].assign(lr=lr, seed=p))
-    return pd.concat(rows, ignore_index=True), ids
+            rows.append(got["rows"].assign(lr=lr, pair=p))
+    return pd.concat(rows, ignore_index=True)

@@ -8,6 +8,7 @@ by layer, or, if a run is missing, a message naming it and the command that trai
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import shutil
 import subprocess
@@ -15,14 +16,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import jupytext
+import matplotlib.pyplot as plt
 import pandas as pd
+import papermill
 import torch
 from matplotlib.figure import Figure
 
 from .experiments import cached_pair_summary, study_data
+from .parts import study
 from .plots import COLORS, use_style
 from .probes import PairActivations
-from .profiles import width_study
 from .store import RunStore, describe
 
 
@@ -34,14 +38,13 @@ class View:
     curve: pd.DataFrame | None = None
     layers: pd.DataFrame | None = None
     figure: Figure | None = None
-    run_ids: tuple[str, ...] = ()
 
 
 def options(profile: str = "quick", dataset: str | None = None) -> dict[str, list]:
     """Return the choices of each control for ``profile``: widths, pairs, λ values and layers."""
-    study = width_study(profile, dataset=dataset)
-    return {"width": list(study.widths), "seed": list(range(study.seeds)), "lam": list(study.lams),
-            "layer": list(range(1, study.layers + 1))}
+    sweep = study("width", profile, dataset=dataset)
+    return {"width": list(sweep.widths), "pair": list(range(sweep.seeds)), "lam": list(sweep.lams),
+            "layer": list(range(1, sweep.layers + 1))}
 
 
 def train_command(profile: str, dataset: str, width: float) -> str:
@@ -50,35 +53,32 @@ def train_command(profile: str, dataset: str, width: float) -> str:
             f"-p widths \"[{width:g}]\"")
 
 
-def view(profile: str = "quick", dataset: str | None = None, width: float | None = None, seed: int = 0,
+def view(profile: str = "quick", dataset: str | None = None, width: float | None = None, pair: int = 0,
          lam: float = 0.5, layer: int | None = None, store: RunStore | None = None) -> View:
     """Return the explorer's view of one pair of the width sweep, read from the store (nothing is trained)."""
-    base = width_study(profile, dataset=dataset)
+    base = study("width", profile, dataset=dataset)
     width = base.widths[-1] if width is None else float(width)
-    study = width_study(profile, dataset=base.dataset, widths=[width])
-    if not 0 <= seed < study.seeds:
-        return View(f"seed={seed} is not allowed: the {profile} profile has pairs 0..{study.seeds - 1}")
+    sweep = study("width", profile, dataset=base.dataset, widths=[width])
+    if not 0 <= pair < sweep.seeds:
+        return View(f"pair={pair} is not allowed: the {profile} profile has pairs 0..{sweep.seeds - 1}")
     store = store or RunStore()
-    pair = study.pair(width, seed)
-    for spec in (pair.a, pair.b):
+    p = sweep.pair(width, pair)
+    for spec in (p.a, p.b):
         if not store.has(spec):
             return View(f"Run {spec.short_id} ({describe(spec)}) is not in the store {store.root}. "
                         f"Train it (and the other pairs of this width) with:\n\n"
-                        f"    {train_command(profile, study.dataset, width)}")
-    data = study_data(study)
-    ra, rb = store.load(pair.a, data.device), store.load(pair.b, data.device)
-    got = cached_pair_summary(store, ra, rb, data, study.lams)
-    curve = got["curve"]
+                        f"    {train_command(profile, sweep.dataset, width)}")
+    data = study_data(sweep)
+    ra, rb = store.load(p.a, data.device), store.load(p.b, data.device)
+    curve = cached_pair_summary(store, ra, rb, data, sweep.lams)["curve"]
     acts = PairActivations(ra.model, rb.model, data.x_test, train_x=data.x_train, dtype=torch.float32)
     layers = acts.lewc([lam]).pivot_table(index="layer", columns="metric", values="value")
-    layer = study.layers - 1 if layer is None else int(layer)
-    fig = _figure(curve, layers, lam, layer, pair.hidden_units, seed)
-    return View("", curve, layers[["lewc_rel_err", "llfc_rel_err", "lewc_cos"]], fig, (ra.id, rb.id))
+    layer = sweep.layers - 1 if layer is None else int(layer)
+    fig = _figure(curve, layers, lam, layer, p.hidden_units, pair)
+    return View("", curve, layers[["lewc_rel_err", "llfc_rel_err", "lewc_cos"]], fig)
 
 
-def _figure(curve: pd.DataFrame, layers: pd.DataFrame, lam: float, layer: int, units: int, seed: int) -> Figure:
-    import matplotlib.pyplot as plt
-
+def _figure(curve: pd.DataFrame, layers: pd.DataFrame, lam: float, layer: int, units: int, pair: int) -> Figure:
     use_style()
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(12.5, 3.3))
     ax1.plot(curve["lam"], curve["acc"], color=COLORS["merged"], marker="o", ms=3)
@@ -99,7 +99,7 @@ def _figure(curve: pd.DataFrame, layers: pd.DataFrame, lam: float, layer: int, u
     ax3.set_xlabel("layer")
     ax3.set_ylabel(rf"relative error at $\lambda = {lam:g}$")
     ax3.legend()
-    fig.suptitle(f"{units} hidden units, pair {seed}", fontsize=10)
+    fig.suptitle(f"{units} hidden units, pair {pair}", fontsize=10)
     fig.tight_layout()
     plt.close(fig)  # shown once, by the caller's display(); the inline backend would show it again
     return fig
@@ -119,16 +119,11 @@ def live_command(notebook: Path) -> list[str]:
 
 
 def _has_module(name: str) -> bool:
-    import importlib.util
-
     return importlib.util.find_spec(name) is not None
 
 
 def prepare_live(source: Path, dest: Path, profile: str = "quick") -> Path:
     """Write the explorer's source as a notebook with ``interactive = True`` injected; return its path."""
-    import jupytext
-    import papermill
-
     nb = jupytext.read(str(source))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""Merging: interpolation θ(λ) = λ·θa + (1−λ)·θb, BatchNorm reset, permutations, weight matching, REPAIR."""
+"""Merging: interpolation θ(λ) = λ·θa + (1−λ)·θb, BatchNorm reset, permutations, weight matching, REPAIR, and
+task-vector merges (task arithmetic, TIES)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import torch
 from torch import nn
 
 from .data import as_input
-from .models import has_batchnorm
-from .specs import check_lams
+from .models import MLP, VGG11, ResNet20, has_batchnorm, probe_points
+from .specs import SpecError, check_lams
 
 
 def _check_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
@@ -158,6 +159,11 @@ def _conv_axes(key: str, p_out, p_in) -> dict[str, tuple]:
     return {f"{key}.weight": (p_out, p_in, None, None), f"{key}.bias": (p_out,)}
 
 
+def _conv_and_norm(conv: str, norm: str, p_out, p_in) -> dict[str, tuple]:
+    """Return the axes of a conv layer (out ← p_out, in ← p_in) and of the norm after it (p_out)."""
+    return {**_conv_axes(conv, p_out, p_in), **_norm_axes(norm, p_out)}
+
+
 def _vgg_axes(model) -> dict[str, tuple]:
     axes: dict[str, tuple] = {}
     prev = None
@@ -165,8 +171,7 @@ def _vgg_axes(model) -> dict[str, tuple]:
     for i, m in enumerate(mods):
         if isinstance(m, nn.Conv2d):
             p = f"P{i}"
-            axes.update(_conv_axes(f"features.{i}", p, prev))
-            axes.update(_norm_axes(f"features.{i + 1}", p))
+            axes.update(_conv_and_norm(f"features.{i}", f"features.{i + 1}", p, prev))
             prev = p
     axes["classifier.weight"] = (None, prev)
     axes["classifier.bias"] = (None,)
@@ -176,19 +181,15 @@ def _vgg_axes(model) -> dict[str, tuple]:
 def _resnet_axes(model) -> dict[str, tuple]:
     axes: dict[str, tuple] = {}
     stream = "S0"  # the residual stream's permutation, shared within a stage
-    axes.update(_conv_axes("conv1", stream, None))
-    axes.update(_norm_axes("norm1", stream))
+    axes.update(_conv_and_norm("conv1", "norm1", stream, None))
     for i, blk in enumerate(model.blocks):
         inner = f"B{i}"
         out = stream
         if isinstance(blk.shortcut, nn.Sequential):  # 1x1 projection: a new stream permutation for the new stage
             out = f"S{i}"
-            axes.update(_conv_axes(f"blocks.{i}.shortcut.0", out, stream))
-            axes.update(_norm_axes(f"blocks.{i}.shortcut.1", out))
-        axes.update(_conv_axes(f"blocks.{i}.conv1", inner, stream))
-        axes.update(_norm_axes(f"blocks.{i}.norm1", inner))
-        axes.update(_conv_axes(f"blocks.{i}.conv2", out, inner))
-        axes.update(_norm_axes(f"blocks.{i}.norm2", out))
+            axes.update(_conv_and_norm(f"blocks.{i}.shortcut.0", f"blocks.{i}.shortcut.1", out, stream))
+        axes.update(_conv_and_norm(f"blocks.{i}.conv1", f"blocks.{i}.norm1", inner, stream))
+        axes.update(_conv_and_norm(f"blocks.{i}.conv2", f"blocks.{i}.norm2", out, inner))
         stream = out
     axes["head.weight"] = (None, stream)
     axes["head.bias"] = (None,)
@@ -197,7 +198,6 @@ def _resnet_axes(model) -> dict[str, tuple]:
 
 def permutation_spec(model: nn.Module) -> PermutationSpec:
     """Return the PermutationSpec of an lmcbook MLP, VGG11 or ResNet20 (any norm, with or without bias)."""
-    from .models import MLP, VGG11, ResNet20
 
     builders = {MLP: _mlp_axes, VGG11: _vgg_axes, ResNet20: _resnet_axes}
     for cls, build in builders.items():
@@ -338,7 +338,6 @@ class ChannelAffine(nn.Module):
 def repair_points(model: nn.Module) -> list[str]:
     """Return the module names whose outputs REPAIR corrects: each hidden layer's output as the ReLU sees it
     (the linear/conv output, or the norm after it)."""
-    from .models import probe_points
 
     names = dict(model.named_modules())
     out = []
@@ -352,7 +351,6 @@ def repair_points(model: nn.Module) -> list[str]:
 
 def _norm_after(model, name: str, names: dict) -> str | None:
     """Return the name of the norm module applied to ``name``'s output, if it is not an Identity."""
-    from .models import MLP, VGG11
 
     if isinstance(model, MLP):
         cand = "norms." + name.split(".")[1]
@@ -409,3 +407,57 @@ def repair(merged: nn.Module, a: nn.Module, b: nn.Module, data: torch.Tensor, la
         module = model.get_submodule(name)
         model.set_submodule(name, nn.Sequential(module, ChannelAffine(scale, mu_t - mu_m * scale)))
     return model
+
+
+# -- task arithmetic ------------------------------------------------------------------
+def task_vector(finetuned: nn.Module, base: nn.Module) -> dict[str, torch.Tensor]:
+    """Return θ_finetuned − θ_base for every floating-point entry of the state dict."""
+    fb, bb = finetuned.state_dict(), base.state_dict()
+    return {k: (fb[k] - bb[k]) for k in bb if bb[k].is_floating_point()}
+
+
+def add_vectors(base: nn.Module, vector: dict[str, torch.Tensor], alpha: float) -> nn.Module:
+    """Return a copy of ``base`` with θ = θ_base + α·vector."""
+    model = copy.deepcopy(base)
+    state = model.state_dict()
+    with torch.no_grad():
+        for k, v in vector.items():
+            state[k].add_(alpha * v.to(state[k].dtype))
+    return model.eval()
+
+
+def task_arithmetic(base: nn.Module, vectors: list[dict[str, torch.Tensor]], alpha: float) -> nn.Module:
+    """Return θ0 + α·Σ_i v_i (Ilharco et al. 2023)."""
+    total = {k: sum(v[k] for v in vectors) for k in vectors[0]}
+    return add_vectors(base, total, alpha)
+
+
+def ties_vector(vectors: list[dict[str, torch.Tensor]], keep: float = 0.2) -> dict[str, torch.Tensor]:
+    """Return the TIES-merged task vector (Yadav et al. 2023): trim, elect sign, disjoint mean.
+
+    1. Trim: keep each vector's top ``keep`` fraction of entries by magnitude (over all
+       its parameters together), zero the rest.
+    2. Elect: each entry's sign is the sign of the sum of the trimmed vectors.
+    3. Disjoint mean: average, per entry, the trimmed values that agree with the elected
+       sign (entries with sign 0 become 0).
+    """
+    if not 0 < keep <= 1:
+        raise SpecError(f"keep={keep!r} is not allowed: expected a fraction in (0, 1]")
+    keys = list(vectors[0])
+    flat = torch.stack([torch.cat([v[k].reshape(-1).double() for k in keys]) for v in vectors])
+    n = flat.shape[1]
+    k_keep = max(1, int(round(keep * n)))
+    trimmed = torch.zeros_like(flat)
+    for i, row in enumerate(flat):
+        idx = torch.topk(row.abs(), k_keep, sorted=False).indices
+        trimmed[i, idx] = row[idx]
+    sign = torch.sign(trimmed.sum(0))
+    agree = (torch.sign(trimmed) == sign) & (trimmed != 0)
+    count = agree.sum(0)
+    merged = torch.where(count > 0, (trimmed * agree).sum(0) / count.clamp_min(1), torch.zeros_like(sign))
+    out, i = {}, 0
+    for k in keys:
+        m = vectors[0][k].numel()
+        out[k] = merged[i:i + m].reshape(vectors[0][k].shape).to(vectors[0][k].dtype)
+        i += m
+    return out

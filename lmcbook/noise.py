@@ -1,4 +1,4 @@
-"""The optimizer-noise study: effective noise scale, spawn-and-merge, merging gain, task arithmetic, TIES.
+"""The optimizer-noise study: effective noise scale, spawn-and-merge and merging gain.
 
 Spawn-and-merge (after Frankle et al. 2020), as lmcbook defines it:
 
@@ -17,9 +17,6 @@ data seed reproduces the uninterrupted run bitwise.
 from __future__ import annotations
 
 from dataclasses import replace
-
-import torch
-from torch import nn
 
 from .specs import RunSpec, SpecError
 
@@ -44,8 +41,9 @@ def effective_noise_scale(lr: float, batch_size: int, momentum: float = 0.0, pow
     return lr / (batch_size * (1 - momentum) ** power)
 
 
-def spawn_step(spec: RunSpec, fraction: float, n_train: int) -> int:
-    """Return the step k at ``fraction`` of the spec's full schedule (at least 1)."""
+def spawn_step(spec: RunSpec, fraction: float, n_train: int | None = None) -> int:
+    """Return the step k at ``fraction`` of the spec's full schedule (at least 1); ``n_train`` is needed only for a
+    schedule in epochs."""
     if not 0 < fraction < 1:
         raise SpecError(f"spawn_fraction={fraction!r} is not allowed: expected a fraction in (0, 1)")
     return max(1, int(round(fraction * spec.total_steps(n_train))))
@@ -86,59 +84,3 @@ def merging_gain(summary: dict) -> dict[str, float]:
     return {"gain": summary["acc_merged"] - summary["acc_endpoints"],
             "gain_best": summary["acc_merged"] - max(summary["acc_a"], summary["acc_b"]),
             "loss_gain": summary["loss_endpoints"] - summary["loss_merged"]}
-
-
-# -- task arithmetic ------------------------------------------------------------------
-def task_vector(finetuned: nn.Module, base: nn.Module) -> dict[str, torch.Tensor]:
-    """Return θ_finetuned − θ_base for every floating-point entry of the state dict."""
-    fb, bb = finetuned.state_dict(), base.state_dict()
-    return {k: (fb[k] - bb[k]) for k in bb if bb[k].is_floating_point()}
-
-
-def add_vectors(base: nn.Module, vector: dict[str, torch.Tensor], alpha: float) -> nn.Module:
-    """Return a copy of ``base`` with θ = θ_base + α·vector."""
-    import copy
-
-    model = copy.deepcopy(base)
-    state = model.state_dict()
-    with torch.no_grad():
-        for k, v in vector.items():
-            state[k].add_(alpha * v.to(state[k].dtype))
-    return model.eval()
-
-
-def task_arithmetic(base: nn.Module, vectors: list[dict[str, torch.Tensor]], alpha: float) -> nn.Module:
-    """Return θ0 + α·Σ_i v_i (Ilharco et al. 2023)."""
-    total = {k: sum(v[k] for v in vectors) for k in vectors[0]}
-    return add_vectors(base, total, alpha)
-
-
-def ties_vector(vectors: list[dict[str, torch.Tensor]], keep: float = 0.2) -> dict[str, torch.Tensor]:
-    """Return the TIES-merged task vector (Yadav et al. 2023): trim, elect sign, disjoint mean.
-
-    1. Trim: keep each vector's top ``keep`` fraction of entries by magnitude (over all
-       its parameters together), zero the rest.
-    2. Elect: each entry's sign is the sign of the sum of the trimmed vectors.
-    3. Disjoint mean: average, per entry, the trimmed values that agree with the elected
-       sign (entries with sign 0 become 0).
-    """
-    if not 0 < keep <= 1:
-        raise SpecError(f"keep={keep!r} is not allowed: expected a fraction in (0, 1]")
-    keys = list(vectors[0])
-    flat = torch.stack([torch.cat([v[k].reshape(-1).double() for k in keys]) for v in vectors])
-    n = flat.shape[1]
-    k_keep = max(1, int(round(keep * n)))
-    trimmed = torch.zeros_like(flat)
-    for i, row in enumerate(flat):
-        idx = torch.topk(row.abs(), k_keep, sorted=False).indices
-        trimmed[i, idx] = row[idx]
-    sign = torch.sign(trimmed.sum(0))
-    agree = (torch.sign(trimmed) == sign) & (trimmed != 0)
-    count = agree.sum(0)
-    merged = torch.where(count > 0, (trimmed * agree).sum(0) / count.clamp_min(1), torch.zeros_like(sign))
-    out, i = {}, 0
-    for k in keys:
-        m = vectors[0][k].numel()
-        out[k] = merged[i:i + m].reshape(vectors[0][k].shape).to(vectors[0][k].dtype)
-        i += m
-    return out

@@ -1,4 +1,5 @@
-"""Where lmcbook keeps things: the run store ($LMCBOOK_STORE) and its cache of generated data sets."""
+"""Where lmcbook keeps things: the run store ($LMCBOOK_STORE), its cache of generated data sets, and the book's
+executed pages ($LMCBOOK_OUT)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,11 @@ def store_root() -> Path:
 def dataset_cache() -> Path:
     """Return the directory that caches generated data sets (inside the store root)."""
     return store_root() / "datasets"
+
+
+OUT_ENV = "LMCBOOK_OUT"
+
+
+def out_dir() -> Path:
+    """Return where executed notebooks and their CSVs go: $LMCBOOK_OUT, else book/generated."""
+    return Path(os.environ.get(OUT_ENV, "book/generated"))

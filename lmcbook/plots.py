@@ -1,6 +1,7 @@
 """One visual style, and figure functions that take tidy frames and return figures.
 
-Error bars are always the range (min to max) over seeds around the seed mean.
+Error bars are always the range (min to max) over replicates (pairs, or models for per-model measures) around
+their mean.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+
+from .claims import cell_stats, select
 
 STYLE = {
     "figure.dpi": 110, "savefig.dpi": 110, "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10,
@@ -189,11 +192,16 @@ def plot_scale_law(scale: pd.DataFrame) -> Figure:
     return fig
 
 
+def _panels_at(df: pd.DataFrame, lam: float, n: int):
+    """Return the rows at ``lam`` and a styled figure of ``n`` side-by-side panels."""
+    use_style()
+    fig, axes = plt.subplots(1, n, figsize=({2: 9, 3: 12}[n], 3.4))
+    return df[df["lam"] == lam], fig, axes
+
+
 def plot_additivity(add: pd.DataFrame, lam: float = 0.5) -> Figure:
     """Return the additivity error, cosine and sign-conflict fraction against width, with Gaussian baselines."""
-    use_style()
-    d = add[add["lam"] == lam]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    d, fig, axes = _panels_at(add, lam, 3)
     for ax, metric, base, title in ((axes[0], "additivity_rel_err", "baseline_additivity_rel_err", "relative error"),
                                     (axes[1], "additivity_cos", "baseline_additivity_cos", "cosine"),
                                     (axes[2], "sign_conflict", "baseline_sign_conflict", "sign-conflict fraction")):
@@ -213,9 +221,7 @@ def plot_additivity(add: pd.DataFrame, lam: float = 0.5) -> Figure:
 
 def plot_orthogonality(orth: pd.DataFrame, lam: float = 0.5) -> Figure:
     """Return the orthogonality norm ratio and the cross-term relative error against width, per layer."""
-    use_style()
-    d = orth[orth["lam"] == lam]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    d, fig, axes = _panels_at(orth, lam, 2)
     lines_by_layer(axes[0], d, "orth_ratio", label_untrained=False)
     axes[0].set_title(r"$\frac{1}{2}(\|W^a z^b\|/\|W^a z^a\| + \|W^b z^a\|/\|W^b z^b\|)$")
     lines_by_layer(axes[1], d, "cross_rel_err", label_untrained=False)
@@ -251,7 +257,7 @@ def plot_neuron_overlap(nm: pd.DataFrame) -> Figure:
     for method, ls in (("trained", "-"), ("untrained", "--")):
         for key, c in (("rms_a", COLORS["merged"]), ("rms_b", COLORS["ensemble"])):
             s = nm[(nm["metric"] == key) & (nm["method"] == method) & (nm["hidden_units"] == wide)
-                   & (nm["layer"] == last) & (nm["seed"] == nm["seed"].min())]
+                   & (nm["layer"] == last) & (nm["pair"] == nm["pair"].min())]
             v = np.sort(s["value"].to_numpy())[::-1]
             if len(v):
                 ax2.plot(np.arange(1, len(v) + 1) / len(v), v / v[0], ls=ls, color=c,
@@ -356,7 +362,6 @@ def plot_panels(df: pd.DataFrame, panels: list[dict], group: str = "method", x: 
     ``logy`` (bool), ``hline`` ((value, label)) and ``ylabel``.  Lines are seed means with
     min-max bars; values of several layers within one seed are averaged first.
     """
-    from .claims import cell_stats
 
     use_style()
     nrows = -(-len(panels) // ncols)
@@ -394,8 +399,8 @@ def plot_draws(perm: pd.DataFrame, metric: str = "acc_merged") -> Figure:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
     rnd = perm[perm["method"] == "random_permutation"]
     units = sorted(perm["hidden_units"].unique())
-    jitter = {s: 1 + 0.04 * (s - rnd["seed"].mean()) for s in rnd["seed"].unique()}
-    ax1.scatter(rnd["hidden_units"] * rnd["seed"].map(jitter), rnd[metric], s=10, alpha=0.6,
+    jitter = {s: 1 + 0.04 * (s - rnd["pair"].mean()) for s in rnd["pair"].unique()}
+    ax1.scatter(rnd["hidden_units"] * rnd["pair"].map(jitter), rnd[metric], s=10, alpha=0.6,
                 color=GROUP_STYLE["random_permutation"][0], label="a with randomly permuted b (each draw)")
     for method, label in (("none", "a with b"), ("weight_matching", "a with weight-matched b")):
         errorbar(ax1, perm[perm["method"] == method], "hidden_units", metric, color=GROUP_STYLE[method][0],
@@ -403,7 +408,7 @@ def plot_draws(perm: pd.DataFrame, metric: str = "acc_merged") -> Figure:
     _width_axis(ax1, units)
     ax1.set_ylabel(r"merged accuracy, $\lambda = \frac{1}{2}$")
     ax1.legend()
-    spread = rnd.groupby(["hidden_units", "seed"])[metric].agg(lambda v: v.max() - v.min()).reset_index()
+    spread = rnd.groupby(["hidden_units", "pair"])[metric].agg(lambda v: v.max() - v.min()).reset_index()
     errorbar(ax2, spread, "hidden_units", metric, color=GROUP_STYLE["random_permutation"][0],
              label="max − min over draws")
     _width_axis(ax2, units)
@@ -582,7 +587,6 @@ def plot_regime(long: pd.DataFrame) -> Figure:
     """Return four panels against width, one line per (training length, weight decay): merged accuracy beside the
     ensemble, the calibrated midpoint loss barrier, the relative effective rank of the hidden-to-hidden matrices
     beside the untrained baseline, and the distance from initialisation."""
-    from .claims import cell_stats, select
 
     use_style()
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 7.0))
@@ -615,7 +619,6 @@ def plot_regime(long: pd.DataFrame) -> Figure:
 
 def plot_regime_map(long: pd.DataFrame) -> Figure:
     """Return the regime map: width against the decay integral D (log axis), merged accuracy as colour."""
-    from .claims import cell_stats
 
     use_style()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))

@@ -43,7 +43,8 @@ def _fail(name: str, value: Any, allowed: str) -> SpecError:
     return SpecError(f"{name}={value!r} is not allowed: expected {allowed}")
 
 
-def _check_int(name: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
+def check_int(name: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
+    """Return ``value`` as an int, or raise SpecError naming ``name`` and the allowed range."""
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -64,7 +65,8 @@ def _range(lo: Any, hi: Any) -> str:
     return ""
 
 
-def _check_float(name: str, value: Any, allowed: str, ok) -> float:
+def check_float(name: str, value: Any, allowed: str, ok=lambda v: True) -> float:
+    """Return ``value`` as a finite float for which ``ok`` holds, or raise SpecError naming ``name`` and ``allowed``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(name, value, allowed)
     value = float(value)
@@ -73,13 +75,15 @@ def _check_float(name: str, value: Any, allowed: str, ok) -> float:
     return value
 
 
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise SpecError naming ``name`` and the choices."""
     if value not in choices:
         raise _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
     return value
 
 
-def _check_bool(name: str, value: Any) -> bool:
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` if it is a bool, else raise SpecError naming ``name``."""
     if not isinstance(value, bool):
         raise _fail(name, value, "true or false")
     return value
@@ -101,11 +105,11 @@ class DataSpec:
     transform: str = "none"
 
     def __post_init__(self) -> None:
-        _check_choice("dataset", self.name, DATASETS)
+        check_choice("dataset", self.name, DATASETS)
         if self.root is not None and not isinstance(self.root, str):
             raise _fail("data_root", self.root, "a directory path (string) or None")
-        _check_bool("augment", self.augment)
-        _check_choice("transform", self.transform, TRANSFORMS)
+        check_bool("augment", self.augment)
+        check_choice("transform", self.transform, TRANSFORMS)
 
 
 @dataclass(frozen=True)
@@ -121,16 +125,16 @@ class ModelSpec:
     bias: bool = False
 
     def __post_init__(self) -> None:
-        _check_choice("arch", self.arch, ARCHS)
-        _set(self, "width", _check_float("width", self.width, "a number > 0", lambda v: v > 0))
+        check_choice("arch", self.arch, ARCHS)
+        _set(self, "width", check_float("width", self.width, "a number > 0", lambda v: v > 0))
         base = BASE_WIDTHS[self.arch] if self.base_width is None else self.base_width
-        _set(self, "base_width", _check_int("base_width", base, lo=1))
+        _set(self, "base_width", check_int("base_width", base, lo=1))
         if self.arch == "mlp":
-            _set(self, "depth", _check_int("depth", 4 if self.depth is None else self.depth, lo=1))
+            _set(self, "depth", check_int("depth", 4 if self.depth is None else self.depth, lo=1))
         elif self.depth is not None:
             raise _fail("depth", self.depth, f"None for arch={self.arch!r} (its depth is fixed)")
-        _check_choice("norm", self.norm, NORMS)
-        _check_bool("bias", self.bias)
+        check_choice("norm", self.norm, NORMS)
+        check_bool("bias", self.bias)
         if self.channels < 1:
             raise SpecError(
                 f"width={self.width!r} gives round({self.base_width} * {self.width}) = 0 "
@@ -167,26 +171,26 @@ class TrainSpec:
     stop_step: int | None = None
 
     def __post_init__(self) -> None:
-        _check_int("epochs", self.epochs, lo=1)
-        _check_int("batch_size", self.batch_size, lo=1)
-        _set(self, "lr", _check_float("lr", self.lr, "a number > 0", lambda v: v > 0))
-        _set(self, "momentum", _check_float("momentum", self.momentum, "a number in [0, 1)", lambda v: 0 <= v < 1))
+        check_int("epochs", self.epochs, lo=1)
+        check_int("batch_size", self.batch_size, lo=1)
+        _set(self, "lr", check_float("lr", self.lr, "a number > 0", lambda v: v > 0))
+        _set(self, "momentum", check_float("momentum", self.momentum, "a number in [0, 1)", lambda v: 0 <= v < 1))
         _set(
             self,
             "weight_decay",
-            _check_float("weight_decay", self.weight_decay, "a number >= 0", lambda v: v >= 0),
+            check_float("weight_decay", self.weight_decay, "a number >= 0", lambda v: v >= 0),
         )
-        _set(self, "warmup", _check_float("warmup", self.warmup, "a fraction in [0, 1)", lambda v: 0 <= v < 1))
-        _check_choice("schedule", self.schedule, SCHEDULES)
+        _set(self, "warmup", check_float("warmup", self.warmup, "a fraction in [0, 1)", lambda v: 0 <= v < 1))
+        check_choice("schedule", self.schedule, SCHEDULES)
         if self.steps is not None:
-            _check_int("steps", self.steps, lo=1)
-        _check_int("seed", self.seed, lo=0)
-        data_seed = self.seed if self.data_seed is None else _check_int("data_seed", self.data_seed, lo=0)
+            check_int("steps", self.steps, lo=1)
+        check_int("seed", self.seed, lo=0)
+        data_seed = self.seed if self.data_seed is None else check_int("data_seed", self.data_seed, lo=0)
         _set(self, "data_seed", data_seed)
-        aug_seed = data_seed if self.aug_seed is None else _check_int("aug_seed", self.aug_seed, lo=0)
+        aug_seed = data_seed if self.aug_seed is None else check_int("aug_seed", self.aug_seed, lo=0)
         _set(self, "aug_seed", aug_seed)
         if self.stop_step is not None:
-            _check_int("stop_step", self.stop_step, lo=1)
+            check_int("stop_step", self.stop_step, lo=1)
             if self.steps is not None and self.stop_step > self.steps:
                 raise _fail("stop_step", self.stop_step, f"an integer in [1, steps={self.steps}]")
 
@@ -221,7 +225,7 @@ class RunSpec:
         if self.parent is not None:
             if not isinstance(self.parent, RunSpec):
                 raise _fail("parent", self.parent, "a RunSpec")
-            _check_int("spawn_step", self.spawn_step, lo=1)
+            check_int("spawn_step", self.spawn_step, lo=1)
             if self.parent.train.stop_step != self.spawn_step:
                 raise _fail(
                     "spawn_step", self.spawn_step, f"the parent's stop_step ({self.parent.train.stop_step})"
@@ -316,10 +320,12 @@ class RunSpec:
         """Return a copy with some TrainSpec fields changed."""
         return replace(self, train=replace(self.train, **changes))
 
-    def total_steps(self, n_train: int) -> int:
-        """Return the full schedule's length in steps, given the training-set size."""
+    def total_steps(self, n_train: int | None = None) -> int:
+        """Return the full schedule's length in steps (a schedule in epochs needs the training-set size)."""
         if self.train.steps is not None:
             return self.train.steps
+        if n_train is None:
+            raise SpecError("n_train=None is not allowed for a schedule in epochs: pass the training-set size")
         return self.train.epochs * steps_per_epoch(n_train, self.train.batch_size)
 
 

@@ -27,6 +27,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ import torch
 from filelock import FileLock
 from safetensors.torch import load_file, save_file
 
+from .batched import group_key, train_many
 from .data import Dataset, load_spec, resolve_device
 from .models import build
 from .paths import STORE_ENV, store_root
@@ -45,18 +47,13 @@ from .train import DivergedError, TrainedRun, check_trainable, train
 
 log = logging.getLogger("lmcbook.store")
 
-ENV_VAR = STORE_ENV
+_READ_ORDER = ("missing", "present", "loaded", "trained")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 _FILES = ("spec.json", "model.safetensors", "history.json", "metrics.json", "provenance.json")
 
 
 class StoreError(RuntimeError):
     """A store entry is corrupt or the store cannot be written; the message says what to do."""
-
-
-def default_root() -> Path:
-    """Return the store root: $LMCBOOK_STORE, else ./runs."""
-    return store_root()
 
 
 def describe(spec: RunSpec) -> str:
@@ -137,7 +134,14 @@ class RunStore:
     """A directory of trained runs keyed by spec hash."""
 
     def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root) if root is not None else default_root()
+        self.root = Path(root) if root is not None else store_root()
+        #: The read log: every run id this instance looked up, loaded or trained, with the furthest of
+        #: "missing" < "present" < "loaded" < "trained".  A book page's dependencies are read from it.
+        self.reads: dict[str, str] = {}
+
+    def _note(self, spec: RunSpec, status: str) -> None:
+        if _READ_ORDER.index(status) >= _READ_ORDER.index(self.reads.get(spec.id, "missing")):
+            self.reads[spec.id] = status
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.root)!r})"
@@ -151,8 +155,10 @@ class RunStore:
         return self.root / rid
 
     def has(self, spec: RunSpec) -> bool:
-        """Return True if a finished entry for ``spec`` exists."""
-        return (self.path(spec) / "manifest.json").exists()
+        """Return True if a finished entry for ``spec`` exists (and note the lookup in :attr:`reads`)."""
+        found = (self.path(spec) / "manifest.json").exists()
+        self._note(spec, "present" if found else "missing")
+        return found
 
     def ids(self) -> list[str]:
         """Return the ids of all entries in the store."""
@@ -162,6 +168,7 @@ class RunStore:
 
     # -- events -----------------------------------------------------------------------
     def _event(self, event: str, spec: RunSpec, **extra: Any) -> None:
+        self._note(spec, event)
         line = json.dumps({"time": time.time(), "event": event, "id": spec.id, "pid": os.getpid(), **extra})
         with open(self.root / "events.jsonl", "a") as f:
             f.write(line + "\n")
@@ -182,7 +189,7 @@ class RunStore:
                 pass
         except OSError as err:
             raise StoreError(f"store root {str(self.root)!r} is not writable ({err.strerror}): "
-                             f"set {ENV_VAR} or pass RunStore(root) to a writable directory") from err
+                             f"set {STORE_ENV} or pass RunStore(root) to a writable directory") from err
 
     def save(self, run: TrainedRun, data: Dataset) -> Path:
         """Write ``run`` atomically into the store and return its entry path (an existing entry wins)."""
@@ -193,8 +200,8 @@ class RunStore:
         try:
             state = {k: v.detach().to("cpu").contiguous().clone() for k, v in run.model.state_dict().items()}
             save_file(state, str(tmp / "model.safetensors"))
-            if run.momentum:
-                save_file({k: v.detach().to("cpu").contiguous() for k, v in run.momentum.items()},
+            if run.momentum_buffers:
+                save_file({k: v.detach().to("cpu").contiguous() for k, v in run.momentum_buffers.items()},
                           str(tmp / "momentum.safetensors"))
             _write_json(tmp / "spec.json", {"id": run.spec.id, "code_version": run.provenance.get("code_version"),
                                             "spec": run.spec.to_dict(), "input_shape": list(data.input_shape),
@@ -243,6 +250,7 @@ class RunStore:
         """
         path = self.path(spec)
         self.verify(spec)
+        self._note(spec, "loaded")
         meta = json.loads((path / "spec.json").read_text())
         dev = resolve_device(device)
         with torch.random.fork_rng(devices=[]):
@@ -257,7 +265,7 @@ class RunStore:
             history=json.loads((path / "history.json").read_text()),
             metrics=json.loads((path / "metrics.json").read_text()),
             provenance=json.loads((path / "provenance.json").read_text()),
-            momentum=momentum, step=int(meta["step"]),
+            momentum_buffers=momentum, step=int(meta["step"]),
         )
         if record:
             self._event("loaded", spec)
@@ -296,70 +304,73 @@ class RunStore:
 
         Parents and fine-tuning sources are made first.  Missing runs that share a
         :func:`lmcbook.batched.group_key` train together in one stacked step
-        (``batch=False`` trains each alone); results differ from training alone only
-        by floating-point summation order, and each entry records ``batched_with``.
+        (``batch=False`` trains each alone); results equal training alone within
+        :data:`lmcbook.batched.STACK_TOLERANCE`, and each entry records ``batched_with``.
         Every spec is checked before anything trains.  If a run diverges, the others
         are still stored, then its :class:`~lmcbook.train.DivergedError` is raised.
         """
-        from contextlib import ExitStack
-
-        from .batched import group_key, train_many
-
         specs = list(dict.fromkeys(specs))
         dev = resolve_device(device) if data is None else data.device
         data = load_spec(specs[0].data, dev) if data is None else data
-        for s in specs:
-            if not isinstance(s, RunSpec):
-                raise TypeError(f"spec={s!r} is not allowed: expected a RunSpec")
-            if (s.data.name, s.data.transform) != (specs[0].data.name, specs[0].data.transform):
-                raise SpecError("get_or_train_many needs specs on one data set (name and transform); got "
-                                f"{specs[0].data.name}/{specs[0].data.transform} and {s.data.name}/{s.data.transform}")
-            check_trainable(s, data)  # bad input fails here, before anything trains
-        if any(not self.has(s) for s in specs):
-            self.check_writable()
+        self._check_many(specs, data)
         parents = [s.parent for s in specs if s.parent is not None and not self.has(s)]
         if parents:
             self.get_or_train_many(parents, dev, data, progress, batch)
         for s in specs:
             if s.init is not None and not self.has(s):
                 self.get_or_train(s.init, dev, None, progress)
-        n = len(data.y_train)
         groups: dict = {}
         for s in specs:
             if not self.has(s):
-                key = group_key(s, n) if batch else None
+                key = group_key(s, len(data.y_train)) if batch else None
                 groups.setdefault(key if key is not None else ("alone", s.id), []).append(s)
         fresh: dict[str, TrainedRun] = {}
         errors: list[Exception] = []
-        (self.root / ".locks").mkdir(parents=True, exist_ok=True)
         for key, group in groups.items():
-            if key[0] == "alone" or len(group) == 1:
-                for s in group:
-                    try:
-                        fresh[s.id] = self.get_or_train(s, dev, data, progress)
-                    except DivergedError as err:
-                        errors.append(err)
+            if key[0] != "alone" and len(group) > 1:
+                self._train_stack(group, data, progress, fresh, errors)
                 continue
-            with ExitStack() as locks:
-                for s in sorted(group, key=lambda s: s.id):
-                    locks.enter_context(FileLock(str(self.root / ".locks" / f"{s.id}.lock")))
-                todo = [s for s in group if not self.has(s)]
-                starts = [self.load(s.parent, dev, record=False) if s.parent is not None else None for s in todo]
-                inits = [self.load(s.init, dev, record=False) if s.init is not None else None for s in todo]
-                log.info("training %d runs in one stack: %s ...", len(todo), describe(todo[0]))
-                t0 = time.perf_counter()
-                results = train_many(todo, data, starts, inits, progress)
-                for s, run in zip(todo, results):
-                    if isinstance(run, Exception):
-                        errors.append(run)
-                        continue
-                    self.save(run, data)
-                    self._event("trained", s, seconds=round((time.perf_counter() - t0) / len(todo), 3),
-                                batched_with=len(todo))
-                    fresh[s.id] = run
+            for s in group:
+                try:
+                    fresh[s.id] = self.get_or_train(s, dev, data, progress)
+                except DivergedError as err:
+                    errors.append(err)
         if errors:
             raise errors[0]
         return [fresh[s.id] if s.id in fresh else self.load(s, dev) for s in specs]
+
+    def _check_many(self, specs: list[RunSpec], data: Dataset) -> None:
+        """Raise before anything trains unless every spec is a RunSpec on ``data``'s data set that can train there."""
+        for s in specs:
+            if not isinstance(s, RunSpec):
+                raise TypeError(f"spec={s!r} is not allowed: expected a RunSpec")
+            if (s.data.name, s.data.transform) != (specs[0].data.name, specs[0].data.transform):
+                raise SpecError("get_or_train_many needs specs on one data set (name and transform); got "
+                                f"{specs[0].data.name}/{specs[0].data.transform} and {s.data.name}/{s.data.transform}")
+            check_trainable(s, data)
+        if any(not self.has(s) for s in specs):
+            self.check_writable()
+
+    def _train_stack(self, group: list[RunSpec], data: Dataset, progress: bool | None,
+                     fresh: dict[str, TrainedRun], errors: list[Exception]) -> None:
+        """Train the runs of one group_key that are still missing in one stack, holding all their locks."""
+        (self.root / ".locks").mkdir(parents=True, exist_ok=True)
+        with ExitStack() as locks:
+            for s in sorted(group, key=lambda s: s.id):
+                locks.enter_context(FileLock(str(self.root / ".locks" / f"{s.id}.lock")))
+            todo = [s for s in group if not self.has(s)]
+            starts = [self.load(s.parent, data.device, record=False) if s.parent is not None else None for s in todo]
+            inits = [self.load(s.init, data.device, record=False) if s.init is not None else None for s in todo]
+            log.info("training %d runs in one stack: %s ...", len(todo), describe(todo[0]))
+            t0 = time.perf_counter()
+            for s, run in zip(todo, train_many(todo, data, starts, inits, progress)):
+                if isinstance(run, Exception):
+                    errors.append(run)
+                    continue
+                self.save(run, data)
+                self._event("trained", s, seconds=round((time.perf_counter() - t0) / len(todo), 3),
+                            batched_with=len(todo))
+                fresh[s.id] = run
 
     # -- derived results ----------------------------------------------------------------
     def cached_frames(self, kind: str, key: dict[str, Any],

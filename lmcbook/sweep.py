@@ -22,12 +22,17 @@ can differ bitwise with it, so bitwise comparisons are made at equal thread coun
 from __future__ import annotations
 
 import os
+import platform
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .specs import RunSpec, SpecError
+from .store import RunStore
+from .train import DivergedError
 
 
 @dataclass
@@ -47,12 +52,6 @@ def train_one(spec_dict: dict[str, Any], store_root: str, threads: int | None = 
 
     The spec travels as its JSON-ready dict and is rebuilt here, so tasks never pickle code.
     """
-    import platform
-
-    import torch
-
-    from .store import RunStore
-    from .train import DivergedError
 
     if threads is not None:
         torch.set_num_threads(threads)
@@ -86,7 +85,6 @@ def run_all(specs: list[RunSpec], scheduler: str | None = None, store: str | Pat
     by default each Dask worker gets its share of the cores and in-process runs keep
     this process's setting.
     """
-    from .store import RunStore
 
     check_scheduler(scheduler)
     specs = list(dict.fromkeys(specs))

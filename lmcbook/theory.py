@@ -18,9 +18,13 @@ Three constructions of a pair (a, b) of bias-free MLPs, in float64:
 
 from __future__ import annotations
 
+import pandas as pd
 import torch
 
+from .calibrate import fit_inverse_temperature
+from .merge import interpolate
 from .models import MLP
+from .probes import PairActivations
 
 KINDS = ("block_diagonal", "disjoint_rows", "overlapping")
 
@@ -80,9 +84,6 @@ def check_pair(kind: str, depth: int = 4, hidden: int = 32, in_features: int = 1
     l >= 2, the scale law (r_l, α, β), and the logit-scale checks of
     :func:`logit_scale` (``logit_norm_ratio``, ``tau_ratio``).
     """
-    import pandas as pd
-
-    from .probes import PairActivations
 
     a, b = constructed_pair(kind, in_features, hidden, 10, depth, seed)
     x = inputs(n_inputs, in_features, seed)
@@ -103,8 +104,6 @@ def logit_scale(a: MLP, b: MLP, x: torch.Tensor, seed: int = 0) -> dict[str, flo
     the merged logits are 2^(1−L) times the ensemble's, so the ratios are 2^(1−L)
     and 2^(L−1) exactly.
     """
-    from .calibrate import fit_inverse_temperature
-    from .merge import interpolate
 
     with torch.no_grad():
         za, zb = a(x), b(x)

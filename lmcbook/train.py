@@ -20,6 +20,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .data import Dataset, augment_batch, epoch_batches, load_spec, resolve_device
+from .metrics import evaluate
 from .models import build
 from .provenance import provenance
 from .specs import RunSpec, SpecError, steps_per_epoch
@@ -46,7 +47,7 @@ class TrainedRun:
     metrics: dict[str, float]
     provenance: dict[str, Any] = field(default_factory=dict)
     #: Momentum buffers by parameter name, kept for runs that stop early (parents).
-    momentum: dict[str, torch.Tensor] | None = None
+    momentum_buffers: dict[str, torch.Tensor] | None = None
     #: Number of optimizer steps taken from the start of the schedule.
     step: int = 0
 
@@ -89,6 +90,80 @@ def check_trainable(spec: RunSpec, data: Dataset) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """Where a run's training starts and stops: the full schedule's length, steps per epoch, first and stop step."""
+
+    total: int
+    per_epoch: int
+    first: int
+    stop: int
+
+    def lr(self, step: int, spec: RunSpec, peak: float | None = None) -> float:
+        """Return the learning rate of ``spec`` at ``step`` (at ``peak`` instead of the spec's, if given)."""
+        tr = spec.train
+        return lr_at(step, self.total, tr.lr if peak is None else peak, tr.warmup, tr.schedule)
+
+    def batches(self, spec: RunSpec, data: Dataset, epoch: int) -> torch.Tensor:
+        """Return this epoch's batch order of ``spec``: (steps per epoch, batch size) indices."""
+        return epoch_batches(len(data.y_train), spec.train.batch_size, spec.train.data_seed, epoch, data.device)
+
+    def end_of_epoch(self, step: int) -> bool:
+        """Return True at the last step of an epoch or of the run: where the loss is checked and reported."""
+        return step % self.per_epoch == self.per_epoch - 1 or step == self.stop - 1
+
+
+def schedule(spec: RunSpec, data: Dataset, start: TrainedRun | None = None) -> Schedule:
+    """Return the schedule of ``spec`` on ``data`` (checked first); a child starts at its parent's step."""
+    total = check_trainable(spec, data)
+    first = start.step if spec.parent is not None and start is not None else 0
+    return Schedule(total, steps_per_epoch(len(data.y_train), spec.train.batch_size), first,
+                    spec.train.stop_step or total)
+
+
+def starting_model(spec: RunSpec, data: Dataset, start: TrainedRun | None, init: TrainedRun | None) -> nn.Module:
+    """Return the model a run starts from: its initialisation, a child's parent weights or a fine-tuning source's."""
+    model = init_model(spec, data)
+    if spec.parent is not None:
+        if start is None or start.spec.id != spec.parent.id:
+            raise SpecError("a child run needs start=<the parent's TrainedRun> (RunStore.get_or_train passes it)")
+        model.load_state_dict(start.model.state_dict())
+    if spec.init is not None:
+        if init is None or init.spec.id != spec.init.id:
+            raise SpecError("a fine-tuning run needs init=<the TrainedRun it starts from> "
+                            "(RunStore.get_or_train passes it)")
+        model.load_state_dict(init.model.state_dict())
+    return model
+
+
+def divergence(spec: RunSpec, losses: torch.Tensor, sched: Schedule) -> DivergedError | None:
+    """Return the error naming the first step whose loss (``losses[t - first]``) is not finite, or None."""
+    bad = (~torch.isfinite(losses)).nonzero()
+    if not len(bad):
+        return None
+    step = int(bad[0]) + sched.first
+    return DivergedError(spec.id, step, float(losses[step - sched.first]), sched.lr(step, spec))
+
+
+def finish(spec: RunSpec, model: nn.Module, losses: torch.Tensor, sched: Schedule, data: Dataset,
+           momentum_buffers: dict[str, torch.Tensor] | None, **provenance_extra: Any) -> TrainedRun:
+    """Return the finished run: the model in eval mode, its history, metrics on every split and provenance.
+
+    Momentum buffers are kept only for runs that stop early with momentum (parents).
+    """
+    model.eval()
+    keep = spec.train.stop_step is not None and spec.train.momentum > 0
+    history = {"loss": losses.cpu().tolist(), "first_step": sched.first, "steps_per_epoch": sched.per_epoch,
+               "total_steps": sched.total}
+    metrics = {}
+    for split in ("train", "cal", "test"):
+        ev = evaluate(model, *data.split(split))
+        metrics[f"{split}_acc"], metrics[f"{split}_loss"] = ev.acc, ev.loss
+    prov = provenance(data.device)
+    prov.update(steps=sched.stop - sched.first, **provenance_extra)
+    return TrainedRun(spec, model, history, metrics, prov, momentum_buffers if keep else None, sched.stop)
+
+
 def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device = "auto",
           progress: bool | None = None, start: TrainedRun | None = None, amp: bool | None = None,
           init: TrainedRun | None = None) -> TrainedRun:
@@ -102,50 +177,31 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
     """
     dev = resolve_device(device) if data is None else data.device
     data = load_spec(spec.data, dev) if data is None else data
-    total = check_trainable(spec, data)
-    tr = spec.train
-    n = len(data.y_train)
-    spe = steps_per_epoch(n, tr.batch_size)
-    stop = tr.stop_step or total
+    sched, tr = schedule(spec, data, start), spec.train
     use_amp = (dev.type == "cuda") if amp is None else (amp and dev.type == "cuda")
-
-    model = init_model(spec, data)
+    model = starting_model(spec, data, start, init)
     channels_last = dev.type == "cuda" and spec.model.arch in ("vgg11", "resnet20")
     if channels_last:  # the layout tensor cores want for convolutions
         model = model.to(memory_format=torch.channels_last)
     params = dict(model.named_parameters())
     opt = torch.optim.SGD(model.parameters(), lr=tr.lr, momentum=tr.momentum, weight_decay=tr.weight_decay,
                           fused=dev.type in ("cpu", "cuda"))  # one pass per tensor: fastest on both
-    first = 0
-    if spec.parent is not None:
-        if start is None or start.spec.id != spec.parent.id:
-            raise SpecError("a child run needs start=<the parent's TrainedRun> (RunStore.get_or_train passes it)")
-        model.load_state_dict(start.model.state_dict())
-        if tr.momentum > 0 and start.momentum:
-            for name, buf in start.momentum.items():
-                opt.state[params[name]]["momentum_buffer"] = buf.detach().clone().to(dev)
-        first = start.step
-    if spec.init is not None:
-        if init is None or init.spec.id != spec.init.id:
-            raise SpecError("a fine-tuning run needs init=<the TrainedRun it starts from> "
-                            "(RunStore.get_or_train passes it)")
-        model.load_state_dict(init.model.state_dict())
-
-    x, y = data.x_train, data.y_train
-    losses = torch.zeros(stop - first, device=dev)
+    if spec.parent is not None and tr.momentum > 0 and start.momentum_buffers:
+        for name, buf in start.momentum_buffers.items():
+            opt.state[params[name]]["momentum_buffer"] = buf.detach().clone().to(dev)
+    losses = torch.zeros(sched.stop - sched.first, device=dev)
     show = sys.stderr.isatty() if progress is None else progress
-    bar = tqdm(total=stop - first, desc=f"train {spec.short_id}", disable=not show, leave=False)
+    bar = tqdm(total=sched.stop - sched.first, desc=f"train {spec.short_id}", disable=not show, leave=False)
     t0 = time.perf_counter()
     model.train()
     idx = None
-    for t in range(first, stop):
-        epoch, i = divmod(t, spe)
+    for t in range(sched.first, sched.stop):
+        epoch, i = divmod(t, sched.per_epoch)
         if idx is None or i == 0:
-            idx = epoch_batches(n, tr.batch_size, tr.data_seed, epoch, dev)
-        lr = lr_at(t, total, tr.lr, tr.warmup, tr.schedule)
+            idx = sched.batches(spec, data, epoch)
         for g in opt.param_groups:
-            g["lr"] = lr
-        xb, yb = x[idx[i]], y[idx[i]]
+            g["lr"] = sched.lr(t, spec)
+        xb, yb = data.x_train[idx[i]], data.y_train[idx[i]]
         if spec.data.augment:
             xb = augment_batch(xb, spec.data.name, tr.aug_seed, t)
         xb = xb.float()
@@ -156,40 +212,18 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses[t - first] = loss.detach()
-        if i == spe - 1 or t == stop - 1:  # one sync per epoch: the NaN guard and the bar
-            seg = losses[: t - first + 1]
-            bad = (~torch.isfinite(seg)).nonzero()
-            if len(bad):
-                s = int(bad[0]) + first
-                raise DivergedError(spec.id, s, float(seg[s - first]),
-                                    lr_at(s, total, tr.lr, tr.warmup, tr.schedule))
-            bar.update(t + 1 - first - bar.n)
-            bar.set_postfix(epoch=epoch, loss=f"{float(losses[t - first]):.3f}")
+        losses[t - sched.first] = loss.detach()
+        if sched.end_of_epoch(t):  # one sync per epoch: the NaN guard and the bar
+            if (err := divergence(spec, losses[: t - sched.first + 1], sched)) is not None:
+                raise err
+            bar.update(t + 1 - sched.first - bar.n)
+            bar.set_postfix(epoch=epoch, loss=f"{float(losses[t - sched.first]):.3f}")
     bar.close()
     elapsed = time.perf_counter() - t0
-    model.eval()
-
-    step_losses = losses.cpu().tolist()
-    history = {"loss": step_losses, "first_step": first, "steps_per_epoch": spe, "total_steps": total}
-    momentum = None
-    if tr.stop_step is not None and tr.momentum > 0:
-        momentum = {name: opt.state[p]["momentum_buffer"].detach().clone()
-                    for name, p in params.items() if "momentum_buffer" in opt.state[p]}
-    from .metrics import evaluate  # local import: metrics imports merge, which imports train's users
-
-    metrics = {}
-    for split in ("train", "cal", "test"):
-        ev = evaluate(model, *data.split(split))
-        metrics[f"{split}_acc"], metrics[f"{split}_loss"] = ev.acc, ev.loss
-    prov = provenance(dev)
-    prov.update(train_seconds=elapsed, steps=stop - first)
-    return TrainedRun(spec, model, history, metrics, prov, momentum, stop)
+    buffers = {name: opt.state[p]["momentum_buffer"].detach().clone() for name, p in params.items()
+               if "momentum_buffer" in opt.state[p]}
+    return finish(spec, model, losses, sched, data, buffers, train_seconds=elapsed)
 
 
-def is_finite_model(model: nn.Module) -> bool:
-    """Return True if every parameter and buffer of ``model`` is finite."""
-    return all(bool(torch.isfinite(t).all()) for t in model.state_dict().values() if t.is_floating_point())
-
-
-__all__ = ["DivergedError", "TrainedRun", "train", "lr_at", "init_model", "check_trainable"]
+__all__ = ["DivergedError", "Schedule", "TrainedRun", "check_trainable", "finish", "init_model", "lr_at", "schedule",
+           "starting_model", "train"]

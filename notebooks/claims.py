@@ -55,11 +55,10 @@
 profile = "quick"
 
 # %% tags=["remove-input"]
-import lmcbook as lb
-from lmcbook import book, claims
+from lmcbook import claims
+from lmcbook.page import open_page
 
-study = lb.profiles.summary_study(profile)
-page = book.Page("claims", profile, {}, study)
+page, study = open_page("claims", globals())
 frames = {name: page.read_csv(name) for name in claims.PAGE_CLAIMS}
 rows = claims.scoreboard(frames)
 

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # Explorer: one pair at a time
 #
-# Pick a width, a pair (seed), an interpolation weight $\lambda$ and a layer. The
+# Pick a width, a pair, an interpolation weight $\lambda$ and a layer. The
 # explorer shows that pair's interpolation curve (accuracy, and test loss raw and
 # calibrated) and the relative errors of the LEWC and LLFC predictions at every layer,
 # at the chosen $\lambda$. Everything is read from the run store; nothing is trained.
@@ -25,23 +25,24 @@
 profile = "quick"
 dataset = None
 width = None
-seed = None
+pair = None
 lam = None
 layer = None
 interactive = None
 
 # %% tags=["hide-input"]
+import pandas as pd
+
 import lmcbook as lb
-from lmcbook import book, claims, explore
+from lmcbook import claims, explore
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, width=width, seed=seed, lam=lam, layer=layer, interactive=interactive)
-settings = lb.profiles.explorer_study(profile, **params)
-page = book.Page("explore", profile, params, settings)
+page, study = open_page("explore", globals())
 
 
-def show(width, seed, lam, layer):
+def show(width, pair, lam, layer):
     """Draw the explorer's view (a plain function of the controls' values)."""
-    v = explore.view(profile, settings.dataset, width, seed, lam, layer, page.store)
+    v = explore.view(profile, study.dataset, width, pair, lam, layer, page.store)
     if v.message:
         print(v.message)
     else:
@@ -49,16 +50,16 @@ def show(width, seed, lam, layer):
     return v
 
 
-if settings.interactive:
+if study.interactive:
     import ipywidgets as w
     from IPython.display import clear_output
 
-    opts = explore.options(profile, settings.dataset)
-    controls = {"width": w.Dropdown(options=opts["width"], value=settings.width or opts["width"][-1],
+    opts = explore.options(profile, study.dataset)
+    controls = {"width": w.Dropdown(options=opts["width"], value=study.width or opts["width"][-1],
                                     description="width ×"),
-                "seed": w.Dropdown(options=opts["seed"], value=settings.seed, description="pair"),
-                "lam": w.SelectionSlider(options=opts["lam"], value=settings.lam, description="λ"),
-                "layer": w.Dropdown(options=opts["layer"], value=settings.layer or opts["layer"][-2],
+                "pair": w.Dropdown(options=opts["pair"], value=study.pair, description="pair"),
+                "lam": w.SelectionSlider(options=opts["lam"], value=study.lam, description="λ"),
+                "layer": w.Dropdown(options=opts["layer"], value=study.layer or opts["layer"][-2],
                                     description="layer")}
     out = w.Output()
 
@@ -73,8 +74,8 @@ if settings.interactive:
     update()
     view = None
 else:
-    view = show(settings.width, settings.seed, settings.lam, settings.layer)
-    page.glue_md("setup", book.describe_study(lb.profiles.width_study(profile, dataset=settings.dataset)))
+    view = show(study.width, study.pair, study.lam, study.layer)
+page.glue_md("setup", describe_study(lb.study("width", profile, dataset=study.dataset)))
 
 # %% [markdown]
 # *The default state above:* the widest pair of the width sweep, pair 0, its
@@ -83,11 +84,13 @@ else:
 
 # %%
 if view is not None and not view.message:
-    page.use(view.run_ids)
-    curve = view.curve.assign(seed=settings.seed)
+    curve = view.curve.assign(pair=study.pair)
     layers = view.layers.reset_index().melt(id_vars="layer", var_name="metric", value_name="value")
     page.save(claims.concat([
         claims.to_long(curve, "explore", ["acc", "loss", "loss_cal"], ["lam"]),
-        claims.to_long_frame(layers.assign(seed=settings.seed, lam=settings.lam), "explore", ["layer", "lam"]),
+        claims.to_long_frame(layers.assign(pair=study.pair, lam=study.lam), "explore", ["layer", "lam"]),
     ]))
-    display(page.provenance())  # noqa: F821 (inside a block, an expression is not shown by itself)
+else:  # the runs are missing (or the controls are live): the page records that it needs them
+    page.save(claims.to_long(pd.DataFrame([{"pair": study.pair, "runs_missing": float(view is not None)}]),
+                             "explore", ["runs_missing"]))
+display(page.provenance())  # noqa: F821 (inside a block, an expression is not shown by itself)

@@ -44,20 +44,16 @@ device = None
 lams = None
 
 # %%
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, lams=lams)
-study = lb.profiles.width_study(profile, **params)
-page = book.Page("lewc", profile, params, study)
-frames, run_ids = experiments.probe_frames(study, page.store)
-page.use(run_ids)
+page, study = open_page("lewc", globals())
+frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 lewc, scale = frames["lewc"], frames["scale_law"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_lewc", plots.plot_lewc_vs_llfc(lewc))
 page.glue_figure("fig_scale", plots.plot_scale_law(scale))
 last = study.layers - 1  # the last hidden layer

@@ -42,21 +42,17 @@ lams = None
 # %%
 import numpy as np
 
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots, probes
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, base_width=base_width, width=width, depths=depths, bias=bias,
-              weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, scheduler=scheduler, lams=lams)
-study = lb.profiles.depth_study(profile, **params)
-page = book.Page("lewc_depth", profile, params, study)
+page, study = open_page("lewc_depth", globals())
 res = experiments.pair_frames(study, page.store)
-frames, run_ids = experiments.probe_frames(study, page.store)
-page.use(res.run_ids)
+frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 summary, scale = res.summary, frames["scale_law"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_depth", plots.plot_depth(summary, scale))
 by_depth = summary.groupby("depth").mean(numeric_only=True)
 by_depth["norm_pred"] = 2.0 ** (1 - by_depth.index)
@@ -65,7 +61,7 @@ beta = claims.cell_stats(scale, "scale_beta", by="depth", method="trained")
 alpha = claims.cell_stats(scale, "scale_alpha", by="depth", method="trained")
 by_depth["beta"], by_depth["alpha"] = beta["mean"], alpha["mean"]
 # across depths: log2(logit norm ratio) = a - b (L - 1); LEWC: a = 0, b = 1
-alpha_depth, beta_depth = lb.probes.fit_scale_law(summary["depth"], np.log2(summary["logit_norm_ratio"]))
+alpha_depth, beta_depth = probes.fit_scale_law(summary["depth"], np.log2(summary["logit_norm_ratio"]))
 page.glue("units", int(study.spec(study.width, 0, 2).model.channels))
 page.glue("beta_depth", beta_depth)
 page.glue("alpha_depth", alpha_depth)

@@ -40,16 +40,11 @@ device = None
 match_iterations = None
 
 # %%
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device,
-              match_iterations=match_iterations)
-study = lb.profiles.control_study(profile, **params)
-page = book.Page("llfc_vs_lewc", profile, params, study)
-frames, run_ids = experiments.probe_frames(study, page.store, matched=True)
-page.use(run_ids)
+page, study = open_page("llfc_vs_lewc", globals())
+frames = experiments.probe_frames(study, page.store, matched=True)
 regime = experiments.regime_frame(study, page.store)
 keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]
 long = claims.concat([claims.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys),
@@ -70,7 +65,7 @@ panels = [dict(metric="lewc_cos", title=rf"cosine to LEWC, layer {last}, $\lambd
           dict(metric="commutativity_rel_err", title="commutativity error (layers 2..L)", logy=True),
           dict(metric="orth_ratio", title="orthogonality ratio (layers 2..L)", logy=True)]
 page.glue_figure("fig_llfc", plots.plot_panels(long, panels, ncols=3, labels=names))
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 page.glue("last", int(last))
 units = sorted(long["hidden_units"].unique())
 narrow, wide = units[0], units[-1]

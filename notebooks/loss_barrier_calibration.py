@@ -47,22 +47,17 @@ scheduler = None
 lams = None
 
 # %%
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device,
-              scheduler=scheduler, lams=lams)
-study = lb.profiles.width_study(profile, **params)
-page = book.Page("loss_barrier_calibration", profile, params, study)
-res = experiments.width_frames(study, page.store)
-page.use(res.run_ids)
+page, study = open_page("loss_barrier_calibration", globals())
+res = experiments.pair_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 summary, curves = res.summary, res.curves
 
 # %% tags=["hide-input"]
 L = study.layers
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_barriers", plots.plot_barriers(summary))
 page.glue_figure("fig_curves_cal", plots.plot_interpolation(curves, "loss_cal", "calibrated test loss (nats)"))
 means = summary.groupby("hidden_units").mean(numeric_only=True)

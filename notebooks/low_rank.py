@@ -44,20 +44,16 @@ lams = None
 # %%
 import numpy as np
 
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_regime, describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, lams=lams)
-study = lb.profiles.width_study(profile, **params)
-page = book.Page("low_rank", profile, params, study)
-frames, run_ids = experiments.probe_frames(study, page.store)
-page.use(run_ids)
+page, study = open_page("low_rank", globals())
+frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 rank = frames["rank"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_rank", plots.plot_rank(rank))
 hid = rank[rank["role"] == "hidden"]
 er = claims.cell_stats(hid, "rel_effective_rank", method="trained")  # mean over matrices and both models
@@ -73,7 +69,7 @@ for key, frame in (("er", er), ("er_un", er_un), ("sr", sr), ("abs_er", abs_er))
 page.glue("er_wide_spread", er.loc[wide, "spread"])
 page.glue("n_inputs", int(np.prod(experiments.study_data(study).input_shape)))
 page.glue("shrink", claims.select(regime, "decay_shrinkage")["value"].mean())
-page.glue_md("regime", book.describe_regime(regime))
+page.glue_md("regime", describe_regime(regime))
 er.join(er_un, rsuffix="_untrained").join(abs_er, rsuffix="_abs")[["mean", "spread", "mean_untrained",
                                                                   "mean_abs"]].round(4)
 

@@ -57,20 +57,16 @@ lams = None
 # %%
 import pandas as pd
 
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, lams=lams)
-study = lb.profiles.width_study(profile, **params)
-page = book.Page("neuron_overlap", profile, params, study)
-frames, run_ids = experiments.probe_frames(study, page.store)
-page.use(run_ids)
+page, study = open_page("neuron_overlap", globals())
+frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 nm = frames["neuron_moments"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
 jac = claims.cell_stats(nm, "jaccard", method="trained")  # mean over hidden layers
 chance = claims.cell_stats(nm, "jaccard_chance", method="trained")

@@ -48,27 +48,21 @@ scheduler = None
 # %%
 import numpy as np
 
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_noise, open_page
 
-params = dict(dataset=dataset, data_root=data_root, width=width, depth=depth, steps=steps, momentum=momentum,
-              weight_decay=weight_decay, spawn_fraction=spawn_fraction, row_batch_size=row_batch_size,
-              momenta=momenta, component_lrs=component_lrs, weight_decays=weight_decays, component_lr=component_lr,
-              pair_lrs=pair_lrs, seeds=seeds, device=device, scheduler=scheduler)
-study = lb.profiles.noise_study(profile, **params)
-page = book.Page("noise_components", profile, params, study)
-mom, i1 = experiments.noise_frame(study, study.momentum_cells(), page.store)
-wd, i2 = experiments.noise_frame(study, study.weight_decay_cells(), page.store)
-aug, i3 = experiments.noise_frame(study, study.augment_cells(), page.store)
-pairs, i4 = experiments.lr_pair_frame(study, page.store)
-page.use(i1 + i2 + i3 + i4)
+page, study = open_page("noise_components", globals())
+mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
+wd = experiments.noise_frame(study, study.weight_decay_cells(), page.store)
+aug = experiments.noise_frame(study, study.augment_cells(), page.store)
+pairs = experiments.lr_pair_frame(study, page.store)
 
 # %% [markdown]
 # ## Momentum
 
 # %% tags=["hide-input"]
 page.glue_figure("fig_mom", plots.plot_momentum(mom))
-page.glue_md("setup", book.describe_noise(study))
+page.glue_md("setup", describe_noise(study))
 f1 = claims.quadratic_fit(np.log10(mom["noise_scale"]), mom["gain"])
 f2 = claims.quadratic_fit(np.log10(mom["noise_scale_sq"]), mom["gain"])
 f_eta = claims.quadratic_fit(np.log10(mom["lr"]), mom["gain"])

@@ -58,27 +58,21 @@ scheduler = None
 import numpy as np
 import pandas as pd
 
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
 from lmcbook.data import load as load_data
+from lmcbook.page import describe_noise, open_page
 
-params = dict(dataset=dataset, data_root=data_root, width=width, depth=depth, steps=steps, lrs=lrs,
-              batch_sizes=batch_sizes, momentum=momentum, weight_decay=weight_decay, spawn_fraction=spawn_fraction,
-              spawn_fractions=spawn_fractions, row_batch_size=row_batch_size, seeds=seeds, device=device,
-              scheduler=scheduler)
-study = lb.profiles.noise_study(profile, **params)
-page = book.Page("noise_scale", profile, params, study)
-grid, ids = experiments.noise_frame(study, study.grid_cells(), page.store)
-spawn, ids2 = experiments.noise_frame(study, study.spawn_cells(), page.store)
-page.use(ids + ids2)
+page, study = open_page("noise_scale", globals())
+grid = experiments.noise_frame(study, study.grid_cells(), page.store)
+spawn = experiments.noise_frame(study, study.spawn_cells(), page.store)
 
 # %% tags=["hide-input"]
 fit_s = claims.quadratic_fit(np.log10(grid["noise_scale"]), grid["gain"])
 fit_eta = claims.quadratic_fit(np.log10(grid["lr"]), grid["gain"])
 page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
 page.glue_figure("fig_spawn", plots.plot_spawn_points(spawn))
-page.glue_md("setup", book.describe_noise(study))
-data = experiments.noise_data(study)
+page.glue_md("setup", describe_noise(study))
+data = experiments.study_data(study)
 page.glue("n_test", len(data.y_test))
 page.glue("signal_point", 100 / len(data.y_test))
 digits_test = len(load_data("digits", device="cpu").y_test)
@@ -104,7 +98,7 @@ page.glue("var_eta", 1e4 * fit_eta["residual_var"])
 ratio = fit_s["residual_var"] / fit_eta["residual_var"]
 page.glue("var_ratio", ratio)
 # interior optimum: the quadratic fit's vertex, per seed for its spread
-per_seed = {p: claims.quadratic_fit(np.log10(g["noise_scale"]), g["gain"]) for p, g in grid.groupby("seed")}
+per_seed = {p: claims.quadratic_fit(np.log10(g["noise_scale"]), g["gain"]) for p, g in grid.groupby("pair")}
 vertices = [10 ** f["vertex"] for f in per_seed.values() if f["interior"]]
 cell_spread = claims.spread(grid, ["lr", "batch_size"], "gain")
 margin = fit_s["fit_vertex"] - max(fit_s["fit_lo"], fit_s["fit_hi"])

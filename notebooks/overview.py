@@ -28,18 +28,17 @@
 profile = "quick"
 
 # %% tags=["remove-input"]
-import lmcbook as lb
-from lmcbook import book, claims, plots
+from lmcbook import claims, plots
+from lmcbook.page import describe_regime, describe_study, open_page, study_of
 
-study = lb.profiles.summary_study(profile)
-page = book.Page("overview", profile, {}, study)
+page, study = open_page("overview", globals())
 acc = page.read_csv("width_accuracy")
 bar = page.read_csv("loss_barrier_calibration")
 board = page.read_csv("claims")
 
 # %% tags=["remove-input"]
 summary = acc[acc["lam"].isna() & acc["metric"].str.startswith("acc")]
-summary = summary.pivot_table(index=["hidden_units", "seed"], columns="metric", values="value")
+summary = summary.pivot_table(index=["hidden_units", "pair"], columns="metric", values="value")
 summary = summary.reset_index()
 page.glue_figure("fig_headline", plots.plot_width_accuracy(summary))
 merged = claims.cell_stats(acc, "acc_merged")
@@ -59,8 +58,8 @@ page.glue("raw_wide", raw.loc[wide, "mean"])
 page.glue("norm_wide", norm.loc[wide, "mean"])
 page.glue("norm_pred", 2.0 ** (1 - L))
 page.glue("L", L)
-page.glue_md("setup", book.describe_study(book.study_of("width_accuracy")))
-page.glue_md("regime", book.describe_regime(acc[acc["metric"].isin(["decay_integral", "decay_shrinkage",
+page.glue_md("setup", describe_study(study_of("width_accuracy")))
+page.glue_md("regime", describe_regime(acc[acc["metric"].isin(["decay_integral", "decay_shrinkage",
                                                                       "init_distance"])]))
 flags = board.fillna({"regime": "none"}).pivot_table(index=["method", "regime"], columns="metric", values="value")
 main = flags[flags["claim_control"] == 0]

@@ -31,11 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import lmcbook as lb
-from lmcbook import book, claims, data, merge, metrics, probes
+from lmcbook import claims, data, merge, metrics, probes
+from lmcbook.page import open_page
 
-study = lb.profiles.tutorial_study(profile, width=width, epochs=epochs, seed=seed)
-page = book.Page("own_models", profile, dict(width=width, epochs=epochs, seed=seed), study)
+page, study = open_page("own_models", globals())
 digits = data.load("digits", device="cpu")
 
 
@@ -119,7 +118,7 @@ b_matched = merge.permute(b, match.perms, spec)
 rows = []
 for method, other in (("none", b), ("weight_matching", b_matched)):
     curve, summary = metrics.pair_summary(a, other, digits)
-    rows.append({"method": method, "seed": study.seed, **summary})
+    rows.append({"method": method, "pair": study.seed, **summary})
 import pandas as pd  # noqa: E402
 
 table = pd.DataFrame(rows).set_index("method")
@@ -153,7 +152,7 @@ lewc.pivot_table(index="layer", columns="metric", values="value")[["lewc_rel_err
 long = claims.concat([
     claims.to_long(table.reset_index(), "own_models", ["acc_merged", "acc_endpoints", "loss_barrier_cal_mid",
                                                        "loss_barrier_mid"], ["method"]),
-    claims.to_long_frame(lewc.assign(seed=study.seed), "own_models", ["layer", "lam"]),
+    claims.to_long_frame(lewc.assign(pair=study.seed), "own_models", ["layer", "lam"]),
 ])
 page.save(long)
 page.provenance()

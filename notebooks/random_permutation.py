@@ -45,24 +45,19 @@ draws = None
 match_iterations = None
 
 # %%
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, draws=draws,
-              match_iterations=match_iterations)
-study = lb.profiles.control_study(profile, **params)
-page = book.Page("random_permutation", profile, params, study)
-perm, run_ids = experiments.permutation_frames(study, page.store)
-page.use(run_ids)
+page, study = open_page("random_permutation", globals())
+perm = experiments.permutation_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 
 # %% tags=["hide-input"]
 page.glue_figure("fig_draws", plots.plot_draws(perm))
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 page.glue("draws", study.draws)
 rnd = perm[perm["method"] == "random_permutation"]
-spread = rnd.groupby(["hidden_units", "seed"])["acc_merged"].agg(lambda v: v.max() - v.min()).groupby(level=0).mean()
+spread = rnd.groupby(["hidden_units", "pair"])["acc_merged"].agg(lambda v: v.max() - v.min()).groupby(level=0).mean()
 means = perm.groupby(["hidden_units", "method"])["acc_merged"].mean().unstack()
 narrow, wide = spread.index.min(), spread.index.max()
 page.glue("n_narrow", int(narrow))

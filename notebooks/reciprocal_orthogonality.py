@@ -44,20 +44,16 @@ device = None
 lams = None
 
 # %%
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, lams=lams)
-study = lb.profiles.width_study(profile, **params)
-page = book.Page("reciprocal_orthogonality", profile, params, study)
-frames, run_ids = experiments.probe_frames(study, page.store)
-page.use(run_ids)
+page, study = open_page("reciprocal_orthogonality", globals())
+frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 orth = frames["reciprocal_orthogonality"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_orth", plots.plot_orthogonality(orth, 0.5))
 ratio = claims.cell_stats(orth, "orth_ratio", lam=0.5, method="trained")  # mean over both directions and layers
 ratio_un = claims.cell_stats(orth, "orth_ratio", lam=0.5, method="untrained")

@@ -47,21 +47,17 @@ scheduler = None
 # %%
 import pandas as pd
 
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_noise, open_page
+from lmcbook.profiles import TASKS
 
-params = dict(dataset=dataset, data_root=data_root, width=width, depth=depth, steps=steps,
-              finetune_steps=finetune_steps, finetune_lrs=finetune_lrs, alphas=alphas, ties_keep=ties_keep,
-              seeds=seeds, device=device, scheduler=scheduler)
-study = lb.profiles.noise_study(profile, **params)
-page = book.Page("task_arithmetic", profile, params, study)
-ta, run_ids = experiments.task_arithmetic_frame(study, page.store)
-page.use(run_ids)
+page, study = open_page("task_arithmetic", globals())
+ta = experiments.task_arithmetic_frame(study, page.store)
 
 # %% tags=["hide-input"]
 page.glue_figure("fig_ta", plots.plot_task_arithmetic(ta))
-page.glue_md("setup", book.describe_noise(study))
-merged = ta[ta["method"].isin(["task_arithmetic", "ties"]) & ta["task"].isin(experiments.TASKS)]
+page.glue_md("setup", describe_noise(study))
+merged = ta[ta["method"].isin(["task_arithmetic", "ties"]) & ta["task"].isin(TASKS)]
 # the joint loss: mean over the two new tasks, per (method, lr, alpha); α is chosen on the calibration split
 joint = merged.groupby(["method", "lr", "alpha"])[["task_cal_loss", "task_loss"]].mean()
 rows = []

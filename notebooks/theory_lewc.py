@@ -71,12 +71,10 @@ lams = None
 # %%
 import pandas as pd
 
-import lmcbook as lb
-from lmcbook import book, claims, plots, theory
+from lmcbook import claims, plots, theory
+from lmcbook.page import open_page
 
-params = dict(depth=depth, hidden=hidden, in_features=in_features, inputs=inputs, seed=seed, lams=lams)
-study = lb.profiles.theory_study(profile, **params)
-page = book.Page("theory_lewc", profile, params, study)
+page, study = open_page("theory_lewc", globals())
 checks = pd.concat([theory.check_pair(kind, study.depth, study.hidden, study.in_features, study.inputs, study.seed,
                                       study.lams) for kind in theory.KINDS], ignore_index=True)
 

@@ -42,18 +42,13 @@ scheduler = None
 lams = None
 
 # %%
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_regime, describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, download=download, widths=widths, regimes=regimes,
-              weight_decays=weight_decays, long_max_width=long_max_width, seeds=seeds, device=device,
-              scheduler=scheduler, lams=lams)
-study = lb.profiles.regime_study(profile, **params)
-page = book.Page("training_regime", profile, params, study)
+page, study = open_page("training_regime", globals())
 res = experiments.pair_frames(study, page.store)
-frames, run_ids = experiments.probe_frames(study, page.store)
+frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
-page.use(res.run_ids)
 L = study.layers
 keys = ["width", "hidden_units", "depth", "weight_decay", "epochs"]
 rank = frames["rank"][frames["rank"]["metric"] != "singular_value"]
@@ -69,8 +64,8 @@ long = claims.concat([
 ])
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study))
-page.glue_md("regime", book.describe_regime(regime))
+page.glue_md("setup", describe_study(study))
+page.glue_md("regime", describe_regime(regime))
 page.glue_figure("fig_regime", plots.plot_regime(long))
 page.glue_figure("fig_map", plots.plot_regime_map(long))
 verdicts = {r.key: r for r in claims.page_claims(page.name, long)}  # glued when the page saves this frame

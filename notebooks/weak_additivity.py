@@ -41,20 +41,16 @@ device = None
 lams = None
 
 # %%
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, lams=lams)
-study = lb.profiles.width_study(profile, **params)
-page = book.Page("weak_additivity", profile, params, study)
-frames, run_ids = experiments.probe_frames(study, page.store)
-page.use(run_ids)
+page, study = open_page("weak_additivity", globals())
+frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 add = frames["weak_additivity"]
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_add", plots.plot_additivity(add, 0.5))
 err = claims.cell_stats(add, "additivity_rel_err", lam=0.5, method="trained")  # mean over hidden layers
 base = claims.cell_stats(add, "baseline_additivity_rel_err", lam=0.5, method="trained")

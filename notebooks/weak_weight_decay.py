@@ -40,19 +40,14 @@ lams = None
 # %%
 import pandas as pd
 
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_regime, describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, weak_weight_decay=weak_weight_decay, epochs=epochs, seeds=seeds,
-              device=device, scheduler=scheduler, lams=lams)
-study = lb.profiles.control_study(profile, **params)
-page = book.Page("weak_weight_decay", profile, params, study)
+page, study = open_page("weak_weight_decay", globals())
 frames, regimes = [], []
 for s in (study, study.weak()):
     res = experiments.pair_frames(s, page.store)
-    probes, run_ids = experiments.probe_frames(s, page.store)
-    page.use(res.run_ids)
+    probes = experiments.probe_frames(s, page.store)
     regimes.append(experiments.regime_frame(s, page.store))
     summ = claims.to_long(res.summary, "weak_weight_decay", ["acc_merged", "acc_endpoints", "acc_ensemble",
                                                              "loss_barrier_cal_mid", "loss_barrier_mid",
@@ -82,8 +77,8 @@ panels = [
     dict(metric="acc_endpoints", title="endpoint accuracy (mean of a, b)"),
 ]
 page.glue_figure("fig_wd", plots.plot_panels(long, panels, group="weight_decay", labels=label))
-page.glue_md("setup", book.describe_study(study, regime))
-page.glue_md("regime", book.describe_regime(regime))
+page.glue_md("setup", describe_study(study, regime))
+page.glue_md("regime", describe_regime(regime))
 page.glue("wd_strong", wds["strong"])
 page.glue("wd_weak", wds["weak"])
 page.glue("norm_pred", 2.0 ** (1 - L))

@@ -47,16 +47,11 @@ lams = None
 match_iterations = None
 
 # %%
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device, lams=lams,
-              match_iterations=match_iterations)
-study = lb.profiles.control_study(profile, **params)
-page = book.Page("weight_matching", profile, params, study)
-curves, summary, run_ids = experiments.method_frames(study, page.store)
-page.use(run_ids)
+page, study = open_page("weight_matching", globals())
+curves, summary = experiments.method_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 metrics = ["acc_barrier", "loss_barrier", "loss_barrier_cal", "acc_barrier_mid", "loss_barrier_mid",
            "loss_barrier_cal_mid", "acc_merged"]
@@ -70,7 +65,7 @@ table = summary.groupby(["hidden_units", "method"])[["acc_barrier", "loss_barrie
 table.round(3)
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study, regime))
+page.glue_md("setup", describe_study(study, regime))
 panels = [dict(metric="acc_barrier", title="accuracy barrier"),
           dict(metric="loss_barrier", title="raw loss barrier (nats)"),
           dict(metric="loss_barrier_cal", title="calibrated loss barrier (nats)")]

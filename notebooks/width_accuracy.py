@@ -38,22 +38,17 @@ scheduler = None
 lams = None
 
 # %%
-import lmcbook as lb
-from lmcbook import book, claims, experiments, plots
+from lmcbook import claims, experiments, plots
+from lmcbook.page import describe_regime, describe_study, open_page
 
-params = dict(dataset=dataset, data_root=data_root, arch=arch, base_width=base_width, widths=widths, depth=depth,
-              bias=bias, weight_decay=weight_decay, epochs=epochs, seeds=seeds, device=device,
-              scheduler=scheduler, lams=lams)
-study = lb.profiles.width_study(profile, **params)
-page = book.Page("width_accuracy", profile, params, study)
-res = experiments.width_frames(study, page.store)
-page.use(res.run_ids)
+page, study = open_page("width_accuracy", globals())
+res = experiments.pair_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 summary, curves = res.summary, res.curves
 
 # %% tags=["hide-input"]
-page.glue_md("setup", book.describe_study(study, regime))
-page.glue_md("regime", book.describe_regime(regime))
+page.glue_md("setup", describe_study(study, regime))
+page.glue_md("regime", describe_regime(regime))
 page.glue_figure("fig_curves", plots.plot_interpolation(curves))
 page.glue_figure("fig_width", plots.plot_width_accuracy(summary))
 means = summary.groupby("hidden_units").mean(numeric_only=True)

@@ -7,12 +7,13 @@ import struct
 
 import pytest
 
-from lmcbook import book, profiles
+from lmcbook import book
 from lmcbook.cli import main
 from lmcbook.data import DataError, load
 from lmcbook.merge import interpolate
 from lmcbook.models import MLP
 from lmcbook.noise import spawn_step
+from lmcbook.parts import study as part_study
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams
 from lmcbook.store import RunStore, StoreError
 from lmcbook.sweep import run_all
@@ -68,7 +69,7 @@ CASES = [
     ("unknown notebook parameter",
      lambda st, t: book.check_parameters("width_accuracy", "quick", {"wdith": [1]}), SpecError,
      ["wdith", "widths"]),
-    ("unknown profile", lambda st, t: profiles.width_study("fast"), SpecError,
+    ("unknown profile", lambda st, t: part_study("width", "fast"), SpecError,
      ["profile", "'smoke'", "'quick'", "'paper'"]),
     ("only names a notebook that does not exist",
      lambda st, t: book.check_parameters("width_acuracy", "quick", {}), SpecError,

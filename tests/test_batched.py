@@ -59,7 +59,7 @@ def test_train_many_continues_children_and_keeps_momentum():
     full = [_spec(s) for s in (0, 1)]
     parents = [f.with_train(stop_step=15) for f in full]
     pruns = train_many(parents, data)
-    assert all(r.momentum and r.step == 15 for r in pruns)
+    assert all(r.momentum_buffers and r.step == 15 for r in pruns)
     kids = [RunSpec(f.data, f.model, f.train, parent=p, spawn_step=15) for f, p in zip(full, parents)]
     cruns = train_many(kids, data, starts=pruns)
     for f, c in zip(full, cruns):
@@ -144,6 +144,6 @@ def test_a_stacked_mu_half_child_keeps_its_parents_momentum(tmp_path):
     zero, half = _children((0.0, 0.5))
     stacked = RunStore(tmp_path / "s").get_or_train_many([zero, half], data=data)[1]
     parent = RunStore(tmp_path / "p").get_or_train(half.parent, data=data)
-    assert parent.momentum  # the parent stored its buffers
-    fresh = train(half, data, start=replace(parent, momentum=None))  # what the bug computed
+    assert parent.momentum_buffers  # the parent stored its buffers
+    fresh = train(half, data, start=replace(parent, momentum_buffers=None))  # what the bug computed
     assert not _close(stacked.model, fresh.model, 1e-5)

@@ -17,7 +17,7 @@ import pytest
 
 from lmcbook import book
 from lmcbook.claims import read_results
-from lmcbook.profiles import all_notebooks
+from lmcbook.parts import all_notebooks
 from lmcbook.store import RunStore
 
 pytestmark = pytest.mark.integration

@@ -96,9 +96,9 @@ def test_w7():
 def _draws(spread_narrow, spread_wide):
     rows = []
     for u, sp in ((16, spread_narrow), (1024, spread_wide)):
-        for seed in (0, 1):
+        for pair in (0, 1):
             for d in range(5):
-                rows.append({"metric": "acc_merged", "value": 0.5 + sp * d / 4, "seed": seed, "hidden_units": u,
+                rows.append({"metric": "acc_merged", "value": 0.5 + sp * d / 4, "pair": pair, "hidden_units": u,
                              "method": "random_permutation", "index": d})
     return frame("p", rows)
 

@@ -3,22 +3,24 @@ import sys
 
 import pytest
 
-from lmcbook import book, profiles
+from lmcbook import book
 from lmcbook.cli import main
+from lmcbook.page import Page
+from lmcbook.parts import study as part_study
 from lmcbook.specs import SpecError
 
 
 def test_width_study_profiles_and_overrides():
-    quick = profiles.width_study("quick")
+    quick = part_study("width", "quick")
     assert quick.arch == "mlp" and not quick.bias and quick.depth == 4 and quick.dataset == "digits"
     assert [p.hidden_units for p in quick.pairs()][::quick.seeds] == [16, 32, 64, 128, 256, 512, 1024]
     assert quick.seeds >= 2
     pairs = quick.pairs()
     assert pairs[0].a.train.seed == 0 and pairs[0].b.train.seed == 1
     assert len({s.id for s in quick.specs()}) == 2 * len(pairs)
-    small = profiles.width_study("quick", widths=[0.5, 2], seeds=None)
+    small = part_study("width", "quick", widths=[0.5, 2], seeds=None)
     assert small.widths == (0.5, 2.0) and small.seeds == quick.seeds
-    assert profiles.width_study("paper", arch="resnet20").base_width == 16
+    assert part_study("width", "paper", arch="resnet20").base_width == 16
 
 
 @pytest.mark.parametrize("kwargs, names", [
@@ -26,21 +28,21 @@ def test_width_study_profiles_and_overrides():
     (dict(widths=[]), ["widths"]),
     (dict(seeds=0), ["seeds", ">= 1"]),
     (dict(epochs="ten"), ["epochs", "int"]),
-    (dict(bias="yes"), ["bias", "bool"]),
+    (dict(bias="yes"), ["bias", "true or false"]),
     (dict(lams=[0.0, 2.0]), ["lams", "[0, 1]"]),
     (dict(width=2), ["width", "widths"]),
     (dict(arch="mlp2"), ["arch", "'mlp'"]),
 ])
 def test_bad_study_parameters(kwargs, names):
     with pytest.raises(SpecError) as err:
-        profiles.width_study("quick", **kwargs)
+        part_study("width", "quick", **kwargs)
     for n in names:
         assert n in str(err.value)
 
 
 def test_unknown_profile():
     with pytest.raises(SpecError, match="profile='fast'.*'smoke', 'quick', 'paper'"):
-        profiles.width_study("fast")
+        part_study("width", "fast")
 
 
 def test_notebook_parameters_are_read_from_the_source():
@@ -86,7 +88,7 @@ def test_execute_bad_parameter_type_fails_before_running(tmp_path, capsys):
 
 
 def test_reproduce_command_roundtrips():
-    page = book.Page.__new__(book.Page)
+    page = Page.__new__(Page)
     page.name, page.profile, page.params = "width_accuracy", "quick", {"widths": [0.5, 2], "seeds": None}
     assert page.reproduce_command() == 'lmcbook execute --profile quick --only width_accuracy -p widths "[0.5, 2]"'
 
@@ -101,7 +103,7 @@ def test_execute_reports_a_failing_notebook_with_its_cell_and_runs_the_rest(tmp_
     nbs.mkdir()
     head = '# %% tags=["parameters"]\nprofile = "quick"\n\n'
     (nbs / "claims.py").write_text(head + "# %%\nx = 1\n\n# %%\nraise ZeroDivisionError('planted failure')\n")
-    (nbs / "overview.py").write_text(head + "# %%\nprint('fine')\n")
+    (nbs / "overview.py").write_text(head + SAVES)
     out = tmp_path / "out"
     code = main(["execute", "--only", "claims", "--only", "overview", "--notebooks", str(nbs),
                  "--out", str(out), "--store", str(tmp_path / "runs")])
@@ -110,3 +112,46 @@ def test_execute_reports_a_failing_notebook_with_its_cell_and_runs_the_rest(tmp_
     assert "FAILED claims" in err and "ZeroDivisionError" in err and "planted failure" in err
     assert "raise ZeroDivisionError" in err  # the failing cell is named by its source
     assert (out / "overview.ipynb").exists() and "overview: done" in err
+
+
+SAVES = """# %%
+import pandas as pd
+from lmcbook.page import open_page
+
+page, study = open_page("overview", globals())
+page.save(pd.DataFrame([{"notebook": "overview", "metric": "acc", "value": 1.0, "pair": 0}]))
+"""
+
+
+def test_a_notebook_that_never_saves_its_page_fails(tmp_path, capsys):
+    """Its dependencies would go unrecorded, and the cache would skip it forever after."""
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    (nbs / "overview.py").write_text('# %% tags=["parameters"]\nprofile = "quick"\n\n# %%\nprint("no save")\n')
+    code = main(["execute", "--only", "overview", "--notebooks", str(nbs), "--out", str(tmp_path / "out"),
+                 "--store", str(tmp_path / "runs")])
+    assert code == 1 and "never saved its page" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_explore_re_executes_once_its_missing_runs_exist(tmp_path, monkeypatch):
+    """The page's dependencies come from the store's read log, missing runs included, so no page can cache a
+    'run not in the store' state after the run was trained."""
+    from pathlib import Path
+
+    from lmcbook.data import load
+    from lmcbook.store import RunStore
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    out, store = tmp_path / "out", tmp_path / "store"
+    run = lambda: book.execute(["explore"], "smoke", {}, out, root / "notebooks", store)[0]  # noqa: E731
+    first = run()
+    assert first.ok and not first.cached and first.trained == 0
+    assert not run().cached  # a missing run keeps the page re-executing
+    sweep = part_study("width", "smoke")
+    pair = sweep.pair(sweep.widths[-1], 0)
+    RunStore(store).get_or_train_many([pair.a, pair.b], data=load("digits", device="cpu"))
+    after = run()
+    assert after.ok and not after.cached and after.loaded == 2
+    assert run().cached  # now nothing it read has changed

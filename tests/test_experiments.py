@@ -2,19 +2,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmcbook import experiments, profiles, theory
+from lmcbook import experiments, theory
+from lmcbook.parts import study as part_study
 from lmcbook.store import RunStore
 
 
 def _study(**kw):
-    return profiles.width_study("smoke", **{"widths": [0.25], "epochs": 2, **kw})
+    return part_study("width", "smoke", **{"widths": [0.25], "epochs": 2, **kw})
 
 
 def test_probe_frames_cover_trained_and_untrained_and_are_cached(tmp_path, monkeypatch):
     store = RunStore(tmp_path / "s")
     study = _study()
-    frames, ids = experiments.probe_frames(study, store)
-    assert set(frames) == set(experiments.PROBES) and len(ids) == 2
+    frames = experiments.probe_frames(study, store)
+    assert set(frames) == set(experiments.PROBES)
+    assert sorted(store.reads.values()) == ["trained", "trained"]  # the store's read log names the runs
     lewc = frames["lewc"]
     assert set(lewc["method"]) == {"trained", "untrained"}
     assert set(lewc["lam"]) == set(experiments.PROBE_LAMS)
@@ -24,7 +26,7 @@ def test_probe_frames_cover_trained_and_untrained_and_are_cached(tmp_path, monke
     calls = []
     real = experiments._all_probes
     monkeypatch.setattr(experiments, "_all_probes", lambda *a, **k: calls.append(1) or real(*a, **k))
-    again, _ = experiments.probe_frames(study, store)
+    again = experiments.probe_frames(study, store)
     assert calls == []  # served from the derived cache
     for name in frames:
         pd.testing.assert_frame_equal(frames[name].reset_index(drop=True), again[name].reset_index(drop=True),
@@ -38,7 +40,7 @@ def test_untrained_baseline_is_the_pairs_initialisation(tmp_path):
 
     store = RunStore(tmp_path / "s")
     study = _study()
-    frames, _ = experiments.probe_frames(study, store)
+    frames = experiments.probe_frames(study, store)
     pair = study.pairs()[0]
     expected = rank_profile(init_model(pair.a, load("digits", device="cpu")))
     got = frames["rank"].query("method == 'untrained' and model == 'a' and metric == 'effective_rank'")
@@ -56,15 +58,15 @@ def test_pair_frames_cache_matches_a_fresh_computation(tmp_path):
 
 
 def test_depth_study_pairs_share_the_width_recipe():
-    depth = profiles.depth_study("quick")
+    depth = part_study("depth", "quick")
     assert [p.depth for p in depth.pairs()] == [2, 3, 4, 5, 6]
     assert {p.hidden_units for p in depth.pairs()} == {512}
-    width = profiles.width_study("quick")
+    width = part_study("width", "quick")
     # the depth-4 pair at 512 units is the width sweep's pair 0 at multiplier 8: trained once, shared
     same = [p for p in depth.pairs() if p.depth == 4][0]
     assert same.a.id == width.pair(8.0, 0).a.id
     with pytest.raises(Exception, match="depths"):
-        profiles.depth_study("quick", depths=[1, 2])
+        part_study("depth", "quick", depths=[1, 2])
 
 
 @pytest.mark.parametrize("depth", [2, 3, 5])
@@ -87,13 +89,13 @@ def test_theory_check_pair_frame():
 
 
 def _controls(**kw):
-    return profiles.control_study("smoke", **{"widths": [0.25], "epochs": 2, "draws": 3, **kw})
+    return part_study("controls", "smoke", **{"widths": [0.25], "epochs": 2, "draws": 3, **kw})
 
 
 def test_permutation_frames_random_draws_and_matching(tmp_path):
     store = RunStore(tmp_path / "s")
-    frame, ids = experiments.permutation_frames(_controls(), store)
-    assert len(ids) == 2
+    frame = experiments.permutation_frames(_controls(), store)
+    assert len([r for r, st in store.reads.items() if st != "missing"]) == 2
     assert sorted(frame["method"].unique()) == ["none", "random_permutation", "weight_matching"]
     rnd = frame[frame["method"] == "random_permutation"]
     assert sorted(rnd["index"]) == [0, 1, 2]
@@ -105,7 +107,7 @@ def test_permutation_frames_random_draws_and_matching(tmp_path):
 def test_method_frames_cover_four_methods_and_time_matching(tmp_path):
     store = RunStore(tmp_path / "s")
     study = _controls()
-    curves, summary, _ = experiments.method_frames(study, store)
+    curves, summary = experiments.method_frames(study, store)
     assert sorted(summary["method"]) == ["none", "random_permutation", "repair", "weight_matching"]
     assert (summary["match_seconds"] > 0).all() and (summary["match_iterations"] >= 1).all()
     # REPAIR changes nothing at the endpoints, where the target statistics are the model's own
@@ -117,18 +119,18 @@ def test_method_frames_cover_four_methods_and_time_matching(tmp_path):
 
 def test_matched_probes_are_labelled(tmp_path):
     store = RunStore(tmp_path / "s")
-    frames, _ = experiments.probe_frames(_controls(), store, matched=True, baseline=False)
+    frames = experiments.probe_frames(_controls(), store, matched=True, baseline=False)
     assert set(frames["lewc"]["method"]) == {"trained", "weight_matched"}
     assert "commutativity_rel_err" in set(frames["reciprocal_orthogonality"]["metric"])
 
 
 def test_controls_study_weak_twin():
-    study = profiles.control_study("quick")
+    study = part_study("controls", "quick")
     weak = study.weak()
     assert weak.weight_decay == 1e-4 and study.weight_decay == 3e-3 and study.draws >= 5
     assert [s.model for s in weak.specs()[:2]] == [s.model for s in study.specs()[:2]]
     assert len(study.specs()) == 4 * len(study.pairs())
     with pytest.raises(Exception, match="weak_weight_decay"):
-        profiles.control_study("quick", weak_weight_decay=-1.0)
+        part_study("controls", "quick", weak_weight_decay=-1.0)
     with pytest.raises(Exception, match="draws"):
-        profiles.control_study("quick", draws=0)
+        part_study("controls", "quick", draws=0)

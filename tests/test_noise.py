@@ -3,7 +3,7 @@ import copy
 import pytest
 import torch
 
-from lmcbook import noise
+from lmcbook import merge, noise
 from lmcbook.data import load
 from lmcbook.metrics import pair_summary
 from lmcbook.models import MLP
@@ -42,7 +42,7 @@ def test_child_with_the_parents_data_seed_reproduces_the_uninterrupted_run(tmp_p
     uninterrupted = store.get_or_train(full, data=data)
     continued = store.get_or_train(child, data=data)
     assert _same(uninterrupted.model, continued.model)
-    assert store.has(parent) and store.load(parent).momentum  # the parent's entry keeps its momentum buffers
+    assert store.has(parent) and store.load(parent).momentum_buffers  # the parent's entry keeps its momentum buffers
     assert store.load(parent).step == 25
 
 
@@ -54,7 +54,7 @@ def test_children_differ_by_data_seed_and_momentum_matters(tmp_path):
     assert not _same(ra.model, rb.model)
     parent = store.load(a.parent)
     zeroed = copy.copy(parent)
-    zeroed.momentum = {k: torch.zeros_like(v) for k, v in parent.momentum.items()}
+    zeroed.momentum_buffers = {k: torch.zeros_like(v) for k, v in parent.momentum_buffers.items()}
     assert not _same(train(a, data, start=zeroed).model, ra.model)
 
 
@@ -84,23 +84,23 @@ def test_child_specs_are_validated():
 def test_task_arithmetic_known_answers():
     torch.manual_seed(0)
     base, t1, t2 = MLP(8, 3, 6, depth=2), MLP(8, 3, 6, depth=2), MLP(8, 3, 6, depth=2)
-    v1, v2 = noise.task_vector(t1, base), noise.task_vector(t2, base)
-    at0 = noise.task_arithmetic(base, [v1, v2], 0.0)
+    v1, v2 = merge.task_vector(t1, base), merge.task_vector(t2, base)
+    at0 = merge.task_arithmetic(base, [v1, v2], 0.0)
     assert _same(at0, base)
     zero = {k: torch.zeros_like(v) for k, v in v2.items()}
-    at1 = noise.task_arithmetic(base, [v1, zero], 1.0)
+    at1 = merge.task_arithmetic(base, [v1, zero], 1.0)
     assert all(torch.allclose(at1.state_dict()[k], t1.state_dict()[k], atol=1e-6) for k in v1)
 
 
 def test_ties_known_answers():
     v = {"w": torch.tensor([0.5, -2.0, 1.0]), "b": torch.tensor([[3.0]])}
-    same = noise.ties_vector([v, copy.deepcopy(v)], keep=1.0)
+    same = merge.ties_vector([v, copy.deepcopy(v)], keep=1.0)
     assert all(torch.allclose(same[k], v[k]) for k in v)
     v1, v2 = {"w": torch.tensor([3.0, -1.0, 0.1])}, {"w": torch.tensor([-1.0, 2.0, 0.2])}
-    out = noise.ties_vector([v1, v2], keep=2 / 3)
+    out = merge.ties_vector([v1, v2], keep=2 / 3)
     assert torch.allclose(out["w"], torch.tensor([3.0, 2.0, 0.0]))
     with pytest.raises(SpecError, match="keep"):
-        noise.ties_vector([v1], keep=0.0)
+        merge.ties_vector([v1], keep=0.0)
 
 
 def test_fine_tuning_starts_from_the_init_run(tmp_path):

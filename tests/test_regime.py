@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
-from lmcbook import experiments, profiles
+from lmcbook import experiments
 from lmcbook.models import MLP
 from lmcbook.noise import spawn_pair
+from lmcbook.parts import study as part_study
 from lmcbook.regime import decay_integral, init_distance, regime_measures, weight_decay_shrinkage, weight_norms
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
 from lmcbook.store import RunStore
@@ -105,7 +106,7 @@ def test_weight_norm_falls_with_the_decay_integral_until_it_equilibrates(digits)
 
 
 def test_regime_study_crosses_lengths_weight_decays_and_cuts_wide_widths_at_the_longer_lengths():
-    st = profiles.regime_study("quick")
+    st = part_study("regime", "quick")
     assert st.regimes == (60, 200, 600) and st.weight_decays == (1e-4, 3e-3)
     cells = {(c.epochs, c.weight_decay): c.widths for c in st.cells()}
     assert len(cells) == 6 and cells[60, 3e-3] == st.widths
@@ -113,19 +114,19 @@ def test_regime_study_crosses_lengths_weight_decays_and_cuts_wide_widths_at_the_
     pairs = st.pairs()
     assert {(p.epochs, p.weight_decay) for p in pairs} == set(cells)
     # the shortest strong cell is exactly the width study's runs: the store trains them once
-    assert {s.id for s in profiles.width_study("quick").specs()} <= {s.id for p in pairs for s in (p.a, p.b)}
+    assert {s.id for s in part_study("width", "quick").specs()} <= {s.id for p in pairs for s in (p.a, p.b)}
     with pytest.raises(SpecError, match="regimes"):
-        profiles.regime_study("quick", regimes=[60])
+        part_study("regime", "quick", regimes=[60])
     with pytest.raises(SpecError, match="long_max_width"):
-        profiles.regime_study("quick", long_max_width=0.1)
+        part_study("regime", "quick", long_max_width=0.1)
     with pytest.raises(SpecError, match="weight_decays"):
-        profiles.regime_study("quick", weight_decays=[-1.0, 1e-3])
-    assert profiles.regime_study("quick", long_max_width=16).cut_widths() == ()
+        part_study("regime", "quick", weight_decays=[-1.0, 1e-3])
+    assert part_study("regime", "quick", long_max_width=16).cut_widths() == ()
 
 
 def test_regime_frame_is_cached_per_run(tmp_path, monkeypatch):
     store = RunStore(tmp_path / "runs")
-    study = profiles.regime_study("smoke", widths=[0.25], regimes=[1, 2], weight_decays=[0.0, 1e-2])
+    study = part_study("regime", "smoke", widths=[0.25], regimes=[1, 2], weight_decays=[0.0, 1e-2])
     first = experiments.regime_frame(study, store)
     assert set(first["epochs"]) == {1, 2} and set(first["weight_decay"]) == {0.0, 1e-2}
     d = first[first["metric"] == "decay_integral"].groupby(["epochs", "weight_decay"])["value"].mean()
@@ -144,7 +145,7 @@ def test_regime_frame_reads_runs_of_real_data_files(tmp_path, monkeypatch):
     from .test_data import write_idx
 
     write_idx(tmp_path / "data", "MNIST/raw", n_train=400, n_test=50)
-    study = profiles.regime_study("smoke", dataset="mnist", data_root=str(tmp_path / "data"), widths=[0.25],
+    study = part_study("regime", "smoke", dataset="mnist", data_root=str(tmp_path / "data"), widths=[0.25],
                                   regimes=[1, 2], weight_decays=[1e-3])
     df = experiments.regime_frame(study, RunStore(tmp_path / "runs"))
     assert (df["metric"] == "decay_integral").sum() == 4

@@ -47,7 +47,7 @@ def test_stop_and_continue_reproduces_the_full_run(digits):
     k = 25  # mid-epoch: 1257 // 64 = 19 steps per epoch
     parent_spec = full_spec.with_train(stop_step=k)
     parent = train(parent_spec, digits)
-    assert parent.step == k and parent.momentum
+    assert parent.step == k and parent.momentum_buffers
     from lmcbook.specs import RunSpec
 
     child = RunSpec(full_spec.data, full_spec.model, full_spec.train, parent=parent_spec, spawn_step=k)

@@ -1,0 +1,322 @@
+"""The kernel side of the book: a page being computed inside its notebook.
+
+A notebook opens its page with :func:`open_page`, which resolves its study from the
+notebook's ``parameters`` cell, computes its frames through :mod:`lmcbook.experiments`,
+and ends with :meth:`Page.save`.  Saving validates and writes the page's CSV, glues
+the verdicts of the claims the page is evidence for, and records what the page read
+(every run it looked up in the store, every other page's CSV) for the notebook cache
+of :mod:`lmcbook.book`, so no page can forget a dependency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+from IPython.display import Markdown
+from myst_nb import glue
+
+from . import __version__
+from .claims import (
+    FAIL,
+    INCONCLUSIVE,
+    NA,
+    PAGE_CLAIMS,
+    PASS,
+    REGIME_KEYS,
+    ClaimResult,
+    concat,
+    page_claims,
+    read_results,
+    to_long_frame,
+    validate_results,
+)
+from .parts import part_of
+from .paths import out_dir
+from .provenance import git_sha
+from .store import RunStore
+
+
+def file_sha(path: Path) -> str:
+    """Return the SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def reads_path(out: Path, name: str) -> Path:
+    """Return where a page's record of what it read lives: OUT/.cache/NAME.reads.json."""
+    return Path(out) / ".cache" / f"{name}.reads.json"
+
+
+def record_path(out: Path, name: str) -> Path:
+    """Return where ``lmcbook execute`` records a page's last execution: OUT/.cache/NAME.json."""
+    return Path(out) / ".cache" / f"{name}.json"
+
+
+def study_of(name: str) -> Any:
+    """Return the study that the last execution of notebook ``name`` (in $LMCBOOK_OUT) resolved, from its record."""
+    record = record_path(out_dir(), name)
+    if not record.exists():
+        raise FileNotFoundError(f"{record} does not exist: execute notebook {name!r} first")
+    key = json.loads(record.read_text())["key"]
+    return part_of(name).resolve(key["profile"], key["params"])
+
+
+def write_reads(name: str, store: RunStore, csv_reads: dict[str, str], out: Path | None = None) -> Path:
+    """Record what a page read: each run id it looked up (with its manifest's hash, None if it was missing) and
+    each CSV it read (by page name, with its hash)."""
+    runs = {}
+    for rid, status in store.reads.items():
+        manifest = store.path(rid) / "manifest.json"
+        runs[rid] = file_sha(manifest) if status != "missing" and manifest.exists() else None
+    path = reads_path(out if out is not None else out_dir(), name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "csv": csv_reads}, sort_keys=True))
+    return path
+
+
+class Page:
+    """One book page being computed: its study, store, CSV output, glued values and provenance."""
+
+    def __init__(self, name: str, profile: str, params: dict[str, Any], study: Any = None,
+                 store: RunStore | None = None) -> None:
+        self.name, self.profile, self.params, self.study = name, profile, dict(params), study
+        self.store = store or RunStore()
+        self.csv_reads: dict[str, str] = {}
+        self._t0 = time.time()
+        _log_to_stderr()
+
+    @property
+    def csv_path(self) -> Path:
+        """Return the path of this page's result CSV."""
+        return out_dir() / "data" / f"{self.name}.csv"
+
+    @property
+    def run_ids(self) -> list[str]:
+        """Return the ids of every run this page read from the store (loaded, trained or found), from its read log."""
+        return [rid for rid, status in self.store.reads.items() if status != "missing"]
+
+    def read_csv(self, name: str) -> pd.DataFrame:
+        """Return another page's result CSV (validated), recording it so that this page re-runs when it changes."""
+        path = out_dir() / "data" / f"{name}.csv"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist: execute notebook {name!r} first")
+        self.csv_reads[name] = file_sha(path)  # by page name: the record stays valid if the output moves
+        return read_results(path)
+
+    def save(self, long: pd.DataFrame, regime: pd.DataFrame | None = None) -> list[ClaimResult]:
+        """Validate the long-format frame, write it as this page's CSV, record what the page read, and glue the
+        verdicts of the claims whose evidence this page is (:func:`lmcbook.claims.page_claims` on that frame);
+        return them.
+
+        ``regime`` (:func:`lmcbook.experiments.regime_frame`) adds the runs' training regime
+        (decay integral, shrinkage, distance from initialisation, weight norms) to the CSV.
+        Each verdict is glued under its key (``w1``, ``w1_long``, ``n1_50``, ...) as
+        ``KEY_mark``, ``KEY_verdict``, ``KEY_measured``, ``KEY_test`` and ``KEY_state``.
+        """
+        if regime is not None:
+            long = concat([long, to_long_frame(regime, self.name, REGIME_KEYS)])
+        validate_results(long, self.name)
+        self.csv_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.csv_path.with_suffix(".csv.tmp")
+        long.to_csv(tmp, index=False)
+        os.replace(tmp, self.csv_path)
+        write_reads(self.name, self.store, self.csv_reads)
+        verdicts = page_claims(self.name, long) if self.name in PAGE_CLAIMS else []
+        for r in verdicts:
+            self.glue_claim(r)
+        return verdicts
+
+    @staticmethod
+    def glue(key: str, value: Any) -> None:
+        """Glue a number (or any object) under ``key`` without displaying it."""
+        if isinstance(value, np.generic):  # np.float64 reprs as 'np.float64(...)', which {glue:text} cannot format
+            value = value.item()
+        glue(key, value, display=False)
+
+    @staticmethod
+    def glue_md(key: str, text: str) -> None:
+        """Glue a Markdown snippet (use it with the ``{glue:md}`` role)."""
+        glue(key, Markdown(text), display=False)
+
+    @staticmethod
+    def glue_figure(key: str, fig) -> None:
+        """Glue a matplotlib figure (use it with the ``glue:figure`` directive) and close it."""
+        glue(key, fig, display=False)
+        plt.close(fig)
+
+    def glue_claim(self, result: ClaimResult, key: str | None = None) -> ClaimResult:
+        """Glue one verdict of :mod:`lmcbook.claims` under ``key`` (default ``result.key``; see :meth:`save`) and
+        return it."""
+        words = {PASS: "passes", FAIL: "**fails**", INCONCLUSIVE: "is **inconclusive**", NA: "does not apply"}
+        key = key or result.key
+        self.glue_md(f"{key}_mark", result.mark)
+        self.glue_md(f"{key}_verdict", words[result.state])
+        self.glue_md(f"{key}_measured", result.measured)
+        self.glue_md(f"{key}_test", result.test)
+        self.glue(f"{key}_state", result.state)
+        return result
+
+    def reproduce_command(self) -> str:
+        """Return the shell command that re-executes this page with its parameters."""
+        parts = [f"lmcbook execute --profile {self.profile} --only {self.name}"]
+        for k, v in self.params.items():
+            if v is not None:
+                parts.append(f"-p {k} {_shell_yaml(v)}")
+        return " ".join(parts)
+
+    def provenance(self):
+        """Return a Markdown block (IPython display): CSV link, reproduce command, profile, parameters, runs and
+        versions."""
+        statuses = list(self.store.reads.values())
+        resolved = self.study.params() if self.study is not None and hasattr(self.study, "params") else {}
+        ids = ", ".join(r[:12] for r in self.run_ids) or "none"
+        sha = git_sha()
+        values = ", ".join(f"`{k}={v}`" for k, v in resolved.items() if k != "profile") or "none"
+        return Markdown(_PROVENANCE.format(
+            name=self.name, command=self.reproduce_command(), profile=self.profile, values=values,
+            version=__version__ + (f" (git {sha[:10]})" if sha else ""), torch=torch.__version__,
+            threads=torch.get_num_threads(), executed=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            seconds=f"{time.time() - self._t0:.0f}", n_runs=len(self.run_ids), loaded=statuses.count("loaded"),
+            trained=statuses.count("trained"), ids=ids,
+            params=yaml.safe_dump(resolved, sort_keys=True, default_flow_style=None).strip()))
+
+
+_PROVENANCE = """
+**Data:** {{download}}`{name}.csv <data/{name}.csv>` (long format: notebook, metric, value, seed or pair, and keys).
+
+:::{{admonition}} Reproduce this page
+:class: tip
+```bash
+{command}
+```
+Profile `{profile}`; its values for this page: {values}.
+Parameters left at `None` take these values; override any of them with `-p NAME VALUE`.
+:::
+
+:::{{admonition}} Provenance
+:class: dropdown
+| | |
+|---|---|
+| profile | `{profile}` |
+| lmcbook | {version} |
+| torch | {torch}, {threads} threads |
+| executed | {executed}, {seconds} s |
+| runs read | {n_runs}: {loaded} loaded from the store, {trained} trained during this execution |
+
+Resolved parameters:
+
+```yaml
+{params}
+```
+
+Run ids (first 12 hex digits): {ids}
+:::
+"""
+
+
+def open_page(name: str, namespace: dict[str, Any], store: RunStore | None = None) -> tuple[Page, Any]:
+    """Return the page of notebook ``name`` and its validated study, from the notebook's namespace.
+
+    Call it right after the ``parameters`` cell with ``globals()``: ``profile`` and every
+    parameter the notebook's study accepts are read from there (None keeps the profile's value).
+    """
+    part = part_of(name)
+    keys = [f.name for f in fields(part.config) if f.name != "profile"]
+    params = {k: namespace[k] for k in keys if k in namespace}
+    profile = namespace.get("profile", "quick")
+    study = part.resolve(profile, params)
+    return Page(name, profile, params, study, store), study
+
+
+def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
+    """Return a one-sentence Markdown description of what a study trained (for figure captions), ending with
+    its training regime (:func:`describe_regime`, brief) when ``regime`` is given."""
+    pairs = study.pairs()
+    units = sorted({p.hidden_units for p in pairs})
+    depths = sorted({p.depth for p in pairs if p.depth is not None})
+    m, t = pairs[0].a.model, pairs[0].a.train
+    epochs = " or ".join(f"{e:g}" for e in sorted({p.epochs for p in pairs}))
+    decays = " or ".join(f"{d:g}" for d in sorted({p.weight_decay for p in pairs}))
+    if m.arch == "mlp":
+        ls = f"L = {depths[0]}" if len(depths) == 1 else f"L = {', '.join(map(str, depths))}"
+        arch = f"ReLU MLP with {ls} linear layers"
+    else:
+        arch = {"vgg11": "VGG11", "resnet20": "ResNet20 (activation probes read residual-block outputs)"}[m.arch]
+    unit = "hidden units" if m.arch == "mlp" else "base channels"
+    return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {study.dataset}; "
+            f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
+            f"batch {t.batch_size}); {', '.join(map(str, units))} {unit}; "
+            f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
+            + (f"; regime: {describe_regime(regime, brief=True)}" if regime is not None else ""))
+
+
+def _frac(x: float) -> str:
+    return f"{x:.3f}" if x >= 0.01 else f"{x:.1e}"
+
+
+def describe_regime(regime: pd.DataFrame, brief: bool = False) -> str:
+    """Return one Markdown sentence saying which training regime a page's runs are in.
+
+    ``regime`` is :func:`lmcbook.experiments.regime_frame`'s output (or those rows of a page's CSV).
+    Per (length, weight decay) it states the decay integral D, what weight decay alone would leave
+    of a weight (momentum included), and the distance from initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the
+    narrowest and the widest width; ``brief`` gives D and the distances only, for captions.
+    """
+    whole = regime[regime["layer"].isna()]
+    parts = []
+    for (epochs, wd), cell in whole.groupby(["epochs", "weight_decay"]):
+        mean = cell.groupby(["metric", "hidden_units"])["value"].mean()
+        dist = mean["init_distance"]
+        lo, hi = dist.index.min(), dist.index.max()
+        d = f"{mean['decay_integral'].mean():.3g}"
+        far = f"{dist[lo]:.2f} at {lo:g} hidden units" + (f" and {dist[hi]:.2f} at {hi:g}" if hi != lo else "")
+        if brief:
+            parts.append(f"{epochs:g} epochs at weight decay {wd:g}: D = {d}, ‖θ_T − θ_0‖/‖θ_0‖ = {far}")
+        else:
+            parts.append(f"{epochs:g} epochs at weight decay {wd:g} give a decay integral D = {d} (weight decay "
+                         f"alone, momentum included, would leave {_frac(mean['decay_shrinkage'].mean())} of a weight), "
+                         f"and the trained weights ended ‖θ_T − θ_0‖/‖θ_0‖ = {far} from their initialisation")
+    return "; ".join(parts)
+
+
+def describe_noise(study: Any) -> str:
+    """Return a one-sentence Markdown description of what the noise study trained (for captions)."""
+    m = study.spec(study.grid_cells()[0], 0).model
+    return (f"bias-free ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden units on {study.dataset}; "
+            f"{study.steps} SGD steps per run (linear warm-up then decay), spawn-and-merge pairs from their own "
+            f"parents; {study.seeds} pair(s) per cell")
+
+
+def _shell_yaml(v: Any) -> str:
+    s = yaml.safe_dump(v, default_flow_style=True).strip()
+    if s.endswith("\n..."):
+        s = s[:-4].strip()
+    s = s.removesuffix("...").strip()
+    return f'"{s}"' if any(c in s for c in " []{},:") else s
+
+
+_LOGGING_SET = False
+
+
+def _log_to_stderr() -> None:
+    global _LOGGING_SET
+    if _LOGGING_SET:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+    lg = logging.getLogger("lmcbook")
+    lg.addHandler(handler)
+    lg.setLevel(logging.INFO)
+    _LOGGING_SET = True

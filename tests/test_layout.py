@@ -1,0 +1,66 @@
+"""The library's shape: no import cycle between its modules, and no function longer than a screen."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+LIB = Path(__file__).resolve().parents[1] / "lmcbook"
+#: Functions that are argparse declarations, allowed to run long.
+ARGPARSE = {("cli", "main")}
+MAX_LINES = 60
+
+
+def _imports() -> dict[str, set[str]]:
+    """Return, per lmcbook module, the lmcbook modules it imports anywhere in its body (functions included)."""
+    mods = {p.stem: p for p in LIB.glob("*.py")}
+    graph = {m: set() for m in mods}
+    for m, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module] if node.module else [a.name for a in node.names]
+                graph[m] |= {n.split(".")[0] for n in names if n and n.split(".")[0] in mods}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lmcbook."):
+                graph[m].add(node.module.split(".")[1])
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """Return one import cycle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}
+
+    def visit(u: str, path: list[str]) -> list[str] | None:
+        state[u] = 1
+        for v in sorted(graph[u]):
+            if state.get(v) == 1:
+                return path[path.index(v):] + [v]
+            if v not in state and (found := visit(v, path + [v])):
+                return found
+        state[u] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m, [m])):
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_planted_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_lmcbook_has_no_import_cycle():
+    cycle = find_cycle(_imports())
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_no_function_is_longer_than_a_screen():
+    long = []
+    for path in sorted(LIB.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_LINES and (path.stem, node.name) not in ARGPARSE:
+                    long.append(f"{path.stem}.{node.name}: {n} lines")
+    assert not long, long

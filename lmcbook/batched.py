@@ -27,7 +27,7 @@ from torch import nn
 from .data import Dataset, augment_batch
 from .models import MLP
 from .specs import RunSpec, SpecError
-from .train import DivergedError, TrainedRun, divergence, finish, schedule, starting_model
+from .train import DivergedError, TrainedRun, divergence, finish, keeps_momentum, schedule, starting_model
 
 #: Stacked training equals training alone to within this max absolute difference in any weight, on the test
 #: suite's 40-step runs of every kind a stack accepts (tests/test_batched.py); the difference is summation order.
@@ -185,7 +185,8 @@ def train_many(specs: list[RunSpec], data: Dataset, starts: list[TrainedRun | No
             out.append(err)
             continue
         models[j].load_state_dict(state)
-        buffers = {name.replace("__", "."): bufs[name][j].clone() for name, _ in params if bufs[name] is not None}
+        buffers = {name.replace("__", "."): bufs[name][j].clone() for name, _ in params
+                   if bufs[name] is not None} if keeps_momentum(s) else None
         out.append(finish(s, models[j], loss_cpu[:, j], sched, data, buffers, train_seconds=elapsed / k,
                           batched_with=k, batched_seconds=elapsed))
     return out

@@ -116,8 +116,8 @@ def cmd_explore(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    run_bench(args.json, book=args.book, quick=args.quick)
-    return 0
+    report = run_bench(args.json, book=args.book, quick=args.quick)
+    return 0 if all(t["met"] for t in report["targets"]) else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -136,6 +136,11 @@ def starting_model(spec: RunSpec, data: Dataset, start: TrainedRun | None, init:
     return model
 
 
+def keeps_momentum(spec: RunSpec) -> bool:
+    """Return True for a run whose momentum buffers are stored: one that stops early (a parent), with momentum."""
+    return spec.train.stop_step is not None and spec.train.momentum > 0
+
+
 def divergence(spec: RunSpec, losses: torch.Tensor, sched: Schedule) -> DivergedError | None:
     """Return the error naming the first step whose loss (``losses[t - first]``) is not finite, or None."""
     bad = (~torch.isfinite(losses)).nonzero()
@@ -152,7 +157,6 @@ def finish(spec: RunSpec, model: nn.Module, losses: torch.Tensor, sched: Schedul
     Momentum buffers are kept only for runs that stop early with momentum (parents).
     """
     model.eval()
-    keep = spec.train.stop_step is not None and spec.train.momentum > 0
     history = {"loss": losses.cpu().tolist(), "first_step": sched.first, "steps_per_epoch": sched.per_epoch,
                "total_steps": sched.total}
     metrics = {}
@@ -161,7 +165,8 @@ def finish(spec: RunSpec, model: nn.Module, losses: torch.Tensor, sched: Schedul
         metrics[f"{split}_acc"], metrics[f"{split}_loss"] = ev.acc, ev.loss
     prov = provenance(data.device)
     prov.update(steps=sched.stop - sched.first, **provenance_extra)
-    return TrainedRun(spec, model, history, metrics, prov, momentum_buffers if keep else None, sched.stop)
+    return TrainedRun(spec, model, history, metrics, prov, momentum_buffers if keeps_momentum(spec) else None,
+                      sched.stop)
 
 
 def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device = "auto",
@@ -221,7 +226,7 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
     bar.close()
     elapsed = time.perf_counter() - t0
     buffers = {name: opt.state[p]["momentum_buffer"].detach().clone() for name, p in params.items()
-               if "momentum_buffer" in opt.state[p]}
+               if "momentum_buffer" in opt.state[p]} if keeps_momentum(spec) else None
     return finish(spec, model, losses, sched, data, buffers, train_seconds=elapsed)
 
 

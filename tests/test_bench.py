@@ -20,7 +20,7 @@ def test_throughput_table_has_the_documented_fields_and_ratios():
     report = {"matmul_peak_gflops": peak, "threads": 1, "widths": rows}
     text = bench.format_report(report)
     assert "| 16 |" in text and "| 64 | " in text
-    assert "≥ 3, ≥ 0.6 of peak" in text  # the widest row (here 64) also carries the peak target
+    assert "| fraction of peak at 64 units |" in text  # the widest row (here 64) also carries the peak target
     assert json.loads(json.dumps(report)) == report  # the --json report is plain JSON
 
 
@@ -44,3 +44,26 @@ def test_each_width_is_timed_with_its_own_step_count(monkeypatch):
     assert timed == [(16, bench._steps_for(16)), (1024, bench._steps_for(1024))]
     assert bench._steps_for(16) != bench._steps_for(1024)
     assert [r["speedup"] for r in rows] == [2.0, 2.0]
+
+
+def test_every_target_is_named_with_its_verdict_and_a_miss_fails_the_command(monkeypatch, capsys):
+    rows = [{"hidden_units": u, "lmcbook_samples_per_s": 2.0, "naive_samples_per_s": 1.0, "speedup": sp,
+             "achieved_gflops": 1.0, "fraction_of_peak": frac} for u, sp, frac in ((16, 4.0, 0.1), (2048, 1.2, 0.8))]
+    report = {"matmul_peak_gflops": 1.0, "threads": 2, "widths": rows, "probe_fraction": 0.05, "probe_s": 1.0,
+              "train_s": 20.0, "metrics_s": 0.5, "probes_only_s": 0.5, "probes_only_fraction": 0.025,
+              "book": {"cold_s": 800.0, "warm_s": 40.0}}
+    verdicts = {t["name"]: t["met"] for t in bench.targets(report)}
+    assert verdicts == {"speedup at 16 units": True, "speedup at 2048 units": False,
+                        "fraction of peak at 2048 units": True, "probe_fraction": True, "book cold (s)": True,
+                        "book warm (s)": False}
+    assert "missed: speedup at 2048 units, book warm (s)" in bench.format_report(report)
+    from lmcbook import cli
+
+    monkeypatch.setattr(cli, "run_bench", lambda *a, **k: {**report, "targets": bench.targets(report)})
+    assert cli.main(["bench"]) == 1
+    report["widths"][1]["speedup"], report["book"]["warm_s"] = 1.4, 10.0
+    assert cli.main(["bench"]) == 0
+
+
+def test_two_processes_train_every_seed_once():
+    assert bench.two_process_throughput(1024, steps=2, models=2) > 0

@@ -279,6 +279,10 @@ class RegimeStudy(WidthStudy):
             raise SpecError(f"long_max_width={self.long_max_width!r} is not allowed: it cuts every width of "
                             f"{list(self.widths)} at the longer lengths; expected a multiplier >= {min(self.widths)}")
 
+    def params(self) -> dict[str, Any]:
+        """Return the resolved parameters, without the unused ``epochs`` and ``weight_decay``."""
+        return {k: v for k, v in super().params().items() if k not in ("epochs", "weight_decay")}
+
     def widths_at(self, epochs: int) -> tuple[float, ...]:
         """Return the widths trained at ``epochs``: all at the shortest length, those up to long_max_width above."""
         if epochs == self.regimes[0] or self.long_max_width is None:

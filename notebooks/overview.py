@@ -99,7 +99,7 @@ page.glue_md("r2_mark", claims.MARKS[claims.state_of(board, "R2")])
 #   {glue:md}`r2_mark`. On those longer runs {glue:text}`n_long_pass` of the
 #   {glue:text}`n_long` claims scored in both regimes pass.
 # - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows tested here
-#   pass. The {doc}`claims` page has each test and its evidence, including the ones
+#   pass. The scoreboard ({doc}`claims`) has each test and its evidence, including the ones
 #   this setting does not reproduce.
 #
 # ## How to read this book

@@ -111,13 +111,13 @@ if r1.passed and r2.passed:
                "low-rank and merging improves with it. The pages that read the profile's own, shorter runs measure "
                "the start of that process.")
 elif r1.passed:
-    follows = ("Low rank does appear as $D$ grows, as the paper says, but merging does not improve with it, so in "
+    follows = ("Low rank does appear as D grows, as the paper says, but merging does not improve with it, so in "
                "this setting low rank is not what makes merging work. The width effect that the other width pages "
-               "show is measured on the profile's own runs, which sit at the small-$D$ end of this page and stayed "
+               "show is measured on the profile's own runs, which sit at the small-D end of this page and stayed "
                "closer to their initialisation. Read those pages as measurements of that regime, not as tests of "
                "the paper's mechanism, and read the scoreboard's *long* rows for the regime the paper trains in.")
 else:
-    follows = ("Low rank does not appear as $D$ grows in these runs, so they cannot test the paper's mechanism. "
+    follows = ("Low rank does not appear as D grows in these runs, so they cannot test the paper's mechanism. "
                "The width effect that the other width pages show does not come from low-rank weights here; read "
                "them as measurements of this regime, not as tests of the paper's mechanism.")
 page.glue_md("follows", follows)
@@ -181,7 +181,7 @@ pd.DataFrame(table).round(4)
 # - W6, low rank grows with width: {glue:md}`w6_long_mark`, {glue:md}`w6_long_measured`;
 # - W7, weak weight decay breaks the effect: {glue:md}`w7_long_mark`, {glue:md}`w7_long_measured`.
 #
-# The {doc}`claims` page sets these beside the short-regime rows.
+# The scoreboard ({doc}`claims`) sets these beside the short-regime rows.
 #
 # **What follows for the rest of the book.** {glue:md}`follows`
 #

@@ -451,14 +451,17 @@ def claim_w2(barrier: pd.DataFrame) -> ClaimResult:
                        values={"rho": rho, "ratio": ratio, "calibrated": cal["mean"].iloc[-1]})
 
 
-def _last_hidden(df: pd.DataFrame) -> int:
-    return int(df["layer"].max()) - 1
+def last_hidden(df: pd.DataFrame) -> int:
+    """Return the last hidden layer of a page's frame: the one before the last layer the LEWC probe recorded (for
+    an MLP, the layer before the logits; ResNet20's probes record residual blocks)."""
+    d = df[df["metric"].isin([LEWC_REL_ERR, LEWC_COS])]
+    return int((d if len(d) else df)["layer"].max()) - 1
 
 
 def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
     """W3: ρ(width, LEWC relative error at λ=½, last hidden layer) ≤ −0.9, and at the widest width below the
     untrained pair's error by more than the spread (inconclusive within the spread)."""
-    layer = _last_hidden(lewc)
+    layer = last_hidden(lewc)
     rho, tr = _rho_row(lewc, LEWC_REL_ERR, lam=0.5, layer=layer, method="trained")
     un = _by_width(lewc, LEWC_REL_ERR, lam=0.5, layer=layer, method="untrained")
     wide = tr.index[-1]
@@ -595,12 +598,12 @@ def claim_w13(lewc: pd.DataFrame) -> ClaimResult:
     LEWC's setting)."""
     r = _widest_threshold("W13", "Wide networks follow LEWC closely.", lewc, LEWC_REL_ERR, LEWC_ERR_MAX,
                           "LEWC relative error (λ=½, last hidden layer)", "", "lewc", lam=0.5,
-                          layer=_last_hidden(lewc), method="trained")
+                          layer=last_hidden(lewc), method="trained")
     return _na_unless_lewc(r, lewc)
 
 
 def _per_pair(df: pd.DataFrame, metric: str, **filters) -> pd.Series:
-    """Return the mean of ``metric`` per (hidden_units, seed), over layers and other keys."""
+    """Return the mean of ``metric`` per (hidden_units, replicate: pair or seed), over layers and other keys."""
     d = select(df, metric, **filters)
     return d.groupby(["hidden_units", replicate(d)])["value"].mean()
 
@@ -622,7 +625,7 @@ def claim_w14(orth: pd.DataFrame) -> ClaimResult:
 def claim_w15(llfc: pd.DataFrame) -> ClaimResult:
     """W15: at the widest width, last hidden layer, λ=¼, LEWC's cosine advantage over LLFC in trained pairs exceeds
     the untrained pairs' advantage by more than the spread (within the spread: inconclusive)."""
-    layer = _last_hidden(llfc)
+    layer = last_hidden(llfc)
     adv = {m: _as_rows(_per_pair(llfc, LEWC_COS, lam=0.25, layer=layer, method=m)
                        - _per_pair(llfc, LLFC_COS, lam=0.25, layer=layer, method=m), "advantage")
            for m in ("trained", "untrained")}
@@ -683,7 +686,7 @@ def claim_r2(tr: pd.DataFrame) -> ClaimResult:
 
 
 def _grid(noise: pd.DataFrame) -> pd.DataFrame:
-    """Return the grid's seed-level gains as columns (lr, batch_size, seed, gain, noise_scale)."""
+    """Return the grid's pair-level gains as columns (lr, batch_size, pair, spawn_fraction, gain, noise_scale)."""
     g = noise[noise["method"] == "grid"]
     wide = g.pivot_table(index=["lr", "batch_size", replicate(g), "spawn_fraction"], columns="metric",
                          values="value")
@@ -779,9 +782,6 @@ PAGE_CLAIMS: dict[str, Callable[[pd.DataFrame], list[ClaimResult]]] = {
     "noise_scale": lambda f: claim_n1(f) + claim_n2(f),
     "noise_components": lambda f: [claim_n3(f), claim_n4(f)],
 }
-#: The claims scored in both regimes.
-REGIME_CLAIMS = ("W1", "W6", "W7")
-
 
 def page_claims(page: str, frame: pd.DataFrame) -> list[ClaimResult]:
     """Return the verdicts of the claims whose evidence is ``page``, computed on that page's long frame.

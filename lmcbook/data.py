@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .paths import dataset_cache
-from .specs import DATASETS, TRANSFORMS, DataSpec, SpecError
+from .specs import DATASETS, TRANSFORMS, DataSpec, SpecError, check_device
 
 #: Seed of the fixed split of each data set into train, calibration and test.
 SPLIT_SEED = 0
@@ -45,10 +45,8 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """Return the torch device for ``device``: "auto" picks CUDA when available, else CPU."""
     if isinstance(device, torch.device):
         return device
-    if device == "auto":
+    if check_device(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if not isinstance(device, str) or device.split(":")[0] not in ("cpu", "cuda", "mps"):
-        raise SpecError(f"device={device!r} is not allowed: expected 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SpecError(f"device={device!r} is not allowed here: CUDA is not available (use 'auto' or 'cpu')")
     return torch.device(device)

@@ -47,7 +47,7 @@ PROBES = ("lewc", "weak_additivity", "reciprocal_orthogonality", "neuron_moments
 
 @dataclass
 class PairFrames:
-    """Frames measured on every pair of a study, with key columns (width, hidden_units, depth, seed, ...)."""
+    """Frames measured on every pair of a study, with key columns (width, hidden_units, depth, pair, ...)."""
 
     curves: pd.DataFrame
     summary: pd.DataFrame
@@ -156,7 +156,7 @@ def _all_probes(a, b, data: Dataset, lams) -> dict[str, pd.DataFrame]:
 
 
 def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, baseline: bool = True,
-                 matched: bool = False) -> tuple[dict[str, pd.DataFrame], list[str]]:
+                 matched: bool = False) -> dict[str, pd.DataFrame]:
     """Return every probe's frame over the study's pairs, trained and (if ``baseline``) untrained.
 
     With ``matched``, the pairs are also probed after weight matching b onto a
@@ -236,7 +236,7 @@ def _random_b(rb: TrainedRun, pair: Pair, draw: int):
     return permute(rb.model, random_permutation(permutation_spec(rb.model), g))
 
 
-def permutation_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, list[str]]:
+def permutation_frames(study, store: RunStore | None = None) -> pd.DataFrame:
     """Return per pair: the merge of a with b, with ``draws`` random function-preserving permutations of b
     (``index`` = draw), and with weight-matched b; each as a pair summary at λ ∈ {0, ½, 1}."""
     store = store or RunStore()
@@ -258,8 +258,8 @@ def permutation_frames(study, store: RunStore | None = None) -> tuple[pd.DataFra
     return pd.concat(rows, ignore_index=True)
 
 
-def method_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """Return (curves, summaries, run ids) of four ways to merge each pair along the full λ grid:
+def method_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return (curves, summaries) of four ways to merge each pair along the full λ grid:
     ``none`` (plain averaging), ``weight_matching``, ``random_permutation`` (draw 0) and ``repair``
     (plain averaging, then REPAIR on the training inputs at every λ).  Summaries carry the
     weight-matching cost (``match_seconds``, ``match_iterations``)."""
@@ -299,7 +299,7 @@ def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) ->
     return {**{k: float(summ[k]) for k in keep}, **merging_gain(summ)}
 
 
-def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
+def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None) -> pd.DataFrame:
     """Return one row per (cell, pair): the cell's settings, S in both forms, and the merging gains of the pair."""
     store = store or RunStore()
     data = study_data(study)
@@ -317,7 +317,7 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
     return pd.DataFrame(rows)
 
 
-def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
+def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:
     """Return the learning-rate-pair matrix: children of one parent, continued at peak learning rates η_i and
     η_j (different batch orders), merged pairwise; one row per (i, j, pair)."""
     store = store or RunStore()
@@ -337,7 +337,7 @@ def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.
     return pd.DataFrame(rows)
 
 
-def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> tuple[pd.DataFrame, list]:
+def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:
     """Return each task's test loss and accuracy (and calibration-split loss, to choose α on) against α for task
     arithmetic and TIES, per fine-tuning lr.
 

@@ -201,9 +201,9 @@ class PairActivations:
 
     def neuron_moments(self, top_fraction: float = 0.1) -> pd.DataFrame:
         """Return per hidden layer the Jaccard index of the two models' top-k neurons and its chance level, how
-        concentrated each layer's activity is (``top_share``, ``participation_ratio``; mean of the two models, see
-        :func:`concentration`), plus every neuron's root second moment (``rms_a``/``rms_b`` rows keyed by
-        ``index``)."""
+        concentrated each layer's activity is (``top_share``, ``participation_ratio``; mean of the two models, or of
+        the one whose layer is not dead, and no row where both are dead; see :func:`concentration`), plus every
+        neuron's root second moment (``rms_a``/``rms_b`` rows keyed by ``index``)."""
         if not 0 < top_fraction <= 1:
             raise ValueError(f"top_fraction={top_fraction!r} is not allowed: expected a fraction in (0, 1]")
         rows, per_neuron = [], []
@@ -213,11 +213,13 @@ class PairActivations:
             k = max(1, round(top_fraction * n))
             top_a = set(torch.topk(ra, k).indices.tolist())
             top_b = set(torch.topk(rb, k).indices.tolist())
-            share, pr = zip(*(concentration(r ** 2, k) for r in (ra, rb)))
             rows += [_row(l, None, "jaccard", len(top_a & top_b) / len(top_a | top_b)),
                      _row(l, None, "jaccard_chance", jaccard_chance(n, k)), _row(l, None, "top_k", k),
-                     _row(l, None, "n_neurons", n), _row(l, None, "top_share", sum(share) / 2),
-                     _row(l, None, "participation_ratio", sum(pr) / 2)]
+                     _row(l, None, "n_neurons", n)]
+            live = [c for c in (concentration(r ** 2, k) for r in (ra, rb)) if not math.isnan(c[0])]
+            if live:  # a dead layer (all activity zero) has no concentration: averaged over the live models only
+                rows += [_row(l, None, "top_share", sum(c[0] for c in live) / len(live)),
+                         _row(l, None, "participation_ratio", sum(c[1] for c in live) / len(live))]
             per_neuron += [pd.DataFrame({"layer": l, "lam": float("nan"), "metric": key, "value": r.cpu().numpy(),
                                          "index": np.arange(n)}) for key, r in (("rms_a", ra), ("rms_b", rb))]
         return pd.concat([pd.DataFrame(rows)] + per_neuron, ignore_index=True)

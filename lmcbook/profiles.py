@@ -31,6 +31,7 @@ from .specs import (
     SpecError,
     TrainSpec,
     check_bool,
+    check_device,
     check_float,
     check_int,
     check_lams,
@@ -121,6 +122,8 @@ def _check_value(f, hint: Any, v: Any) -> Any:
     if hint is float:
         ok = meta.get("ok", lambda x: lo is None or x >= lo)
         return check_float(f.name, v, meta.get("allowed", "a number" + (f" >= {lo}" if lo is not None else "")), ok)
+    if "check" in meta:
+        return meta["check"](v)
     if hint is str and not isinstance(v, str):
         raise SpecError(f"{f.name}={v!r} is not allowed: expected a string")
     return v
@@ -176,7 +179,7 @@ class Recipe(Study):
     warmup: float = _TRAIN.warmup
     #: Number of independent pairs per cell; pair p trains seeds 2p (model a) and 2p+1 (model b).
     seeds: int = field(default=2, metadata=_at_least(1))
-    device: str = "auto"
+    device: str = field(default="auto", metadata={"check": check_device})
     lams: tuple[float, ...] = DEFAULT_LAMS
     #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
     scheduler: str | None = None
@@ -260,6 +263,9 @@ class RegimeStudy(WidthStudy):
     are unused: ``regimes`` and ``weight_decays`` replace them.
     """
 
+    #: Fields of WidthStudy this study does not read; setting one is an error that names its replacement.
+    unused_fields = {"epochs": "regimes", "weight_decay": "weight_decays"}
+
     regimes: tuple[int, ...] = (60, 200, 600)
     weight_decays: tuple[float, ...] = (1e-4, 3e-3)
     long_max_width: float | None = field(default=4.0, metadata={"ok": lambda v: v > 0,
@@ -281,7 +287,7 @@ class RegimeStudy(WidthStudy):
 
     def params(self) -> dict[str, Any]:
         """Return the resolved parameters, without the unused ``epochs`` and ``weight_decay``."""
-        return {k: v for k, v in super().params().items() if k not in ("epochs", "weight_decay")}
+        return {k: v for k, v in super().params().items() if k not in self.unused_fields}
 
     def widths_at(self, epochs: int) -> tuple[float, ...]:
         """Return the widths trained at ``epochs``: all at the shortest length, those up to long_max_width above."""
@@ -378,7 +384,7 @@ class NoiseStudy(Study):
     alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
     ties_keep: float = field(default=0.2, metadata=_fraction(closed_top=True))
     seeds: int = field(default=2, metadata=_at_least(1))
-    device: str = "auto"
+    device: str = field(default="auto", metadata={"check": check_device})
     #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
     scheduler: str | None = None
 
@@ -492,7 +498,8 @@ class TutorialStudy(Study):
 
     width: int = field(default=256, metadata=_at_least(2))
     epochs: int = field(default=40, metadata=_at_least(1))
-    seed: int = field(default=0, metadata=_at_least(0))
+    #: The pair index p: model a trains from seed 2p, model b from seed 2p+1.
+    pair: int = field(default=0, metadata=_at_least(0))
 
 
 @dataclass(frozen=True)
@@ -550,6 +557,10 @@ def resolve(cls: type, profile: str = "quick", **overrides: Any) -> Any:
     if unknown:
         raise SpecError(f"unknown parameter(s) {sorted(unknown)}: expected some of {sorted(allowed)}")
     given = {k: v for k, v in overrides.items() if v is not None}
+    for name, instead in getattr(cls, "unused_fields", {}).items():
+        if name in given:
+            raise SpecError(f"{name}={given[name]!r} is not allowed: {cls.__name__} does not use {name}; "
+                            f"set {instead} instead")
     values: dict[str, Any] = dict(_TABLES.get(cls, {}).get(profile, {}))
     if issubclass(cls, WidthStudy) and profile == "paper":
         values.update(_PAPER_ARCH.get(given.get("arch", values.get("arch")), {}))

@@ -82,6 +82,17 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     return value
 
 
+def check_device(device: object) -> str:
+    """Return ``device`` if it names a device ("auto", "cpu", "cuda", "cuda:N" or "mps"), else raise SpecError.
+
+    Only the name is checked: whether that device exists here is :func:`lmcbook.data.resolve_device`'s question."""
+    kind, _, index = device.partition(":") if isinstance(device, str) else ("", "", "")
+    bad_index = bool(index) and not (kind == "cuda" and index.isdigit())
+    if device != "auto" and (kind not in ("cpu", "cuda", "mps") or bad_index):
+        raise SpecError(f"device={device!r} is not allowed: expected 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
+    return device  # type: ignore[return-value]
+
+
 def check_bool(name: str, value: Any) -> bool:
     """Return ``value`` if it is a bool, else raise SpecError naming ``name``."""
     if not isinstance(value, bool):

@@ -56,7 +56,7 @@ lewc, scale = frames["lewc"], frames["scale_law"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_lewc", plots.plot_lewc_vs_llfc(lewc))
 page.glue_figure("fig_scale", plots.plot_scale_law(scale))
-last = study.layers - 1  # the last hidden layer
+last = claims.last_hidden(lewc)
 tr = claims.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="trained")
 un = claims.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="untrained")
 llfc = claims.cell_stats(lewc, "llfc_rel_err", layer=last, lam=0.5, method="trained")

@@ -52,7 +52,7 @@ long = claims.concat([claims.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys)
                                            "llfc_vs_lewc", keys)])
 
 # %% tags=["hide-input"]
-last = study.layers - 1
+last = claims.last_hidden(frames["lewc"])
 names = {"trained": "unpermuted", "weight_matched": "weight-matched", "untrained": "untrained pair"}
 panels = [dict(metric="lewc_cos", title=rf"cosine to LEWC, layer {last}, $\lambda=\frac{{1}}{{4}}$",
                filters=dict(layer=last, lam=0.25)),

@@ -97,14 +97,14 @@ page.glue("var_s", 1e4 * fit_s["residual_var"])
 page.glue("var_eta", 1e4 * fit_eta["residual_var"])
 ratio = fit_s["residual_var"] / fit_eta["residual_var"]
 page.glue("var_ratio", ratio)
-# interior optimum: the quadratic fit's vertex, per seed for its spread
-per_seed = {p: claims.quadratic_fit(np.log10(g["noise_scale"]), g["gain"]) for p, g in grid.groupby("pair")}
-vertices = [10 ** f["vertex"] for f in per_seed.values() if f["interior"]]
+# interior optimum: the quadratic fit's vertex, per pair for its spread
+per_pair = {p: claims.quadratic_fit(np.log10(g["noise_scale"]), g["gain"]) for p, g in grid.groupby("pair")}
+vertices = [10 ** f["vertex"] for f in per_pair.values() if f["interior"]]
 cell_spread = claims.spread(grid, ["lr", "batch_size"], "gain")
 margin = fit_s["fit_vertex"] - max(fit_s["fit_lo"], fit_s["fit_hi"])
 page.glue("s_star", 10 ** fit_s["vertex"] if np.isfinite(fit_s["vertex"]) else float("nan"))
-page.glue("n_interior_seeds", len(vertices))
-page.glue("n_seeds", study.seeds)
+page.glue("n_interior_pairs", len(vertices))
+page.glue("n_pairs", study.seeds)
 page.glue("s_star_lo", min(vertices) if vertices else float("nan"))
 page.glue("s_star_hi", max(vertices) if vertices else float("nan"))
 page.glue("margin", 100 * margin)
@@ -134,7 +134,7 @@ spawn_table.round(4)
 # The grid has {glue:text}`n_lrs` peak learning rates × {glue:text}`n_bs` batch sizes,
 # with children spawned at {glue:text}`k_grid:.0f`% of training. $S$ spans
 # {glue:text}`s_lo:.2e` to {glue:text}`s_hi:.2e` ({glue:text}`decades:.1f` decades).
-# There are {glue:text}`n_seeds` spawn-and-merge pairs per cell, each from its own
+# There are {glue:text}`n_pairs` spawn-and-merge pairs per cell, each from its own
 # parent. The test split has {glue:text}`n_test` signals.
 #
 # **Settings that differ from the paper, and why.** The network is small and the
@@ -150,7 +150,7 @@ spawn_table.round(4)
 #
 # Merging gain against $\eta$ (one line per $B$), against $B$ (one line per $\eta$), and
 # against $S$ (every pair, colored by $B$; dashed: a quadratic fit on $\log_{10} S$).
-# Lines: seed means; bars: min to max over pairs. Trained: {glue:md}`setup`; momentum
+# Lines: pair means; bars: min to max over pairs. Trained: {glue:md}`setup`; momentum
 # {glue:text}`mu`, weight decay {glue:text}`wd`, spawned at {glue:text}`k_grid:.0f`%.
 # ```
 #
@@ -164,13 +164,13 @@ spawn_table.round(4)
 # - **Optimum.** Verdict N1 ({glue:md}`n1_test`): {glue:md}`n1_mark`. The fit's vertex is at
 #   $S^* =$ {glue:text}`s_star:.2e`, where the fitted gain is
 #   {glue:text}`fit_at_vertex:.2f` points and exceeds the higher end of the grid by
-#   {glue:text}`margin:.2f` points. The spread over seeds, the mean over cells of
+#   {glue:text}`margin:.2f` points. The spread over pairs, the mean over cells of
 #   max − min, is {glue:text}`cell_spread:.2f` points. An optimum is only as good as the
 #   gain there: the best cell's mean gain is {glue:text}`best_cell_gain:.2f` points, at
 #   $S =$ {glue:text}`best_cell_s:.2e`. A vertex whose fitted gain is near zero marks
 #   where merging stops hurting, not where it helps.
-# - **Per seed.** Fitted separately, {glue:text}`n_interior_seeds` of the
-#   {glue:text}`n_seeds` seeds have an interior vertex. Their $S^*$ lies between
+# - **Per pair.** Fitted separately, {glue:text}`n_interior_pairs` of the
+#   {glue:text}`n_pairs` pairs have an interior vertex. Their $S^*$ lies between
 #   {glue:text}`s_star_lo:.2e` and {glue:text}`s_star_hi:.2e` (NaN if none).
 
 # %% [markdown]

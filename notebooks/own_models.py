@@ -24,7 +24,7 @@
 profile = "quick"
 width = None
 epochs = None
-seed = None
+pair = None
 
 # %%
 import torch
@@ -87,7 +87,7 @@ def fit(seed: int) -> TinyNet:
     return model.eval()
 
 
-a, b = fit(2 * study.seed), fit(2 * study.seed + 1)
+a, b = fit(2 * study.pair), fit(2 * study.pair + 1)
 
 # %% [markdown]
 # ## 3. A permutation changes the weights, not the function
@@ -118,7 +118,7 @@ b_matched = merge.permute(b, match.perms, spec)
 rows = []
 for method, other in (("none", b), ("weight_matching", b_matched)):
     curve, summary = metrics.pair_summary(a, other, digits)
-    rows.append({"method": method, "pair": study.seed, **summary})
+    rows.append({"method": method, "pair": study.pair, **summary})
 import pandas as pd  # noqa: E402
 
 table = pd.DataFrame(rows).set_index("method")
@@ -152,7 +152,7 @@ lewc.pivot_table(index="layer", columns="metric", values="value")[["lewc_rel_err
 long = claims.concat([
     claims.to_long(table.reset_index(), "own_models", ["acc_merged", "acc_endpoints", "loss_barrier_cal_mid",
                                                        "loss_barrier_mid"], ["method"]),
-    claims.to_long_frame(lewc.assign(pair=study.seed), "own_models", ["layer", "lam"]),
+    claims.to_long_frame(lewc.assign(pair=study.pair), "own_models", ["layer", "lam"]),
 ])
 page.save(long)
 page.provenance()

@@ -53,7 +53,8 @@ for s in (study, study.weak()):
                                                              "loss_barrier_cal_mid", "loss_barrier_mid",
                                                              "logit_norm_ratio", "tau_ratio"],
                           ["width", "hidden_units", "depth"])
-    lewc = claims.to_long_frame(claims.select(probes["lewc"], "lewc_rel_err", lam=0.5, layer=s.layers - 1,
+    last = claims.last_hidden(probes["lewc"])
+    lewc = claims.to_long_frame(claims.select(probes["lewc"], "lewc_rel_err", lam=0.5, layer=last,
                                               method="trained"), "weak_weight_decay",
                                 ["width", "hidden_units", "depth", "layer", "lam"])
     rank = claims.select(probes["rank"], "rel_effective_rank", method="trained")
@@ -70,7 +71,7 @@ label = {wd: f"weight decay {wd:g}" for wd in wds.values()}
 panels = [
     dict(metric="acc_merged", title=r"merged accuracy, $\lambda=\frac{1}{2}$"),
     dict(metric="loss_barrier_cal_mid", title="calibrated midpoint loss barrier (nats)"),
-    dict(metric="lewc_rel_err", title=rf"LEWC relative error, layer {L - 1}, $\lambda=\frac{{1}}{{2}}$"),
+    dict(metric="lewc_rel_err", title=rf"LEWC relative error, layer {last}, $\lambda=\frac{{1}}{{2}}$"),
     dict(metric="rel_effective_rank", title="relative effective rank (hidden-to-hidden)"),
     dict(metric="logit_norm_ratio", title="logit norm ratio", hline=(2.0 ** (1 - L), f"LEWC: $2^{{1-L}}$"),
          logy=True),

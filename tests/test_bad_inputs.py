@@ -14,6 +14,7 @@ from lmcbook.merge import interpolate
 from lmcbook.models import MLP
 from lmcbook.noise import spawn_step
 from lmcbook.parts import study as part_study
+from lmcbook.profiles import RegimeStudy, WidthStudy, resolve
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams
 from lmcbook.store import RunStore, StoreError
 from lmcbook.sweep import run_all
@@ -80,6 +81,14 @@ CASES = [
      ["scheduler", "local:N", "tcp://HOST:PORT"]),
     ("unknown device", lambda st, t: st.get_or_train(RunSpec(), device="tpu"), SpecError,
      ["device", "'auto'", "'cpu'"]),
+    ("a study's unknown device", lambda st, t: resolve(WidthStudy, device="gpu"), SpecError,
+     ["device='gpu'", "'auto'", "'cpu'", "'cuda'"]),
+    ("a malformed cuda index", lambda st, t: resolve(WidthStudy, device="cuda:first"), SpecError,
+     ["device='cuda:first'", "'cuda:N'"]),
+    ("a regime study's unused epochs", lambda st, t: resolve(RegimeStudy, epochs=5), SpecError,
+     ["epochs=5", "RegimeStudy", "regimes"]),
+    ("a regime study's unused weight decay", lambda st, t: resolve(RegimeStudy, weight_decay=0.1), SpecError,
+     ["weight_decay=0.1", "weight_decays"]),
     ("a diverging learning rate", lambda st, t: _train(st, train={"lr": 1e6, "warmup": 0.0, "momentum": 0.0}),
      DivergedError, ["diverged", "step", "lr"]),
 ]

@@ -15,9 +15,10 @@ def frame(notebook, rows):
     return df
 
 
-def by_width(notebook, metric, values, seeds=(0, 1), jitter=0.001, **keys):
-    """One row per (width, seed): values[i] at UNITS[i], seeds offset by ±jitter."""
-    return [{"metric": metric, "value": v + (s - 0.5) * 2 * jitter, "seed": s, "hidden_units": u, **keys}
+def by_width(notebook, metric, values, seeds=(0, 1), jitter=0.001, replicate="pair", **keys):
+    """One row per (width, replicate): values[i] at UNITS[i], replicates offset by ±jitter.  ``replicate`` is
+    ``pair`` for a pair's measurement, ``seed`` for one model's (ranks)."""
+    return [{"metric": metric, "value": v + (s - 0.5) * 2 * jitter, replicate: s, "hidden_units": u, **keys}
             for u, v in zip(UNITS, values) for s in seeds]
 
 
@@ -77,7 +78,8 @@ def test_w6():
         out = []
         for layer in (1, 2, 3, 4):
             vals = hidden_vals if layer in (2, 3) else [0.9, 0.1, 0.9, 0.1]  # the input/output layers are ignored
-            out += by_width("r", "rel_effective_rank", vals, layer=layer, method="trained")
+            out += by_width("r", "rel_effective_rank", vals, seeds=(0, 1, 2, 3), replicate="seed", layer=layer,
+                            method="trained")
         return frame("r", out)
 
     assert verdict(claims.claim_w6, rows([0.8, 0.6, 0.4, 0.2]))
@@ -111,12 +113,12 @@ def test_w8():
 
 def setting(notebook, lewc_ok=True):
     """The regime row that says whether the page's networks are in LEWC's setting (bias-free MLP, no norm)."""
-    return [{"metric": "lewc_setting", "value": float(lewc_ok), "seed": 0, "hidden_units": 16}]
+    return [{"metric": "lewc_setting", "value": float(lewc_ok), "pair": 0, "hidden_units": 16}]
 
 
 def test_w9():
     rows = lambda wide, ok=True: frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, wide], depth=4)  # noqa
-                                       + setting("b", ok)[0:1])
+                                       + setting("b", ok))
     assert claims.claim_w9(rows(0.14)).state == claims.PASS
     assert claims.claim_w9(rows(0.2)).state == claims.FAIL
     assert claims.claim_w9(rows(0.14, ok=False)).state == claims.NA  # biases or BatchNorm: LEWC's scale is off

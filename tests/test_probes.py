@@ -193,6 +193,22 @@ def test_concentration_known_answers():
     assert probes.concentration(half, 1) == pytest.approx((0.5, 0.5))
 
 
+def test_a_dead_layer_has_no_concentration_rows_and_one_dead_model_does_not_poison_the_mean():
+    torch.manual_seed(0)
+    a = MLP(16, 10, 40, depth=3).double()
+    b, dead = copy.deepcopy(a), copy.deepcopy(a)
+    with torch.no_grad():
+        dead.layers[0].weight.fill_(-1.0)  # every layer-1 pre-activation of a positive input is negative
+    x = _x().abs()
+    alive = probes.neuron_moments(a, b, x)
+    one = probes.neuron_moments(a, dead, x)
+    both = probes.neuron_moments(dead, copy.deepcopy(dead), x)
+    key = (alive.metric == "top_share") & (alive.layer == 1)
+    assert float(one[(one.metric == "top_share") & (one.layer == 1)].value.iloc[0]) == float(alive[key].value.iloc[0])
+    assert both[(both.layer == 1) & both.metric.isin(["top_share", "participation_ratio"])].empty
+    assert np.isfinite(both[both.metric.isin(["top_share", "participation_ratio"])].value).all()
+
+
 def test_the_books_probes_read_resnet20_at_its_blocks():
     from lmcbook import data, experiments
 

@@ -86,8 +86,8 @@ def check_device(device: object) -> str:
     """Return ``device`` if it names a device ("auto", "cpu", "cuda", "cuda:N" or "mps"), else raise SpecError.
 
     Only the name is checked: whether that device exists here is :func:`lmcbook.data.resolve_device`'s question."""
-    kind, _, index = device.partition(":") if isinstance(device, str) else ("", "", "")
-    bad_index = bool(index) and not (kind == "cuda" and index.isdigit())
+    kind, colon, index = device.partition(":") if isinstance(device, str) else ("", "", "")
+    bad_index = bool(colon) and not (kind == "cuda" and index.isdigit())
     if device != "auto" and (kind not in ("cpu", "cuda", "mps") or bad_index):
         raise SpecError(f"device={device!r} is not allowed: expected 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
     return device  # type: ignore[return-value]

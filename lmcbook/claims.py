@@ -16,12 +16,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .stats import Interval, above, at_least, interval, interval_diff, trend_and_ends, within
+
 REQUIRED_COLUMNS = ("notebook", "metric", "value")
 #: Every row names its replicate: ``pair`` (the pair index p, for a measurement of a pair) or ``seed`` (the
 #: run's own seed, for a measurement of one model; pair p trains seeds 2p and 2p+1), or both.
 REPLICATES = ("pair", "seed")
 KEY_COLUMNS = ("width", "hidden_units", "depth", "layer", "lam", "weight_decay", "epochs", "lr", "batch_size",
-               "momentum", "spawn_fraction", "method", "index", "norm", "augment", "lr_b", "alpha", "task", "regime")
+               "momentum", "spawn_fraction", "method", "index", "norm", "augment", "lr_b", "alpha", "task", "regime",
+               "init_scale", "dataset", "source")
 
 # -- interpolation curve (one value per λ) -------------------------------------------
 ACC = "acc"  #: test accuracy of θ(λ)
@@ -64,6 +67,10 @@ DECAY_SHRINKAGE = "decay_shrinkage"  #: factor weight decay alone (momentum incl
 INIT_DISTANCE = "init_distance"  #: ‖θ_T − θ_0‖ / ‖θ_0‖, over all parameters (layer NaN) and per layer
 WEIGHT_NORM = "weight_norm"  #: ‖W_l‖_F per layer, and ‖θ_T‖ over all parameters (layer NaN)
 LEWC_SETTING = "lewc_setting"  #: 1 for a bias-free MLP without normalisation (LEWC's λ^l setting), else 0
+TRAIN_ACC = "train_acc"  #: a run's accuracy on its own training split (the convergence rules read it)
+#: ‖W_l − W_l^0‖_F and the ranks of what training added to layer l (lmcbook.regime.update_ranks), per model
+DELTA_NORM, DELTA_EFFECTIVE_RANK, DELTA_STABLE_RANK = "delta_norm", "delta_effective_rank", "delta_stable_rank"
+DELTA_REL_EFFECTIVE_RANK, DELTA_REL_STABLE_RANK = "delta_rel_effective_rank", "delta_rel_stable_rank"
 
 # -- the noise study (spawn-and-merge) -------------------------------------------------
 GAIN, GAIN_BEST, LOSS_GAIN = "gain", "gain_best", "loss_gain"  #: merged acc − mean / − best endpoint; loss drop
@@ -89,7 +96,8 @@ SINGULAR_VALUE = "singular_value"  #: spectrum, keyed by index
 #: Metrics of one model (a run), whose replicate is the run's own seed.
 PER_MODEL_METRICS = frozenset({"effective_rank", "stable_rank", "rel_effective_rank", "rel_stable_rank",
                                "singular_value", "decay_integral", "decay_shrinkage", "init_distance", "weight_norm",
-                               "lewc_setting"})
+                               "lewc_setting", "train_acc", "delta_norm", "delta_effective_rank", "delta_stable_rank",
+                               "delta_rel_effective_rank", "delta_rel_stable_rank"})
 METRICS: frozenset[str] = frozenset(v for k, v in dict(globals()).items()
                                     if k.isupper() and isinstance(v, str))
 
@@ -310,6 +318,10 @@ class ClaimResult:
     regime: str | None = None
     #: The decay integral D of the runs the row reads (the strongest weight decay's), NaN if not recorded.
     decay_integral: float = float("nan")
+    #: The data set of the runs the row reads, where a page's rows can come from several (the mechanism page).
+    dataset: str | None = None
+    #: Where the row's CSV comes from: None for this build's own pages, else a committed reference run's name.
+    source: str | None = None
 
     def __post_init__(self) -> None:
         if self.state not in MARKS:
@@ -327,9 +339,11 @@ class ClaimResult:
 
     @property
     def key(self) -> str:
-        """Return the row's glue key: the id in lower case, e.g. ``w1``, ``w1_long``, ``n1_50``."""
+        """Return the row's glue key: the id in lower case, e.g. ``w1``, ``w1_long``, ``n1_50``, and for a reference
+        run's row its name after it (``m1_mechanism_mnist_standin``)."""
         base = "".join(c if c.isalnum() else "_" for c in self.id.lower()).strip("_")
-        return "_".join(filter(None, base.split("_"))) + ("_long" if self.regime == "long" else "")
+        key = "_".join(filter(None, base.split("_"))) + ("_long" if self.regime == "long" else "")
+        return key + ("_" + "".join(c if c.isalnum() else "_" for c in self.source) if self.source else "")
 
 
 def trend_state(rho: float, sign: int) -> str:
@@ -666,7 +680,7 @@ def _regime_claim(cid: str, statement: str, tr: pd.DataFrame, metric: str, sign:
                        f"at {units} units, ρ(D, {what}) = {rho:.2f}; {what} {lo['mean']:.3f} at D = {lo['D']:.3g} → "
                        f"{hi['mean']:.3f} at D = {hi['D']:.3g}",
                        f"ρ(D, {what}) {'≥' if sign > 0 else '≤'} {sign * RHO_MIN:g} over the (length, weight decay) "
-                       "cells at the widest common width", trend_state(rho, sign), "training_regime",
+                       "cells at the widest common width", trend_state(rho, sign), "mechanism",
                        values={"rho": rho, "units": units, "lo_d": lo["mean"], "hi_d": hi["mean"]})
 
 
@@ -683,6 +697,379 @@ def claim_r2(tr: pd.DataFrame) -> ClaimResult:
     weight decay) cells."""
     return _regime_claim("R2", "As weight decay acts longer (larger D), merging without permutations improves (the "
                          "paper's causal account, end to end).", tr, ACC_MERGED, +1, "merged accuracy")
+
+
+# -- the mechanism study: which account of merging without permutations the runs support ---------------------
+# The tests M1–M6 and their constants were fixed in this file and committed before any run of the mechanism
+# study was trained or read.  Every M row reads a 95% bootstrap interval over pairs (lmcbook.stats), decides
+# only when the interval clears its threshold (else inconclusive), and needs at least MIN_PAIRS pairs in each
+# cell it reads; it is n/a when its cells are outside the regime the claim is about, or when an endpoint of a
+# pair it reads did not fit its training data (the convergence rule, fixed beforehand like the rest).
+MIN_PAIRS = 5  #: pairs a cell needs before an M row can decide
+MERGED_OVER_ENSEMBLE_MIN = 0.95  #: M1: plain merged accuracy over the logit ensemble's, at the widest width
+EQUAL_D_TOL = 0.05  #: M6: largest difference in plain merged accuracy between cells of equal D (5 points)
+CONVERGED_TRAIN_ACC = 0.95  #: every endpoint an M row reads reached at least this training accuracy
+DECAY_ACTED_MAX = 0.1  #: weight decay has acted: alone (momentum included) it would leave at most 10% of a weight
+DECAY_IDLE_MIN = 0.5  #: weight decay has barely acted: alone it would leave at least half of a weight
+PLAIN, MATCHED = "none", "weight_matching"  #: the ``method`` of a plain and of a weight-matched merge's summary
+CELL_KEYS = ("epochs", "weight_decay", "init_scale")  #: what identifies a cell of the mechanism study
+
+
+def mechanism_standard(df: pd.DataFrame) -> pd.DataFrame:
+    """Return the rows of a mechanism frame that the width claims read: standard initialisation, and no
+    weight-matched merge or probe (so W1, W6, W7 and R1–R2 read it as they read the training-regime page)."""
+    keep = ~df.get("method", pd.Series(index=df.index, dtype=object)).isin([MATCHED, "weight_matched"])
+    if "init_scale" in df.columns:
+        keep &= df["init_scale"].fillna(1.0).eq(1.0)
+    return df[keep]
+
+
+def _cell_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Return one row per cell (epochs, weight_decay, init_scale): its mean D and shrinkage, and its widest width."""
+    d = df.assign(init_scale=df["init_scale"].fillna(1.0)) if "init_scale" in df.columns else df.assign(init_scale=1.0)
+    rows = []
+    for cell, g in d.groupby(list(CELL_KEYS)):
+        rows.append({**dict(zip(CELL_KEYS, cell)), "D": float(select(g, DECAY_INTEGRAL)["value"].mean()),
+                     "shrinkage": float(select(g, DECAY_SHRINKAGE)["value"].mean()),
+                     "widest": float(g["hidden_units"].max())})
+    return pd.DataFrame(rows)
+
+
+def _in_cell(df: pd.DataFrame, cell: dict, units: float | None = None) -> pd.DataFrame:
+    d = df if "init_scale" in df.columns else df.assign(init_scale=1.0)
+    mask = (np.isclose(d["epochs"], cell["epochs"]) & np.isclose(d["weight_decay"], cell["weight_decay"])
+            & np.isclose(d["init_scale"].fillna(1.0), cell["init_scale"]))
+    if units is not None:
+        mask &= np.isclose(d["hidden_units"], units)
+    return d[mask]
+
+
+def _pair_values(df: pd.DataFrame, metric: str, cell: dict, units: float, **filters) -> pd.Series:
+    """Return ``metric`` per pair (mean over layers and other keys) in one cell at one width."""
+    d = select(_in_cell(df, cell, units), metric, **filters)
+    return d.groupby("pair")["value"].mean()
+
+
+def _unfit(df: pd.DataFrame, cell: dict, units: float) -> str | None:
+    """Return why the endpoints of a cell at a width break the convergence rule (None when they meet it)."""
+    acc = select(_in_cell(df, cell, units), TRAIN_ACC)["value"]
+    if acc.empty:
+        return f"no training accuracy is recorded at {units:g} units"
+    if acc.min() < CONVERGED_TRAIN_ACC:
+        return (f"an endpoint at {units:g} units reached training accuracy {acc.min():.3f} < {CONVERGED_TRAIN_ACC:g} "
+                "(the convergence rule)")
+    return None
+
+
+def _cell_name(cell: dict | pd.Series) -> str:
+    init = f", initial weights ×{cell['init_scale']:g}" if cell["init_scale"] != 1.0 else ""
+    return f"{cell['epochs']:g} epochs at weight decay {cell['weight_decay']:g}{init}"
+
+
+def _dataset(df: pd.DataFrame) -> str | None:
+    return str(df["dataset"].dropna().iloc[0]) if "dataset" in df.columns and df["dataset"].notna().any() else None
+
+
+def _m_row(cid: str, statement: str, measured: str, test: str, state: str, df: pd.DataFrame, d_value: float,
+           **values: float) -> ClaimResult:
+    return ClaimResult(cid, "width", statement, measured, test, state, "mechanism", values=dict(values),
+                       decay_integral=d_value, dataset=_dataset(df))
+
+
+def _too_few(*ivs: Interval) -> bool:
+    return any(iv.n < MIN_PAIRS for iv in ivs)
+
+
+def _extremes(df: pd.DataFrame) -> tuple[float, pd.Series, pd.Series] | None:
+    """Return the widest width of the standard-initialisation cells and, among the cells that reach it, the one of
+    smallest and of largest D (None if there are none)."""
+    cells = _cell_table(df)
+    cells = cells[cells["init_scale"] == 1.0]
+    if cells.empty:
+        return None
+    widest = cells["widest"].max()
+    at = cells[cells["widest"] == widest].sort_values("D")
+    return widest, at.iloc[0], at.iloc[-1]
+
+
+def _largest_d_gate(df: pd.DataFrame, need: list[float] | None = None) -> tuple[float, pd.Series, str | None]:
+    """Return the widest width, the largest-D cell there, and why that cell cannot be read (None if it can)."""
+    ext = _extremes(df)
+    if ext is None:
+        return float("nan"), pd.Series(dtype=float), "no standard-initialisation cell was run"
+    widest, _, big = ext
+    if not big["shrinkage"] <= DECAY_ACTED_MAX:
+        return widest, big, (f"weight decay has not acted in any cell at {widest:g} units: at the largest D "
+                             f"({big['D']:.3g}, {_cell_name(big)}) weight decay alone would leave "
+                             f"{big['shrinkage']:.2f} of a weight (> {DECAY_ACTED_MAX:g})")
+    for units in need or [widest]:
+        why = _unfit(df, big, units)
+        if why is not None:
+            return widest, big, why
+    return widest, big, None
+
+
+_M_TEST_PAIRS = f"at least {MIN_PAIRS} pairs; 95% bootstrap interval over pairs"
+
+
+def claim_m1(df: pd.DataFrame) -> ClaimResult:
+    """M1 (the paper's account against H2): at the widest width and the largest D, plain merged accuracy ≥ 0.95 ×
+    the logit ensemble's: pass when the interval of the per-pair ratio lies at or above 0.95, fail when it lies
+    below, else inconclusive; n/a when weight decay has not acted there or an endpoint did not converge."""
+    statement = ("Once weight decay has acted, wide networks merge without permutations: plain merged accuracy "
+                 "reaches the logit ensemble's.")
+    test = f"merged/ensemble ≥ {MERGED_OVER_ENSEMBLE_MIN:g} at the widest width and largest D ({_M_TEST_PAIRS})"
+    widest, big, why = _largest_d_gate(df)
+    if why is not None:
+        return _m_row("M1", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
+    merged = _pair_values(df, ACC_MERGED, big, widest, method=PLAIN)
+    ens = _pair_values(df, ACC_ENSEMBLE, big, widest, method=PLAIN)
+    iv = interval(merged / ens)
+    state = INCONCLUSIVE if _too_few(iv) else at_least(iv, MERGED_OVER_ENSEMBLE_MIN)
+    measured = (f"at {widest:g} units, D = {big['D']:.3g} ({_cell_name(big)}): merged/ensemble = {iv.text()} over "
+                f"{iv.n} pairs (merged {merged.mean():.3f}, ensemble {ens.mean():.3f})")
+    return _m_row("M1", statement, measured, test, state, df, big["D"], ratio=iv.mean, lo=iv.lo, hi=iv.hi,
+                  merged=float(merged.mean()), ensemble=float(ens.mean()), units=widest, n=iv.n)
+
+
+def claim_m2(df: pd.DataFrame) -> ClaimResult:
+    """M2 (H2, permutation collapse): at the widest width and the largest D, weight-matched minus plain merged
+    accuracy > 0: pass when the interval of the per-pair difference lies above 0, fail when it lies at or below
+    0, else inconclusive; n/a as M1."""
+    statement = ("(H2, ours) Once weight decay has acted, the two networks are one solution up to a permutation: "
+                 "weight matching merges them better than plain averaging.")
+    test = f"weight-matched − plain merged accuracy > 0 at the widest width and largest D ({_M_TEST_PAIRS})"
+    widest, big, why = _largest_d_gate(df)
+    if why is not None:
+        return _m_row("M2", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
+    plain = _pair_values(df, ACC_MERGED, big, widest, method=PLAIN)
+    matched = _pair_values(df, ACC_MERGED, big, widest, method=MATCHED)
+    diff = (matched - plain).dropna()
+    iv = interval(diff)
+    state = INCONCLUSIVE if _too_few(iv) else above(iv, 0.0)
+    measured = (f"at {widest:g} units, D = {big['D']:.3g}: weight-matched {matched.mean():.3f} vs plain "
+                f"{plain.mean():.3f}; difference {iv.text()} over {iv.n} pairs")
+    return _m_row("M2", statement, measured, test, state, df, big["D"], diff=iv.mean, lo=iv.lo, hi=iv.hi,
+                  matched=float(matched.mean()), plain=float(plain.mean()), units=widest, n=iv.n)
+
+
+def claim_m3(df: pd.DataFrame) -> ClaimResult:
+    """M3 (H3, width truncation): at the largest D, plain merged accuracy rises with width up to the widest:
+    ρ(width, mean merged accuracy) ≥ 0.9 over the widths whose endpoints converged, and the widest width above
+    the next narrower one beyond the interval of their difference (lmcbook.stats.trend_and_ends); n/a as M1, or
+    when the two widest widths did not converge."""
+    statement = "(H3, ours) With large D, plain merging recovers as width grows, up to the widest width."
+    test = (f"ρ(width, merged accuracy) ≥ {RHO_MIN:g} at the largest D, and the widest width above the next narrower "
+            f"one ({_M_TEST_PAIRS})")
+    widest, big, why = _largest_d_gate(df)
+    units = sorted(_in_cell(df, big)["hidden_units"].dropna().unique()) if why is None else []
+    if why is None and len(units) < 2:
+        why = f"only one width was trained at the largest D ({_cell_name(big)})"
+    if why is None:
+        why = _unfit(df, big, units[-2])
+    if why is not None:
+        return _m_row("M3", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
+    fit = [u for u in units if _unfit(df, big, u) is None]
+    means = [_pair_values(df, ACC_MERGED, big, u, method=PLAIN).mean() for u in fit]
+    rho = spearman(fit, means)
+    wide, prev = (_pair_values(df, ACC_MERGED, big, u, method=PLAIN) for u in (units[-1], units[-2]))
+    iv = interval_diff(wide, prev)
+    state = INCONCLUSIVE if _too_few(iv) else trend_and_ends(rho, +1, above(iv, 0.0), RHO_MIN)
+    dropped = f"; {len(units) - len(fit)} narrower width(s) left out by the convergence rule" if len(fit) < len(units) \
+        else ""
+    measured = (f"at D = {big['D']:.3g}: ρ = {rho:.2f} over {len(fit)} widths, merged accuracy {means[0]:.3f} at "
+                f"{fit[0]:g} → {means[-1]:.3f} at {fit[-1]:g} units; {units[-1]:g} minus {units[-2]:g} units: "
+                f"{iv.text()}{dropped}")
+    return _m_row("M3", statement, measured, test, state, df, big["D"], rho=rho, diff=iv.mean, lo=iv.lo, hi=iv.hi,
+                  units=widest, n=iv.n)
+
+
+def claim_m4(df: pd.DataFrame) -> ClaimResult:
+    """M4 (H1, near initialisation): at the smallest D and the widest width, plain merged accuracy with a small
+    initialisation (the smallest init_scale) is below the standard initialisation's: pass when the interval of
+    standard minus small lies above 0, fail when it lies at or below 0, else inconclusive; n/a without a
+    small-initialisation arm, when weight decay has acted in the smallest-D cell, or when an endpoint did not
+    converge."""
+    statement = ("(H1, ours) In short training the width effect comes from the random initialisation: with a small "
+                 "initialisation, wide networks merge worse.")
+    test = f"standard − small-initialisation merged accuracy > 0 at the smallest D, widest width ({_M_TEST_PAIRS})"
+    ext = _extremes(df)
+    cells = _cell_table(df)
+    small = cells[cells["init_scale"] < 1.0].sort_values("init_scale")
+    why = None
+    if ext is None or small.empty:
+        why = "no small-initialisation arm was run"
+    else:
+        widest, low, _ = ext
+        small = small.iloc[0]
+        if not low["shrinkage"] >= DECAY_IDLE_MIN:
+            why = (f"weight decay has acted in the smallest-D cell ({_cell_name(low)}: alone it would leave "
+                   f"{low['shrinkage']:.2f} of a weight, < {DECAY_IDLE_MIN:g})")
+        elif not (np.isclose(small["epochs"], low["epochs"]) and np.isclose(small["weight_decay"],
+                                                                              low["weight_decay"])):
+            why = f"the small-initialisation arm ({_cell_name(small)}) is not at the smallest D ({_cell_name(low)})"
+        else:
+            why = _unfit(df, low, widest) or _unfit(df, small, widest)
+    if why is not None:
+        return _m_row("M4", statement, f"n/a: {why}", test, NA, df, float("nan"))
+    std = _pair_values(df, ACC_MERGED, low, widest, method=PLAIN)
+    sml = _pair_values(df, ACC_MERGED, small, widest, method=PLAIN)
+    iv = interval_diff(std, sml)
+    state = INCONCLUSIVE if _too_few(iv) else above(iv, 0.0)
+    measured = (f"at {widest:g} units, D = {low['D']:.3g}: merged accuracy {std.mean():.3f} (standard) vs "
+                f"{sml.mean():.3f} (initial weights ×{small['init_scale']:g}); difference {iv.text()}")
+    return _m_row("M4", statement, measured, test, state, df, low["D"], diff=iv.mean, lo=iv.lo, hi=iv.hi,
+                  standard=float(std.mean()), small=float(sml.mean()), units=widest, n=iv.n)
+
+
+def claim_m5(df: pd.DataFrame) -> ClaimResult:
+    """M5 (the paper's chain): at the widest width the orthogonality ratio ‖W_a z_b‖/‖W_a z_a‖ (λ=½, mean over
+    layers 2..L) falls as D rises: ρ(D, mean ratio) ≤ −0.9 over the standard-initialisation cells that reach the
+    widest width, and the largest-D cell below the smallest-D cell beyond the interval of their difference; n/a
+    as M1 (both end cells must converge)."""
+    statement = "Weight decay brings reciprocal orthogonality: as D rises, ‖W_a z_b‖/‖W_a z_a‖ falls."
+    test = (f"ρ(D, orthogonality ratio) ≤ −{RHO_MIN:g} at the widest width, and the largest-D cell below the "
+            f"smallest-D cell ({_M_TEST_PAIRS})")
+    widest, big, why = _largest_d_gate(df)
+    ext = _extremes(df)
+    if why is None and ext is not None:
+        why = _unfit(df, ext[1], widest)
+    if why is not None:
+        return _m_row("M5", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
+    cells = _cell_table(df)
+    cells = cells[(cells["init_scale"] == 1.0) & (cells["widest"] == widest)].sort_values("D")
+    per = [_pair_values(df, ORTH_RATIO, c, widest, lam=0.5, method="trained") for _, c in cells.iterrows()]
+    rho = spearman(cells["D"], [p.mean() for p in per])
+    iv = interval_diff(per[0], per[-1])
+    state = INCONCLUSIVE if _too_few(iv) else trend_and_ends(rho, -1, above(iv, 0.0), RHO_MIN)
+    measured = (f"at {widest:g} units: ratio {per[0].mean():.3f} at D = {cells['D'].iloc[0]:.3g} → "
+                f"{per[-1].mean():.3f} at D = {cells['D'].iloc[-1]:.3g} (ρ = {rho:.2f} over {len(per)} cells); "
+                f"smallest minus largest D: {iv.text()}")
+    return _m_row("M5", statement, measured, test, state, df, cells["D"].iloc[-1], rho=rho, diff=iv.mean, lo=iv.lo,
+                  hi=iv.hi, units=widest, n=iv.n)
+
+
+def equal_d_couples(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
+    """Return the couples (length-arm cell, decay-arm cell) of standard initialisation whose weight decay × length
+    agree (equal D, one reached by training longer, one by a stronger weight decay); the decay arm is the length
+    of the cells that reach the widest width."""
+    cells = _cell_table(df)
+    cells = cells[cells["init_scale"] == 1.0]
+    if cells.empty:
+        return []
+    base = cells.loc[cells["widest"].idxmax(), "epochs"]
+    decay, length = cells[np.isclose(cells["epochs"], base)], cells[~np.isclose(cells["epochs"], base)]
+    out = []
+    for _, lc in length.iterrows():
+        for _, dc in decay.iterrows():
+            if np.isclose(lc["weight_decay"] * lc["epochs"], dc["weight_decay"] * dc["epochs"], rtol=1e-6):
+                out.append((lc, dc))
+    return out
+
+
+def claim_m6(df: pd.DataFrame) -> ClaimResult:
+    """M6 (D is a fair axis): in every couple of equal-D cells, one reached by training longer and one by a stronger
+    weight decay, plain merged accuracy at their widest common width agrees within 5 points: an equivalence test
+    on the interval of the difference (pass when every couple's interval lies within ±0.05, fail when one lies
+    wholly outside, else inconclusive); n/a without such couples or when an endpoint did not converge."""
+    statement = "(ours) The decay integral D is a fair axis: equal D reached by length or by weight decay merges alike."
+    test = f"|merged accuracy difference| ≤ {EQUAL_D_TOL:g} in every equal-D couple, equivalence ({_M_TEST_PAIRS})"
+    couples = equal_d_couples(df)
+    if not couples:
+        return _m_row("M6", statement, "n/a: no two cells of equal D, one by length and one by weight decay, were run",
+                      test, NA, df, float("nan"))
+    parts, states, worst = [], [], 0.0
+    for lc, dc in couples:
+        units = min(lc["widest"], dc["widest"])
+        why = _unfit(df, lc, units) or _unfit(df, dc, units)
+        if why is not None:
+            return _m_row("M6", statement, f"n/a: {why}", test, NA, df, lc["D"])
+        iv = interval_diff(_pair_values(df, ACC_MERGED, lc, units, method=PLAIN),
+                           _pair_values(df, ACC_MERGED, dc, units, method=PLAIN))
+        states.append(INCONCLUSIVE if _too_few(iv) else within(iv, EQUAL_D_TOL))
+        worst = max(worst, abs(iv.mean))
+        parts.append(f"{_cell_name(lc)} (D = {lc['D']:.3g}) minus {_cell_name(dc)} (D = {dc['D']:.3g}) at "
+                     f"{units:g} units: {iv.text()}")
+    state = FAIL if FAIL in states else PASS if all(s == PASS for s in states) else INCONCLUSIVE
+    return _m_row("M6", statement, "; ".join(parts), test, state, df, float(couples[-1][0]["D"]),
+                  worst=worst, couples=len(couples))
+
+
+def mechanism_claims(df: pd.DataFrame) -> list[ClaimResult]:
+    """Return M1–M6 on a mechanism frame."""
+    return [claim_m1(df), claim_m2(df), claim_m3(df), claim_m4(df), claim_m5(df), claim_m6(df)]
+
+
+#: The hypotheses the mechanism study decides between, and the M rows each reads.
+HYPOTHESES = {
+    "P": "the paper's account: weight decay gives low rank, reciprocal orthogonality and LEWC, and wide networks "
+         "then merge without permutations",
+    "H1": "near initialisation: in short training the width effect comes from the two random initialisations",
+    "H2": "permutation collapse: once weight decay has acted, the two networks are one solution up to a "
+          "permutation, so plain averaging fails where weight matching succeeds",
+    "H3": "width truncation: with large D, plain merging recovers at widths beyond those of the quick book",
+    "H4": "data: digits' 64 input dimensions force shared features, and on 784-dimensional MNIST large D behaves "
+          "as the paper says",
+}
+SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
+
+
+def hypothesis_states(rows: Iterable[ClaimResult]) -> dict[str, str]:
+    """Return, from one data set's M rows, whether each of P, H1, H2 and H3 is supported, contradicted or undecided.
+
+    P: M1 and M5 pass (supported), M1 fails (contradicted).  H1: M4 passes or fails.
+    H2: M1 fails and M2 passes (supported); M1 passes or M2 fails (contradicted).  H3: M3 passes or fails.
+    Anything else (inconclusive or n/a rows) leaves the hypothesis undecided.
+    """
+    m = {r.id: r.state for r in rows if r.id.startswith("M")}
+
+    def rule(sup: bool, con: bool) -> str:
+        return SUPPORTED if sup else CONTRADICTED if con else UNDECIDED
+
+    return {"P": rule(m.get("M1") == PASS and m.get("M5") == PASS, m.get("M1") == FAIL),
+            "H1": rule(m.get("M4") == PASS, m.get("M4") == FAIL),
+            "H2": rule(m.get("M1") == FAIL and m.get("M2") == PASS, m.get("M1") == PASS or m.get("M2") == FAIL),
+            "H3": rule(m.get("M3") == PASS, m.get("M3") == FAIL)}
+
+
+def data_hypothesis(digits: dict[str, str], mnist: dict[str, str] | None) -> str:
+    """Return H4's state: supported when the paper's account holds on MNIST and is contradicted on digits,
+    contradicted when it is contradicted on MNIST too, else undecided (and undecided without an MNIST run)."""
+    if mnist is None:
+        return UNDECIDED
+    if mnist["P"] == SUPPORTED and digits["P"] == CONTRADICTED:
+        return SUPPORTED
+    return CONTRADICTED if mnist["P"] == CONTRADICTED else UNDECIDED
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def conclusion_sentence(states: dict[str, dict[str, str]]) -> str:
+    """Return one plain sentence saying which account the data support, from :func:`hypothesis_states` per data set
+    (keyed by the data set's name as the book writes it)."""
+    names = list(states)
+    alt = {n: [h for h in ("H1", "H2", "H3") if s[h] == SUPPORTED] for n, s in states.items()}
+    against = [n for n, s in states.items() if s["P"] == CONTRADICTED]
+    for_p = [n for n, s in states.items() if s["P"] == SUPPORTED]
+    if against and not for_p:
+        hs = sorted({h for n in against for h in alt[n]})
+        over = f"support {_join(hs)} over the paper's account" if hs else "contradict the paper's account"
+        where = _join(against)
+        rest = [n for n in names if n not in against]
+        tail = f"; on {_join(rest)} the verdicts do not decide" if rest else ""
+        return f"On {where}, the data {over}: once weight decay has acted, plain averaging does not merge wide " \
+               f"networks as the paper says it does{tail}."
+    if for_p and not against:
+        rest = [n for n in names if n not in for_p]
+        tail = f"; on {_join(rest)} the verdicts do not decide" if rest else ""
+        return f"On {_join(for_p)}, the data support the paper's account: once weight decay has acted, wide " \
+               f"networks merge without permutations{tail}."
+    if for_p and against:
+        return (f"The data support the paper's account on {_join(for_p)} and contradict it on {_join(against)}: "
+                "whether weight decay makes wide networks mergeable without permutations depends on the data.")
+    return f"On {_join(names)}, the verdicts do not decide between the paper's account and the alternatives."
 
 
 def _grid(noise: pd.DataFrame) -> pd.DataFrame:
@@ -776,9 +1163,7 @@ PAGE_CLAIMS: dict[str, Callable[[pd.DataFrame], list[ClaimResult]]] = {
     "random_permutation": lambda f: [claim_w8(f)],
     "lewc_depth": lambda f: [claim_w10(f)],
     "llfc_vs_lewc": lambda f: [claim_w15(f)],
-    "training_regime": lambda f: [claim_w1(at_length(f, strongest=True), "long", "training_regime"),
-                                  claim_w6(at_length(f, strongest=True), "long", "training_regime"),
-                                  claim_w7(at_length(f), "long", "training_regime"), claim_r1(f), claim_r2(f)],
+    "mechanism": lambda f: _regime_rows(mechanism_standard(f)) + mechanism_claims(f),
     "noise_scale": lambda f: claim_n1(f) + claim_n2(f),
     "noise_components": lambda f: [claim_n3(f), claim_n4(f)],
 }
@@ -792,55 +1177,83 @@ def page_claims(page: str, frame: pd.DataFrame) -> list[ClaimResult]:
         raise ValueError(f"page={page!r} has no claims: expected one of {sorted(PAGE_CLAIMS)}")
     rows = PAGE_CLAIMS[page](frame)
     for r in rows:
-        if r.paper == "width" and r.regime is None and r.page != "training_regime":
+        if r.paper == "width" and r.regime is None and r.page != "mechanism":
             _in_regime(r, frame, "short")
+        if r.page == "mechanism":
+            r.dataset = _dataset(frame)
     return rows
+
+
+def _regime_rows(f: pd.DataFrame) -> list[ClaimResult]:
+    """W1, W6 and W7 on the mechanism page's longest length (the *long* regime), and R1–R2 across its cells."""
+    regime = [claim_r1(f), claim_r2(f)]
+    if f["epochs"].nunique() < 2:  # no length arm: no long regime to score
+        return regime
+    longest = at_length(f, strongest=True)
+    return [claim_w1(longest, "long", "mechanism"), claim_w6(longest, "long", "mechanism"),
+            claim_w7(at_length(f), "long", "mechanism")] + regime
 
 
 def _order(r: ClaimResult) -> tuple:
     prefix, number = r.id[0], int("".join(c for c in r.id.split(" ")[0][1:] if c.isdigit()))
-    return ("WRN".index(prefix), number, r.regime == "long", r.id)
+    return (r.source is not None, r.source or "", "WRMN".index(prefix), number, r.regime == "long", r.id)
 
 
-def scoreboard(frames: dict[str, pd.DataFrame]) -> list[ClaimResult]:
-    """Return every claim's result, reading the pages' long frames by notebook name, ordered by claim id.
+def scoreboard(frames: dict[str, pd.DataFrame],
+               references: dict[str, pd.DataFrame] | None = None) -> list[ClaimResult]:
+    """Return every claim's result, reading the pages' long frames by notebook name, then the committed reference
+    runs' frames (by reference name; each scored by its own page's claims, ``source`` = the name), ordered by
+    source and claim id.
 
     W1, W6 and W7 appear twice: on the profile's own runs (``regime="short"``) and on the
-    training-regime page's longest length (``regime="long"``).
+    mechanism page's longest length (``regime="long"``).
     """
-    return sorted((r for page in PAGE_CLAIMS for r in page_claims(page, frames[page])), key=_order)
+    rows = [r for page in PAGE_CLAIMS for r in page_claims(page, frames[page])]
+    for name, frame in (references or {}).items():
+        for r in page_claims(str(frame["notebook"].iloc[0]), frame):
+            r.source = name
+            rows.append(r)
+    return sorted(rows, key=_order)
 
 
 def scoreboard_markdown(rows: list[ClaimResult]) -> str:
-    """Return the scoreboard as a MyST table, each row linking to the page with its evidence."""
-    lines = ["| claim | regime | paper's statement | measured here | test | result | evidence |",
-             "|---|---|---|---|---|---|---|"]
+    """Return the scoreboard as a MyST table, each row linking to the page with its evidence; a row of a committed
+    reference run names it and its data set."""
+    lines = ["| claim | data | regime | paper's statement | measured here | test | result | evidence |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         label = f"{r.id} (control)" if r.control else r.id
         regime = "—" if r.regime is None else (f"{r.regime} (D = {r.decay_integral:.3g})"
                                                if np.isfinite(r.decay_integral) else r.regime)
-        cells = [label, regime, f"{r.paper} paper: {r.statement}", r.measured, r.test, r.mark, f"{{doc}}`{r.page}`"]
+        data = r.dataset or "—"
+        data = f"{data} (reference `{r.source}`)" if r.source else data
+        cells = [label, data, regime, f"{r.paper} paper: {r.statement}", r.measured, r.test, r.mark,
+                 f"{{doc}}`{r.page}`"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 
 
 def scoreboard_long(rows: list[ClaimResult]) -> pd.DataFrame:
     """Return the scoreboard as the claims page's long frame: per row its state code, pass flag, control flag
-    and D, keyed by ``method`` (the claim id) and ``regime``."""
+    and D, keyed by ``method`` (the claim id), ``regime``, ``dataset`` and ``source`` (a reference run's name)."""
     out = []
     for r in rows:
         for metric, v in ((CLAIM_STATE, STATE_CODES[r.state]), (CLAIM_PASSED, float(r.passed)),
                           (CLAIM_CONTROL, float(r.control)), (DECAY_INTEGRAL, r.decay_integral)):
             if np.isfinite(v):
                 out.append({"notebook": "claims", "metric": metric, "value": v, "pair": 0, "method": r.id,
-                            "regime": r.regime})
+                            "regime": r.regime, "dataset": r.dataset, "source": r.source})
     return pd.DataFrame(out)
 
 
-def state_of(board: pd.DataFrame, claim: str, regime: str | None = None) -> str:
-    """Return a claim's verdict read back from the claims page's CSV."""
+def state_of(board: pd.DataFrame, claim: str, regime: str | None = None, source: str | None = None) -> str:
+    """Return a claim's verdict read back from the claims page's CSV (``source``: a reference run's name, None for
+    this build's own row)."""
     d = select(board, CLAIM_STATE, method=claim)
     d = d[d["regime"].isna()] if regime is None else d[d["regime"] == regime]
+    if "source" in d.columns:
+        d = d[d["source"].isna()] if source is None else d[d["source"] == source]
     if len(d) != 1:
-        raise KeyError(f"claims.csv has {len(d)} rows for claim {claim!r}, regime {regime!r}: expected 1")
+        raise KeyError(f"claims.csv has {len(d)} rows for claim {claim!r}, regime {regime!r}, source {source!r}: "
+                       "expected 1")
     return {v: k for k, v in STATE_CODES.items()}[float(d["value"].iloc[0])]

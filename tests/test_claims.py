@@ -290,7 +290,7 @@ def test_keys_and_order():
 def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     assert set(claims.PAGE_CLAIMS) == {"width_accuracy", "loss_barrier_calibration", "lewc", "weak_additivity",
                                        "reciprocal_orthogonality", "low_rank", "weak_weight_decay",
-                                       "random_permutation", "lewc_depth", "llfc_vs_lewc", "training_regime",
+                                       "random_permutation", "lewc_depth", "llfc_vs_lewc", "mechanism",
                                        "noise_scale", "noise_components"}
     rows = [claims.ClaimResult("W2", "width", "s", "m", "t", "inconclusive", "p", regime="short",
                                decay_integral=0.04),
@@ -306,7 +306,7 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
 
 
 def _regime_frame(rank_of, acc_of, units=(16, 64, 256), lengths=(60, 600), decays=(1e-4, 3e-3)):
-    """A training_regime-like frame: per (length, wd, width, seed) merged accuracy, D and hidden-layer ranks."""
+    """A mechanism-like frame: per (length, wd, width, seed) merged accuracy, D and hidden-layer ranks."""
     rows = []
     for e in lengths:
         for wd in decays:
@@ -320,17 +320,17 @@ def _regime_frame(rank_of, acc_of, units=(16, 64, 256), lengths=(60, 600), decay
                         v = rank_of(d, u) if layer in (2, 3) else 0.5
                         rows.append({"metric": "rel_effective_rank", "value": v, "layer": layer, "method": "trained",
                                      **keys})
-    return frame("training_regime", rows)
+    return frame("mechanism", rows)
 
 
 def test_regime_rows_name_their_regime_and_d():
     tr = _regime_frame(lambda d, u: 0.8 - d / u, lambda d, u: 0.3 + 0.1 * np.log2(u) + d)
     longest = claims.at_length(tr, strongest=True)
     assert set(longest["epochs"]) == {600} and set(longest["weight_decay"]) == {3e-3}
-    r = claims.claim_w1(longest, "long", "training_regime")
+    r = claims.claim_w1(longest, "long", "mechanism")
     assert r.passed and r.regime == "long" and r.decay_integral == pytest.approx(3e-3 * 600)
     assert claims.claim_w1(claims.at_length(tr, 60, strongest=True)).regime == "short"
-    w7 = claims.claim_w7(claims.at_length(tr), "long", "training_regime")
+    w7 = claims.claim_w7(claims.at_length(tr), "long", "mechanism")
     assert w7.passed and w7.decay_integral == pytest.approx(1.8)  # the strong decay's D
     with pytest.raises(ValueError, match="regime"):
         claims.claim_w1(longest, "medium")

@@ -1,0 +1,256 @@
+"""M1–M6 and the hypotheses they decide, on synthetic mechanism frames built to give each of the four verdicts."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmcbook import claims, stats
+from lmcbook.claims import FAIL, INCONCLUSIVE, NA, PASS
+
+UNITS = (64, 256, 1024)
+DECAYS = (1e-4, 3e-3, 1e-2, 3e-2)
+EPOCHS = 60
+
+
+def _d(epochs, wd):
+    return wd * epochs * 0.225  # D ∝ wd × length, as on digits
+
+
+def cells(length_arm=True, small_init=True):
+    out = [(EPOCHS, wd, 1.0, UNITS) for wd in DECAYS]
+    if length_arm:
+        out += [(e, 3e-3, 1.0, UNITS[:2]) for e in (200, 600)]
+    if small_init:
+        out.append((EPOCHS, DECAYS[0], 0.25, UNITS))
+    return out
+
+
+def base_values(metric, e, wd, s, u, p):
+    """A world where the paper's account holds: wide, strongly decayed pairs merge like their ensemble."""
+    d = _d(e, wd)
+    jitter = 0.002 * (p - 2)
+    if metric == "acc_ensemble":
+        return 0.98
+    if metric == "acc_merged_none":
+        return min(0.97, 0.5 + 0.1 * np.log2(u / 64) + 0.8 * d) + jitter - (0.2 if s < 1 else 0)
+    if metric == "acc_merged_weight_matching":
+        return 0.975 + jitter
+    if metric == "orth_ratio":
+        return 0.6 - 0.5 * d + jitter
+    if metric == "train_acc":
+        return 1.0
+    if metric == "decay_integral":
+        return d
+    if metric == "decay_shrinkage":
+        return float(np.exp(-d / 0.1))
+    raise KeyError(metric)
+
+
+def mech_frame(values=base_values, pairs=5, length_arm=True, small_init=True, dataset="digits"):
+    rows = []
+    for e, wd, s, units in cells(length_arm, small_init):
+        for u in units:
+            for p in range(pairs):
+                keys = {"epochs": e, "weight_decay": wd, "init_scale": s, "hidden_units": u, "dataset": dataset}
+                for method in ("none", "weight_matching"):
+                    rows.append({"metric": "acc_merged", "value": values(f"acc_merged_{method}", e, wd, s, u, p),
+                                 "pair": p, "method": method, **keys})
+                rows.append({"metric": "acc_ensemble", "value": values("acc_ensemble", e, wd, s, u, p), "pair": p,
+                             "method": "none", **keys})
+                for layer in (2, 3, 4):
+                    rows.append({"metric": "orth_ratio", "value": values("orth_ratio", e, wd, s, u, p), "pair": p,
+                                 "lam": 0.5, "layer": layer, "method": "trained", **keys})
+                for seed in (2 * p, 2 * p + 1):
+                    for metric in ("train_acc", "decay_integral", "decay_shrinkage"):
+                        rows.append({"metric": metric, "value": values(metric, e, wd, s, u, p), "seed": seed,
+                                     "pair": p, **keys})
+                    for layer in (1, 2, 3, 4):
+                        rows.append({"metric": "rel_effective_rank", "value": 0.8 - _d(e, wd), "seed": seed,
+                                     "pair": p, "layer": layer, "method": "trained", **keys})
+    df = pd.DataFrame(rows)
+    df.insert(0, "notebook", "mechanism")
+    return df
+
+
+def world(**changes):
+    """base_values with some metrics replaced by functions of (e, wd, s, u, p)."""
+    def values(metric, e, wd, s, u, p):
+        if metric in changes:
+            return changes[metric](e, wd, s, u, p)
+        return base_values(metric, e, wd, s, u, p)
+    return values
+
+
+STRONG = dict(e=EPOCHS, wd=DECAYS[-1])
+
+
+def at_strong_wide(fn, otherwise):
+    """fn at the largest-D cell's widest width, ``otherwise`` elsewhere."""
+    return lambda e, wd, s, u, p: fn(p) if (e, wd, s, u) == (EPOCHS, DECAYS[-1], 1.0, UNITS[-1]) else otherwise(
+        e, wd, s, u, p)
+
+
+def test_the_synthetic_frame_follows_the_schema():
+    claims.validate_results(mech_frame(), "mechanism")
+
+
+def test_m1_gives_each_verdict():
+    assert claims.claim_m1(mech_frame()).state == PASS  # 0.97 / 0.98 > 0.95
+    collapse = world(acc_merged_none=at_strong_wide(lambda p: 0.70 + 0.01 * p, base_values_none))
+    r = claims.claim_m1(mech_frame(collapse))
+    assert r.state == FAIL and r.values["ratio"] == pytest.approx(0.72 / 0.98)
+    noisy = world(acc_merged_none=at_strong_wide(lambda p: 0.93 + 0.02 * (p - 2), base_values_none))
+    assert claims.claim_m1(mech_frame(noisy)).state == INCONCLUSIVE  # 0.89..0.97 / 0.98 straddles 0.95
+    idle = world(decay_shrinkage=lambda e, wd, s, u, p: 0.5)
+    r = claims.claim_m1(mech_frame(idle))
+    assert r.state == NA and "has not acted" in r.measured
+    unfit = world(train_acc=lambda e, wd, s, u, p: 0.9 if wd == DECAYS[-1] else 1.0)
+    r = claims.claim_m1(mech_frame(unfit))
+    assert r.state == NA and "convergence rule" in r.measured
+
+
+def base_values_none(e, wd, s, u, p):
+    return base_values("acc_merged_none", e, wd, s, u, p)
+
+
+def test_too_few_pairs_is_inconclusive_whatever_the_values():
+    assert claims.claim_m1(mech_frame(pairs=2)).state == INCONCLUSIVE
+    assert claims.claim_m2(mech_frame(pairs=4)).state == INCONCLUSIVE
+
+
+def test_m2_gives_each_verdict():
+    assert claims.claim_m2(mech_frame()).state == PASS  # matched 0.975 > plain 0.97 on every pair
+    worse = world(acc_merged_weight_matching=lambda e, wd, s, u, p: 0.9)
+    assert claims.claim_m2(mech_frame(worse)).state == FAIL
+    same = world(acc_merged_weight_matching=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p))
+    assert claims.claim_m2(mech_frame(same)).state == FAIL  # no gain at all is not > 0
+    mixed = world(acc_merged_weight_matching=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p)
+                  + (0.02, -0.02, 0.01, -0.01, 0.005)[p])
+    assert claims.claim_m2(mech_frame(mixed)).state == INCONCLUSIVE
+    assert claims.claim_m2(mech_frame(world(decay_shrinkage=lambda *a: 0.9))).state == NA
+
+
+def test_m3_gives_each_verdict():
+    rising = world(acc_merged_none=lambda e, wd, s, u, p: 0.5 + 0.1 * np.log2(u / 64) + 0.002 * p)
+    assert claims.claim_m3(mech_frame(rising)).state == PASS
+    falling = world(acc_merged_none=lambda e, wd, s, u, p: 0.9 - 0.1 * np.log2(u / 64) + 0.002 * p)
+    assert claims.claim_m3(mech_frame(falling)).state == FAIL
+    flat_end = world(acc_merged_none=lambda e, wd, s, u, p: {64: 0.5, 256: 0.79, 1024: 0.8}[u]
+                     + 0.01 * (p - 2) * (1 if u == 1024 else -1))
+    assert claims.claim_m3(mech_frame(flat_end)).state == INCONCLUSIVE  # the trend holds, the last step straddles 0
+    unfit = world(train_acc=lambda e, wd, s, u, p: 0.5 if u == 256 else 1.0)
+    assert claims.claim_m3(mech_frame(unfit)).state == NA
+
+
+def test_m4_gives_each_verdict():
+    def small_worse(gap):
+        return world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, 1.0, u, p)
+                     - (gap(p) if s < 1 else 0))
+    assert claims.claim_m4(mech_frame(small_worse(lambda p: 0.2))).state == PASS
+    assert claims.claim_m4(mech_frame(small_worse(lambda p: -0.1))).state == FAIL
+    assert claims.claim_m4(mech_frame(small_worse(lambda p: 0.02 * (p - 2)))).state == INCONCLUSIVE
+    r = claims.claim_m4(mech_frame(small_init=False))
+    assert r.state == NA and "small-initialisation" in r.measured
+    acted = world(decay_shrinkage=lambda *a: 0.05)
+    assert claims.claim_m4(mech_frame(acted)).state == NA
+
+
+def test_m5_gives_each_verdict():
+    assert claims.claim_m5(mech_frame()).state == PASS  # falls with D
+    rises = world(orth_ratio=lambda e, wd, s, u, p: 0.3 + 0.5 * _d(e, wd) + 0.002 * p)
+    assert claims.claim_m5(mech_frame(rises)).state == FAIL
+    noisy = world(orth_ratio=lambda e, wd, s, u, p: 0.5 - 0.01 * _d(e, wd) + 0.05 * (p - 2) * (-1) ** (wd > 1e-3))
+    assert claims.claim_m5(mech_frame(noisy)).state == INCONCLUSIVE
+    assert claims.claim_m5(mech_frame(world(decay_shrinkage=lambda *a: 0.9))).state == NA
+
+
+def test_m6_gives_each_verdict():
+    # the base world gives equal merged accuracy to equal D (it is a function of D and width)
+    assert claims.claim_m6(mech_frame()).state == PASS
+    assert len(claims.equal_d_couples(mech_frame())) == 2
+    longer_worse = world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p)
+                         - (0.2 if e > EPOCHS else 0))
+    assert claims.claim_m6(mech_frame(longer_worse)).state == FAIL
+    edge = world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p)
+                 - (0.05 + 0.01 * (p - 2) if e > EPOCHS else 0))
+    assert claims.claim_m6(mech_frame(edge)).state == INCONCLUSIVE
+    r = claims.claim_m6(mech_frame(length_arm=False))
+    assert r.state == NA and "no two cells of equal D" in r.measured
+
+
+def test_mechanism_page_claims_mark_their_data_set_and_skip_long_rows_without_a_length_arm():
+    rows = claims.page_claims("mechanism", mech_frame(length_arm=False, dataset="mnist_standin"))
+    assert [r.id for r in rows] == ["R1", "R2", "M1", "M2", "M3", "M4", "M5", "M6"]  # no long W rows
+    assert all(r.dataset == "mnist_standin" for r in rows if r.id.startswith("M"))
+    assert all(r.regime is None for r in rows if r.id.startswith("M"))
+    board = claims.scoreboard_long([*rows])
+    claims.validate_results(board, "claims")
+
+
+def test_reference_rows_get_their_own_keys_and_scoreboard_lines():
+    r = claims.ClaimResult("M1", "width", "s", "m", "t", PASS, "mechanism", source="mechanism-mnist-standin")
+    assert r.key == "m1_mechanism_mnist_standin"
+    long = claims.scoreboard_long([r, claims.ClaimResult("M1", "width", "s", "m", "t", FAIL, "mechanism")])
+    assert claims.state_of(long, "M1") == FAIL
+    assert claims.state_of(long, "M1", source="mechanism-mnist-standin") == PASS
+    assert "reference `mechanism-mnist-standin`" in claims.scoreboard_markdown([r])
+
+
+def _rows(**states):
+    return [claims.ClaimResult(k.upper(), "width", "s", "m", "t", v, "mechanism") for k, v in states.items()]
+
+
+def test_hypotheses_follow_the_verdicts():
+    h2 = claims.hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS))
+    assert h2 == {"P": "contradicted", "H1": "supported", "H2": "supported", "H3": "contradicted"}
+    p = claims.hypothesis_states(_rows(m1=PASS, m2=FAIL, m3=PASS, m4=FAIL, m5=PASS, m6=PASS))
+    assert p == {"P": "supported", "H1": "contradicted", "H2": "contradicted", "H3": "supported"}
+    open_ = claims.hypothesis_states(_rows(m1=INCONCLUSIVE, m2=NA, m3=INCONCLUSIVE, m4=NA, m5=PASS, m6=NA))
+    assert set(open_.values()) == {"undecided"}
+    assert claims.data_hypothesis(h2, p) == "supported"
+    assert claims.data_hypothesis(h2, h2) == "contradicted"
+    assert claims.data_hypothesis(h2, None) == "undecided"
+
+
+def test_the_conclusion_sentence_says_which_account_the_data_support():
+    h2 = claims.hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS))
+    p = claims.hypothesis_states(_rows(m1=PASS, m2=FAIL, m3=PASS, m4=FAIL, m5=PASS, m6=PASS))
+    open_ = claims.hypothesis_states(_rows(m1=INCONCLUSIVE, m2=NA, m3=NA, m4=NA, m5=NA, m6=NA))
+    s = claims.conclusion_sentence({"digits": h2, "MNIST": h2})
+    assert s.startswith("On digits and MNIST, the data support H1 and H2 over the paper's account")
+    assert "support the paper's account" in claims.conclusion_sentence({"digits": p})
+    mixed = claims.conclusion_sentence({"digits": h2, "MNIST": p})
+    assert "support the paper's account on MNIST and contradict it on digits" in mixed
+    assert "do not decide" in claims.conclusion_sentence({"digits": open_})
+    assert "on MNIST the verdicts do not decide" in claims.conclusion_sentence({"digits": h2, "MNIST": open_})
+
+
+# -- the statistics behind them ---------------------------------------------------------
+def test_interval_brackets_the_mean_and_narrows_with_more_replicates():
+    rng = np.random.default_rng(1)
+    small, big = rng.normal(0.5, 0.1, 5), rng.normal(0.5, 0.1, 200)
+    a, b = stats.interval(small), stats.interval(big)
+    assert a.lo < a.mean < a.hi and b.lo < 0.5 < b.hi
+    assert (b.hi - b.lo) < (a.hi - a.lo)
+    assert stats.interval(small) == a  # a fixed generator: the same data give the same interval
+    one = stats.interval([0.3])
+    assert one.mean == 0.3 and not one.decided and stats.above(one, 0.0) == INCONCLUSIVE
+    const = stats.interval([0.2] * 5)
+    assert (const.lo, const.hi) == (0.2, 0.2)
+
+
+def test_interval_of_a_difference_and_the_verdict_helpers():
+    iv = stats.interval_diff([1.0, 1.1, 0.9, 1.05, 0.95], [0.0, 0.1, -0.1, 0.05, -0.05])
+    assert iv.mean == pytest.approx(1.0) and iv.lo > 0.8 and iv.hi < 1.2
+    assert stats.above(iv, 0.5) == PASS and stats.above(iv, 1.5) == FAIL and stats.above(iv, 1.0) == INCONCLUSIVE
+    assert stats.at_least(stats.Interval(1.0, 0.95, 1.05, 5), 0.95) == PASS
+    assert stats.within(stats.Interval(0.0, -0.01, 0.02, 5), 0.05) == PASS
+    assert stats.within(stats.Interval(0.2, 0.1, 0.3, 5), 0.05) == FAIL
+    assert stats.within(stats.Interval(0.04, 0.0, 0.08, 5), 0.05) == INCONCLUSIVE
+    assert stats.trend_and_ends(0.95, +1, PASS, 0.9) == PASS
+    assert stats.trend_and_ends(0.95, +1, INCONCLUSIVE, 0.9) == INCONCLUSIVE
+    assert stats.trend_and_ends(0.2, +1, PASS, 0.9) == INCONCLUSIVE
+    assert stats.trend_and_ends(0.2, +1, INCONCLUSIVE, 0.9) == FAIL
+    assert stats.trend_and_ends(-0.95, -1, FAIL, 0.9) == FAIL
+    with pytest.raises(ValueError, match="finite"):
+        stats.interval([0.1, float("nan")])

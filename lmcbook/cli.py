@@ -44,10 +44,16 @@ def cmd_build(args) -> int:
 def cmd_train(args) -> int:
     study = parts.study(args.part, args.profile, **_params(args.p))
     store = RunStore(args.store)
-    specs = study.specs()
-    for i, spec in enumerate(specs, 1):
-        run = store.get_or_train(spec, device=study.device, progress=None)
-        print(f"[{i}/{len(specs)}] {spec.short_id} test_acc={run.metrics['test_acc']:.3f}", file=sys.stderr)
+    specs = list(dict.fromkeys(study.specs()))
+    by_data: dict[tuple[str, str], list] = {}
+    for s in specs:
+        by_data.setdefault((s.data.name, s.data.transform), []).append(s)
+    runs = {}
+    for group in by_data.values():  # runs of one shape train stacked; one call per data set and task
+        runs.update(zip([s.id for s in group], store.get_or_train_many(group, device=study.device)))
+    for i, (spec, run) in enumerate(((s, runs[s.id]) for s in specs), 1):
+        print(f"[{i}/{len(specs)}] {spec.short_id} {describe(spec)} test_acc={run.metrics['test_acc']:.3f}",
+              file=sys.stderr)
     return 0
 
 

@@ -164,12 +164,26 @@ def build(spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> nn
         in_features = 1
         for d in input_shape:
             in_features *= int(d)
-        return MLP(in_features, num_classes, c, spec.depth, spec.norm, spec.bias)
-    if len(input_shape) != 3:
+        model: nn.Module = MLP(in_features, num_classes, c, spec.depth, spec.norm, spec.bias)
+    elif len(input_shape) != 3:
         raise SpecError(f"arch={spec.arch!r} needs image inputs (C, H, W); got input shape {tuple(input_shape)}")
-    if spec.arch == "vgg11":
-        return VGG11(input_shape[0], num_classes, c, spec.norm, spec.bias)
-    return ResNet20(input_shape[0], num_classes, c, spec.norm, spec.bias)
+    elif spec.arch == "vgg11":
+        model = VGG11(input_shape[0], num_classes, c, spec.norm, spec.bias)
+    else:
+        model = ResNet20(input_shape[0], num_classes, c, spec.norm, spec.bias)
+    return scale_init(model, spec.init_scale)
+
+
+def scale_init(model: nn.Module, factor: float) -> nn.Module:
+    """Return ``model`` with the weights and biases of every linear and conv layer multiplied by ``factor`` (in
+    place); normalisation layers are left as they are.  ``factor`` = 1 leaves the model untouched."""
+    if factor != 1.0:
+        with torch.no_grad():
+            for m in model.modules():
+                if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+                    for p in m.parameters(recurse=False):
+                        p.mul_(factor)
+    return model
 
 
 def probe_points(model: nn.Module) -> list[ProbePoint]:

@@ -463,15 +463,20 @@ def singular_values(w: torch.Tensor) -> torch.Tensor:
 
 
 def effective_rank(s: torch.Tensor) -> float:
-    """Return exp(entropy of p), p_i = σ_i / Σσ (exactly r for r equal non-zero singular values)."""
+    """Return exp(entropy of p), p_i = σ_i / Σσ (exactly r for r equal non-zero singular values; 0 for the zero
+    matrix)."""
     s = s.double()
+    if not bool((s > 0).any()):
+        return 0.0
     p = s[s > 0] / s.sum()
     return float(torch.exp(-(p * torch.log(p)).sum()))
 
 
 def stable_rank(s: torch.Tensor) -> float:
-    """Return ‖W‖_F² / ‖W‖_2² from the singular values."""
+    """Return ‖W‖_F² / ‖W‖_2² from the singular values (0 for the zero matrix)."""
     s = s.double()
+    if not bool((s > 0).any()):
+        return 0.0
     return float((s ** 2).sum() / s.max() ** 2)
 
 

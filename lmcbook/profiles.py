@@ -88,6 +88,11 @@ class Pair:
         """Return the weight decay both runs trained with."""
         return self.a.train.weight_decay
 
+    @property
+    def init_scale(self) -> float:
+        """Return the factor on both runs' initial weights (1: the default initialisation)."""
+        return self.a.model.init_scale
+
 
 def _check_profile(name: Any) -> str:
     if name not in PROFILES:
@@ -171,6 +176,8 @@ class Recipe(Study):
     depth: int | None = _MODEL.depth
     norm: str = _MODEL.norm
     bias: bool = _MODEL.bias
+    #: Factor on the initial weights (``ModelSpec.init_scale``); 1 is PyTorch's default initialisation.
+    init_scale: float = field(default=_MODEL.init_scale, metadata={"ok": lambda v: v > 0, "allowed": "a number > 0"})
     weight_decay: float = field(default=_TRAIN.weight_decay, metadata=_at_least(0))
     epochs: int = field(default=_TRAIN.epochs, metadata=_at_least(1))
     batch_size: int = field(default=_TRAIN.batch_size, metadata=_at_least(1))
@@ -195,7 +202,7 @@ class Recipe(Study):
         return RunSpec(
             data=DataSpec(self.dataset, self.data_root),
             model=ModelSpec(self.arch, width, self.base_width, depth if self.arch == "mlp" else None,
-                            self.norm, self.bias),
+                            self.norm, self.bias, self.init_scale),
             train=TrainSpec(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, momentum=self.momentum,
                             weight_decay=self.weight_decay, warmup=self.warmup, seed=seed),
         )
@@ -254,60 +261,151 @@ class ControlsStudy(WidthStudy):
 
 
 @dataclass(frozen=True)
-class RegimeStudy(WidthStudy):
-    """The training-length axis: the width sweep at each length in ``regimes`` (epochs) and each weight decay.
+class CellStudy(WidthStudy):
+    """One cell of the mechanism study: a width sweep at one training length, weight decay and initialisation
+    scale, with ``decisive_seeds`` pairs (instead of ``seeds``) at the widths in ``decisive_widths``."""
 
-    Widths above ``long_max_width`` train only at the shortest length (the time
-    budget's cut, which the page states); the widest multiplier (or ``None`` in a profile's
-    table) trains every width at every length.  The fields ``epochs`` and ``weight_decay``
-    are unused: ``regimes`` and ``weight_decays`` replace them.
+    decisive_widths: tuple[float, ...] | None = None
+    decisive_seeds: int = field(default=5, metadata=_at_least(1))
+    #: Iteration cap of weight matching's coordinate descent.
+    match_iterations: int = field(default=100, metadata=_at_least(1))
+
+    def pairs_at(self, width: float) -> int:
+        """Return the number of pairs trained at ``width``: ``decisive_seeds`` at a decisive width, else ``seeds``."""
+        decisive = any(abs(width - w) < 1e-12 for w in self.decisive_widths or ())
+        return max(self.seeds, self.decisive_seeds) if decisive else self.seeds
+
+    def pairs(self) -> list[Pair]:
+        """Return every pair of the cell, widths outermost."""
+        return [self.pair(w, p) for w in self.widths for p in range(self.pairs_at(w))]
+
+
+def _positive(name: str, values: tuple, what: str = "numbers > 0") -> tuple[float, ...]:
+    if any(v <= 0 for v in values):
+        raise SpecError(f"{name}={list(values)!r} is not allowed: expected {what}")
+    return tuple(sorted({float(v) for v in values}))
+
+
+@dataclass(frozen=True)
+class MechanismStudy(WidthStudy):
+    """What makes merging without permutations work: the width sweep in cells of three arms.
+
+    - the *decay arm*: every weight decay of ``weight_decays`` at ``epochs`` (the cheap route to a large
+      decay integral D), at every width;
+    - the *length arm*: every length of ``regimes`` at every weight decay of ``regime_weight_decays``; widths
+      above ``long_max_width`` train only at ``epochs`` (the time budget's cut);
+    - the *small-initialisation arm*: the initial weights multiplied by each factor of ``init_scales``, at the
+      weakest weight decay and ``epochs``.
+
+    Cells that coincide (the length arm at ``epochs``, say) are one cell.  Every cell has ``seeds`` pairs per
+    width, and ``decisive_seeds`` where a verdict of :mod:`lmcbook.claims` is read: the widest width at the
+    weakest and strongest weight decay and in the small-initialisation arm, the two widest at the strongest
+    (M3 compares them), and the length arm's widest width in every pair of cells of equal D reached by length
+    and by weight decay (M6).  The field ``weight_decay`` is unused: ``weight_decays`` replaces it.
     """
 
-    #: Fields of WidthStudy this study does not read; setting one is an error that names its replacement.
-    unused_fields = {"epochs": "regimes", "weight_decay": "weight_decays"}
+    #: Fields of Recipe this study does not read; setting one is an error that names its replacement.
+    unused_fields = {"weight_decay": "weight_decays"}
 
-    regimes: tuple[int, ...] = (60, 200, 600)
-    weight_decays: tuple[float, ...] = (1e-4, 3e-3)
+    widths: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+    weight_decays: tuple[float, ...] = (1e-4, 3e-3, 1e-2, 3e-2)
+    regimes: tuple[int, ...] | None = (60, 200, 600)
+    regime_weight_decays: tuple[float, ...] = (1e-4, 3e-3)
     long_max_width: float | None = field(default=4.0, metadata={"ok": lambda v: v > 0,
                                                                  "allowed": "a width multiplier > 0, or None"})
+    init_scales: tuple[float, ...] | None = (0.25,)
+    decisive_seeds: int = field(default=5, metadata=_at_least(1))
+    match_iterations: int = field(default=100, metadata=_at_least(1))
+    #: Show the committed reference runs (results/) beside this run's own cells.
+    show_references: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        regimes = self.regimes
-        if any(isinstance(e, float) and not e.is_integer() or e < 1 for e in regimes) or len(set(regimes)) < 2:
-            raise SpecError(f"regimes={list(regimes)!r} is not allowed: expected at least two different training "
-                            "lengths in epochs (integers >= 1)")
-        object.__setattr__(self, "regimes", tuple(sorted(int(e) for e in regimes)))
-        if any(d < 0 for d in self.weight_decays):
-            raise SpecError(f"weight_decays={list(self.weight_decays)!r} is not allowed: expected numbers >= 0")
-        object.__setattr__(self, "weight_decays", tuple(sorted(float(d) for d in self.weight_decays)))
-        if not self.widths_at(self.regimes[-1]):
+        if any(d < 0 for d in self.weight_decays + self.regime_weight_decays):
+            raise SpecError(f"weight_decays={list(self.weight_decays)!r} and regime_weight_decays="
+                            f"{list(self.regime_weight_decays)!r} are not allowed: expected numbers >= 0")
+        object.__setattr__(self, "weight_decays", tuple(sorted({float(d) for d in self.weight_decays})))
+        if len(self.weight_decays) < 2:
+            raise SpecError(f"weight_decays={list(self.weight_decays)!r} is not allowed: expected at least two "
+                            "different weight decays (the decay arm)")
+        object.__setattr__(self, "regime_weight_decays", tuple(sorted({float(d) for d in self.regime_weight_decays})))
+        regimes = self.regimes or ()
+        if any(isinstance(e, float) and not e.is_integer() or e < 1 for e in regimes):
+            raise SpecError(f"regimes={list(regimes)!r} is not allowed: expected training lengths in epochs "
+                            "(integers >= 1), or None for no length arm")
+        object.__setattr__(self, "regimes", tuple(sorted({int(e) for e in regimes})) or None)
+        object.__setattr__(self, "widths", tuple(sorted({float(w) for w in self.widths})))
+        if self.init_scales is not None:
+            object.__setattr__(self, "init_scales", _positive("init_scales", self.init_scales))
+        if self.regimes and not self.widths_at(self.regimes[-1]):
             raise SpecError(f"long_max_width={self.long_max_width!r} is not allowed: it cuts every width of "
                             f"{list(self.widths)} at the longer lengths; expected a multiplier >= {min(self.widths)}")
+        for cell in self.cells():  # validates every spec
+            cell.spec(cell.widths[0], 0)
 
     def params(self) -> dict[str, Any]:
-        """Return the resolved parameters, without the unused ``epochs`` and ``weight_decay``."""
+        """Return the resolved parameters, without the unused ``weight_decay``."""
         return {k: v for k, v in super().params().items() if k not in self.unused_fields}
 
     def widths_at(self, epochs: int) -> tuple[float, ...]:
-        """Return the widths trained at ``epochs``: all at the shortest length, those up to long_max_width above."""
-        if epochs == self.regimes[0] or self.long_max_width is None:
+        """Return the widths trained at ``epochs``: all at the decay arm's length, those up to long_max_width
+        at the length arm's other lengths."""
+        if epochs == self.epochs or self.long_max_width is None:
             return self.widths
         return tuple(w for w in self.widths if w <= self.long_max_width)
 
     def cut_widths(self) -> tuple[float, ...]:
-        """Return the widths trained only at the shortest length."""
-        return tuple(w for w in self.widths if w not in self.widths_at(self.regimes[-1]))
+        """Return the widths the length arm trains only at the decay arm's length."""
+        if not self.regimes:
+            return ()
+        kept = set(self.widths_at(max(self.regimes)))
+        return tuple(w for w in self.widths if w not in kept) if max(self.regimes) != self.epochs else ()
 
-    def cell(self, epochs: int, weight_decay: float) -> WidthStudy:
-        """Return the width sweep of one (length, weight decay) cell."""
+    def equal_d_couples(self) -> list[tuple[tuple[int, float], tuple[int, float]]]:
+        """Return the pairs of cells, ((length, weight decay) of the length arm, (epochs, weight decay) of the decay
+        arm), whose products weight decay × length agree: equal D reached by length and by weight decay."""
+        out = []
+        for e in self.regimes or ():
+            for wd in self.regime_weight_decays:
+                if e == self.epochs:
+                    continue
+                for wd2 in self.weight_decays:
+                    if abs(wd2 * self.epochs - wd * e) <= 1e-9 * max(wd * e, 1e-12):
+                        out.append(((e, wd), (self.epochs, wd2)))
+        return out
+
+    def _decisive(self) -> dict[tuple[int, float, float], set[float]]:
+        wide = self.widths[-2:]
+        lo, hi = self.weight_decays[0], self.weight_decays[-1]
+        out: dict[tuple[int, float, float], set[float]] = {}
+        out.setdefault((self.epochs, lo, 1.0), set()).add(wide[-1])
+        out.setdefault((self.epochs, hi, 1.0), set()).update(wide)
+        for s in self.init_scales or ():
+            out.setdefault((self.epochs, lo, s), set()).add(wide[-1])
+        if self.regimes:
+            common = max(self.widths_at(max(self.regimes)))
+            for (e, wd), (e2, wd2) in self.equal_d_couples():
+                out.setdefault((e, wd, 1.0), set()).add(common)
+                out.setdefault((e2, wd2, 1.0), set()).add(common)
+        return out
+
+    def cells(self) -> list[CellStudy]:
+        """Return every cell (decay arm, length arm, small-initialisation arm), coinciding cells merged, ordered by
+        (init_scale, epochs, weight_decay)."""
+        widths: dict[tuple[int, float, float], set[float]] = {}
+        for wd in self.weight_decays:
+            widths.setdefault((self.epochs, wd, 1.0), set()).update(self.widths)
+        for e in self.regimes or ():
+            for wd in self.regime_weight_decays:
+                widths.setdefault((e, wd, 1.0), set()).update(self.widths_at(e))
+        for s in self.init_scales or ():
+            widths.setdefault((self.epochs, self.weight_decays[0], s), set()).update(self.widths)
+        decisive = self._decisive()
         keep = {f.name: getattr(self, f.name) for f in fields(WidthStudy)}
-        return WidthStudy(**{**keep, "epochs": epochs, "weight_decay": weight_decay,
-                             "widths": self.widths_at(epochs)})
-
-    def cells(self) -> list[WidthStudy]:
-        """Return every (length, weight decay) cell, shortest length first."""
-        return [self.cell(e, wd) for e in self.regimes for wd in self.weight_decays]
+        return [CellStudy(**{**keep, "epochs": e, "weight_decay": wd, "init_scale": s, "widths": tuple(sorted(ws)),
+                             "decisive_widths": tuple(sorted(decisive.get((e, wd, s), ()))) or None,
+                             "decisive_seeds": self.decisive_seeds, "match_iterations": self.match_iterations})
+                for (e, wd, s), ws in sorted(widths.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1]))]
 
     def pairs(self) -> list[Pair]:
         """Return every pair of every cell."""
@@ -525,8 +623,9 @@ _WIDTH_PAPER = dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch"
 _TABLES: dict[type, dict[str, dict[str, Any]]] = {
     WidthStudy: {"smoke": _WIDTH_SMOKE, "paper": _WIDTH_PAPER},
     ControlsStudy: {"smoke": {**_WIDTH_SMOKE, "draws": 2, "match_iterations": 20}, "paper": _WIDTH_PAPER},
-    RegimeStudy: {"smoke": {**_WIDTH_SMOKE, "regimes": (4, 8), "long_max_width": None},
-                  "paper": {**_WIDTH_PAPER, "regimes": (100, 300)}},
+    MechanismStudy: {"smoke": {**_WIDTH_SMOKE, "regimes": (4, 8), "weight_decays": (3e-3, 6e-3),
+                                "regime_weight_decays": (3e-3,), "long_max_width": None, "decisive_seeds": 2},
+                     "paper": {**_WIDTH_PAPER, "regimes": (100, 300, 1000), "weight_decays": (1e-4, 3e-3, 9e-3, 3e-2)}},
     DepthStudy: {"smoke": dict(width=0.25, depths=(2, 3), epochs=4, lams=(0.0, 0.5, 1.0)),
                  "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=3)},
     TheoryStudy: {"smoke": dict(hidden=16, inputs=64), "paper": dict(hidden=256, inputs=1024)},

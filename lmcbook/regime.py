@@ -11,7 +11,11 @@ to act.  Three dimensionless measures say where a run stands:
   1/(1 − μ); :func:`weight_decay_shrinkage` iterates the exact factor (``decay_shrinkage``);
 - the *distance from initialisation* ‖θ_T − θ_0‖ / ‖θ_0‖, over all parameters and per
   layer (that layer's weight), with θ_0 the initialisation from the run's seed;
-- the *weight norm* ‖W_l‖_F of each layer, and ‖θ_T‖ over all parameters.
+- the *weight norm* ‖W_l‖_F of each layer, and ‖θ_T‖ over all parameters;
+- the *rank of what training added*, W_l − W_l^0: its effective and stable rank and their relative forms
+  (divided by min(m, n)), in float64.  The rank of W_l itself is dominated by the random
+  initialisation while training has moved little; the rank of the update is not;
+- the *training accuracy* the run reached (the convergence rules of :mod:`lmcbook.claims` read it).
 
 Everything here is a pure function of a run's spec and weights: the initialisation
 is rebuilt from the seed, so nothing needs retraining.
@@ -27,6 +31,7 @@ from torch import nn
 
 from .data import Dataset
 from .models import probe_points
+from .probes import DTYPE, effective_rank, singular_values, stable_rank
 from .specs import RunSpec
 from .train import TrainedRun, init_model, lr_at
 
@@ -91,6 +96,24 @@ def weight_norms(model: nn.Module) -> dict[int | None, float]:
     return out
 
 
+def update_ranks(model: nn.Module, init: nn.Module) -> list[dict]:
+    """Return per layer l the effective and stable rank of W_l − W_l^0 (what training added), absolute and divided
+    by min(m, n), with ‖W_l − W_l^0‖_F, in float64; the zero matrix (an untrained run) has rank 0."""
+    rows = []
+    for p, q in zip(probe_points(model), probe_points(init)):
+        if p.layer is None:
+            continue
+        w = p.module.weight.detach().to("cpu", DTYPE)
+        delta = (w - q.module.weight.detach().to("cpu", DTYPE)).reshape(w.shape[0], -1)
+        s, m = singular_values(delta), min(delta.shape)
+        er, sr = effective_rank(s), stable_rank(s)
+        rows += [{"layer": float(p.layer), "metric": metric, "value": v}
+                 for metric, v in (("delta_norm", float(torch.linalg.matrix_norm(delta))),
+                                   ("delta_effective_rank", er), ("delta_stable_rank", sr),
+                                   ("delta_rel_effective_rank", er / m), ("delta_rel_stable_rank", sr / m))]
+    return rows
+
+
 def _rel(x: torch.Tensor, x0: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(x - x0) / torch.linalg.vector_norm(x0))
 
@@ -103,14 +126,15 @@ def lewc_setting(spec: RunSpec) -> bool:
 
 def regime_measures(run: TrainedRun, data: Dataset) -> pd.DataFrame:
     """Return one run's regime in the long format: ``decay_integral``, ``decay_shrinkage``, ``lewc_setting`` (the
-    network is a bias-free MLP without normalisation), and ``init_distance`` and ``weight_norm`` over all parameters
-    (``layer`` NaN) and per layer."""
+    network is a bias-free MLP without normalisation), ``train_acc``, ``init_distance`` and ``weight_norm`` over
+    all parameters (``layer`` NaN) and per layer, and per layer the ranks of W − W₀ (:func:`update_ranks`)."""
     init = init_model(run.spec, data)
     n = len(data.y_train)
     rows = [{"layer": float("nan"), "metric": "decay_integral", "value": decay_integral(run.spec, n)},
             {"layer": float("nan"), "metric": "decay_shrinkage", "value": weight_decay_shrinkage(run.spec, n)},
-            {"layer": float("nan"), "metric": "lewc_setting", "value": float(lewc_setting(run.spec))}]
+            {"layer": float("nan"), "metric": "lewc_setting", "value": float(lewc_setting(run.spec))},
+            {"layer": float("nan"), "metric": "train_acc", "value": float(run.metrics["train_acc"])}]
     for metric, values in (("init_distance", init_distance(run.model, init)), ("weight_norm", weight_norms(run.model))):
         rows += [{"layer": float("nan") if l is None else float(l), "metric": metric, "value": v}
                  for l, v in values.items()]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows + update_ranks(run.model, init))

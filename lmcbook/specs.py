@@ -22,7 +22,7 @@ from typing import Any
 #: parents started every child from a fresh buffer).
 CODE_VERSION = 3
 
-DATASETS = ("digits", "mnist1d", "mnist", "fashion_mnist", "cifar10", "cifar100")
+DATASETS = ("digits", "mnist1d", "mnist", "mnist_standin", "fashion_mnist", "cifar10", "cifar100")
 #: Data sets generated or shipped locally (no download, no data_root).
 EMBEDDED = ("digits", "mnist1d")
 ARCHS = ("mlp", "vgg11", "resnet20")
@@ -134,6 +134,9 @@ class ModelSpec:
     depth: int | None = 4
     norm: str = "none"
     bias: bool = False
+    #: Factor applied to the initial weights (and biases) of every linear and conv layer after PyTorch's default
+    #: initialisation; normalisation layers keep theirs.  1.0 is the default initialisation.
+    init_scale: float = 1.0
 
     def __post_init__(self) -> None:
         check_choice("arch", self.arch, ARCHS)
@@ -146,6 +149,7 @@ class ModelSpec:
             raise _fail("depth", self.depth, f"None for arch={self.arch!r} (its depth is fixed)")
         check_choice("norm", self.norm, NORMS)
         check_bool("bias", self.bias)
+        _set(self, "init_scale", check_float("init_scale", self.init_scale, "a number > 0", lambda v: v > 0))
         if self.channels < 1:
             raise SpecError(
                 f"width={self.width!r} gives round({self.base_width} * {self.width}) = 0 "
@@ -211,7 +215,7 @@ _PROVENANCE = {"DataSpec": ("root",)}
 #: Fields added after the first CODE_VERSION, left out of the hash while at these defaults, so
 #: that runs made before the field existed keep their ids.  A new field whose default
 #: reproduces the old behaviour goes here.
-_ADDED_LATER = {"data": {"transform": "none"}}
+_ADDED_LATER = {"data": {"transform": "none"}, "model": {"init_scale": 1.0}}
 
 
 @dataclass(frozen=True)

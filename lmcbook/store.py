@@ -63,6 +63,7 @@ def describe(spec: RunSpec) -> str:
     child = f" child@{spec.spawn_step}" if spec.parent is not None else ""
     child += f" fine-tuned from {spec.init.short_id}" if spec.init is not None else ""
     task = f" ({spec.data.transform})" if spec.data.transform != "none" else ""
+    depth += f" init×{m.init_scale:g}" if m.init_scale != 1.0 else ""
     return (f"{m.arch}{depth} {m.channels}ch (x{m.width:g}) norm={m.norm} bias={m.bias} on {spec.data.name}{task}, "
             f"seed={t.seed} data_seed={t.data_seed} lr={t.lr:g} B={t.batch_size} wd={t.weight_decay:g}{child}")
 

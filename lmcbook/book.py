@@ -29,6 +29,7 @@ import papermill
 import yaml
 from tqdm.auto import tqdm
 
+from . import reference
 from .page import file_sha, reads_path, record_path
 from .parts import PARTS, all_notebooks, part_of
 from .paths import OUT_ENV, STORE_ENV, out_dir
@@ -53,10 +54,11 @@ class Outcome:
 
 # -- the notebook cache (jupyter-cache semantics) ---------------------------------------
 def cache_key(name: str, profile: str, params: dict[str, Any], notebooks: str | Path = "notebooks") -> dict[str, Any]:
-    """Return what a notebook's output depends on besides what it reads: its source, parameters, the library."""
+    """Return what a notebook's output depends on besides what it reads: its source, parameters, the library, and
+    which reference runs are committed (a page shows those that exist)."""
     src = notebook_source(name, notebooks)
     return {"source": file_sha(src), "profile": profile, "params": json.loads(json.dumps(params, sort_keys=True)),
-            "lmcbook": source_hash()}
+            "lmcbook": source_hash(), "references": reference.fingerprint()}
 
 
 def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:
@@ -82,6 +84,13 @@ def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:
             return False
     for name_read, sha in reads.get("csv", {}).items():
         path = out / "data" / f"{name_read}.csv"
+        if not path.exists() or file_sha(path) != sha:
+            return False
+    for name_read, sha in reads.get("references", {}).items():
+        try:
+            path = reference.csv_path(name_read)
+        except SpecError:  # a reference that no longer exists
+            return False
         if not path.exists() or file_sha(path) != sha:
             return False
     return True
@@ -238,6 +247,23 @@ def _hide_parameter_cells(path: Path) -> None:
     nbformat.write(nb, str(path))
 
 
+def regenerate_reference(name: str, data_root: str | None = None, store: str | Path | None = None,
+                         root: Path | None = None, notebooks: str | Path = "notebooks") -> Path:
+    """Execute reference run ``name`` with ``lmcbook execute --out`` into a temporary folder, then copy the CSV it
+    wrote to results/NAME/ with its provenance (:func:`lmcbook.reference.record`); return the CSV's path.
+    Nothing in results/ changes unless the execution succeeds."""
+    ref = reference.get(name)
+    params = reference.params_for(name, data_root)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        outcomes = execute([ref.notebook], ref.profile, params, out=tmp, notebooks=notebooks, store=store, force=True)
+        if not outcomes[0].ok:
+            raise RuntimeError(f"reference {name!r}: notebook {ref.notebook} failed: {outcomes[0].error}")
+        return reference.record(name, Path(tmp) / "data" / f"{ref.notebook}.csv", params,
+                                time.perf_counter() - t0, reference.training_seconds(Path(tmp), ref.notebook, store),
+                                data_root, root)
+
+
 # -- building the book ------------------------------------------------------------------
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
 
@@ -284,4 +310,5 @@ def parts_summary() -> str:
 
 
 __all__ = ["Outcome", "build", "check_parameters", "execute", "is_cached", "notebook_parameters", "parse_param",
+           "regenerate_reference",
            "parts_summary"]

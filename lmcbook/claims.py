@@ -724,7 +724,7 @@ def mechanism_standard(df: pd.DataFrame) -> pd.DataFrame:
     return df[keep]
 
 
-def _cell_table(df: pd.DataFrame) -> pd.DataFrame:
+def cell_table(df: pd.DataFrame) -> pd.DataFrame:
     """Return one row per cell (epochs, weight_decay, init_scale): its mean D and shrinkage, and its widest width."""
     d = df.assign(init_scale=df["init_scale"].fillna(1.0)) if "init_scale" in df.columns else df.assign(init_scale=1.0)
     rows = []
@@ -735,7 +735,7 @@ def _cell_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _in_cell(df: pd.DataFrame, cell: dict, units: float | None = None) -> pd.DataFrame:
+def in_cell(df: pd.DataFrame, cell: dict, units: float | None = None) -> pd.DataFrame:
     d = df if "init_scale" in df.columns else df.assign(init_scale=1.0)
     mask = (np.isclose(d["epochs"], cell["epochs"]) & np.isclose(d["weight_decay"], cell["weight_decay"])
             & np.isclose(d["init_scale"].fillna(1.0), cell["init_scale"]))
@@ -744,15 +744,15 @@ def _in_cell(df: pd.DataFrame, cell: dict, units: float | None = None) -> pd.Dat
     return d[mask]
 
 
-def _pair_values(df: pd.DataFrame, metric: str, cell: dict, units: float, **filters) -> pd.Series:
+def pair_values(df: pd.DataFrame, metric: str, cell: dict, units: float, **filters) -> pd.Series:
     """Return ``metric`` per pair (mean over layers and other keys) in one cell at one width."""
-    d = select(_in_cell(df, cell, units), metric, **filters)
+    d = select(in_cell(df, cell, units), metric, **filters)
     return d.groupby("pair")["value"].mean()
 
 
 def _unfit(df: pd.DataFrame, cell: dict, units: float) -> str | None:
     """Return why the endpoints of a cell at a width break the convergence rule (None when they meet it)."""
-    acc = select(_in_cell(df, cell, units), TRAIN_ACC)["value"]
+    acc = select(in_cell(df, cell, units), TRAIN_ACC)["value"]
     if acc.empty:
         return f"no training accuracy is recorded at {units:g} units"
     if acc.min() < CONVERGED_TRAIN_ACC:
@@ -783,7 +783,7 @@ def _too_few(*ivs: Interval) -> bool:
 def _extremes(df: pd.DataFrame) -> tuple[float, pd.Series, pd.Series] | None:
     """Return the widest width of the standard-initialisation cells and, among the cells that reach it, the one of
     smallest and of largest D (None if there are none)."""
-    cells = _cell_table(df)
+    cells = cell_table(df)
     cells = cells[cells["init_scale"] == 1.0]
     if cells.empty:
         return None
@@ -822,8 +822,8 @@ def claim_m1(df: pd.DataFrame) -> ClaimResult:
     widest, big, why = _largest_d_gate(df)
     if why is not None:
         return _m_row("M1", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
-    merged = _pair_values(df, ACC_MERGED, big, widest, method=PLAIN)
-    ens = _pair_values(df, ACC_ENSEMBLE, big, widest, method=PLAIN)
+    merged = pair_values(df, ACC_MERGED, big, widest, method=PLAIN)
+    ens = pair_values(df, ACC_ENSEMBLE, big, widest, method=PLAIN)
     iv = interval(merged / ens)
     state = INCONCLUSIVE if _too_few(iv) else at_least(iv, MERGED_OVER_ENSEMBLE_MIN)
     measured = (f"at {widest:g} units, D = {big['D']:.3g} ({_cell_name(big)}): merged/ensemble = {iv.text()} over "
@@ -842,8 +842,8 @@ def claim_m2(df: pd.DataFrame) -> ClaimResult:
     widest, big, why = _largest_d_gate(df)
     if why is not None:
         return _m_row("M2", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
-    plain = _pair_values(df, ACC_MERGED, big, widest, method=PLAIN)
-    matched = _pair_values(df, ACC_MERGED, big, widest, method=MATCHED)
+    plain = pair_values(df, ACC_MERGED, big, widest, method=PLAIN)
+    matched = pair_values(df, ACC_MERGED, big, widest, method=MATCHED)
     diff = (matched - plain).dropna()
     iv = interval(diff)
     state = INCONCLUSIVE if _too_few(iv) else above(iv, 0.0)
@@ -862,7 +862,7 @@ def claim_m3(df: pd.DataFrame) -> ClaimResult:
     test = (f"ρ(width, merged accuracy) ≥ {RHO_MIN:g} at the largest D, and the widest width above the next narrower "
             f"one ({_M_TEST_PAIRS})")
     widest, big, why = _largest_d_gate(df)
-    units = sorted(_in_cell(df, big)["hidden_units"].dropna().unique()) if why is None else []
+    units = sorted(in_cell(df, big)["hidden_units"].dropna().unique()) if why is None else []
     if why is None and len(units) < 2:
         why = f"only one width was trained at the largest D ({_cell_name(big)})"
     if why is None:
@@ -870,9 +870,9 @@ def claim_m3(df: pd.DataFrame) -> ClaimResult:
     if why is not None:
         return _m_row("M3", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
     fit = [u for u in units if _unfit(df, big, u) is None]
-    means = [_pair_values(df, ACC_MERGED, big, u, method=PLAIN).mean() for u in fit]
+    means = [pair_values(df, ACC_MERGED, big, u, method=PLAIN).mean() for u in fit]
     rho = spearman(fit, means)
-    wide, prev = (_pair_values(df, ACC_MERGED, big, u, method=PLAIN) for u in (units[-1], units[-2]))
+    wide, prev = (pair_values(df, ACC_MERGED, big, u, method=PLAIN) for u in (units[-1], units[-2]))
     iv = interval_diff(wide, prev)
     state = INCONCLUSIVE if _too_few(iv) else trend_and_ends(rho, +1, above(iv, 0.0), RHO_MIN)
     dropped = f"; {len(units) - len(fit)} narrower width(s) left out by the convergence rule" if len(fit) < len(units) \
@@ -894,7 +894,7 @@ def claim_m4(df: pd.DataFrame) -> ClaimResult:
                  "initialisation, wide networks merge worse.")
     test = f"standard − small-initialisation merged accuracy > 0 at the smallest D, widest width ({_M_TEST_PAIRS})"
     ext = _extremes(df)
-    cells = _cell_table(df)
+    cells = cell_table(df)
     small = cells[cells["init_scale"] < 1.0].sort_values("init_scale")
     why = None
     if ext is None or small.empty:
@@ -912,8 +912,8 @@ def claim_m4(df: pd.DataFrame) -> ClaimResult:
             why = _unfit(df, low, widest) or _unfit(df, small, widest)
     if why is not None:
         return _m_row("M4", statement, f"n/a: {why}", test, NA, df, float("nan"))
-    std = _pair_values(df, ACC_MERGED, low, widest, method=PLAIN)
-    sml = _pair_values(df, ACC_MERGED, small, widest, method=PLAIN)
+    std = pair_values(df, ACC_MERGED, low, widest, method=PLAIN)
+    sml = pair_values(df, ACC_MERGED, small, widest, method=PLAIN)
     iv = interval_diff(std, sml)
     state = INCONCLUSIVE if _too_few(iv) else above(iv, 0.0)
     measured = (f"at {widest:g} units, D = {low['D']:.3g}: merged accuracy {std.mean():.3f} (standard) vs "
@@ -936,9 +936,9 @@ def claim_m5(df: pd.DataFrame) -> ClaimResult:
         why = _unfit(df, ext[1], widest)
     if why is not None:
         return _m_row("M5", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
-    cells = _cell_table(df)
+    cells = cell_table(df)
     cells = cells[(cells["init_scale"] == 1.0) & (cells["widest"] == widest)].sort_values("D")
-    per = [_pair_values(df, ORTH_RATIO, c, widest, lam=0.5, method="trained") for _, c in cells.iterrows()]
+    per = [pair_values(df, ORTH_RATIO, c, widest, lam=0.5, method="trained") for _, c in cells.iterrows()]
     rho = spearman(cells["D"], [p.mean() for p in per])
     iv = interval_diff(per[0], per[-1])
     state = INCONCLUSIVE if _too_few(iv) else trend_and_ends(rho, -1, above(iv, 0.0), RHO_MIN)
@@ -953,7 +953,7 @@ def equal_d_couples(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
     """Return the couples (length-arm cell, decay-arm cell) of standard initialisation whose weight decay × length
     agree (equal D, one reached by training longer, one by a stronger weight decay); the decay arm is the length
     of the cells that reach the widest width."""
-    cells = _cell_table(df)
+    cells = cell_table(df)
     cells = cells[cells["init_scale"] == 1.0]
     if cells.empty:
         return []
@@ -984,8 +984,8 @@ def claim_m6(df: pd.DataFrame) -> ClaimResult:
         why = _unfit(df, lc, units) or _unfit(df, dc, units)
         if why is not None:
             return _m_row("M6", statement, f"n/a: {why}", test, NA, df, lc["D"])
-        iv = interval_diff(_pair_values(df, ACC_MERGED, lc, units, method=PLAIN),
-                           _pair_values(df, ACC_MERGED, dc, units, method=PLAIN))
+        iv = interval_diff(pair_values(df, ACC_MERGED, lc, units, method=PLAIN),
+                           pair_values(df, ACC_MERGED, dc, units, method=PLAIN))
         states.append(INCONCLUSIVE if _too_few(iv) else within(iv, EQUAL_D_TOL))
         worst = max(worst, abs(iv.mean))
         parts.append(f"{_cell_name(lc)} (D = {lc['D']:.3g}) minus {_cell_name(dc)} (D = {dc['D']:.3g}) at "
@@ -1040,6 +1040,41 @@ def data_hypothesis(digits: dict[str, str], mnist: dict[str, str] | None) -> str
     if mnist["P"] == SUPPORTED and digits["P"] == CONTRADICTED:
         return SUPPORTED
     return CONTRADICTED if mnist["P"] == CONTRADICTED else UNDECIDED
+
+
+def source_label(dataset: str | None, source: str | None, short: dict[str, str] | None = None) -> str:
+    """Return how the book names the runs of a set of rows: the data set (short name), and "this build" or the
+    reference run's name."""
+    name = (short or {}).get(dataset or "", dataset or "runs")
+    return f"{name} (this build)" if source is None else f"{name} (reference {source})"
+
+
+def decide(rows_by_label: dict[str, list[ClaimResult]]) -> dict[str, dict[str, str]]:
+    """Return each data set's hypothesis states (:func:`hypothesis_states`) with H4 added: this build's digits rows
+    against the first MNIST rows (:func:`data_hypothesis`)."""
+    states = {k: hypothesis_states(v) for k, v in rows_by_label.items()}
+    datasets = {k: next((r.dataset for r in v if r.dataset), None) for k, v in rows_by_label.items()}
+    sources = {k: next((r.source for r in v), None) for k, v in rows_by_label.items()}
+    digits = next((states[k] for k in states if datasets[k] == "digits" and sources[k] is None), None)
+    mnist = next((states[k] for k in states if (datasets[k] or "").startswith("mnist")), None)
+    for s in states.values():
+        s["H4"] = data_hypothesis(digits, mnist) if digits is not None else UNDECIDED
+    return states
+
+
+def board_rows(board: pd.DataFrame, short: dict[str, str] | None = None) -> dict[str, list[ClaimResult]]:
+    """Return the M rows of the claims page's CSV as verdict rows (state only), grouped by :func:`source_label`."""
+    d = select(board, CLAIM_STATE)
+    d = d[d["method"].str.startswith("M")]
+    names = {v: k for k, v in STATE_CODES.items()}
+    out: dict[str, list[ClaimResult]] = {}
+    for _, row in d.iterrows():
+        ds = row.get("dataset") if isinstance(row.get("dataset"), str) else None
+        src = row.get("source") if isinstance(row.get("source"), str) else None
+        out.setdefault(source_label(ds, src, short), []).append(
+            ClaimResult(row["method"], "width", "", "", "", names[float(row["value"])], "mechanism", dataset=ds,
+                        source=src))
+    return out
 
 
 def _join(items: list[str]) -> str:
@@ -1190,8 +1225,10 @@ def _regime_rows(f: pd.DataFrame) -> list[ClaimResult]:
     if f["epochs"].nunique() < 2:  # no length arm: no long regime to score
         return regime
     longest = at_length(f, strongest=True)
-    return [claim_w1(longest, "long", "mechanism"), claim_w6(longest, "long", "mechanism"),
-            claim_w7(at_length(f), "long", "mechanism")] + regime
+    rows = [claim_w1(longest, "long", "mechanism"), claim_w6(longest, "long", "mechanism")]
+    if at_length(f)["weight_decay"].nunique() >= 2:  # W7 compares two weight decays at the longest length
+        rows.append(claim_w7(at_length(f), "long", "mechanism"))
+    return rows + regime
 
 
 def _order(r: ClaimResult) -> tuple:

@@ -8,9 +8,9 @@ import re
 import sys
 from pathlib import Path
 
-from . import __version__, parts
+from . import __version__, parts, reference
 from .bench import run as run_bench
-from .book import build, execute, parse_param
+from .book import build, execute, parse_param, regenerate_reference
 from .data import DataError
 from .explore import launch
 from .specs import SpecError
@@ -121,6 +121,17 @@ def cmd_explore(args) -> int:
     return 0
 
 
+def cmd_reference(args) -> int:
+    if args.list or args.name is None:
+        for name, ref in reference.REFERENCES.items():
+            have = "committed" if reference.csv_path(name).exists() else "not committed"
+            print(f"{name} ({have}): notebook {ref.notebook}; {ref.purpose}; data: {ref.data}")
+        return 0
+    path = regenerate_reference(args.name, args.data_root, args.store, notebooks=args.notebooks)
+    print(path)
+    return 0
+
+
 def cmd_bench(args) -> int:
     report = run_bench(args.json, book=args.book, quick=args.quick)
     return 0 if all(t["met"] for t in report["targets"]) else 1
@@ -181,6 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     xp.add_argument("--dest", type=Path, default=Path(".lmcbook") / "explore.ipynb", help="where to write it")
     xp.add_argument("--dry-run", action="store_true", help="write the notebook and print the command only")
     xp.set_defaults(func=cmd_explore)
+
+    rf = sub.add_parser("reference", help="regenerate a committed reference run (results/NAME/) and its provenance")
+    rf.add_argument("name", nargs="?", default=None, help="the reference run; without it, list them")
+    rf.add_argument("--list", action="store_true", help="list the reference runs")
+    rf.add_argument("--data-root", default=None, help="the folder holding the run's data set, where it needs one")
+    rf.add_argument("--store", type=Path, default=None, help="run store (default: $LMCBOOK_STORE or ./runs)")
+    rf.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebook sources")
+    rf.set_defaults(func=cmd_reference)
 
     be = sub.add_parser("bench", help="measure training throughput, probe cost and (with --book) book time")
     be.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")

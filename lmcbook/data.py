@@ -337,7 +337,8 @@ def epoch_batches(n: int, batch_size: int, data_seed: int, epoch: int,
 
 
 #: Largest random shift, in pixels (positions for mnist1d), of each data set's augmentation.
-_MAX_SHIFT = {"digits": 1, "mnist1d": 3, "mnist": 2, "mnist_standin": 2, "fashion_mnist": 2, "cifar10": 4, "cifar100": 4}
+_MAX_SHIFT = {"digits": 1, "mnist1d": 3, "mnist": 2, "mnist_standin": 2, "fashion_mnist": 2, "cifar10": 4,
+              "cifar100": 4}
 
 
 def augment_batch(x: torch.Tensor, name: str, aug_seed: int, step: int) -> torch.Tensor:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 import torch
 
+from .claims import concat, last_hidden, select, to_long, to_long_frame
 from .data import Dataset, load
 from .merge import (
     add_vectors,
@@ -87,7 +88,12 @@ def sweep_first(specs: list[RunSpec], study, store: RunStore) -> None:
 
 def _keys(pair: Pair) -> dict:
     return {"width": pair.width, "hidden_units": pair.hidden_units, "depth": pair.depth,
-            "weight_decay": pair.weight_decay, "epochs": pair.epochs, "pair": pair.index}
+            "weight_decay": pair.weight_decay, "epochs": pair.epochs, "init_scale": pair.init_scale,
+            "pair": pair.index}
+
+
+#: What :func:`trained_pairs` returns: (pair, run a, run b) for every pair of a study.
+Runs = list[tuple[Pair, TrainedRun, TrainedRun]]
 
 
 def regime_frame(study: Recipe, store: RunStore | None = None) -> pd.DataFrame:
@@ -112,12 +118,13 @@ def regime_frame(study: Recipe, store: RunStore | None = None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def pair_frames(study: Recipe, store: RunStore | None = None) -> PairFrames:
-    """Return the interpolation curve and summary of every pair of the study (cached per pair)."""
+def pair_frames(study: Recipe, store: RunStore | None = None, runs: Runs | None = None) -> PairFrames:
+    """Return the interpolation curve and summary of every pair of the study (cached per pair); ``runs`` are the
+    study's :func:`trained_pairs`, if the caller already has them."""
     store = store or RunStore()
     data = study_data(study)
     curves, rows = [], []
-    for pair, ra, rb in trained_pairs(study, store, data):
+    for pair, ra, rb in runs if runs is not None else trained_pairs(study, store, data):
         got = cached_pair_summary(store, ra, rb, data, study.lams)
         keys = _keys(pair)
         curves.append(got["curve"].assign(**keys))
@@ -143,20 +150,27 @@ def probe_points_of(model) -> str:
     return "blocks" if hasattr(model, "block_points") else "layers"
 
 
-def _all_probes(a, b, data: Dataset, lams) -> dict[str, pd.DataFrame]:
+def _all_probes(a, b, data: Dataset, lams, only: tuple[str, ...] = PROBES) -> dict[str, pd.DataFrame]:
     # activations in float32 (their errors are far below what the probes resolve); spectra in float64
     points = probe_points_of(a)
     acts = PairActivations(a, b, data.x_test, train_x=data.x_train, dtype=torch.float32, points=points)
     layers = acts if points == "layers" else PairActivations(a, b, data.x_test, train_x=data.x_train,
                                                              dtype=torch.float32)  # orthogonality applies weights
-    rank = pd.concat([rank_profile(m).assign(model=name) for name, m in (("a", a), ("b", b))], ignore_index=True)
-    return {"lewc": acts.lewc(lams), "weak_additivity": acts.weak_additivity(lams),
-            "reciprocal_orthogonality": layers.reciprocal_orthogonality(lams),
-            "neuron_moments": acts.neuron_moments(), "scale_law": acts.scale_law(), "rank": rank}
+    probes = {"lewc": lambda: acts.lewc(lams), "weak_additivity": lambda: acts.weak_additivity(lams),
+              "reciprocal_orthogonality": lambda: layers.reciprocal_orthogonality(lams),
+              "neuron_moments": acts.neuron_moments, "scale_law": acts.scale_law,
+              "rank": lambda: pd.concat([rank_profile(m).assign(model=name) for name, m in (("a", a), ("b", b))],
+                                        ignore_index=True)}
+    return {name: probes[name]() for name in only}
+
+
+#: What a weight-matched pair is probed for: the permutation changes neither model's function nor its spectra,
+#: so only the probes that compare the two networks are recomputed.
+MATCHED_PROBES = ("lewc", "reciprocal_orthogonality")
 
 
 def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, baseline: bool = True,
-                 matched: bool = False) -> dict[str, pd.DataFrame]:
+                 matched: bool = False, runs: Runs | None = None) -> dict[str, pd.DataFrame]:
     """Return every probe's frame over the study's pairs, trained and (if ``baseline``) untrained.
 
     With ``matched``, the pairs are also probed after weight matching b onto a
@@ -167,12 +181,12 @@ def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, 
     its two initialisations: the same seeds, before training.  It is cached by its
     initialisation alone, so studies that differ only in training (another weight
     decay, say) share it.  Probes read the test split; BatchNorm statistics are
-    recomputed on the training split.
+    recomputed on the training split.  ``runs``: the study's :func:`trained_pairs`, if the caller has them.
     """
     store = store or RunStore()
     data = study_data(study)
     out: dict[str, list[pd.DataFrame]] = {name: [] for name in PROBES}
-    for pair, ra, rb in trained_pairs(study, store, data):
+    for pair, ra, rb in runs if runs is not None else trained_pairs(study, store, data):
         kinds = [("trained", {"a": ra.id, "b": rb.id}, lambda ra=ra, rb=rb: (ra.model, rb.model))]
         if matched:
             kinds.append(("weight_matched", {"a": ra.id, "b": rb.id, "iterations": _iterations(study)},
@@ -181,13 +195,15 @@ def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, 
             init = {m: {"model": asdict(s.model), "seed": s.train.seed} for m, s in (("a", pair.a), ("b", pair.b))}
             kinds.append(("untrained", init, lambda pair=pair: (init_model(pair.a, data), init_model(pair.b, data))))
         for method, ident, models in kinds:
-            def compute(models=models):
-                return _all_probes(*models(), data, lams)
+            only = MATCHED_PROBES if method == "weight_matched" else PROBES
+
+            def compute(models=models, only=only):
+                return _all_probes(*models(), data, lams, only)
 
             got = store.cached_frames("probes", {**ident, "method": method, "lams": list(lams),
                                                  "dataset": study.dataset}, compute)
             keys = _keys(pair)
-            for name in PROBES:
+            for name in only:
                 frame = got[name].assign(**keys, method=method)
                 if name == "rank":  # a per-model measure: seed is the model's own seed (2p for a, 2p+1 for b)
                     frame["seed"] = 2 * pair.index + (frame["model"] == "b").astype(int)
@@ -286,6 +302,83 @@ def method_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, p
         curves.append(got["curves"].assign(**keys))
         rows.append(got["summary"].assign(**keys, **info))
     return pd.concat(curves, ignore_index=True), pd.concat(rows, ignore_index=True)
+
+
+def matched_summaries(study, store: RunStore | None = None, runs: Runs | None = None,
+                      lams=(0.0, 0.5, 1.0)) -> pd.DataFrame:
+    """Return per pair the summary (:func:`lmcbook.metrics.pair_summary` at ``lams``) of a merged with b after weight
+    matching b onto a, with the pair's keys (cached per pair)."""
+    store = store or RunStore()
+    data = study_data(study)
+    rows = []
+    for pair, ra, rb in runs if runs is not None else trained_pairs(study, store, data):
+        def compute(ra=ra, rb=rb):
+            _, summ = pair_summary(ra.model, matched_model(ra, rb, store, _iterations(study)), data, lams)
+            return {"summary": pd.DataFrame([summ])}
+
+        got = store.cached_frames("matched_summary", {"a": ra.id, "b": rb.id, "lams": list(lams),
+                                                      "iterations": _iterations(study), "dataset": data.name},
+                                  compute)
+        rows.append({**_keys(pair), **got["summary"].iloc[0].to_dict()})
+    return pd.DataFrame(rows)
+
+
+#: What the mechanism page keeps of each probe: LEWC and LLFC at the last hidden layer, and the orthogonality ratio.
+MECHANISM_SUMMARY = ("acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "loss_barrier_mid",
+                     "loss_barrier_cal_mid", "acc_barrier")
+
+
+def mechanism_frames(study, store: RunStore | None = None) -> dict[str, pd.DataFrame]:
+    """Return the mechanism study's frames over every cell, keyed by (epochs, weight_decay, init_scale) and width:
+    ``summary`` (plain merges, ``method="none"``, and weight-matched ones, ``"weight_matching"``), the probes
+    ``lewc``, ``reciprocal_orthogonality`` and ``rank`` (trained, untrained and, for LEWC, weight-matched pairs) and
+    ``regime`` (per model: D, shrinkage, training accuracy, distance from initialisation, ranks of W − W₀).
+
+    Each cell's runs are loaded once; every measurement is cached, and the cells that the width and control pages
+    share (the same runs) reuse their caches.
+    """
+    store = store or RunStore()
+    data = study_data(study)
+    missing = [s for s in dict.fromkeys(study.specs()) if not store.has(s)]
+    sweep_first(missing, study, store)
+    if missing:  # one call, so that runs of one shape in different cells train in one stack
+        store.get_or_train_many(missing, data=data)
+    out: dict[str, list[pd.DataFrame]] = {k: [] for k in ("summary", "lewc", "reciprocal_orthogonality", "rank",
+                                                          "regime")}
+    for cell in study.cells():
+        runs = trained_pairs(cell, store, data)
+        plain = pair_frames(cell, store, runs).summary.assign(method="none")
+        matched = matched_summaries(cell, store, runs).assign(method="weight_matching")
+        out["summary"].append(pd.concat([plain, matched], ignore_index=True))
+        probes = probe_frames(cell, store, matched=True, runs=runs)
+        for name in ("lewc", "reciprocal_orthogonality", "rank"):
+            out[name].append(probes[name])
+        out["regime"].append(regime_frame(cell, store))
+    return {k: pd.concat(v, ignore_index=True).assign(dataset=study.dataset) for k, v in out.items()}
+
+
+MECHANISM_KEYS = ("width", "hidden_units", "depth", "weight_decay", "epochs", "init_scale", "dataset")
+
+
+def mechanism_long(frames: dict[str, pd.DataFrame], notebook: str = "mechanism") -> pd.DataFrame:
+    """Return :func:`mechanism_frames`' output in the long format of the page's CSV: the merge summaries, LEWC and
+    LLFC at λ ∈ {¼, ½} at the last hidden layer, the orthogonality ratio at λ = ½, the rank of every weight
+    matrix, and every model's regime (D, shrinkage, training accuracy, distance from initialisation, W − W₀)."""
+    keys = list(MECHANISM_KEYS)
+    summary = frames["summary"]
+    lewc = frames["lewc"]
+    lewc = lewc[lewc["metric"].isin(["lewc_rel_err", "llfc_rel_err", "lewc_cos", "llfc_cos"])
+                & (lewc["layer"] == last_hidden(lewc))]
+    rank = frames["rank"]
+    rank = rank[rank["metric"].isin(["rel_effective_rank", "stable_rank", "rel_stable_rank", "effective_rank"])]
+    return concat([
+        to_long(summary, notebook, [m for m in MECHANISM_SUMMARY if m in summary.columns], keys + ["method"]),
+        to_long_frame(lewc, notebook, keys + ["layer", "lam", "method"]),
+        to_long_frame(select(frames["reciprocal_orthogonality"], "orth_ratio", lam=0.5), notebook,
+                      keys + ["layer", "lam", "method"]),
+        to_long_frame(rank, notebook, keys + ["layer", "method"]),
+        to_long_frame(frames["regime"], notebook, keys + ["layer"]),
+    ])
 
 
 # -- the noise study: spawn-and-merge ------------------------------------------------

@@ -28,21 +28,26 @@ import yaml
 from IPython.display import Markdown
 from myst_nb import glue
 
-from . import __version__
+from . import __version__, reference
 from .claims import (
     FAIL,
+    HYPOTHESES,
     INCONCLUSIVE,
     NA,
     PAGE_CLAIMS,
     PASS,
     REGIME_KEYS,
     ClaimResult,
+    cell_table,
     concat,
+    in_cell,
     page_claims,
     read_results,
+    select,
     to_long_frame,
     validate_results,
 )
+from .data import DATASET_LABELS
 from .parts import part_of
 from .paths import out_dir
 from .provenance import git_sha
@@ -73,16 +78,18 @@ def study_of(name: str) -> Any:
     return part_of(name).resolve(key["profile"], key["params"])
 
 
-def write_reads(name: str, store: RunStore, csv_reads: dict[str, str], out: Path | None = None) -> Path:
-    """Record what a page read: each run id it looked up (with its manifest's hash, None if it was missing) and
-    each CSV it read (by page name, with its hash)."""
+def write_reads(name: str, store: RunStore, csv_reads: dict[str, str], out: Path | None = None,
+                reference_reads: dict[str, str] | None = None) -> Path:
+    """Record what a page read: each run id it looked up (with its manifest's hash, None if it was missing), each
+    CSV it read (by page name, with its hash) and each committed reference run's CSV (by name, with its hash)."""
     runs = {}
     for rid, status in store.reads.items():
         manifest = store.path(rid) / "manifest.json"
         runs[rid] = file_sha(manifest) if status != "missing" and manifest.exists() else None
     path = reads_path(out if out is not None else out_dir(), name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "csv": csv_reads}, sort_keys=True))
+    path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "csv": csv_reads,
+                                "references": reference_reads or {}}, sort_keys=True))
     return path
 
 
@@ -94,6 +101,7 @@ class Page:
         self.name, self.profile, self.params, self.study = name, profile, dict(params), study
         self.store = store or RunStore()
         self.csv_reads: dict[str, str] = {}
+        self.reference_reads: dict[str, str] = {}
         self._t0 = time.time()
         _log_to_stderr()
 
@@ -115,6 +123,17 @@ class Page:
         self.csv_reads[name] = file_sha(path)  # by page name: the record stays valid if the output moves
         return read_results(path)
 
+    def read_reference(self, name: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+        """Return a committed reference run's CSV and provenance (:func:`lmcbook.reference.load`), recording it so
+        that this page re-runs when the reference changes."""
+        frame, prov = reference.load(name)
+        self.reference_reads[name] = file_sha(reference.csv_path(name))
+        return frame, prov
+
+    def references(self, notebook: str | None = None) -> dict[str, tuple[pd.DataFrame, dict[str, Any]]]:
+        """Return every committed reference run of ``notebook`` (default: this page's), read and recorded."""
+        return {n: self.read_reference(n) for n in reference.available(notebook or self.name)}
+
     def save(self, long: pd.DataFrame, regime: pd.DataFrame | None = None) -> list[ClaimResult]:
         """Validate the long-format frame, write it as this page's CSV, record what the page read, and glue the
         verdicts of the claims whose evidence this page is (:func:`lmcbook.claims.page_claims` on that frame);
@@ -132,7 +151,7 @@ class Page:
         tmp = self.csv_path.with_suffix(".csv.tmp")
         long.to_csv(tmp, index=False)
         os.replace(tmp, self.csv_path)
-        write_reads(self.name, self.store, self.csv_reads)
+        write_reads(self.name, self.store, self.csv_reads, reference_reads=self.reference_reads)
         verdicts = page_claims(self.name, long) if self.name in PAGE_CLAIMS else []
         for r in verdicts:
             self.glue_claim(r)
@@ -255,7 +274,7 @@ def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
     else:
         arch = {"vgg11": "VGG11", "resnet20": "ResNet20 (activation probes read residual-block outputs)"}[m.arch]
     unit = "hidden units" if m.arch == "mlp" else "base channels"
-    return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {study.dataset}; "
+    return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {DATASET_LABELS[study.dataset]}; "
             f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
             f"batch {t.batch_size}); {', '.join(map(str, units))} {unit}; "
             f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
@@ -320,3 +339,51 @@ def _log_to_stderr() -> None:
     lg.addHandler(handler)
     lg.setLevel(logging.INFO)
     _LOGGING_SET = True
+
+
+def describe_mechanism(study: Any) -> str:
+    """Return a one-sentence Markdown description of what the mechanism study trained (for captions)."""
+    cells = study.cells()
+    m, t = cells[0].pair(cells[0].widths[0], 0).a.model, cells[0].pair(cells[0].widths[0], 0).a.train
+    units = sorted({int(round(study.base_width * w)) for w in study.widths})
+    return (f"bias-free ReLU MLP with L = {m.depth} linear layers on {DATASET_LABELS[study.dataset]}; SGD (peak lr "
+            f"{t.lr:g}, momentum {t.momentum:g}, batch {t.batch_size}); {', '.join(map(str, units))} hidden units; "
+            f"{len(cells)} cells of (length, weight decay, initial-weight factor); {study.seeds} pair(s) per cell and "
+            f"width, {max(study.seeds, study.decisive_seeds)} in the cells that decide a verdict")
+
+
+def mechanism_cells_markdown(long: pd.DataFrame) -> str:
+    """Return a Markdown table of the mechanism study's cells, one row each: arm, length, weight decay, initial-weight
+    factor, D, what weight decay alone would leave of a weight, the widest width and its pairs, the distance from
+    initialisation and the lowest endpoint training accuracy there."""
+    cells = cell_table(long).sort_values(["init_scale", "epochs", "weight_decay"])
+    base = cells.loc[cells["widest"].idxmax(), "epochs"]
+    lines = ["| arm | epochs | weight decay | init × | D | weight decay alone leaves | widest (pairs) | "
+             "‖θ_T − θ₀‖/‖θ₀‖ | min. train acc |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, c in cells.iterrows():
+        arm = "small init" if c["init_scale"] != 1.0 else "decay" if c["epochs"] == base else "length"
+        at = in_cell(long, c, c["widest"])
+        pairs = select(at, "acc_merged", method="none")["pair"].nunique()
+        dist = select(at[at["layer"].isna()], "init_distance")["value"].mean()
+        acc = select(at, "train_acc")["value"].min()
+        lines.append(f"| {arm} | {c['epochs']:g} | {c['weight_decay']:g} | {c['init_scale']:g} | {c['D']:.3g} | "
+                     f"{_frac(c['shrinkage'])} | {c['widest']:g} ({pairs}) | {dist:.2f} | {acc:.3f} |")
+    return "\n".join(lines)
+
+
+def hypotheses_markdown(states: dict[str, dict[str, str]]) -> str:
+    """Return a Markdown table of each hypothesis' state (supported, contradicted, undecided) per data set."""
+    names = list(states)
+    lines = ["| hypothesis | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for h, text in HYPOTHESES.items():
+        cells = [states[n].get(h, "—") for n in names]
+        lines.append(f"| **{h}**: {text} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def claims_markdown(rows: list[ClaimResult]) -> str:
+    """Return verdict rows as a Markdown list: the claim, its test, what was measured and the verdict."""
+    if not rows:
+        return "(no rows)"
+    return "\n".join(f"- **{r.id}**{f' ({r.regime})' if r.regime else ''}: {r.statement} *Test:* {r.test}. "
+                     f"*Measured:* {r.measured}. **{r.mark}**" for r in rows)

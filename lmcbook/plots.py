@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .claims import cell_stats, select
+from .claims import cell_stats, cell_table, in_cell, pair_values, select
+from .stats import interval
 
 STYLE = {
     "figure.dpi": 110, "savefig.dpi": 110, "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10,
@@ -636,5 +637,127 @@ def plot_regime_map(long: pd.DataFrame) -> Figure:
     _width_axis(ax, u)
     fig.colorbar(sc, ax=ax, label=r"merged accuracy, $\lambda=\frac{1}{2}$")
     ax.grid(False)
+    fig.tight_layout()
+    return fig
+
+
+# -- the mechanism study ---------------------------------------------------------------------
+def _draw(ax, pts, **style) -> None:
+    pts = [(x, iv) for x, iv in pts if np.isfinite(iv.mean)]
+    if not pts:
+        return
+    x = np.array([p[0] for p in pts], float)
+    m = np.array([p[1].mean for p in pts])
+    lo = np.array([p[1].lo if p[1].decided else p[1].mean for p in pts])
+    hi = np.array([p[1].hi if p[1].decided else p[1].mean for p in pts])
+    ax.errorbar(x, m, yerr=[m - lo, hi - m], capsize=2, **style)
+
+
+def _cells(long: pd.DataFrame) -> pd.DataFrame:
+    """Return the mechanism frame's cells (claims.cell_table) with the decay arm's length marked."""
+    cells = cell_table(long)
+    base = cells.loc[cells["widest"].idxmax(), "epochs"]
+    return cells.assign(decay_arm=np.isclose(cells["epochs"], base))
+
+
+def _series(long, metric, cell, units, **filters):
+    return [(u, interval(pair_values(long, metric, cell, u, **filters))) for u in units]
+
+
+def plot_mechanism_width(long: pd.DataFrame, title: str = "") -> Figure:
+    """Return merged accuracy at λ=½ against width in the three arms of the mechanism study: the decay arm (every
+    weight decay; plain merges solid, weight-matched dashed, the strongest decay's ensemble dotted), the
+    small-initialisation arm against the standard initialisation at the weakest decay, and the length arm.
+    Points are means over pairs with their 95% bootstrap interval."""
+    use_style()
+    cells = _cells(long)
+    std = cells[cells["init_scale"] == 1.0]
+    decay = std[std["decay_arm"]].sort_values("weight_decay")
+    fig, axes = plt.subplots(1, 3, figsize=(12.5, 4.2), sharey=True)
+    cmap = plt.get_cmap("viridis")
+    units_of = lambda c: sorted(in_cell(long, c)["hidden_units"].dropna().unique())  # noqa: E731
+    for i, (_, c) in enumerate(decay.iterrows()):
+        col = cmap(0.85 * i / max(len(decay) - 1, 1))
+        us = units_of(c)
+        _draw(axes[0], _series(long, "acc_merged", c, us, method="none"), color=col, marker="o",
+              label=f"wd {c['weight_decay']:g} (D = {c['D']:.2g})")
+        _draw(axes[0], _series(long, "acc_merged", c, us, method="weight_matching"), color=col, marker="s", ls="--")
+    strong = decay.iloc[-1]
+    _draw(axes[0], _series(long, "acc_ensemble", strong, units_of(strong), method="none"), color="k", ls=":",
+          marker=None, label="ensemble (strongest wd)")
+    axes[0].set_title(f"decay arm, {decay['epochs'].iloc[0]:g} epochs (dashed: weight-matched)")
+    weakest = decay.iloc[0]
+    small = cells[cells["init_scale"] != 1.0]
+    for j, (_, c) in enumerate([(None, weakest)] + list(small.iterrows())):
+        lab = "standard init" if c["init_scale"] == 1.0 else f"initial weights ×{c['init_scale']:g}"
+        _draw(axes[1], _series(long, "acc_merged", c, units_of(c), method="none"), marker="o",
+              color=COLORS["merged"] if j == 0 else plt.get_cmap("tab10")(j), label=lab)
+    _draw(axes[1], _series(long, "acc_ensemble", weakest, units_of(weakest), method="none"), color="k", ls=":",
+          marker=None, label="ensemble (standard)")
+    axes[1].set_title(f"initialisation, wd {weakest['weight_decay']:g}")
+    length = std[std["weight_decay"].isin(std.loc[~std["decay_arm"], "weight_decay"])].sort_values(
+        ["weight_decay", "epochs"])
+    lengths = sorted(length["epochs"].unique())
+    for _, c in length.iterrows():
+        k = lengths.index(c["epochs"])
+        _draw(axes[2], _series(long, "acc_merged", c, units_of(c), method="none"),
+              color=cmap(0.85 * k / max(len(lengths) - 1, 1)), marker="o",
+              ls="-" if c["weight_decay"] == length["weight_decay"].max() else "--",
+              label=f"{c['epochs']:g} ep, wd {c['weight_decay']:g} (D = {c['D']:.2g})")
+    axes[2].set_title("length arm" if len(lengths) > 1 else "length arm (not run)")
+    for ax in axes:
+        _width_axis(ax, long["hidden_units"].dropna())
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0].set_ylabel(r"merged test accuracy, $\lambda=\frac{1}{2}$")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_mechanism_d(frames: dict[str, pd.DataFrame]) -> Figure:
+    """Return, against the decay integral D (the decay arm's cells, at each data set's widest width), merged
+    accuracy (plain, weight-matched, ensemble), the orthogonality ratio, the LEWC error of the plain pair and the
+    LLFC error after weight matching, the relative effective rank of W and the relative stable rank of W − W₀
+    (hidden-to-hidden matrices), and the distance from initialisation; one colour per data set, means over pairs
+    (over models for per-model measures) with 95% bootstrap intervals."""
+    use_style()
+    fig, axes = plt.subplots(2, 3, figsize=(12.5, 7.2))
+    axes = axes.ravel()
+    for k, (label, long) in enumerate(frames.items()):
+        col = plt.get_cmap("tab10")(k)
+        cells = _cells(long)
+        decay = cells[cells["decay_arm"] & (cells["init_scale"] == 1.0)].sort_values("D")
+        units = float(decay["widest"].max())
+        name = f"{label}, {units:g} units"
+        hidden = long[(long["layer"] > 1) & (long["layer"] < long["layer"].max())]
+        panels = [
+            (0, long, "acc_merged", dict(method="none"), dict(marker="o", label=f"{name}: plain")),
+            (0, long, "acc_merged", dict(method="weight_matching"), dict(marker="s", ls="--", label="weight-matched")),
+            (0, long, "acc_ensemble", dict(method="none"), dict(marker=None, ls=":", label="ensemble")),
+            (1, long, "orth_ratio", dict(method="trained"), dict(marker="o", label=name)),
+            (1, long, "orth_ratio", dict(method="untrained"), dict(marker=None, ls="-.", alpha=0.6,
+                                                                   label="untrained")),
+            (2, long, "lewc_rel_err", dict(method="trained", lam=0.5), dict(marker="o", label=f"{name}: LEWC, plain")),
+            (2, long, "llfc_rel_err", dict(method="weight_matched", lam=0.5),
+             dict(marker="s", ls="--", label="LLFC, weight-matched")),
+            (3, hidden, "rel_effective_rank", dict(method="trained"), dict(marker="o", label=name)),
+            (3, hidden, "rel_effective_rank", dict(method="untrained"), dict(marker=None, ls="-.", alpha=0.6,
+                                                                             label="untrained")),
+            (4, hidden, "delta_rel_stable_rank", {}, dict(marker="o", label=name)),
+            (5, long[long["layer"].isna()], "init_distance", {}, dict(marker="o", label=name)),
+        ]
+        for ax_i, df, metric, filters, style in panels:
+            pts = [(c["D"], interval(pair_values(df, metric, c, units, **filters))) for _, c in decay.iterrows()]
+            _draw(axes[ax_i], pts, color=col, **style)
+    titles = [r"accuracy at $\lambda=\frac{1}{2}$", r"orthogonality $\|W_a z_b\|/\|W_a z_a\|$",
+              r"relative error at the last hidden layer, $\lambda=\frac{1}{2}$",
+              "relative effective rank of W (hidden-to-hidden)", r"relative stable rank of $W - W_0$",
+              r"distance from initialisation $\|\theta_T-\theta_0\|/\|\theta_0\|$"]
+    for ax, t in zip(axes, titles):
+        ax.set_xscale("log")
+        ax.set_xlabel(r"decay integral $D$")
+        ax.set_title(t)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

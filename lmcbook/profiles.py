@@ -301,13 +301,15 @@ class MechanismStudy(WidthStudy):
     width, and ``decisive_seeds`` where a verdict of :mod:`lmcbook.claims` is read: the widest width at the
     weakest and strongest weight decay and in the small-initialisation arm, the two widest at the strongest
     (M3 compares them), and the length arm's widest width in every pair of cells of equal D reached by length
-    and by weight decay (M6).  The field ``weight_decay`` is unused: ``weight_decays`` replaces it.
+    and by weight decay (M6).  The fields ``weight_decay`` and ``init_scale`` are unused: ``weight_decays`` and
+    ``init_scales`` replace them.
     """
 
     #: Fields of Recipe this study does not read; setting one is an error that names its replacement.
-    unused_fields = {"weight_decay": "weight_decays"}
+    unused_fields = {"weight_decay": "weight_decays", "init_scale": "init_scales"}
 
-    widths: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+    #: Every other width of the width study (16 to 1024 units, a factor 4 apart): its runs are reused here.
+    widths: tuple[float, ...] = (0.25, 1.0, 4.0, 16.0)
     weight_decays: tuple[float, ...] = (1e-4, 3e-3, 1e-2, 3e-2)
     regimes: tuple[int, ...] | None = (60, 200, 600)
     regime_weight_decays: tuple[float, ...] = (1e-4, 3e-3)
@@ -344,7 +346,7 @@ class MechanismStudy(WidthStudy):
             cell.spec(cell.widths[0], 0)
 
     def params(self) -> dict[str, Any]:
-        """Return the resolved parameters, without the unused ``weight_decay``."""
+        """Return the resolved parameters, without the unused ``weight_decay`` and ``init_scale``."""
         return {k: v for k, v in super().params().items() if k not in self.unused_fields}
 
     def widths_at(self, epochs: int) -> tuple[float, ...]:
@@ -624,7 +626,8 @@ _TABLES: dict[type, dict[str, dict[str, Any]]] = {
     WidthStudy: {"smoke": _WIDTH_SMOKE, "paper": _WIDTH_PAPER},
     ControlsStudy: {"smoke": {**_WIDTH_SMOKE, "draws": 2, "match_iterations": 20}, "paper": _WIDTH_PAPER},
     MechanismStudy: {"smoke": {**_WIDTH_SMOKE, "regimes": (4, 8), "weight_decays": (3e-3, 6e-3),
-                                "regime_weight_decays": (3e-3,), "long_max_width": None, "decisive_seeds": 2},
+                                "regime_weight_decays": (3e-3, 6e-3), "long_max_width": None,
+                                "decisive_seeds": 2},
                      "paper": {**_WIDTH_PAPER, "regimes": (100, 300, 1000), "weight_decays": (1e-4, 3e-3, 9e-3, 3e-2)}},
     DepthStudy: {"smoke": dict(width=0.25, depths=(2, 3), epochs=4, lams=(0.0, 0.5, 1.0)),
                  "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=3)},

@@ -114,7 +114,8 @@ def at_least(iv: Interval, threshold: float, min_n: int = MIN_REPLICATES) -> str
 
 
 def within(iv: Interval, tol: float, min_n: int = MIN_REPLICATES) -> str:
-    """Return the verdict of an equivalence test, "|mean| ≤ tol": pass if the whole interval lies in [−tol, tol],
+    """Return the verdict of an equivalence test, "the mean's magnitude is at most tol": pass if the whole interval
+    lies in [−tol, tol],
     fail if it lies wholly outside, else inconclusive."""
     if iv.n < min_n or not iv.decided:
         return INCONCLUSIVE

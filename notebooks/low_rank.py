@@ -102,9 +102,10 @@ er.join(er_un, rsuffix="_untrained").join(abs_er, rsuffix="_abs")[["mean", "spre
 # values, which training grows. A longer schedule or stronger weight decay removes
 # more of the bulk; the paper profile trains for longer.
 #
-# **Training regime.** {glue:md}`regime`. The page {doc}`training_regime` trains the
-# same networks for longer and shows whether the rank falls as weight decay acts;
-# the claims scoreboard scores this claim in both regimes.
+# **Training regime.** {glue:md}`regime`. The page {doc}`mechanism` trains the same
+# networks with stronger weight decay and for longer, shows whether the rank falls as
+# weight decay acts, and measures the rank of what training added, $W - W_0$; the
+# claims scoreboard scores this claim in both regimes.
 
 # %%
 page.save(claims.to_long_frame(rank, "low_rank", ["width", "hidden_units", "depth", "layer", "method"]), regime)

@@ -140,9 +140,9 @@ pd.DataFrame(table).round(4)
 # weight decay has reshaped their spectra. The low-rank page shows how far the
 # strong setting gets.
 #
-# **Training regime.** {glue:md}`regime`. The page {doc}`training_regime` repeats
-# this comparison on longer runs, where weight decay has had longer to act, and
-# the claims scoreboard scores this claim in both regimes.
+# **Training regime.** {glue:md}`regime`. The page {doc}`mechanism` repeats this
+# comparison on longer runs and with stronger weight decay, where weight decay has
+# acted, and the claims scoreboard scores this claim in both regimes.
 
 # %%
 page.save(long, regime)

@@ -96,7 +96,8 @@ means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barri
 #
 # **Training regime.** {glue:md}`regime`. Whether that is long enough for weight
 # decay, the paper's proposed cause, to have acted is the question of the page
-# {doc}`training_regime`, which repeats this sweep on longer runs.
+# {doc}`mechanism`, which repeats this sweep with stronger weight decay, for longer and
+# from smaller initial weights.
 #
 # Accuracy does not depend on the softmax temperature, so this figure needs no
 # calibration. The loss does: the next page shows why the merged model's loss

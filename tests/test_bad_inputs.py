@@ -14,7 +14,7 @@ from lmcbook.merge import interpolate
 from lmcbook.models import MLP
 from lmcbook.noise import spawn_step
 from lmcbook.parts import study as part_study
-from lmcbook.profiles import RegimeStudy, WidthStudy, resolve
+from lmcbook.profiles import MechanismStudy, WidthStudy, resolve
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams
 from lmcbook.store import RunStore, StoreError
 from lmcbook.sweep import run_all
@@ -87,10 +87,12 @@ CASES = [
      ["device='cuda:first'", "'cuda:N'"]),
     ("an empty cuda index", lambda st, t: resolve(WidthStudy, device="cuda:"), SpecError,
      ["device='cuda:'", "'cuda:N'"]),
-    ("a regime study's unused epochs", lambda st, t: resolve(RegimeStudy, epochs=5), SpecError,
-     ["epochs=5", "RegimeStudy", "regimes"]),
-    ("a regime study's unused weight decay", lambda st, t: resolve(RegimeStudy, weight_decay=0.1), SpecError,
-     ["weight_decay=0.1", "weight_decays"]),
+    ("the mechanism study's unused initial-weight factor", lambda st, t: resolve(MechanismStudy, init_scale=0.5),
+     SpecError, ["init_scale=0.5", "MechanismStudy", "init_scales"]),
+    ("the mechanism study's unused weight decay", lambda st, t: resolve(MechanismStudy, weight_decay=0.1),
+     SpecError, ["weight_decay=0.1", "weight_decays"]),
+    ("a stand-in without its data", lambda st, t: load("mnist_standin", t / "nowhere"), DataError,
+     ["mnist_standin", "t10k-images-idx3-ubyte"]),
     ("a diverging learning rate", lambda st, t: _train(st, train={"lr": 1e6, "warmup": 0.0, "momentum": 0.0}),
      DivergedError, ["diverged", "step", "lr"]),
 ]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmcbook import book
+from lmcbook import book, reference
 from lmcbook.claims import read_results
 from lmcbook.parts import all_notebooks
 from lmcbook.store import RunStore
@@ -159,11 +159,15 @@ def test_scoreboard_and_csv_links_in_a_browser(built):
                                                                       "--disable-background-networking"])
         page = browser.new_page()
         page.goto((built / "book" / "generated" / "claims.html").as_uri())
+        head = page.evaluate("[...document.querySelector('main table').querySelectorAll('thead th')]"
+                             ".map(c => c.innerText.trim())")
         rows = page.evaluate("[...document.querySelector('main table').querySelectorAll('tbody tr')]"
-                             ".map(r => r.innerText)")
+                             ".map(r => [...r.querySelectorAll('td')].map(c => c.innerText.trim()))")
         assert len(rows) >= 13
-        assert all(("✓" in r) != ("✗" in r) for r in rows), rows
-        assert {r.split()[0] for r in rows} >= {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "N3"}
+        result = head.index("result")
+        assert all(r[result] in ("✓", "✗", "inconclusive", "n/a") for r in rows), rows
+        assert {r[0].split()[0] for r in rows} >= {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "N3",
+                                                   "M1", "M2", "M3", "M4", "M5", "M6"}
         links = page.evaluate("[...document.querySelector('main table').querySelectorAll('a')].map(a => a.href)")
         assert len(links) >= 13 and all(Path(unquote(urlparse(h).path)).exists() for h in links)
         for name in all_notebooks():
@@ -230,32 +234,42 @@ def _glued(nb) -> dict[str, set[str]]:
     return out
 
 
-def test_training_regime_page_has_its_figures_and_scores_both_regimes(executed):
+def test_mechanism_page_has_its_figures_verdicts_and_conclusion(executed):
     import nbformat
 
+    from lmcbook import claims
+
     _, out, _, _ = executed
-    glued = _glued(nbformat.read(out / "training_regime.ipynb", as_version=4))
-    for fig in ("fig_regime", "fig_map"):
+    glued = _glued(nbformat.read(out / "mechanism.ipynb", as_version=4))
+    for fig in ("fig_width", "fig_d"):
         assert "image/png" in glued[fig], (fig, glued.get(fig))
-    for key in ("r1_mark", "r2_mark", "w1_long_mark", "follows", "regime", "cut"):
-        assert key in glued
-    tr = read_results(out / "data" / "training_regime.csv")
-    assert {"decay_integral", "init_distance", "weight_norm", "acc_merged", "rel_effective_rank"} <= set(tr["metric"])
-    assert tr["epochs"].nunique() >= 2 and tr["weight_decay"].nunique() >= 2
+    for key in ("cells", "verdicts", "regime_rows", "references", "hypotheses", "conclusion", "m1_mark", "m6_mark",
+                "r1_mark", "r2_mark", "w1_long_mark"):
+        assert key in glued, key
+    tr = read_results(out / "data" / "mechanism.csv")
+    assert {"decay_integral", "init_distance", "train_acc", "delta_rel_stable_rank", "acc_merged", "orth_ratio",
+            "rel_effective_rank", "llfc_rel_err"} <= set(tr["metric"])
+    assert set(tr["method"].dropna()) >= {"none", "weight_matching", "trained", "untrained", "weight_matched"}
+    assert tr["epochs"].nunique() >= 2 and tr["weight_decay"].nunique() >= 2 and tr["init_scale"].nunique() == 2
+    assert set(tr["dataset"]) == {"digits"}
     board = read_results(out / "data" / "claims.csv")
     passed = board[board["metric"] == "claim_passed"]
     for claim in ("W1", "W6", "W7"):
-        assert sorted(passed.loc[passed["method"] == claim, "regime"]) == ["long", "short"], claim
+        own = passed[(passed["method"] == claim) & passed["source"].isna()]
+        assert sorted(own["regime"]) == ["long", "short"], claim
     assert passed["regime"].dropna().isin(["short", "long"]).all()
-    d = board[board["metric"] == "decay_integral"].set_index(["method", "regime"])["value"]
+    own = board[board["source"].isna()]
+    d = own[own["metric"] == "decay_integral"].set_index(["method", "regime"])["value"]
     assert d["W1", "long"] > d["W1", "short"] > 0
+    for m in ("M1", "M2", "M3", "M4", "M5", "M6"):
+        assert claims.state_of(board, m) in claims.MARKS  # one row per M claim for this build
 
 
 def test_every_width_page_carries_its_regime(executed):
     _, out, _, _ = executed
     for name in ("width_accuracy", "loss_barrier_calibration", "lewc", "weak_additivity", "reciprocal_orthogonality",
                  "neuron_overlap", "low_rank", "lewc_depth", "weak_weight_decay", "random_permutation",
-                 "weight_matching", "llfc_vs_lewc", "training_regime"):
+                 "weight_matching", "llfc_vs_lewc", "mechanism"):
         df = read_results(out / "data" / f"{name}.csv")
         for metric in ("decay_integral", "init_distance"):
             units = df.loc[df["metric"] == metric, "hidden_units"]
@@ -290,6 +304,9 @@ def test_every_page_glues_the_scoreboards_verdict(executed):
         for r in rows:
             page_state = ast.literal_eval(glued[f"{r.key}_state"])
             assert page_state == r.state == claims.state_of(board, r.id, r.regime), (name, r.id, r.regime)
+    for name, (frame, _) in ((n, reference.load(n)) for n in reference.available("mechanism")):
+        for r in claims.page_claims(frame["notebook"].iloc[0], frame):  # and every committed reference's rows
+            assert claims.state_of(board, r.id, r.regime, source=name) == r.state, (name, r.id)
 
 
 def test_a_doctored_csv_fails_on_the_page_and_on_the_scoreboard(executed, tmp_path, monkeypatch):

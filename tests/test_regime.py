@@ -12,7 +12,7 @@ from lmcbook.models import MLP
 from lmcbook.noise import spawn_pair
 from lmcbook.parts import study as part_study
 from lmcbook.regime import decay_integral, init_distance, regime_measures, weight_decay_shrinkage, weight_norms
-from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
+from lmcbook.specs import DataSpec, ModelSpec, RunSpec, TrainSpec
 from lmcbook.store import RunStore
 from lmcbook.train import TrainedRun, init_model, train
 
@@ -60,13 +60,54 @@ def test_weight_decay_shrinkage_known_answers():
     assert decay_integral(heavy, 1000) / (1 - mu) == pytest.approx(-got, rel=0.1)
 
 
-def test_init_distance_is_zero_for_an_untrained_run(digits):
+def test_init_distance_and_the_update_are_zero_for_an_untrained_run(digits):
     spec = tiny_spec()
-    run = TrainedRun(spec, init_model(spec, digits), {}, {})
+    run = TrainedRun(spec, init_model(spec, digits), {}, {"train_acc": 0.1})
     df = regime_measures(run, digits)
     dist = df[df["metric"] == "init_distance"]
     assert len(dist) == 1 + spec.model.depth and (dist["value"] == 0).all()
-    assert set(df["metric"]) == {"decay_integral", "decay_shrinkage", "lewc_setting", "init_distance", "weight_norm"}
+    delta = df[df["metric"].str.startswith("delta_")]
+    assert len(delta) == 5 * spec.model.depth and (delta["value"] == 0).all()  # W − W₀ = 0: norm and ranks 0
+    assert set(df["metric"]) == {"decay_integral", "decay_shrinkage", "lewc_setting", "init_distance", "weight_norm",
+                                 "train_acc", "delta_norm", "delta_effective_rank", "delta_stable_rank",
+                                 "delta_rel_effective_rank", "delta_rel_stable_rank"}
+    assert float(df.loc[df["metric"] == "train_acc", "value"].iloc[0]) == 0.1
+
+
+def test_update_ranks_of_a_planted_low_rank_update():
+    """W = W₀ + a planted update of rank r with equal singular values: effective and stable rank r exactly, while
+    W itself keeps the random initialisation's high rank."""
+    from lmcbook.probes import effective_rank, singular_values, stable_rank
+    from lmcbook.regime import update_ranks
+
+    torch.manual_seed(0)
+    init = MLP(32, 10, hidden=600, depth=3)  # 600 >= GRAM_MIN_SIZE: the Gram route is exercised too
+    model = MLP(32, 10, hidden=600, depth=3)
+    model.load_state_dict(init.state_dict())
+    r = 3
+    q_out = torch.linalg.qr(torch.randn(600, r, dtype=torch.float64))[0]
+    q_in = torch.linalg.qr(torch.randn(600, r, dtype=torch.float64))[0]
+    with torch.no_grad():
+        model.layers[1].weight += (2.0 * q_out @ q_in.T).float()  # singular values 2, 2, 2
+    rows = {(row["layer"], row["metric"]): row["value"] for row in update_ranks(model, init)}
+    assert rows[2.0, "delta_effective_rank"] == pytest.approx(r, rel=1e-4)
+    assert rows[2.0, "delta_stable_rank"] == pytest.approx(r, rel=1e-4)
+    assert rows[2.0, "delta_rel_stable_rank"] == pytest.approx(r / 600, rel=1e-4)
+    assert rows[2.0, "delta_norm"] == pytest.approx(2.0 * math.sqrt(r), rel=1e-5)
+    assert rows[1.0, "delta_norm"] == 0 and rows[1.0, "delta_effective_rank"] == 0  # untouched layers
+    whole = singular_values(model.layers[1].weight.detach().double())
+    assert effective_rank(whole) > 100 and stable_rank(whole) > 10  # W itself: the initialisation's rank
+
+
+def test_stable_rank_of_a_constructed_matrix():
+    from lmcbook.probes import effective_rank, singular_values, stable_rank
+
+    w = torch.diag(torch.tensor([3.0, 1.0, 1.0, 0.0], dtype=torch.float64))
+    s = singular_values(w)
+    assert stable_rank(s) == pytest.approx(11 / 9)  # (9 + 1 + 1) / 9
+    p = torch.tensor([0.6, 0.2, 0.2], dtype=torch.float64)
+    assert effective_rank(s) == pytest.approx(float(torch.exp(-(p * p.log()).sum())))
+    assert stable_rank(torch.zeros(3, dtype=torch.float64)) == 0 and effective_rank(torch.zeros(3)) == 0
 
 
 def test_init_distance_and_weight_norms_match_a_hand_computation():
@@ -105,28 +146,10 @@ def test_weight_norm_falls_with_the_decay_integral_until_it_equilibrates(digits)
     assert norms[-1] > 3 * math.exp(-ds[-1]) * norms[0]  # gradients balance the decay: an equilibrium
 
 
-def test_regime_study_crosses_lengths_weight_decays_and_cuts_wide_widths_at_the_longer_lengths():
-    st = part_study("regime", "quick")
-    assert st.regimes == (60, 200, 600) and st.weight_decays == (1e-4, 3e-3)
-    cells = {(c.epochs, c.weight_decay): c.widths for c in st.cells()}
-    assert len(cells) == 6 and cells[60, 3e-3] == st.widths
-    assert max(cells[600, 3e-3]) == 4.0 and st.cut_widths() == (8.0, 16.0)
-    pairs = st.pairs()
-    assert {(p.epochs, p.weight_decay) for p in pairs} == set(cells)
-    # the shortest strong cell is exactly the width study's runs: the store trains them once
-    assert {s.id for s in part_study("width", "quick").specs()} <= {s.id for p in pairs for s in (p.a, p.b)}
-    with pytest.raises(SpecError, match="regimes"):
-        part_study("regime", "quick", regimes=[60])
-    with pytest.raises(SpecError, match="long_max_width"):
-        part_study("regime", "quick", long_max_width=0.1)
-    with pytest.raises(SpecError, match="weight_decays"):
-        part_study("regime", "quick", weight_decays=[-1.0, 1e-3])
-    assert part_study("regime", "quick", long_max_width=16).cut_widths() == ()
-
-
 def test_regime_frame_is_cached_per_run(tmp_path, monkeypatch):
     store = RunStore(tmp_path / "runs")
-    study = part_study("regime", "smoke", widths=[0.25], regimes=[1, 2], weight_decays=[0.0, 1e-2])
+    study = part_study("mechanism", "smoke", widths=[0.25], epochs=1, regimes=[1, 2], weight_decays=[0.0, 1e-2],
+                       regime_weight_decays=[0.0, 1e-2], init_scales=[1], decisive_seeds=1)
     first = experiments.regime_frame(study, store)
     assert set(first["epochs"]) == {1, 2} and set(first["weight_decay"]) == {0.0, 1e-2}
     d = first[first["metric"] == "decay_integral"].groupby(["epochs", "weight_decay"])["value"].mean()
@@ -145,10 +168,11 @@ def test_regime_frame_reads_runs_of_real_data_files(tmp_path, monkeypatch):
     from .test_data import write_idx
 
     write_idx(tmp_path / "data", "MNIST/raw", n_train=400, n_test=50)
-    study = part_study("regime", "smoke", dataset="mnist", data_root=str(tmp_path / "data"), widths=[0.25],
-                                  regimes=[1, 2], weight_decays=[1e-3])
+    study = part_study("mechanism", "smoke", dataset="mnist", data_root=str(tmp_path / "data"), widths=[0.25],
+                       epochs=1, regimes=[1, 2], weight_decays=[1e-3, 2e-3], regime_weight_decays=[1e-3],
+                       init_scales=[1])
     df = experiments.regime_frame(study, RunStore(tmp_path / "runs"))
-    assert (df["metric"] == "decay_integral").sum() == 4
+    assert (df["metric"] == "decay_integral").sum() == 2 * len(study.pairs())
 
 
 def test_lewc_setting_is_a_bias_free_mlp_without_normalisation():

@@ -1,0 +1,208 @@
+"""Reference runs: results too costly for the quick book, committed under ``results/`` with their provenance.
+
+A reference run is one notebook executed by the project's own ``lmcbook execute … --out`` with fixed
+parameters, wider or on other data than the quick book.  ``lmcbook reference NAME``
+(:func:`lmcbook.book.regenerate_reference`) runs it, and :func:`record` copies the CSV that execution wrote, byte
+for byte, to ``results/NAME/NOTEBOOK.csv``; beside it, ``provenance.json`` records the
+command, the data (with the SHA-256 of every file read), the code version, the git commit, the machine and
+the date, and the CSV's own SHA-256.  Nothing in ``results/`` is edited by hand: a test checks every CSV
+against its provenance and the results schema.  A page that shows a reference says when its code version is
+not the library's (:func:`stale_note`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from . import __version__
+from .claims import read_results
+from .provenance import PACKAGE_DIR, git_sha
+from .specs import CODE_VERSION, SpecError
+from .store import RunStore
+
+RESULTS_ENV = "LMCBOOK_RESULTS"
+
+
+def results_root() -> Path:
+    """Return where reference runs live: $LMCBOOK_RESULTS, else the repository's ``results/``."""
+    return Path(os.environ.get(RESULTS_ENV, PACKAGE_DIR.parent / "results"))
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One reference run: a notebook, a profile and its parameters, and what data it reads."""
+
+    name: str
+    notebook: str
+    profile: str
+    params: dict[str, Any]
+    #: What the run trains on, in words (its numbers carry this name wherever they appear).
+    data: str
+    #: The data set needs ``--data-root`` (a folder that holds it).
+    needs_data_root: bool = False
+    #: Why the run exists, one sentence.
+    purpose: str = ""
+    tags: tuple[str, ...] = field(default=())
+
+
+REFERENCES: dict[str, Reference] = {r.name: r for r in (
+    Reference("mechanism-mnist-standin", "mechanism", "quick",
+              {"dataset": "mnist_standin", "widths": [0.25, 1, 4, 16, 32], "regime_weight_decays": [3e-3],
+               "show_references": False},
+              "the 8k/2k MNIST stand-in: MNIST's official 10,000-image test split, its first 8,000 images to train "
+              "(800 held out for calibration) and its last 2,000 to test", needs_data_root=True,
+              purpose="the mechanism study's arms on 784-dimensional real data, up to 2048 hidden units (H4)"),
+    Reference("mechanism-digits-wide", "mechanism", "quick",
+              {"widths": [0.25, 1, 4, 16, 32, 64], "weight_decays": [1e-4, 3e-2], "regimes": [60],
+               "regime_weight_decays": [1e-4], "init_scales": [1], "show_references": False},
+              "scikit-learn's digits, as in the quick book",
+              purpose="the weakest- and largest-D cells of the decay arm up to 4096 hidden units, beyond the quick "
+                      "book's widths (H3)"),
+)}
+
+
+def get(name: str) -> Reference:
+    """Return the reference run ``name``, or raise SpecError naming the ones that exist."""
+    if name not in REFERENCES:
+        raise SpecError(f"reference={name!r} is not allowed: expected one of {', '.join(map(repr, REFERENCES))}")
+    return REFERENCES[name]
+
+
+def csv_path(name: str, root: Path | None = None) -> Path:
+    """Return where reference ``name``'s CSV lives: results/NAME/NOTEBOOK.csv."""
+    ref = get(name)
+    return (root or results_root()) / name / f"{ref.notebook}.csv"
+
+
+def provenance_path(name: str, root: Path | None = None) -> Path:
+    """Return where reference ``name``'s provenance lives: results/NAME/provenance.json."""
+    return (root or results_root()) / name / "provenance.json"
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def available(notebook: str, root: Path | None = None) -> list[str]:
+    """Return the names of the committed reference runs of ``notebook`` (those with a CSV and a provenance)."""
+    return [n for n, r in REFERENCES.items() if r.notebook == notebook and csv_path(n, root).exists()
+            and provenance_path(n, root).exists()]
+
+
+def fingerprint(root: Path | None = None) -> dict[str, str]:
+    """Return the SHA-256 of every committed reference run's CSV, by name (what pages that show them depend on)."""
+    return {n: _sha(csv_path(n, root)) for n in REFERENCES if csv_path(n, root).exists()}
+
+
+def load(name: str, root: Path | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Return a reference run's CSV (validated against the schema) and its provenance, after checking that the CSV
+    is the one its provenance names (SHA-256)."""
+    path, prov_path = csv_path(name, root), provenance_path(name, root)
+    if not path.exists() or not prov_path.exists():
+        raise FileNotFoundError(f"reference {name!r} is not committed: {path} or {prov_path} is missing; "
+                                f"regenerate it with `lmcbook reference {name}`")
+    prov = json.loads(prov_path.read_text())
+    if prov.get("csv_sha256") != _sha(path):
+        raise ValueError(f"{path} is not the CSV its provenance names (SHA-256 differs): it was changed after "
+                         f"`lmcbook reference {name}` wrote it; regenerate it")
+    return read_results(path), prov
+
+
+def stale_note(prov: dict[str, Any]) -> str | None:
+    """Return a sentence saying that a reference was made by another code version than this library's, or None."""
+    made = prov.get("code_version")
+    if made == CODE_VERSION:
+        return None
+    return (f"This reference run was made at code version {made}; the library is now at {CODE_VERSION}, whose "
+            "training differs. Its numbers are stale until it is regenerated with "
+            f"`{prov.get('command', 'lmcbook reference NAME')}`.")
+
+
+def _data_files(root: str | Path | None) -> dict[str, str]:
+    """Return the SHA-256 of every file directly in ``root`` and in ``root/MNIST/raw`` (the data the run read)."""
+    if root is None:
+        return {}
+    base = Path(root).expanduser()
+    out = {}
+    for folder in (base, base / "MNIST" / "raw"):
+        if folder.is_dir():
+            for p in sorted(folder.iterdir()):
+                if p.is_file() and p.suffix in ("", ".gz") and "ubyte" in p.name:
+                    out[str(p.relative_to(base))] = _sha(p)
+    return out
+
+
+def command(name: str, data_root: str | None = None) -> str:
+    """Return the shell command that regenerates reference ``name``."""
+    cmd = f"lmcbook reference {name}"
+    return cmd + (f" --data-root {shlex.quote(str(data_root))}" if data_root is not None else "")
+
+
+def record(name: str, written: Path, params: dict[str, Any], seconds: float, train_seconds: float,
+           data_root: str | None = None, root: Path | None = None) -> Path:
+    """Copy the CSV that ``lmcbook execute --out`` wrote (``written``), byte for byte, to results/NAME/ and write its
+    provenance beside it; return the CSV's new path.  Both files are replaced atomically."""
+    ref = get(name)
+    target = csv_path(name, root)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp_target = target.with_suffix(".csv.tmp")
+    shutil.copyfile(written, tmp_target)
+    execute_cmd = " ".join([f"lmcbook execute --profile {ref.profile} --only {ref.notebook}"]
+                           + [f"-p {k} {shlex.quote(json.dumps(v) if isinstance(v, list) else str(v))}"
+                              for k, v in params.items()] + ["--out DIR"])
+    prov = {
+        "name": name, "notebook": ref.notebook, "profile": ref.profile, "params": params,
+        "command": command(name, data_root), "execute_command": execute_cmd, "purpose": ref.purpose,
+        "data": {"description": ref.data, "data_root": None if data_root is None else str(data_root),
+                 "files_sha256": _data_files(data_root)},
+        "code_version": CODE_VERSION, "lmcbook_version": __version__, "git_commit": git_sha(),
+        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpus": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                    "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(seconds, 1), "train_seconds": train_seconds, "csv_sha256": _sha(tmp_target),
+    }
+    os.replace(tmp_target, target)
+    prov_tmp = provenance_path(name, root).with_suffix(".json.tmp")
+    prov_tmp.write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")
+    os.replace(prov_tmp, provenance_path(name, root))
+    return target
+
+
+def params_for(name: str, data_root: str | None) -> dict[str, Any]:
+    """Return the notebook parameters of reference ``name`` (its own, and ``data_root`` where it needs one), or raise
+    SpecError when it needs a data root and has none."""
+    ref = get(name)
+    if ref.needs_data_root and data_root is None:
+        raise SpecError(f"data_root=None is not allowed for reference {name!r}: pass --data-root DIR, a folder "
+                        f"holding {ref.data.split(':')[0]}")
+    return dict(ref.params, **({"data_root": str(data_root)} if data_root is not None else {}))
+
+
+def training_seconds(out: Path, notebook: str, store: str | Path | None) -> float:
+    """Return the seconds the store recorded training the runs a page read (stacked runs: their share)."""
+    runs = set(json.loads((Path(out) / ".cache" / f"{notebook}.reads.json").read_text())["runs"])
+    events = RunStore(store).events()
+    return round(sum(e.get("seconds", 0.0) for e in events if e["event"] == "trained" and e["id"] in runs), 1)
+
+
+def describe(name: str, prov: dict[str, Any]) -> str:
+    """Return one Markdown sentence describing a reference run from its provenance (for pages and reports)."""
+    ref = get(name)
+    commit = (prov.get("git_commit") or "unknown")[:10]
+    return (f"`{name}`: {ref.purpose}; data: {ref.data}; made {prov.get('date', '?')[:10]} at commit {commit}, "
+            f"code version {prov.get('code_version')}, on {prov.get('machine', {}).get('cpus', '?')} CPU cores "
+            f"(training {prov.get('train_seconds', float('nan')) / 3600:.1f} h, the page "
+            f"{prov.get('seconds', float('nan')) / 60:.0f} min); regenerate with `{prov.get('command')}`")

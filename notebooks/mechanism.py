@@ -1,0 +1,206 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # What makes merging without permutations work
+#
+# **The question.** The width paper (Ito et al.) says that two independently trained
+# networks merge by plain weight averaging once they are wide enough, and it gives a
+# cause: weight decay makes the trained weights low-rank, low-rank weights leave each
+# network's hidden representations nearly orthogonal to the other's weights
+# ($W_a z_b \approx 0$) and its ReLUs weakly additive, and together these give LEWC.
+# The earlier pages of this book measure the width effect after the quick profile's
+# short training, where weight decay has barely acted (their captions give the decay
+# integral $D$). Those measurements cannot tell whether the effect comes from the
+# paper's mechanism or from something else. This page trains the runs that can.
+#
+# **Five accounts** of what the runs could show, and how each is tested:
+#
+# - **P, the paper.** Weight decay gives low rank, then reciprocal orthogonality and
+#   weak additivity, then LEWC, then merging works, and more width helps. Then, once
+#   weight decay has acted (large $D$), wide networks merge as well as their logit
+#   ensemble (M1), and the orthogonality ratio falls as $D$ grows (M5).
+# - **H1, near initialisation.** In short training, the width effect comes from the
+#   two independent random initialisations, which training barely moves; it needs no
+#   weight decay. Then shrinking the initial weights weakens it (M4).
+# - **H2, permutation collapse.** Once weight decay has acted, both networks reach the
+#   same low-rank solution up to a permutation of their hidden units. Then plain
+#   averaging fails at large $D$ (M1 fails) while weight matching succeeds (M2).
+# - **H3, width truncation.** With large $D$, plain merging recovers at widths beyond
+#   those of a small book (M3: merged accuracy rises with width up to the widest).
+# - **H4, data.** Digits' 64 input dimensions force the two networks to share
+#   features; on 784-dimensional MNIST, large $D$ behaves as the paper says.
+#
+# M6 checks the axis itself: $D = \mathrm{wd}\cdot\sum_t\eta_t$ can grow by training
+# longer or by a stronger weight decay, and cells of equal $D$ reached both ways
+# should merge alike if $D$ is a fair summary of how much weight decay acted.
+#
+# **How the verdicts are read.** The tests M1–M6 were written and committed in
+# `lmcbook/claims.py` before any of these runs was trained. Each reads a 95% bootstrap
+# interval over pairs (percentile bootstrap; with 5 pairs it is a floor on the
+# uncertainty, not a ceiling), needs at least 5 pairs in every cell it reads, and
+# decides only when the interval clears its threshold; otherwise it is
+# *inconclusive*. A row is *n/a* outside its regime (for "weight decay has acted",
+# weight decay alone, momentum included, would leave at most 10% of a weight) or when
+# an endpoint reached less than 95% training accuracy, a convergence rule fixed with
+# the tests.
+
+# %% tags=["parameters"]
+profile = "quick"
+dataset = None
+data_root = None
+download = None
+arch = None
+base_width = None
+depth = None
+norm = None
+bias = None
+epochs = None
+batch_size = None
+lr = None
+momentum = None
+warmup = None
+seeds = None
+device = None
+lams = None
+scheduler = None
+widths = None
+weight_decays = None
+regimes = None
+regime_weight_decays = None
+long_max_width = None
+init_scales = None
+decisive_seeds = None
+match_iterations = None
+show_references = None
+
+# %% tags=["remove-cell"]
+from lmcbook import claims, experiments, plots
+from lmcbook.data import DATASET_SHORT
+from lmcbook.page import claims_markdown, describe_mechanism, hypotheses_markdown, mechanism_cells_markdown, open_page
+
+page, study = open_page("mechanism", globals())
+
+# %%
+frames = experiments.mechanism_frames(study, page.store)  # every cell's merges, probes and regime, cached
+long = experiments.mechanism_long(frames)
+references = page.references() if study.show_references else {}
+
+# %% tags=["remove-cell"]
+from lmcbook import reference  # noqa: E402
+
+label = claims.source_label(study.dataset, None, DATASET_SHORT)
+rows = {label: claims.page_claims(page.name, long)}
+ref_frames = {label: long}
+ref_notes = []
+for name, (frame, prov) in references.items():
+    ref_label = claims.source_label(str(frame["dataset"].iloc[0]), name, DATASET_SHORT)
+    rows[ref_label] = claims.page_claims(page.name, frame)
+    for r in rows[ref_label]:
+        r.source = name
+        page.glue_claim(r)
+    ref_frames[ref_label] = frame
+    page.glue_figure(f"fig_width_{name}", plots.plot_mechanism_width(frame, ref_label))
+    stale = reference.stale_note(prov)
+    ref_notes.append(f"- {reference.describe(name, prov)}." + (f" **{stale}**" if stale else ""))
+page.glue_md("setup", describe_mechanism(study))
+page.glue_md("cells", mechanism_cells_markdown(long))
+page.glue_figure("fig_width", plots.plot_mechanism_width(long, label))
+page.glue_figure("fig_d", plots.plot_mechanism_d(ref_frames))
+m_rows = {k: [r for r in v if r.id.startswith("M")] for k, v in rows.items()}
+page.glue_md("verdicts", "\n\n".join(f"**{k}**\n\n{claims_markdown(v)}" for k, v in m_rows.items()))
+page.glue_md("regime_rows", claims_markdown([r for r in rows[label] if not r.id.startswith("M")]))
+page.glue_md("references", "\n".join(ref_notes) or "No reference run is committed for this page.")
+page.glue_md("reference_figures", "\n\n".join(
+    f"```{{glue:figure}} fig_width_{name}\n\nThe same three arms on the reference run `{name}` (its CSV is "
+    f"committed in `results/{name}/`).\n```" for name in references) or "(none)")
+states = claims.decide(m_rows)
+page.glue_md("hypotheses", hypotheses_markdown(states))
+page.glue_md("conclusion", claims.conclusion_sentence(states))
+
+# %% [markdown]
+# ## The arms
+#
+# Every cell is a width sweep of pairs trained from independent seeds (initialisation
+# and batch order differ). The *decay arm* reaches a large $D$ cheaply, with a strong
+# weight decay at the quick profile's training length; the *length arm* reaches it by
+# training longer; the *small-initialisation arm* shrinks the initial weights, at the
+# weakest weight decay. Pairs trained for the width and control pages are the same
+# runs here, loaded from the store. One row per cell:
+#
+# {glue:md}`cells`
+#
+# The last columns are read at each cell's widest width.
+#
+# ```{glue:figure} fig_width
+# :name: fig-mechanism-width
+#
+# Merged test accuracy at $\lambda=\frac12$ against width in each arm (means over
+# pairs with their 95% bootstrap interval). Left: the decay arm, one colour per weight
+# decay, plain averaging solid and averaging after weight matching dashed; the dotted
+# line is the logit ensemble at the strongest weight decay. Middle: standard against
+# small initial weights at the weakest weight decay. Right: the length arm.
+# Trained: {glue:md}`setup`.
+# ```
+#
+# ## What weight decay does at the widest width
+#
+# ```{glue:figure} fig_d
+# :name: fig-mechanism-d
+#
+# Against the decay integral $D$, the decay arm's cells at each data set's widest
+# width: merged accuracy (plain, after weight matching, and the ensemble); the
+# orthogonality ratio $\|W_a z_b\|/\|W_a z_a\|$ (mean over layers 2 to $L$, with the
+# untrained pairs'); the LEWC relative error of the plain pair and the LLFC relative
+# error after weight matching, at the last hidden layer; the relative effective rank
+# of the hidden-to-hidden matrices (with the untrained networks'); the relative
+# stable rank of what training added, $W - W_0$; and the distance from
+# initialisation. Means over pairs (over both models of a pair for per-model
+# measures) with 95% bootstrap intervals. Trained (this build): {glue:md}`setup`.
+# ```
+#
+# ## The verdicts
+#
+# Each row gives the account it tests, the fixed test, what was measured (the interval
+# in brackets) and the verdict.
+#
+# {glue:md}`verdicts`
+#
+# ## Real data and wider networks: the reference runs
+#
+# Runs too costly for this book's time budget are committed as *reference runs*:
+# CSVs written by `lmcbook execute … --out`, never edited, each with a provenance file
+# that names the command, the data and its checksums, the code version, the commit,
+# the machine and the date. A test checks each against the results schema and its
+# provenance, and the page says when a reference is stale.
+#
+# {glue:md}`references`
+#
+# {glue:md}`reference_figures`
+#
+# ## The earlier regime rows
+#
+# The scoreboard's *long* rows score W1, W6 and W7 on the length arm's longest runs,
+# and R1 and R2 test the first and last links of the paper's chain across every
+# standard-initialisation cell, at the widest width trained in all of them:
+#
+# {glue:md}`regime_rows`
+#
+# ## Conclusion
+#
+# Which account each data set supports, read off the verdicts above (a hypothesis is
+# *undecided* when the rows it rests on are inconclusive or n/a; H4 compares the MNIST
+# reference with this build's digits):
+#
+# {glue:md}`hypotheses`
+#
+# **In one sentence:** {glue:md}`conclusion`
+
+# %% tags=["remove-input"]
+page.save(long)
+page.provenance()

@@ -1,0 +1,197 @@
+"""The mechanism study: the initial-weight factor, the 8k/2k MNIST stand-in, the study's cells, its frames, and
+the committed reference runs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from lmcbook import claims, data, experiments, reference
+from lmcbook.models import build
+from lmcbook.parts import study as part_study
+from lmcbook.profiles import MechanismStudy, resolve
+from lmcbook.specs import CODE_VERSION, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
+from lmcbook.store import RunStore
+from lmcbook.train import init_model
+
+
+# -- the initial-weight factor -----------------------------------------------------------
+def test_init_scale_multiplies_the_initial_weights_of_every_layer(digits):
+    base = RunSpec(DataSpec("digits"), ModelSpec("mlp", 0.5, 64, 4), TrainSpec(seed=3))
+    small = RunSpec(DataSpec("digits"), ModelSpec("mlp", 0.5, 64, 4, init_scale=0.25), TrainSpec(seed=3))
+    a, b = init_model(base, digits), init_model(small, digits)
+    for (name, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        assert torch.equal(q, p * 0.25), name
+    torch.manual_seed(0)
+    ref = build(ModelSpec("mlp", 0.5, 64, 3, norm="layer", bias=True), (64,), 10)
+    torch.manual_seed(0)
+    biased = build(ModelSpec("mlp", 0.5, 64, 3, norm="layer", bias=True, init_scale=2.0), (64,), 10)
+    assert torch.equal(biased.layers[0].bias, 2 * ref.layers[0].bias)  # biases scale too
+    assert torch.equal(biased.norms[0].weight, ref.norms[0].weight)  # LayerNorm keeps its own
+
+
+def test_the_default_init_scale_changes_no_run_id():
+    spec = RunSpec(DataSpec("digits"), ModelSpec("mlp", 16.0, 64, 4), TrainSpec(seed=1))
+    # this id was computed by the code before init_scale existed (CODE_VERSION 3)
+    assert spec.id == "182768027fa5916db6d8beb8ea1420354c42cda9d3a725e37c13b9b2470f0d97"
+    assert "init_scale" not in spec.hashed_dict()["model"]
+    small = RunSpec(DataSpec("digits"), ModelSpec("mlp", 16.0, 64, 4, init_scale=0.25), TrainSpec(seed=1))
+    assert small.id != spec.id and small.hashed_dict()["model"]["init_scale"] == 0.25
+    assert RunSpec.from_dict(small.to_dict()) == small
+    with pytest.raises(SpecError, match="init_scale=0.0 .*> 0"):
+        ModelSpec(init_scale=0.0)
+
+
+# -- the 8k/2k MNIST stand-in ------------------------------------------------------------
+def _write_test_split(folder, n=10_000, gz=False):
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+    labels = (np.arange(n) % 10).astype(np.uint8)
+    for name, payload in (("t10k-images-idx3-ubyte", struct.pack(">IIII", 0x803, n, 28, 28) + imgs.tobytes()),
+                          ("t10k-labels-idx1-ubyte", struct.pack(">II", 0x801, n) + labels.tobytes())):
+        if gz:
+            with gzip.open(folder / f"{name}.gz", "wb") as f:
+                f.write(payload)
+        else:
+            (folder / name).write_bytes(payload)
+    return imgs, labels
+
+
+@pytest.mark.parametrize("gz, sub", [(True, ""), (False, "MNIST/raw")])
+def test_standin_is_the_official_test_split_cut_8000_to_2000(tmp_path, gz, sub):
+    imgs, labels = _write_test_split(tmp_path / sub if sub else tmp_path, gz=gz)
+    ds = data.load("mnist_standin", tmp_path, device="cpu")
+    assert ds.sizes() == {"train": 7200, "cal": 800, "test": 2000}
+    assert ds.input_shape == (1, 28, 28)
+    assert ds.y_test.tolist() == labels[8000:].tolist()  # the last 2,000 images test
+    # the normalisation is the training split's: undo it and the test images are the raw last 2,000
+    train_raw = imgs[:8000][data.split_indices(8000, n_cal=800)[0]].astype(np.float32) / 255
+    mean, std = train_raw.mean(), train_raw.std() + 1e-6
+    back = (ds.x_test[:, 0].numpy() * std + mean) * 255
+    assert np.allclose(back, imgs[8000:], atol=1e-2)
+    assert "8k/2k MNIST stand-in" in data.DATASET_LABELS["mnist_standin"]
+
+
+def test_standin_refuses_what_is_not_the_test_split(tmp_path):
+    with pytest.raises(data.DataError, match="needs data_root"):
+        data.load("mnist_standin", None, device="cpu")
+    with pytest.raises(data.DataError, match="lacks t10k-images-idx3-ubyte"):
+        data.load("mnist_standin", tmp_path / "empty", device="cpu")
+    _write_test_split(tmp_path / "small", n=30)
+    with pytest.raises(data.DataError, match="10,000 images"):
+        data.load("mnist_standin", tmp_path / "small", device="cpu")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "t10k-images-idx3-ubyte").write_bytes(b"\x00\x00\x08\x03" + struct.pack(">III", 5, 28, 28))
+    (tmp_path / "bad" / "t10k-labels-idx1-ubyte").write_bytes(struct.pack(">II", 0x801, 5) + bytes(5))
+    with pytest.raises(data.DataError, match="truncated"):
+        data.load("mnist_standin", tmp_path / "bad", device="cpu")
+
+
+# -- the study -----------------------------------------------------------------------------
+def test_quick_study_cells_arms_and_decisive_pairs():
+    st = part_study("mechanism", "quick")
+    cells = {(c.epochs, c.weight_decay, c.init_scale): c for c in st.cells()}
+    assert set(cells) == {(60, 1e-4, 0.25), (60, 1e-4, 1.0), (60, 3e-3, 1.0), (60, 1e-2, 1.0), (60, 3e-2, 1.0),
+                          (200, 1e-4, 1.0), (200, 3e-3, 1.0), (600, 1e-4, 1.0), (600, 3e-3, 1.0)}
+    assert cells[60, 3e-2, 1.0].widths == st.widths and max(cells[600, 3e-3, 1.0].widths) == 4.0
+    assert st.equal_d_couples() == [((200, 3e-3), (60, 1e-2)), ((600, 3e-3), (60, 3e-2))]
+    # 5 pairs where a verdict is read, 2 elsewhere
+    assert st.widths == (0.25, 1.0, 4.0, 16.0)
+    assert cells[60, 3e-2, 1.0].pairs_at(16.0) == cells[60, 3e-2, 1.0].pairs_at(4.0) == 5
+    assert cells[60, 1e-4, 0.25].pairs_at(16.0) == cells[60, 1e-4, 1.0].pairs_at(16.0) == 5
+    assert cells[600, 3e-3, 1.0].pairs_at(4.0) == cells[60, 1e-2, 1.0].pairs_at(4.0) == 5
+    assert cells[60, 3e-3, 1.0].pairs_at(16.0) == cells[60, 1e-2, 1.0].pairs_at(16.0) == 2
+    # the width and weak-weight-decay pages' runs are the same runs here: the store trains them once
+    ids = {s.id for s in st.specs()}
+    width = part_study("controls", "quick", widths=list(st.widths))
+    assert {s.id for s in width.specs()} <= ids  # the strong and the weak sweep at the widths they share
+    assert len(ids) == len(st.specs())  # no run listed twice
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"weight_decay": 0.1}, "weight_decay=0.1 is not allowed: MechanismStudy does not use weight_decay; set "
+                            "weight_decays"),
+    ({"init_scale": 0.5}, "set init_scales"),
+    ({"weight_decays": [3e-3]}, "at least two different weight decays"),
+    ({"init_scales": [0.0]}, "init_scales=.*numbers > 0"),
+    ({"regimes": [60, 2.5]}, "regimes="),
+    ({"long_max_width": 0.1}, "long_max_width"),
+    ({"regime_weight_decays": [-1.0]}, "regime_weight_decays"),
+])
+def test_bad_mechanism_parameters_name_themselves(overrides, match):
+    with pytest.raises(SpecError, match=match):
+        resolve(MechanismStudy, "quick", **overrides)
+
+
+def test_a_study_without_length_or_small_init_arm_has_no_couples():
+    st = part_study("mechanism", "quick", widths=[0.25, 1], weight_decays=[1e-4, 3e-2], regimes=[60],
+                    regime_weight_decays=[1e-4], init_scales=[1])
+    assert [(c.epochs, c.weight_decay, c.init_scale) for c in st.cells()] == [(60, 1e-4, 1.0), (60, 3e-2, 1.0)]
+    assert st.equal_d_couples() == [] and st.cut_widths() == ()
+
+
+@pytest.mark.integration
+def test_mechanism_frames_measure_every_cell_once(tmp_path, monkeypatch):
+    store = RunStore(tmp_path / "runs")
+    st = part_study("mechanism", "smoke", widths=[0.25], epochs=2, regimes=[2, 4], weight_decays=[3e-3, 6e-3],
+                    regime_weight_decays=[3e-3], decisive_seeds=2)
+    frames = experiments.mechanism_frames(st, store)
+    summary = frames["summary"]
+    assert set(summary["method"]) == {"none", "weight_matching"}
+    assert set(frames["lewc"]["method"]) == {"trained", "untrained", "weight_matched"}
+    assert set(zip(summary["epochs"], summary["weight_decay"], summary["init_scale"])) == {
+        (2, 3e-3, 1.0), (2, 6e-3, 1.0), (4, 3e-3, 1.0), (2, 3e-3, 0.25)}
+    # weight matching a pair of one seed each never lowers the merge below what plain averaging found by much,
+    # and both summaries read the same endpoints
+    s = summary.set_index(["epochs", "weight_decay", "init_scale", "pair", "method"])
+    assert np.allclose(s.xs("none", level="method")["acc_a"], s.xs("weight_matching", level="method")["acc_a"])
+    long = experiments.mechanism_long(frames)
+    claims.validate_results(long, "mechanism")
+    assert set(long["dataset"]) == {"digits"}
+    rows = claims.page_claims("mechanism", long)
+    assert {r.id for r in rows} >= {"M1", "M2", "M3", "M4", "M5", "M6", "R1", "R2"}
+    assert all(r.state == claims.INCONCLUSIVE or r.state == claims.NA for r in rows if r.id.startswith("M"))
+    n = sum(e["event"] == "trained" for e in store.events())
+    monkeypatch.setattr(experiments, "pair_summary", lambda *a, **k: pytest.fail("a cached summary recomputed"))
+    again = experiments.mechanism_frames(st, store)
+    assert sum(e["event"] == "trained" for e in store.events()) == n
+    assert again["summary"].equals(summary)
+
+
+# -- the committed reference runs --------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(reference.REFERENCES))
+def test_committed_references_are_what_execute_wrote_and_follow_the_schema(name):
+    if not reference.csv_path(name).exists():
+        pytest.fail(f"reference {name!r} is declared in lmcbook.reference but not committed in results/")
+    frame, prov = reference.load(name)  # raises unless the CSV's SHA-256 is the one its provenance records
+    claims.validate_results(frame, reference.get(name).notebook)
+    for key in ("command", "execute_command", "data", "code_version", "git_commit", "machine", "date"):
+        assert prov.get(key), key
+    assert prov["command"].startswith(f"lmcbook reference {name}")
+    # current, or else the page says it is stale
+    assert prov["code_version"] == CODE_VERSION or "stale" in reference.stale_note(prov)
+    if "mnist_standin" in set(frame["dataset"]):
+        assert "8k/2k MNIST stand-in" in prov["data"]["description"]
+
+
+def test_a_changed_reference_csv_is_refused_and_a_stale_one_says_so(tmp_path):
+    name = "mechanism-digits-wide"
+    path = reference.csv_path(name, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text("notebook,metric,value,pair\nmechanism,acc_merged,0.5,0\n")
+    prov = {"csv_sha256": "0" * 64, "code_version": CODE_VERSION - 1, "command": f"lmcbook reference {name}"}
+    reference.provenance_path(name, tmp_path).write_text(json.dumps(prov))
+    with pytest.raises(ValueError, match="changed after"):
+        reference.load(name, tmp_path)
+    assert "stale" in reference.stale_note(prov) and f"lmcbook reference {name}" in reference.stale_note(prov)
+    assert reference.stale_note({**prov, "code_version": CODE_VERSION}) is None
+    with pytest.raises(SpecError, match="reference='nope'"):
+        reference.get("nope")
+    with pytest.raises(SpecError, match="--data-root"):
+        reference.params_for("mechanism-mnist-standin", None)

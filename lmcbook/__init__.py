@@ -3,7 +3,7 @@
 Train once, probe many times: a :class:`~lmcbook.store.RunStore` keyed by the
 hash of a frozen :class:`~lmcbook.specs.RunSpec` serves every notebook.
 ``lmcbook.study(part, profile, **overrides)`` returns a part's validated study
-(``"width"``, ``"controls"``, ``"regime"``, ``"noise"``, ...), whose ``specs()`` are its runs.
+(``"width"``, ``"controls"``, ``"mechanism"``, ``"noise"``, ...), whose ``specs()`` are its runs.
 """
 
 import logging

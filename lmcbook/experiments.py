@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 
 import pandas as pd
@@ -216,6 +219,47 @@ def _iterations(study) -> int:
     return getattr(study, "match_iterations", 100)
 
 
+def _matching_frames(a, b, iterations: int) -> dict[str, pd.DataFrame]:
+    """Return weight matching's permutations of b onto a and its cost, as the frames the cache holds."""
+    t0 = time.perf_counter()
+    res = weight_matching(a, b, max_iter=iterations)
+    seconds = time.perf_counter() - t0
+    perms = pd.concat([pd.DataFrame({"perm": p, "index": range(len(v)), "value": v.numpy()})
+                       for p, v in res.perms.items()], ignore_index=True)
+    info = pd.DataFrame([{"match_seconds": seconds, "match_iterations": res.iterations,
+                          "match_objective": res.history[-1] if res.history else float("nan")}])
+    return {"perms": perms, "info": info}
+
+
+def _matching_in_worker(a, b, iterations: int) -> dict[str, pd.DataFrame]:
+    torch.set_num_threads(1)
+    return _matching_frames(a, b, iterations)
+
+
+def prefetch_matchings(pairs: list[tuple[TrainedRun, TrainedRun]], store: RunStore, iterations: int = 100,
+                       workers: int | None = None) -> int:
+    """Compute and cache weight matching for every (a, b) not cached yet, ``workers`` processes at a time (default:
+    the CPU count, at most 4), and return how many were computed.
+
+    The assignment solver is single-threaded, so matchings run side by side; each result is exactly what
+    :func:`matched_permutation` would compute (its ``match_seconds`` are the worker's, on one thread).
+    """
+    key = lambda ra, rb: {"a": ra.id, "b": rb.id, "iterations": iterations}  # noqa: E731
+    todo = list({(ra.id, rb.id): (ra, rb) for ra, rb in pairs if not store.has_derived("weight_matching",
+                                                                                        key(ra, rb))}.values())
+    workers = min(workers or min(os.cpu_count() or 1, 4), len(todo))
+    if workers < 2:
+        return 0
+    ctx = multiprocessing.get_context("spawn")  # no fork after torch's threads have started
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        futures = [(ra, rb, pool.submit(_matching_in_worker, ra.model.cpu(), rb.model.cpu(), iterations))
+                   for ra, rb in todo]
+        for ra, rb, fut in futures:
+            frames = fut.result()
+            store.cached_frames("weight_matching", key(ra, rb), lambda frames=frames: frames)
+    return len(todo)
+
+
 def matched_permutation(ra: TrainedRun, rb: TrainedRun, store: RunStore | None = None,
                         iterations: int = 100) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """Return weight matching's permutations of b onto a (cached) and its cost: seconds, sweeps, objective.
@@ -224,18 +268,8 @@ def matched_permutation(ra: TrainedRun, rb: TrainedRun, store: RunStore | None =
     result reports the time measured when it was computed.
     """
     store = store or RunStore()
-
-    def compute():
-        t0 = time.perf_counter()
-        res = weight_matching(ra.model, rb.model, max_iter=iterations)
-        seconds = time.perf_counter() - t0
-        perms = pd.concat([pd.DataFrame({"perm": p, "index": range(len(v)), "value": v.numpy()})
-                           for p, v in res.perms.items()], ignore_index=True)
-        info = pd.DataFrame([{"match_seconds": seconds, "match_iterations": res.iterations,
-                              "match_objective": res.history[-1] if res.history else float("nan")}])
-        return {"perms": perms, "info": info}
-
-    got = store.cached_frames("weight_matching", {"a": ra.id, "b": rb.id, "iterations": iterations}, compute)
+    got = store.cached_frames("weight_matching", {"a": ra.id, "b": rb.id, "iterations": iterations},
+                              lambda: _matching_frames(ra.model, rb.model, iterations))
     perms = {p: torch.tensor(g.sort_values("index")["value"].to_numpy(), dtype=torch.long)
              for p, g in got["perms"].groupby("perm", sort=False)}
     return perms, {k: float(v) for k, v in got["info"].iloc[0].items()}
@@ -345,12 +379,16 @@ def mechanism_frames(study, store: RunStore | None = None) -> dict[str, pd.DataF
         store.get_or_train_many(missing, data=data)
     out: dict[str, list[pd.DataFrame]] = {k: [] for k in ("summary", "lewc", "reciprocal_orthogonality", "rank",
                                                           "regime")}
-    for cell in study.cells():
-        runs = trained_pairs(cell, store, data)
+    cells = [(cell, trained_pairs(cell, store, data)) for cell in study.cells()]
+    # weight matching's solver is single-threaded: the widest pairs are matched side by side first
+    widest = [(ra, rb) for _, runs in cells for pair, ra, rb in runs if pair.hidden_units > 256]
+    prefetch_matchings(widest, store, study.match_iterations)
+    for cell, runs in cells:
         plain = pair_frames(cell, store, runs).summary.assign(method="none")
         matched = matched_summaries(cell, store, runs).assign(method="weight_matching")
         out["summary"].append(pd.concat([plain, matched], ignore_index=True))
-        probes = probe_frames(cell, store, matched=True, runs=runs)
+        # the untrained baseline is read only for the standard initialisation (shared with the width pages)
+        probes = probe_frames(cell, store, matched=True, runs=runs, baseline=cell.init_scale == 1.0)
         for name in ("lewc", "reciprocal_orthogonality", "rank"):
             out[name].append(probes[name])
         out["regime"].append(regime_frame(cell, store))

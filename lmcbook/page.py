@@ -352,6 +352,20 @@ def describe_mechanism(study: Any) -> str:
             f"width, {max(study.seeds, study.decisive_seeds)} in the cells that decide a verdict")
 
 
+def mechanism_cut(study: Any) -> str:
+    """Return one Markdown sentence saying which cells stop short of the widest width, to fit the time budget."""
+    cut = study.cut_widths()
+    if not cut:
+        return "every cell was trained at every width"
+    units = lambda ws: ", ".join(str(int(round(study.base_width * w))) for w in ws)  # noqa: E731
+    mid = [d for d in study.weight_decays if d not in study.wide_decays]
+    return (f"{units(cut)} hidden units were trained only in the decay arm at weight decay "
+            f"{', '.join(f'{d:g}' for d in study.wide_decays)} and in the small-initialisation arm; the length arm"
+            + (f" and weight decay {', '.join(f'{d:g}' for d in mid)}" if mid else "")
+            + f" stop at {units(study.narrow_widths()[-1:])} units, to keep the book within its time budget (large "
+            "D is reached far more cheaply by weight decay than by length)")
+
+
 def mechanism_cells_markdown(long: pd.DataFrame) -> str:
     """Return a Markdown table of the mechanism study's cells, one row each: arm, length, weight decay, initial-weight
     factor, D, what weight decay alone would leave of a weight, the widest width and its pairs, the distance from
@@ -387,3 +401,49 @@ def claims_markdown(rows: list[ClaimResult]) -> str:
         return "(no rows)"
     return "\n".join(f"- **{r.id}**{f' ({r.regime})' if r.regime else ''}: {r.statement} *Test:* {r.test}. "
                      f"*Measured:* {r.measured}. **{r.mark}**" for r in rows)
+
+
+def direction(before: float, after: float, tol: float = 0.01) -> str:
+    """Return "rises", "falls" or "stays about the same" for a change from ``before`` to ``after`` (relative
+    tolerance ``tol``)."""
+    if abs(after - before) <= tol * max(abs(before), abs(after), 1e-12):
+        return "stays about the same"
+    return "rises" if after > before else "falls"
+
+
+#: What :func:`mechanism_numbers` reads at the decay arm's widest width: (glue name, metric, filters, hidden-only).
+_MECHANISM_NUMBERS = (
+    ("acc_plain", "acc_merged", {"method": "none"}, False),
+    ("acc_matched", "acc_merged", {"method": "weight_matching"}, False),
+    ("acc_ensemble", "acc_ensemble", {"method": "none"}, False),
+    ("orth", "orth_ratio", {"method": "trained", "lam": 0.5}, False),
+    ("orth_untrained", "orth_ratio", {"method": "untrained", "lam": 0.5}, False),
+    ("lewc", "lewc_rel_err", {"method": "trained", "lam": 0.5}, False),
+    ("llfc_matched", "llfc_rel_err", {"method": "weight_matched", "lam": 0.5}, False),
+    ("rank", "rel_effective_rank", {"method": "trained"}, True),
+    ("rank_untrained", "rel_effective_rank", {"method": "untrained"}, True),
+    ("delta_stable_rank", "delta_rel_stable_rank", {}, True),
+)
+
+
+def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
+    """Return the numbers the mechanism page quotes: at the decay arm's widest width, in its smallest-D (``_lo``)
+    and largest-D (``_hi``) cells, each measure's mean over pairs, the D values, the distance from initialisation,
+    and the direction of each change (``_dir``)."""
+    cells = cell_table(long)
+    std = cells[cells["init_scale"] == 1.0]
+    widest = std["widest"].max()
+    at = std[std["widest"] == widest].sort_values("D")
+    lo, hi = at.iloc[0], at.iloc[-1]
+    hidden = long[(long["layer"] > 1) & (long["layer"] < long["layer"].max())]
+    out: dict[str, Any] = {"units": int(widest), "d_lo": float(lo["D"]), "d_hi": float(hi["D"]),
+                           "shrink_lo": float(lo["shrinkage"]), "shrink_hi": float(hi["shrinkage"])}
+    whole = long[long["layer"].isna()]
+    rows = _MECHANISM_NUMBERS + (("dist", "init_distance", {}, False),)
+    for name, metric, filters, only_hidden in rows:
+        df = hidden if only_hidden else whole if name == "dist" else long
+        for tag, cell in (("lo", lo), ("hi", hi)):
+            out[f"{name}_{tag}"] = float(select(in_cell(df, cell, widest), metric, **filters)
+                                         .groupby("pair")["value"].mean().mean())
+        out[f"{name}_dir"] = direction(out[f"{name}_lo"], out[f"{name}_hi"])
+    return out

@@ -291,9 +291,10 @@ class MechanismStudy(WidthStudy):
     """What makes merging without permutations work: the width sweep in cells of three arms.
 
     - the *decay arm*: every weight decay of ``weight_decays`` at ``epochs`` (the cheap route to a large
-      decay integral D), at every width;
-    - the *length arm*: every length of ``regimes`` at every weight decay of ``regime_weight_decays``; widths
-      above ``long_max_width`` train only at ``epochs`` (the time budget's cut);
+      decay integral D), at every width for ``wide_decays`` and up to ``long_max_width`` for the others;
+    - the *length arm*: every length of ``regimes`` at every weight decay of ``regime_weight_decays``, at the widths
+      up to ``long_max_width`` (the time budget's cut: the decay arm reaches large D at every width far more
+      cheaply);
     - the *small-initialisation arm*: the initial weights multiplied by each factor of ``init_scales``, at the
       weakest weight decay and ``epochs``.
 
@@ -308,12 +309,16 @@ class MechanismStudy(WidthStudy):
     #: Fields of Recipe this study does not read; setting one is an error that names its replacement.
     unused_fields = {"weight_decay": "weight_decays", "init_scale": "init_scales"}
 
-    #: Every other width of the width study (16 to 1024 units, a factor 4 apart): its runs are reused here.
-    widths: tuple[float, ...] = (0.25, 1.0, 4.0, 16.0)
+    #: Widths of the width study (16 to 1024 units): their runs are reused here.
+    widths: tuple[float, ...] = (0.25, 0.5, 1.0, 4.0, 16.0)
     weight_decays: tuple[float, ...] = (1e-4, 3e-3, 1e-2, 3e-2)
+    #: The decay arm's weight decays trained at every width; the others stop at ``long_max_width``, like the length
+    #: arm (the time budget's cut).  It must hold the weakest and the strongest, whose cells decide verdicts.
+    #: None: those two and the width study's own weight decay, whose runs the width pages train anyway.
+    wide_decays: tuple[float, ...] | None = None
     regimes: tuple[int, ...] | None = (60, 200, 600)
     regime_weight_decays: tuple[float, ...] = (1e-4, 3e-3)
-    long_max_width: float | None = field(default=4.0, metadata={"ok": lambda v: v > 0,
+    long_max_width: float | None = field(default=1.0, metadata={"ok": lambda v: v > 0,
                                                                  "allowed": "a width multiplier > 0, or None"})
     init_scales: tuple[float, ...] | None = (0.25,)
     decisive_seeds: int = field(default=5, metadata=_at_least(1))
@@ -339,6 +344,12 @@ class MechanismStudy(WidthStudy):
         object.__setattr__(self, "widths", tuple(sorted({float(w) for w in self.widths})))
         if self.init_scales is not None:
             object.__setattr__(self, "init_scales", _positive("init_scales", self.init_scales))
+        free = {self.weight_decays[0], self.weight_decays[-1]} | ({_TRAIN.weight_decay} & set(self.weight_decays))
+        wide = tuple(sorted(free if self.wide_decays is None else {float(d) for d in self.wide_decays}))
+        if not set(wide) <= set(self.weight_decays) or {self.weight_decays[0], self.weight_decays[-1]} - set(wide):
+            raise SpecError(f"wide_decays={list(wide)!r} is not allowed: expected weight decays of weight_decays="
+                            f"{list(self.weight_decays)!r}, including the weakest and the strongest")
+        object.__setattr__(self, "wide_decays", wide)
         if self.regimes and not self.widths_at(self.regimes[-1]):
             raise SpecError(f"long_max_width={self.long_max_width!r} is not allowed: it cuts every width of "
                             f"{list(self.widths)} at the longer lengths; expected a multiplier >= {min(self.widths)}")
@@ -349,19 +360,18 @@ class MechanismStudy(WidthStudy):
         """Return the resolved parameters, without the unused ``weight_decay`` and ``init_scale``."""
         return {k: v for k, v in super().params().items() if k not in self.unused_fields}
 
+    def narrow_widths(self) -> tuple[float, ...]:
+        """Return the widths up to ``long_max_width`` (every width if it is None)."""
+        return tuple(w for w in self.widths if self.long_max_width is None or w <= self.long_max_width)
+
     def widths_at(self, epochs: int) -> tuple[float, ...]:
-        """Return the widths trained at ``epochs``: all at the decay arm's length, those up to long_max_width
-        at the length arm's other lengths."""
-        if epochs == self.epochs or self.long_max_width is None:
-            return self.widths
-        return tuple(w for w in self.widths if w <= self.long_max_width)
+        """Return the widths the length arm trains at ``epochs``: all at the decay arm's length, those up to
+        long_max_width at the other lengths."""
+        return self.widths if epochs == self.epochs else self.narrow_widths()
 
     def cut_widths(self) -> tuple[float, ...]:
-        """Return the widths the length arm trains only at the decay arm's length."""
-        if not self.regimes:
-            return ()
-        kept = set(self.widths_at(max(self.regimes)))
-        return tuple(w for w in self.widths if w not in kept) if max(self.regimes) != self.epochs else ()
+        """Return the widths that only the decay arm's ``wide_decays`` and the small-initialisation arm train."""
+        return tuple(w for w in self.widths if w not in self.narrow_widths())
 
     def equal_d_couples(self) -> list[tuple[tuple[int, float], tuple[int, float]]]:
         """Return the pairs of cells, ((length, weight decay) of the length arm, (epochs, weight decay) of the decay
@@ -396,7 +406,8 @@ class MechanismStudy(WidthStudy):
         (init_scale, epochs, weight_decay)."""
         widths: dict[tuple[int, float, float], set[float]] = {}
         for wd in self.weight_decays:
-            widths.setdefault((self.epochs, wd, 1.0), set()).update(self.widths)
+            kept = self.widths if wd in self.wide_decays else self.narrow_widths()
+            widths.setdefault((self.epochs, wd, 1.0), set()).update(kept)
         for e in self.regimes or ():
             for wd in self.regime_weight_decays:
                 widths.setdefault((e, wd, 1.0), set()).update(self.widths_at(e))

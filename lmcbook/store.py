@@ -374,6 +374,15 @@ class RunStore:
                 fresh[s.id] = run
 
     # -- derived results ----------------------------------------------------------------
+    def derived_path(self, kind: str, key: dict[str, Any]) -> Path:
+        """Return the directory of the derived result (``kind``, ``key``) at this library's source hash."""
+        payload = json.dumps({"kind": kind, "key": key, "source_hash": source_hash()}, sort_keys=True, default=str)
+        return self.root / "derived" / hashlib.sha256(payload.encode()).hexdigest()
+
+    def has_derived(self, kind: str, key: dict[str, Any]) -> bool:
+        """Return True if the derived result (``kind``, ``key``) is cached."""
+        return (self.derived_path(kind, key) / "meta.json").exists()
+
     def cached_frames(self, kind: str, key: dict[str, Any],
                       compute: Callable[[], dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
         """Return frames computed from stored runs, computing and caching them on first use.
@@ -384,9 +393,8 @@ class RunStore:
         exact columns in an ``.npz`` (read back with ``allow_pickle=False``), or an
         exact CSV (%.17g) for a frame with a column that is neither numeric nor text.
         """
-        payload = json.dumps({"kind": kind, "key": key, "source_hash": source_hash()}, sort_keys=True, default=str)
-        digest = hashlib.sha256(payload.encode()).hexdigest()
-        path = self.root / "derived" / digest
+        path = self.derived_path(kind, key)
+        digest = path.name
         if (path / "meta.json").exists():
             meta = json.loads((path / "meta.json").read_text())
             return {name: _read_frame(path, name, meta.get("columns", {}).get(name)) for name in meta["frames"]}

@@ -71,6 +71,7 @@ lams = None
 scheduler = None
 widths = None
 weight_decays = None
+wide_decays = None
 regimes = None
 regime_weight_decays = None
 long_max_width = None
@@ -82,7 +83,15 @@ show_references = None
 # %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import claims_markdown, describe_mechanism, hypotheses_markdown, mechanism_cells_markdown, open_page
+from lmcbook.page import (
+    claims_markdown,
+    describe_mechanism,
+    hypotheses_markdown,
+    mechanism_cells_markdown,
+    mechanism_cut,
+    mechanism_numbers,
+    open_page,
+)
 
 page, study = open_page("mechanism", globals())
 
@@ -108,7 +117,13 @@ for name, (frame, prov) in references.items():
     page.glue_figure(f"fig_width_{name}", plots.plot_mechanism_width(frame, ref_label))
     stale = reference.stale_note(prov)
     ref_notes.append(f"- {reference.describe(name, prov)}." + (f" **{stale}**" if stale else ""))
+for key, value in mechanism_numbers(long).items():
+    if isinstance(value, str):
+        page.glue_md(key, value)
+    else:
+        page.glue(key, value)
 page.glue_md("setup", describe_mechanism(study))
+page.glue_md("cut", mechanism_cut(study))
 page.glue_md("cells", mechanism_cells_markdown(long))
 page.glue_figure("fig_width", plots.plot_mechanism_width(long, label))
 page.glue_figure("fig_d", plots.plot_mechanism_d(ref_frames))
@@ -135,7 +150,7 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 #
 # {glue:md}`cells`
 #
-# The last columns are read at each cell's widest width.
+# The last columns are read at each cell's widest width. What was cut: {glue:md}`cut`.
 #
 # ```{glue:figure} fig_width
 # :name: fig-mechanism-width
@@ -163,6 +178,31 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 # initialisation. Means over pairs (over both models of a pair for per-model
 # measures) with 95% bootstrap intervals. Trained (this build): {glue:md}`setup`.
 # ```
+#
+# At {glue:text}`units` hidden units, from the smallest $D$
+# ({glue:text}`d_lo:.2g`, where weight decay alone would leave {glue:text}`shrink_lo:.2f` of
+# a weight) to the largest ({glue:text}`d_hi:.2g`, leaving {glue:text}`shrink_hi:.2g`):
+#
+# - plain merged accuracy {glue:md}`acc_plain_dir` from {glue:text}`acc_plain_lo:.3f` to
+#   {glue:text}`acc_plain_hi:.3f`; after weight matching it is {glue:text}`acc_matched_lo:.3f`
+#   and {glue:text}`acc_matched_hi:.3f`, and the logit ensemble {glue:text}`acc_ensemble_lo:.3f`
+#   and {glue:text}`acc_ensemble_hi:.3f`;
+# - the relative effective rank of the hidden-to-hidden matrices {glue:md}`rank_dir` from
+#   {glue:text}`rank_lo:.3f` to {glue:text}`rank_hi:.3f` (untrained networks:
+#   {glue:text}`rank_untrained_lo:.3f`);
+# - the orthogonality ratio {glue:md}`orth_dir` from {glue:text}`orth_lo:.3f` to
+#   {glue:text}`orth_hi:.3f` (untrained pairs: {glue:text}`orth_untrained_lo:.3f`);
+# - the LEWC error of the plain pair {glue:md}`lewc_dir` from {glue:text}`lewc_lo:.3f` to
+#   {glue:text}`lewc_hi:.3f`, and the LLFC error after weight matching {glue:md}`llfc_matched_dir`
+#   from {glue:text}`llfc_matched_lo:.3f` to {glue:text}`llfc_matched_hi:.3f`. Where the latter
+#   is small, the two networks, once permuted onto each other, interpolate linearly layer by
+#   layer (LLFC): the signature of one solution up to a permutation, not of LEWC;
+# - the distance from initialisation {glue:md}`dist_dir` from {glue:text}`dist_lo:.2f` to
+#   {glue:text}`dist_hi:.2f`, and the relative stable rank of $W - W_0$ {glue:md}`delta_stable_rank_dir`
+#   from {glue:text}`delta_stable_rank_lo:.3f` to {glue:text}`delta_stable_rank_hi:.3f`. Read
+#   the latter with care: once weight decay has removed most of the initialisation, $W - W_0$
+#   contains $-W_0$, whose rank is the random initialisation's; it reads what training added only
+#   while the distance from initialisation is small.
 #
 # ## The verdicts
 #

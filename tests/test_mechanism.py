@@ -99,14 +99,19 @@ def test_quick_study_cells_arms_and_decisive_pairs():
     cells = {(c.epochs, c.weight_decay, c.init_scale): c for c in st.cells()}
     assert set(cells) == {(60, 1e-4, 0.25), (60, 1e-4, 1.0), (60, 3e-3, 1.0), (60, 1e-2, 1.0), (60, 3e-2, 1.0),
                           (200, 1e-4, 1.0), (200, 3e-3, 1.0), (600, 1e-4, 1.0), (600, 3e-3, 1.0)}
-    assert cells[60, 3e-2, 1.0].widths == st.widths and max(cells[600, 3e-3, 1.0].widths) == 4.0
+    assert st.widths == (0.25, 0.5, 1.0, 4.0, 16.0)
+    # the wide decays reach 1024 units; 1e-2 and the length arm stop at long_max_width (the budget's cut)
+    for key in ((60, 1e-4, 1.0), (60, 3e-3, 1.0), (60, 3e-2, 1.0), (60, 1e-4, 0.25)):
+        assert cells[key].widths == st.widths
+    assert max(cells[60, 1e-2, 1.0].widths) == max(cells[600, 3e-3, 1.0].widths) == 1.0
+    assert st.cut_widths() == (4.0, 16.0)
     assert st.equal_d_couples() == [((200, 3e-3), (60, 1e-2)), ((600, 3e-3), (60, 3e-2))]
     # 5 pairs where a verdict is read, 2 elsewhere
-    assert st.widths == (0.25, 1.0, 4.0, 16.0)
-    assert cells[60, 3e-2, 1.0].pairs_at(16.0) == cells[60, 3e-2, 1.0].pairs_at(4.0) == 5
-    assert cells[60, 1e-4, 0.25].pairs_at(16.0) == cells[60, 1e-4, 1.0].pairs_at(16.0) == 5
-    assert cells[600, 3e-3, 1.0].pairs_at(4.0) == cells[60, 1e-2, 1.0].pairs_at(4.0) == 5
-    assert cells[60, 3e-3, 1.0].pairs_at(16.0) == cells[60, 1e-2, 1.0].pairs_at(16.0) == 2
+    assert cells[60, 3e-2, 1.0].pairs_at(16.0) == cells[60, 3e-2, 1.0].pairs_at(4.0) == 5  # M1-M3, M5
+    assert cells[60, 1e-4, 0.25].pairs_at(16.0) == cells[60, 1e-4, 1.0].pairs_at(16.0) == 5  # M4, M5
+    assert cells[600, 3e-3, 1.0].pairs_at(1.0) == cells[60, 1e-2, 1.0].pairs_at(1.0) == 5  # M6
+    assert cells[60, 3e-2, 1.0].pairs_at(1.0) == cells[200, 3e-3, 1.0].pairs_at(1.0) == 5
+    assert cells[60, 3e-3, 1.0].pairs_at(16.0) == cells[600, 1e-4, 1.0].pairs_at(1.0) == 2
     # the width and weak-weight-decay pages' runs are the same runs here: the store trains them once
     ids = {s.id for s in st.specs()}
     width = part_study("controls", "quick", widths=list(st.widths))
@@ -123,6 +128,8 @@ def test_quick_study_cells_arms_and_decisive_pairs():
     ({"regimes": [60, 2.5]}, "regimes="),
     ({"long_max_width": 0.1}, "long_max_width"),
     ({"regime_weight_decays": [-1.0]}, "regime_weight_decays"),
+    ({"wide_decays": [1e-4, 1e-2]}, "wide_decays=.*including the weakest and the strongest"),
+    ({"wide_decays": [1e-4, 5e-3, 3e-2]}, "wide_decays="),
 ])
 def test_bad_mechanism_parameters_name_themselves(overrides, match):
     with pytest.raises(SpecError, match=match):
@@ -130,8 +137,8 @@ def test_bad_mechanism_parameters_name_themselves(overrides, match):
 
 
 def test_a_study_without_length_or_small_init_arm_has_no_couples():
-    st = part_study("mechanism", "quick", widths=[0.25, 1], weight_decays=[1e-4, 3e-2], regimes=[60],
-                    regime_weight_decays=[1e-4], init_scales=[1])
+    st = part_study("mechanism", "quick", widths=[0.25, 1], weight_decays=[1e-4, 3e-2], wide_decays=[1e-4, 3e-2],
+                    regimes=[60], regime_weight_decays=[1e-4], init_scales=[1])
     assert [(c.epochs, c.weight_decay, c.init_scale) for c in st.cells()] == [(60, 1e-4, 1.0), (60, 3e-2, 1.0)]
     assert st.equal_d_couples() == [] and st.cut_widths() == ()
 
@@ -145,6 +152,8 @@ def test_mechanism_frames_measure_every_cell_once(tmp_path, monkeypatch):
     summary = frames["summary"]
     assert set(summary["method"]) == {"none", "weight_matching"}
     assert set(frames["lewc"]["method"]) == {"trained", "untrained", "weight_matched"}
+    small = frames["lewc"][frames["lewc"]["init_scale"] < 1]
+    assert "untrained" not in set(small["method"])  # no baseline is read for the small initialisation
     assert set(zip(summary["epochs"], summary["weight_decay"], summary["init_scale"])) == {
         (2, 3e-3, 1.0), (2, 6e-3, 1.0), (4, 3e-3, 1.0), (2, 3e-3, 0.25)}
     # weight matching a pair of one seed each never lowers the merge below what plain averaging found by much,
@@ -195,3 +204,20 @@ def test_a_changed_reference_csv_is_refused_and_a_stale_one_says_so(tmp_path):
         reference.get("nope")
     with pytest.raises(SpecError, match="--data-root"):
         reference.params_for("mechanism-mnist-standin", None)
+
+
+@pytest.mark.integration
+def test_prefetched_matchings_are_what_matched_permutation_computes(tmp_path, digits):
+    from lmcbook.merge import weight_matching
+
+    store = RunStore(tmp_path / "runs")
+    specs = [RunSpec(DataSpec("digits"), ModelSpec("mlp", 0.5, 64, 4), TrainSpec(epochs=2, seed=s)) for s in range(4)]
+    runs = store.get_or_train_many(specs, data=digits)
+    pairs = [(runs[0], runs[1]), (runs[2], runs[3])]
+    assert experiments.prefetch_matchings(pairs, store, iterations=50, workers=2) == 2
+    assert experiments.prefetch_matchings(pairs, store, iterations=50, workers=2) == 0  # all cached now
+    for ra, rb in pairs:
+        perms, info = experiments.matched_permutation(ra, rb, store, 50)
+        direct = weight_matching(ra.model, rb.model, max_iter=50)
+        assert all(torch.equal(perms[p], direct.perms[p]) for p in direct.perms)
+        assert info["match_iterations"] == direct.iterations

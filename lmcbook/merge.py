@@ -311,15 +311,7 @@ def weight_matching(a: nn.Module | dict, b: nn.Module | dict, spec: PermutationS
                 continue
             solved_at[p] = seen
             n = spec.sizes[p]
-            cost = torch.zeros(n, n, dtype=dtype)
-            for key, axis in p2a[p]:
-                wa = torch.movedim(sa[key], axis, 0).reshape(n, -1)
-                wb = sb[key]
-                for ax2, q in enumerate(spec.axes_to_perm[key]):
-                    if q is not None and ax2 != axis:
-                        wb = torch.index_select(wb, ax2, perms[q])
-                cost += wa @ torch.movedim(wb, axis, 0).reshape(n, -1).T
-            cost = cost.double()
+            cost = _assignment_costs(sa, sb, spec, perms, p2a[p], n, dtype)
             # subtracting each row's maximum changes no assignment's ranking, and speeds up the solver
             _, cols = linear_sum_assignment((cost - cost.max(dim=1, keepdim=True).values).numpy(), maximize=True)
             new = torch.as_tensor(cols, dtype=torch.long)
@@ -332,6 +324,20 @@ def weight_matching(a: nn.Module | dict, b: nn.Module | dict, spec: PermutationS
         if not improved:
             break
     return MatchResult(perms, history, len(history))
+
+
+def _assignment_costs(sa, sb, spec, perms, axes, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """Return the n×n float64 matrix of ⟨W_a, W_b⟩ over ``axes`` with b's unit j in a's slot i, the other
+    permutations held at ``perms``."""
+    cost = torch.zeros(n, n, dtype=dtype)
+    for key, axis in axes:
+        wa = torch.movedim(sa[key], axis, 0).reshape(n, -1)
+        wb = sb[key]
+        for ax2, q in enumerate(spec.axes_to_perm[key]):
+            if q is not None and ax2 != axis:
+                wb = torch.index_select(wb, ax2, perms[q])
+        cost += wa @ torch.movedim(wb, axis, 0).reshape(n, -1).T
+    return cost.double()
 
 
 def _matching_objective(sa, sb, spec, perms) -> float:

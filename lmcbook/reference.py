@@ -60,16 +60,11 @@ class Reference:
 REFERENCES: dict[str, Reference] = {r.name: r for r in (
     Reference("mechanism-mnist-standin", "mechanism", "quick",
               {"dataset": "mnist_standin", "widths": [0.25, 1, 4, 16, 32], "regime_weight_decays": [3e-3],
-               "long_max_width": 4, "wide_decays": [1e-4, 3e-3, 1e-2, 3e-2], "show_references": False},
+               "long_max_width": 1, "wide_decays": [1e-4, 3e-3, 1e-2, 3e-2], "show_references": False},
               "the 8k/2k MNIST stand-in: MNIST's official 10,000-image test split, its first 8,000 images to train "
               "(800 held out for calibration) and its last 2,000 to test", needs_data_root=True,
-              purpose="the mechanism study's arms on 784-dimensional real data, up to 2048 hidden units (H4)"),
-    Reference("mechanism-digits-wide", "mechanism", "quick",
-              {"widths": [0.25, 1, 4, 16, 32, 64], "weight_decays": [1e-4, 3e-2], "wide_decays": [1e-4, 3e-2],
-               "regimes": [60], "regime_weight_decays": [1e-4], "init_scales": [1], "show_references": False},
-              "scikit-learn's digits, as in the quick book",
-              purpose="the weakest- and largest-D cells of the decay arm up to 4096 hidden units, beyond the quick "
-                      "book's widths (H3)"),
+              purpose="the mechanism study's arms on 784-dimensional real data, every weight decay up to 2048 hidden units "
+                      "(H3, H4)"),
 )}
 
 

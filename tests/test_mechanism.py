@@ -190,7 +190,7 @@ def test_committed_references_are_what_execute_wrote_and_follow_the_schema(name)
 
 
 def test_a_changed_reference_csv_is_refused_and_a_stale_one_says_so(tmp_path):
-    name = "mechanism-digits-wide"
+    name = "mechanism-mnist-standin"
     path = reference.csv_path(name, tmp_path)
     path.parent.mkdir(parents=True)
     path.write_text("notebook,metric,value,pair\nmechanism,acc_merged,0.5,0\n")

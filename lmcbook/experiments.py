@@ -431,7 +431,8 @@ def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) ->
 
 
 def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None) -> pd.DataFrame:
-    """Return one row per (cell, pair): the cell's settings, S in both forms, and the merging gains of the pair."""
+    """Return one row per (cell, pair): the cell's settings, S in both forms, the merging gains of the pair, and the
+    lower of its two children's training accuracies (``train_acc_min``: how far training got)."""
     store = store or RunStore()
     data = study_data(study)
     rows = []
@@ -444,6 +445,7 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
         rows.append({**asdict(cell), "pair": p,
                      "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
                      "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 2),
+                     "train_acc_min": min(float(ra.metrics["train_acc"]), float(rb.metrics["train_acc"])),
                      **_gain_row(store, ra, rb, data)})
     return pd.DataFrame(rows)
 

@@ -126,7 +126,14 @@ page.glue("norm_ratio_wide", means.loc[wide, "logit_norm_ratio"])
 page.glue("tau_ratio_narrow", means.loc[narrow, "tau_ratio"])
 page.glue("tau_ratio_wide", means.loc[wide, "tau_ratio"])
 rel = abs(means.loc[wide, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1)
+rel_narrow = abs(means.loc[narrow, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1)
 page.glue("norm_rel_err_wide", rel)
+page.glue("norm_rel_err_narrow", rel_narrow)
+page.glue("merged_acc_narrow", means.loc[narrow, "acc_merged"])
+page.glue_md("norm_specific", "so the norm ratio is near the prediction even where merging fails, and nearness to "
+             "$2^{1-L}$ alone does not single out the pairs that merge" if rel_narrow <= claims.LOGIT_SCALE_TOL else
+             "farther from the prediction than at the widest width" if rel_narrow > rel else
+             "no farther from the prediction than at the widest width")
 
 # %% [markdown]
 # ```{glue:figure} fig_signatures
@@ -145,7 +152,10 @@ page.glue("norm_rel_err_wide", rel)
 # {glue:text}`n_wide` (relative difference from the prediction
 # {glue:text}`norm_rel_err_wide:.2f`). The temperature ratio goes from
 # {glue:text}`tau_ratio_narrow:.2f` to {glue:text}`tau_ratio_wide:.2f`. Verdict W9
-# ({glue:md}`w9_test`): {glue:md}`w9_mark`, {glue:md}`w9_measured`.
+# ({glue:md}`w9_test`): {glue:md}`w9_mark`, {glue:md}`w9_measured`. At
+# {glue:text}`n_narrow` hidden units, where the merged model reaches only
+# {glue:text}`merged_acc_narrow:.3f` accuracy, the norm ratio is
+# {glue:text}`norm_rel_err_narrow:.2f` off the prediction, {glue:md}`norm_specific`.
 #
 # The two signatures need not agree at small width. The norm ratio is a pure
 # statement about logit scale. The temperature ratio equals $2^{L-1}$ only when the

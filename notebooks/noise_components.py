@@ -69,7 +69,12 @@ f_eta = claims.quadratic_fit(np.log10(mom["lr"]), mom["gain"])
 page.glue("mom_var1", 1e4 * f1["residual_var"])
 page.glue("mom_var2", 1e4 * f2["residual_var"])
 page.glue("mom_var_eta", 1e4 * f_eta["residual_var"])
-page.glue_md("mom_better", "the (1 − μ) form" if f1["residual_var"] < f2["residual_var"] else "the (1 − μ)² form")
+# one form collapses the points better only by the factor N2 asks of S over η
+v1, v2, k = f1["residual_var"], f2["residual_var"], claims.COLLAPSE_RATIO_MAX
+page.glue_md("mom_better", "the (1 − μ) form collapses these points better" if v1 <= k * v2 else
+             "the (1 − μ)² form collapses these points better" if v2 <= k * v1 else
+             f"neither form collapses these points better than the other by the factor of {1 / k:g} that N2 asks of "
+             "S over η")
 page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean().round(4)
 
@@ -87,7 +92,7 @@ mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean()
 # {glue:text}`mom_var1:.3f` points² on $\log_{10} S$ with $(1-\mu)$,
 # {glue:text}`mom_var2:.3f` points² with $(1-\mu)^2$, and {glue:text}`mom_var_eta:.3f`
 # points² on $\log_{10}\eta$ alone, which ignores momentum. Of the two forms,
-# {glue:md}`mom_better` collapses these points better.
+# {glue:md}`mom_better`.
 
 # %% [markdown]
 # ## Weight decay, with and without normalisation

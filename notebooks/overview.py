@@ -70,6 +70,9 @@ page.glue("n_claims", len(main))
 long_rows = main.xs("long", level="regime")
 page.glue("n_long", len(long_rows))
 page.glue("n_long_pass", int(long_rows["claim_passed"].sum()))
+long_states = {c: claims.state_of(board, c, "long") for c in long_rows.index}
+page.glue_md("long_rows", "; ".join(f"{c} {claims.MARKS[s]} (short: {claims.MARKS[claims.state_of(board, c, 'short')]})"
+                                     for c, s in long_states.items()) or "none")
 page.glue_md("r1_mark", claims.MARKS[claims.state_of(board, "R1")])
 page.glue_md("r2_mark", claims.MARKS[claims.state_of(board, "R2")])
 page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board_rows(board, DATASET_SHORT))))
@@ -105,7 +108,7 @@ page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board
 #   merging work: low rank appears as weight decay acts longer, {glue:md}`r1_mark`;
 #   merging improves with it, {glue:md}`r2_mark`. On the longest runs
 #   {glue:text}`n_long_pass` of the {glue:text}`n_long` claims scored in both regimes
-#   pass.
+#   pass: {glue:md}`long_rows`.
 # - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows tested here
 #   pass. The scoreboard ({doc}`claims`) has each test and its evidence, including the ones
 #   this setting does not reproduce.

@@ -303,6 +303,39 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     assert claims.state_of(long, "N4") == "n/a"
     md = claims.scoreboard_markdown(rows)
     assert "*inconclusive*" in md and "*n/a*" in md and "long (D = 0.4)" in md
+    assert md.count("after a pilot") == 3 and "before results" not in md
+    assert "| before results |" in claims.scoreboard_markdown([claims.ClaimResult("M1", "width", "s", "m", "t",
+                                                                                   "pass", "mechanism")])
+
+
+def test_threshold_provenance_and_chance_passes():
+    row = lambda cid, state="pass": claims.ClaimResult(cid, "noise", "s", "m", "t", state, "p")  # noqa: E731
+    assert row("N3").fixed_before and row("W11").fixed_before and row("M6").fixed_before
+    assert not row("W1").fixed_before and not row("N1 (50%)").fixed_before
+    assert row("W1", "inconclusive").tested and not row("W9", "n/a").tested
+    # Binomial(24, 0.05): mean 1.2; P(X <= 2) = 0.884 < 0.95 <= P(X <= 3) = 0.958
+    assert claims.chance_passes(24) == (pytest.approx(1.2), 3)
+    assert claims.chance_passes(0) == (0.0, 0)
+    with pytest.raises(ValueError, match="n_tested=-1"):
+        claims.chance_passes(-1)
+
+
+def test_every_test_text_is_formatted_from_its_constants():
+    """No threshold is typed into the text of a test or a measurement: every number after ≤, ≥ or "within" in a string
+    of lmcbook/claims.py (docstrings and comments aside) comes from a constant through an f-string."""
+    import ast
+    import inspect
+    import re
+
+    tree = ast.parse(inspect.getsource(claims))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    pattern = re.compile(r"(≤|≥|within) ?[−-]?\d")
+    typed = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+             and id(n) not in docs and pattern.search(n.value)]
+    assert not typed, typed
+    assert pattern.search("ratio ≤ 0.5") and pattern.search("ρ ≤ −0.9") and not pattern.search("ratio ≤ ")
 
 
 def _regime_frame(rank_of, acc_of, units=(16, 64, 256), lengths=(60, 600), decays=(1e-4, 3e-3)):

@@ -113,6 +113,19 @@ def at_least(iv: Interval, threshold: float, min_n: int = MIN_REPLICATES) -> str
     return PASS if iv.lo >= threshold else FAIL if iv.hi < threshold else INCONCLUSIVE
 
 
+def at_most(iv: Interval, threshold: float, min_n: int = MIN_REPLICATES) -> str:
+    """Return the verdict of "the mean is at most ``threshold``": pass if the whole interval is ≤ it, fail if the
+    whole interval lies above it, else inconclusive."""
+    if iv.n < min_n or not iv.decided:
+        return INCONCLUSIVE
+    return PASS if iv.hi <= threshold else FAIL if iv.lo > threshold else INCONCLUSIVE
+
+
+def both(*states: str) -> str:
+    """Return the verdict of a conjunction: fail if any part fails, pass if every part passes, else inconclusive."""
+    return FAIL if FAIL in states else PASS if all(s == PASS for s in states) else INCONCLUSIVE
+
+
 def within(iv: Interval, tol: float, min_n: int = MIN_REPLICATES) -> str:
     """Return the verdict of an equivalence test, "the mean's magnitude is at most tol": pass if the whole interval
     lies in [−tol, tol],

@@ -16,8 +16,9 @@
 #
 # - ✓: the test passes;
 # - ✗: it fails;
-# - *inconclusive*: the spread over seeds is too large for the fixed test to decide
-#   either way (absence of evidence is never a ✓);
+# - *inconclusive*: the interval over pairs (or, for the rows that still read it, the
+#   spread over seeds) straddles the threshold, so the fixed test cannot decide either
+#   way (absence of evidence is never a ✓);
 # - *n/a*: the setting does not meet the claim's assumptions, for example LEWC's
 #   $\lambda^l$ scale in a network with biases or BatchNorm.
 #
@@ -32,7 +33,12 @@
 #
 # - numbers are seed means of this profile's runs;
 # - ρ is Spearman's rank correlation across widths;
-# - "spread" is max − min over seeds (the mean over cells where cells are pooled);
+# - W1, W5, W8, W9, W13, W14, W15 and M1–M6 read 95% percentile-bootstrap intervals
+#   over pairs (over random draws for W8) at the width or cell the row is about; the
+#   measured column gives the number of pairs, and with two pairs an interval is no
+#   more than their range;
+# - the other rows still read "spread", max − min over seeds (at the row's width for
+#   the width rows, the mean over cells for the noise rows);
 # - the noise fits are quadratic least squares on seed-level points;
 # - layers and aggregation follow the definitions page.
 #

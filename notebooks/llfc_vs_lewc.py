@@ -99,8 +99,10 @@ for method in ("trained", "weight_matched", "untrained"):
 # {glue:text}`trained_llfc_rel_err_wide:.3f`). The untrained pairs, two unrelated
 # networks, give {glue:text}`untrained_lewc_cos_wide:.3f` and
 # {glue:text}`untrained_llfc_cos_wide:.3f`. Relative errors favour LEWC whenever
-# activations shrink, even for unrelated networks (see {doc}`../methods`), so the
-# verdict compares cosines, which ignore scale, and against that baseline. Verdict W15
+# activations shrink, even for unrelated networks (see {doc}`../methods`). So the
+# verdict asks for the crossover the paper contrasts: LEWC's error below LLFC's
+# without matching, *and* LLFC's below LEWC's after weight matching, where the same
+# scale effect would still favour LEWC. Verdict W15
 # ({glue:md}`w15_test`): {glue:md}`w15_mark`, {glue:md}`w15_measured`.
 #
 # The weight-matched pairs have cosines of {glue:text}`weight_matched_lewc_cos_wide:.3f`

@@ -21,7 +21,9 @@
 # same with or without the permutation, at every width, whatever the explanation of
 # the width effect. What the control can show is how much one particular merge depends on the chance
 # alignment of units: the **spread** over draws, and how that spread shrinks with
-# width.
+# width. The paper's sentence is that permuting does not *degrade* the merge, so the
+# scoreboard's W8 compares the mean over draws with the unpermuted merge at the
+# widest width, by an interval over draws.
 #
 # **A stronger contrast.** Weight matching (Ainsworth et al. 2023) picks the
 # permutation that aligns $b$'s units with $a$'s. If plain averaging of wide networks

@@ -101,7 +101,6 @@ strong = claims.cell_stats(long, "acc_merged", weight_decay=wds["strong"]).loc[u
 weak = claims.cell_stats(long, "acc_merged", weight_decay=wds["weak"]).loc[units[-1]]
 gap = strong["mean"] - weak["mean"]
 page.glue("gap", gap)
-page.glue("gap_spread", max(strong["spread"], weak["spread"]))
 pd.DataFrame(table).round(4)
 
 # %% [markdown]
@@ -116,7 +115,7 @@ pd.DataFrame(table).round(4)
 # the merged model's accuracy is {glue:text}`acc_merged_strong_0:.3f` (spread {glue:text}`acc_merged_strong_0_spread:.3f`)
 # at weight decay {glue:text}`wd_strong` against {glue:text}`acc_merged_weak_0:.3f`
 # (spread {glue:text}`acc_merged_weak_0_spread:.3f`) at {glue:text}`wd_weak`, a gap of
-# {glue:text}`gap:.3f` (the larger spread: {glue:text}`gap_spread:.3f`). Verdict W7, the
+# {glue:text}`gap:.3f`. Verdict W7, the
 # scoreboard's short-regime row ({glue:md}`w7_test`): {glue:md}`w7_mark`,
 # {glue:md}`w7_measured`. At {glue:text}`n_wide2` hidden units the two give
 # {glue:text}`acc_merged_strong_1:.3f` and {glue:text}`acc_merged_weak_1:.3f`.

@@ -276,14 +276,14 @@ def test_every_width_page_carries_its_regime(executed):
             assert set(units) == set(df["hidden_units"].dropna()), (name, metric)
 
 
-def _glued_values(nb) -> dict[str, str]:
-    """Return each glued key's text/plain value (Python repr) of an executed notebook."""
+def _glued_values(nb, mime: str = "text/plain") -> dict[str, str]:
+    """Return each glued key's value of an executed notebook: its text/plain (Python repr), or another ``mime``."""
     out = {}
     for cell in nb.cells:
         for o in cell.get("outputs", []):
             name = o.get("metadata", {}).get("scrapbook", {}).get("name")
             if name:
-                out[name] = o.get("data", {}).get("application/papermill.record/text/plain")
+                out[name] = o.get("data", {}).get(f"application/papermill.record/{mime}")
     return out
 
 
@@ -298,12 +298,15 @@ def test_every_page_glues_the_scoreboards_verdict(executed):
     _, out, _, _ = executed
     board = read_results(out / "data" / "claims.csv")
     for name in claims.PAGE_CLAIMS:
-        glued = _glued_values(nbformat.read(out / f"{name}.ipynb", as_version=4))
+        nb = nbformat.read(out / f"{name}.ipynb", as_version=4)
+        glued, glued_md = _glued_values(nb), _glued_values(nb, "text/markdown")
         rows = claims.page_claims(name, read_results(out / "data" / f"{name}.csv"))
         assert rows, name
         for r in rows:
             page_state = ast.literal_eval(glued[f"{r.key}_state"])
             assert page_state == r.state == claims.state_of(board, r.id, r.regime), (name, r.id, r.regime)
+            # the page shows the scoreboard's numbers, intervals included: the same text, computed from the CSV
+            assert glued_md[f"{r.key}_measured"] == r.measured, (name, r.id, r.regime)
     for name, (frame, _) in ((n, reference.load(n)) for n in reference.available("mechanism")):
         for r in claims.page_claims(frame["notebook"].iloc[0], frame):  # and every committed reference's rows
             assert claims.state_of(board, r.id, r.regime, source=name) == r.state, (name, r.id)

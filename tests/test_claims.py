@@ -66,13 +66,6 @@ def test_w4():
     assert not verdict(claims.claim_w4, _additivity([0.15, 0.16, 0.18, 0.2], 0.37))
 
 
-def test_w5():
-    rows = lambda vals: frame("o", [r for layer in (2, 3, 4) for r in  # noqa: E731
-                                    by_width("o", "orth_ratio", vals, lam=0.5, layer=layer, method="trained")])
-    assert verdict(claims.claim_w5, rows([0.9, 0.7, 0.5, 0.3]))
-    assert not verdict(claims.claim_w5, rows([0.9, 0.9, 0.9, 0.9]))
-
-
 def test_w6():
     def rows(hidden_vals):
         out = []
@@ -95,20 +88,27 @@ def test_w7():
     assert not verdict(claims.claim_w7, rows(0.9))
 
 
-def _draws(spread_narrow, spread_wide):
+def _draws(shift_wide, spread_wide, spread_narrow=0.2, draws=10):
+    """Random-permutation draws of two pairs at 16 and 1024 units, each pair's unpermuted merge at 0.9; at 1024 units
+    the draws sit ``shift_wide`` from it, spread evenly over ``spread_wide``."""
     rows = []
-    for u, sp in ((16, spread_narrow), (1024, spread_wide)):
+    for u, shift, sp in ((16, -0.3, spread_narrow), (1024, shift_wide, spread_wide)):
         for pair in (0, 1):
-            for d in range(5):
-                rows.append({"metric": "acc_merged", "value": 0.5 + sp * d / 4, "pair": pair, "hidden_units": u,
-                             "method": "random_permutation", "index": d})
+            rows.append({"metric": "acc_merged", "value": 0.9, "pair": pair, "hidden_units": u, "method": "none"})
+            for d in range(draws):
+                rows.append({"metric": "acc_merged", "value": 0.9 + shift + sp * (d / (draws - 1) - 0.5),
+                             "pair": pair, "hidden_units": u, "method": "random_permutation", "index": d})
     return frame("p", rows)
 
 
-def test_w8():
-    assert verdict(claims.claim_w8, _draws(0.2, 0.004))
-    assert not verdict(claims.claim_w8, _draws(0.2, 0.07))
-    assert claims.claim_w8(_draws(0.2, 0.004)).control
+def test_w8_reads_the_mean_change_over_draws_at_the_widest_width():
+    assert claims.claim_w8(_draws(0.0, 0.004)).state == claims.PASS
+    assert claims.claim_w8(_draws(-0.022, 0.004)).state == claims.FAIL  # the referee's 0.906 against 0.928
+    assert claims.claim_w8(_draws(-0.009, 0.02)).state == claims.INCONCLUSIVE  # the interval straddles -1 point
+    assert claims.claim_w8(_draws(0.0, 0.004)).control
+    r = claims.claim_w8(_draws(-0.022, 0.004))
+    assert r.values["mean"] == pytest.approx(-0.022) and r.values["wide"] == pytest.approx(0.004)
+    assert "draws − unpermuted = -2.2 [" in r.measured
 
 
 def setting(notebook, lewc_ok=True):
@@ -193,7 +193,7 @@ def test_threshold_and_margin_states():
     assert claims.margin_state(0.005, 0.01) == claims.INCONCLUSIVE
 
 
-def test_w7_is_inconclusive_within_the_spread_and_fails_the_other_way():
+def test_w7_is_inconclusive_within_the_interval_and_fails_the_other_way():
     def rows(weak_wide, jitter=0.001):
         return frame("wd", by_width("wd", "acc_merged", [0.3, 0.6, 0.8, 0.9], weight_decay=3e-3, jitter=jitter)
                      + by_width("wd", "acc_merged", [0.3, 0.5, 0.6, weak_wide], weight_decay=1e-4, jitter=jitter))
@@ -201,6 +201,11 @@ def test_w7_is_inconclusive_within_the_spread_and_fails_the_other_way():
     assert claims.claim_w7(rows(0.7)).state == claims.PASS
     assert claims.claim_w7(rows(0.895, jitter=0.02)).state == claims.INCONCLUSIVE
     assert claims.claim_w7(rows(0.99)).state == claims.FAIL
+    # a wide spread at the narrowest width says nothing about the widest, where the row is read
+    noisy = rows(0.7)
+    noisy.loc[(noisy["hidden_units"] == noisy["hidden_units"].min()) & (noisy["pair"] == 0), "value"] -= 0.5
+    r = claims.claim_w7(noisy)
+    assert r.state == claims.PASS and r.values["gap_hi"] - r.values["gap_lo"] < 0.005
 
 
 def test_w11_and_w12_thresholds_over_seeds():
@@ -212,45 +217,6 @@ def test_w11_and_w12_thresholds_over_seeds():
     cal = lambda wide: frame("b", by_width("b", "loss_barrier_cal_mid", [1.5, 0.8, 0.3, wide]))  # noqa: E731
     assert claims.claim_w12(cal(0.05)).state == claims.PASS
     assert claims.claim_w12(cal(0.3)).state == claims.FAIL
-
-
-def test_w13_needs_the_lewc_setting():
-    def rows(wide, ok=True):
-        out = []
-        for layer in (1, 2, 3, 4):
-            out += by_width("lewc", "lewc_rel_err", [0.7, 0.5, 0.3, wide], lam=0.5, layer=layer, method="trained")
-        return frame("lewc", out + setting("lewc", ok))
-
-    assert claims.claim_w13(rows(0.05)).state == claims.PASS
-    assert claims.claim_w13(rows(0.2)).state == claims.FAIL
-    assert claims.claim_w13(rows(0.05, ok=False)).state == claims.NA
-
-
-def test_w14_against_the_untrained_pair():
-    def rows(trained_wide):
-        out = []
-        for layer in (2, 3, 4):
-            out += by_width("o", "orth_ratio", [0.9, 0.7, 0.5, trained_wide], lam=0.5, layer=layer, method="trained")
-            out += by_width("o", "orth_ratio", [0.9, 0.9, 0.9, 0.9], lam=0.5, layer=layer, method="untrained")
-        return frame("o", out)
-
-    assert claims.claim_w14(rows(0.3)).state == claims.PASS  # 0.33 of the untrained
-    assert claims.claim_w14(rows(0.6)).state == claims.FAIL
-    assert claims.claim_w14(rows(0.45)).state == claims.INCONCLUSIVE  # seeds at 0.449 and 0.451 of 0.9
-
-
-def test_w15_judges_lewc_against_llfc_by_the_untrained_baseline():
-    def rows(trained_lewc, untrained_lewc):
-        out = []
-        for method, lewc in (("trained", trained_lewc), ("untrained", untrained_lewc)):
-            for layer in (1, 2, 3, 4):
-                out += by_width("l", "lewc_cos", [lewc] * 4, lam=0.25, layer=layer, method=method)
-                out += by_width("l", "llfc_cos", [0.8] * 4, lam=0.25, layer=layer, method=method)
-        return frame("l", out)
-
-    assert claims.claim_w15(rows(0.95, 0.85)).state == claims.PASS
-    assert claims.claim_w15(rows(0.95, 0.95)).state == claims.INCONCLUSIVE  # unrelated networks do as well
-    assert claims.claim_w15(rows(0.85, 0.95)).state == claims.FAIL
 
 
 def test_n1_needs_a_positive_gain_at_the_optimum():
@@ -399,3 +365,130 @@ def test_r_claims_use_the_widest_width_trained_at_every_length():
     extra = _regime_frame(lambda d, u: 0.9, lambda d, u: 0.1, units=(1024,), lengths=(60,))
     both = pd.concat([tr, extra], ignore_index=True)
     assert claims.claim_r1(both).values["units"] == 256 and claims.claim_r2(both).passed
+
+
+# -- the stronger W tests (verdicts issue): each gives every verdict on synthetic frames ------------------------
+def five(notebook, metric, values, jitter=0.001, **keys):
+    """One row per (width, pair) for 5 pairs at UNITS: values[i] with offsets −2, −1, 0, 1, 2 × jitter (mean exact)."""
+    return [{"metric": metric, "value": v + (p - 2) * jitter, "pair": p, "hidden_units": u, **keys}
+            for u, v in zip(UNITS, values) for p in range(5)]
+
+
+def test_w1_needs_the_trend_and_no_fall_over_the_last_step_of_width():
+    rows = lambda vals, j=0.001: frame("w", five("w", "acc_merged", vals, j))  # noqa: E731
+    assert claims.claim_w1(rows([0.3, 0.5, 0.7, 0.9])).state == claims.PASS
+    r = claims.claim_w1(rows([0.3, 0.5, 0.9, 0.85]))
+    assert r.state == claims.FAIL and r.values["step"] == pytest.approx(-0.05)
+    one = frame("w", five("w", "acc_merged", [0.3]))  # one width: no trend, no step
+    assert claims.claim_w1(one).state == claims.FAIL and "n = 0" in claims.claim_w1(one).measured
+
+
+def test_w1_fails_on_a_significant_fall_at_the_widest_width_even_with_a_strong_trend():
+    units = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+    rows = [{"metric": "acc_merged", "value": (0.3 + 0.07 * i if u < 8192 else 0.8) + 0.001 * (p - 2), "pair": p,
+             "hidden_units": u} for i, u in enumerate(units) for p in range(5)]  # 0.86 at 4096 units, then 0.8
+    r = claims.claim_w1(frame("w", rows))
+    assert r.values["rho"] >= claims.RHO_MIN and r.state == claims.FAIL
+    wide = [dict(x, value=x["value"] + (0.2 * (x["pair"] - 2) if x["hidden_units"] >= 4096 else 0)) for x in rows]
+    assert claims.claim_w1(frame("w", wide)).state == claims.PASS  # the same fall, within a wide interval
+
+
+def test_w5_needs_the_trend_and_a_small_ratio_at_the_widest_width():
+    def rows(vals, j=0.001):
+        return frame("o", [r for layer in (2, 3, 4)
+                           for r in five("o", "orth_ratio", vals, j, lam=0.5, layer=layer, method="trained")])
+
+    assert claims.claim_w5(rows([0.9, 0.7, 0.5, 0.1])).state == claims.PASS
+    assert claims.claim_w5(rows([0.9, 0.7, 0.5, 0.41])).state == claims.FAIL  # falls, but stays far from 0
+    assert claims.claim_w5(rows([0.9, 0.9, 0.9, 0.1])).state == claims.FAIL  # no trend (ρ = −0.77)
+    assert claims.claim_w5(rows([0.9, 0.7, 0.5, 0.2], j=0.05)).state == claims.INCONCLUSIVE  # straddles 0.2
+
+
+def test_w9_needs_the_prediction_at_the_widest_width_and_not_at_the_narrowest():
+    def rows(narrow, wide, j=0.001, ok=True):
+        return frame("b", five("b", "logit_norm_ratio", [narrow, 0.2, 0.16, wide], j, depth=4) + setting("b", ok))
+
+    assert claims.claim_w9(rows(0.25, 0.125)).state == claims.PASS  # exact at the widest, 100% off at the narrowest
+    assert claims.claim_w9(rows(0.25, 0.2)).state == claims.FAIL  # 60% off at the widest
+    assert claims.claim_w9(rows(0.125, 0.13)).state == claims.FAIL  # closer at the narrowest: not specific
+    assert claims.claim_w9(rows(0.25, 0.156, j=0.02)).state == claims.INCONCLUSIVE  # straddles 25%
+    assert claims.claim_w9(rows(0.25, 0.125, ok=False)).state == claims.NA
+
+
+def test_w13_reads_the_cosine_against_the_untrained_pair():
+    def rows(trained_wide, untrained_wide, j=0.001, ok=True):
+        out = []
+        for layer in (1, 2, 3, 4):
+            out += five("lewc", "lewc_cos", [0.7, 0.8, 0.9, trained_wide], j, lam=0.5, layer=layer, method="trained")
+            out += five("lewc", "lewc_cos", [0.6] * 3 + [untrained_wide], 0.001, lam=0.5, layer=layer,
+                        method="untrained")
+        return frame("lewc", out + setting("lewc", ok))
+
+    assert claims.claim_w13(rows(0.98, 0.63)).state == claims.PASS
+    assert claims.claim_w13(rows(0.94, 0.63)).state == claims.FAIL  # the referee's 0.94: below 0.95
+    assert claims.claim_w13(rows(0.98, 0.985)).state == claims.FAIL  # untrained pairs do as well
+    assert claims.claim_w13(rows(0.95, 0.63, j=0.02)).state == claims.INCONCLUSIVE  # straddles 0.95
+    assert claims.claim_w13(rows(0.98, 0.63, ok=False)).state == claims.NA
+
+
+def test_w14_against_the_untrained_pair_and_in_absolute_terms():
+    def rows(trained_wide, j=0.001):
+        out = []
+        for layer in (2, 3, 4):
+            out += five("o", "orth_ratio", [0.9, 0.7, 0.5, trained_wide], j, lam=0.5, layer=layer, method="trained")
+            out += five("o", "orth_ratio", [0.9] * 4, 0.0, lam=0.5, layer=layer, method="untrained")
+        return frame("o", out)
+
+    assert claims.claim_w14(rows(0.1)).state == claims.PASS
+    assert claims.claim_w14(rows(0.6)).state == claims.FAIL
+    assert claims.claim_w14(rows(0.3)).state == claims.FAIL  # a third of the untrained pair's, but 0.3 > 0.2
+    assert claims.claim_w14(rows(0.2, j=0.05)).state == claims.INCONCLUSIVE
+
+
+def test_w15_is_the_crossover_after_weight_matching():
+    def rows(plain_gap, matched_gap, j=0.001):
+        """LLFC − LEWC relative error: ``plain_gap`` unpermuted, ``matched_gap`` after weight matching."""
+        out = []
+        for method, g in (("trained", plain_gap), ("weight_matched", matched_gap)):
+            for layer in (1, 2, 3, 4):
+                out += five("l", "lewc_rel_err", [0.3] * 4, 0.0, lam=0.25, layer=layer, method=method)
+                out += five("l", "llfc_rel_err", [0.3 + g] * 4, j, lam=0.25, layer=layer, method=method)
+        return frame("l", out)
+
+    assert claims.claim_w15(rows(0.45, -0.23)).state == claims.PASS  # the book's 0.25 v 0.71, then 0.47 v 0.23
+    assert claims.claim_w15(rows(0.45, 0.2)).state == claims.FAIL  # LEWC still better after matching
+    assert claims.claim_w15(rows(-0.1, -0.23)).state == claims.FAIL  # LLFC better even unpermuted
+    assert claims.claim_w15(rows(0.45, 0.0, j=0.02)).state == claims.INCONCLUSIVE
+
+
+def test_w2_w3_w4_read_intervals_over_pairs_at_the_widest_width():
+    # W2: calibrated/raw at the widest, per pair
+    def w2(cal_wide, j=0.001):
+        return frame("b", five("b", "loss_barrier_mid", [2, 1.5, 1.2, 1.0], 0.0)
+                     + five("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, cal_wide], j))
+    assert claims.claim_w2(w2(0.1)).state == claims.PASS
+    assert claims.claim_w2(w2(0.35)).state == claims.FAIL  # 0.35 of the raw barrier
+    assert claims.claim_w2(w2(0.25, j=0.05)).state == claims.INCONCLUSIVE
+    # W3: below the same pair's untrained error
+    def w3(trained_wide, j=0.001):
+        rows = []
+        for layer in (1, 2, 3, 4):
+            rows += five("lewc", "lewc_rel_err", [0.9, 0.8, 0.7, trained_wide], j, lam=0.5, layer=layer,
+                         method="trained")
+            rows += five("lewc", "lewc_rel_err", [0.8] * 4, 0.0, lam=0.5, layer=layer, method="untrained")
+        return frame("lewc", rows)
+    assert claims.claim_w3(w3(0.4)).state == claims.PASS
+    assert claims.claim_w3(w3(0.85)).state == claims.FAIL  # no trend, and above the untrained pair's
+    assert claims.claim_w3(w3(0.65)).state == claims.PASS
+    assert claims.claim_w3(w3(0.6, j=0.2)).state == claims.INCONCLUSIVE  # the interval straddles the baseline
+    # W4: below the Gaussian baseline
+    def w4(err_wide, j=0.001):
+        rows = []
+        for layer in (1, 2, 3):
+            rows += five("a", "additivity_rel_err", [0.5, 0.45, 0.4, err_wide], j, lam=0.5, layer=layer,
+                         method="trained")
+            rows += five("a", "baseline_additivity_rel_err", [0.37] * 4, 0.0, lam=0.5, layer=layer, method="trained")
+        return frame("a", rows)
+    assert claims.claim_w4(w4(0.2)).state == claims.PASS
+    assert claims.claim_w4(w4(0.38)).state == claims.FAIL  # falls, but not below the baseline
+    assert claims.claim_w4(w4(0.36, j=0.1)).state == claims.INCONCLUSIVE

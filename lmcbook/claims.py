@@ -301,8 +301,9 @@ EQUIVALENCE_TOL = 0.005  #: N3: largest change in gain over weight decay (0.5 po
 
 #: The claims whose tests and thresholds were fixed, and committed, before any of their results were computed: W11, W12
 #: and N3 (the verdicts issue) and M1–M6 (the mechanism issue).  W13 and W14 were too, but their tests were made
-#: stronger after a referee read their results, so they count as set after a pilot.  Every other row's threshold was set after a small
-#: pilot run or beside its first results, so its verdict is weaker evidence; the scoreboard says which is which.
+#: stronger after a referee read their results, so they count as set after a pilot.  Every other row's threshold was
+#: set after a small pilot run or beside its first results, so its verdict is weaker evidence; the scoreboard says
+#: which is which.
 FIXED_BEFORE = frozenset({"W11", "W12", "N3", "M1", "M2", "M3", "M4", "M5", "M6"})
 #: The false-pass rate per tested row that :func:`chance_passes` assumes: a claim with no effect behind it passes
 #: this often (about the rate of a one-sided 95% interval clearing a threshold, or of ρ ≥ 0.9 over 5 widths by chance:
@@ -541,7 +542,8 @@ def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
                        f"ρ = {rho:.2f}; at {wide} units error {tr.loc[wide, 'mean']:.3f}, below the untrained pair's "
                        f"by {iv.text()} ({iv.n} pairs)",
                        f"ρ(width, LEWC error at λ=½, last hidden layer) ≤ {-RHO_MIN:g} and, at the widest, below the "
-                       "untrained pair's (95% bootstrap interval over pairs)", both(trend_state(rho, -1), above(iv, 0.0)),
+                       "untrained pair's (95% bootstrap interval over pairs)",
+                       both(trend_state(rho, -1), above(iv, 0.0)),
                        "lewc", values={"rho": rho, "margin": iv.mean, "margin_lo": iv.lo})
 
 
@@ -1195,12 +1197,19 @@ def conclusion_sentence(states: dict[str, dict[str, str]]) -> str:
     against = [n for n, s in states.items() if s["P"] == CONTRADICTED]
     for_p = [n for n, s in states.items() if s["P"] == SUPPORTED]
     if against and not for_p:
-        hs = sorted({h for n in against for h in alt[n]})
-        over = f"support {_join(hs)} over the paper's account" if hs else "contradict the paper's account"
-        where = _join(against)
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for n in against:  # data sets that support the same alternatives share a clause
+            groups.setdefault(tuple(alt[n]), []).append(n)
+        clauses = []
+        for i, (hs, where) in enumerate(groups.items()):
+            undecided = [h for h in ("H1", "H2", "H3") if all(states[n][h] == UNDECIDED for n in where)]
+            who, account = ("the data", "the paper's account") if not i else ("they", "it")
+            what = f"support {_join(list(hs))} over {account}" if hs else f"contradict {account}"
+            clauses.append(f"{'On' if not i else 'on'} {_join(where)}, {who} {what}"
+                           + (f" ({_join(undecided)} undecided)" if undecided else ""))
         rest = [n for n in names if n not in against]
         tail = f"; on {_join(rest)} the verdicts do not decide" if rest else ""
-        return f"On {where}, the data {over}: once weight decay has acted, plain averaging does not merge wide " \
+        return f"{'; '.join(clauses)}: once weight decay has acted, plain averaging does not merge wide " \
                f"networks as the paper says it does{tail}."
     if for_p and not against:
         rest = [n for n in names if n not in for_p]
@@ -1256,7 +1265,8 @@ def claim_n2(noise: pd.DataFrame) -> list[ClaimResult]:
         ve = quadratic_fit(np.log10(g["lr"]), g["gain"])["residual_var"]
         out.append(ClaimResult(f"N2 ({k:.0%})", "noise", "Gains against S collapse onto one curve.",
                                f"residual variance {1e4 * vs:.3f} (on S) vs {1e4 * ve:.3f} points² (on η); "
-                               f"ratio {vs / ve:.2f}", f"ratio ≤ {COLLAPSE_RATIO_MAX:g}", PASS if vs <= COLLAPSE_RATIO_MAX * ve else FAIL,
+                               f"ratio {vs / ve:.2f}", f"ratio ≤ {COLLAPSE_RATIO_MAX:g}",
+                               PASS if vs <= COLLAPSE_RATIO_MAX * ve else FAIL,
                                "noise_scale", values={"ratio": vs / ve}))
     return out
 
@@ -1363,8 +1373,8 @@ def scoreboard(frames: dict[str, pd.DataFrame],
 def scoreboard_markdown(rows: list[ClaimResult]) -> str:
     """Return the scoreboard as a MyST table, each row linking to the page with its evidence; a row of a committed
     reference run names it and its data set."""
-    lines = ["| claim | data | regime | paper's statement | measured here | test | threshold fixed | result | evidence |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| claim | data | regime | paper's statement | measured here | test | threshold fixed | result | "
+             "evidence |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         label = f"{r.id} (control)" if r.control else r.id
         regime = "—" if r.regime is None else (f"{r.regime} (D = {r.decay_integral:.3g})"

@@ -63,8 +63,8 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
                "long_max_width": 1, "wide_decays": [1e-4, 3e-3, 1e-2, 3e-2], "show_references": False},
               "the 8k/2k MNIST stand-in: MNIST's official 10,000-image test split, its first 8,000 images to train "
               "(800 held out for calibration) and its last 2,000 to test", needs_data_root=True,
-              purpose="the mechanism study's arms on 784-dimensional real data, every weight decay up to 2048 hidden units "
-                      "(H3, H4)"),
+              purpose="the mechanism study's arms on 784-dimensional real data, every weight decay up to 2048 hidden "
+                      "units (H3, H4)"),
 )}
 
 

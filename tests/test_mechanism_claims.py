@@ -223,6 +223,11 @@ def test_the_conclusion_sentence_says_which_account_the_data_support():
     assert "support the paper's account on MNIST and contradict it on digits" in mixed
     assert "do not decide" in claims.conclusion_sentence({"digits": open_})
     assert "on MNIST the verdicts do not decide" in claims.conclusion_sentence({"digits": h2, "MNIST": open_})
+    # data sets that support different alternatives get their own clauses, with what stays undecided
+    only_h2 = claims.hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=INCONCLUSIVE, m4=INCONCLUSIVE, m5=NA, m6=NA))
+    both = claims.conclusion_sentence({"digits": h2, "MNIST": only_h2})
+    assert both.startswith("On digits, the data support H1 and H2 over the paper's account; on MNIST, they support "
+                           "H2 over it (H1 and H3 undecided): ")
 
 
 # -- the statistics behind them ---------------------------------------------------------

@@ -287,6 +287,7 @@ STATE_CODES = {FAIL: 0.0, PASS: 1.0, INCONCLUSIVE: 2.0, NA: 3.0}
 
 #: Fixed thresholds (see the comment above for when each was fixed).
 RHO_MIN = 0.9  #: the absolute rank correlation a trend needs
+MIN_TREND_POINTS = 4  #: widths (or cells) a W or R row's trend needs before its ρ can decide
 CAL_OVER_RAW_MAX = 0.25  #: W2: calibrated/raw midpoint barrier at the widest width
 LOGIT_SCALE_TOL = 0.25  #: W9: relative distance of the logit norm ratio from 2^(1−L); W10: distance of β from 1
 PERM_EQUIV_TOL = 0.01  #: W8: the largest mean change in merged accuracy that random permutations may make (1 point)
@@ -382,8 +383,12 @@ class ClaimResult:
         return key + ("_" + "".join(c if c.isalnum() else "_" for c in self.source) if self.source else "")
 
 
-def trend_state(rho: float, sign: int) -> str:
-    """Return pass if ρ has the claimed sign (+1 rises, −1 falls) and sign·ρ ≥ RHO_MIN, else fail."""
+def trend_state(rho: float, sign: int, n: int | None = None) -> str:
+    """Return pass if ρ has the claimed sign (+1 rises, −1 falls) and sign·ρ ≥ RHO_MIN, else fail; inconclusive
+    when the trend has ``n`` < MIN_TREND_POINTS points (over 2 points ρ is ±1 whatever the data, over 3 it is 1 by
+    chance one time in six)."""
+    if n is not None and n < MIN_TREND_POINTS:
+        return INCONCLUSIVE
     return PASS if np.isfinite(rho) and sign * rho >= RHO_MIN else FAIL
 
 
@@ -462,7 +467,7 @@ def _trend_claim(cid: str, statement: str, df: pd.DataFrame, metric: str, sign: 
     test = f"ρ(width, {what}) {'≥' if sign > 0 else '≤'} {sign * RHO_MIN:g}"
     return ClaimResult(cid, "width", statement, f"ρ = {rho:.2f}; {what} {st['mean'].iloc[0]:.3f} at "
                        f"{st.index[0]} → {st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units", test,
-                       trend_state(rho, sign), page, values={"rho": rho})
+                       trend_state(rho, sign, len(st)), page, values={"rho": rho})
 
 
 def _widest_threshold(cid: str, statement: str, df: pd.DataFrame, metric: str, tol: float, what: str, unit: str,
@@ -494,7 +499,8 @@ def claim_w1(width_accuracy: pd.DataFrame, regime: str = "short", page: str = "w
     the last step of width beyond the 95% interval of that step's change (a fall that clears it: ✗)."""
     rho, st = _rho_row(width_accuracy, ACC_MERGED)
     prev, wide, step = _widest_two(width_accuracy, ACC_MERGED)
-    state = FAIL if trend_state(rho, +1) == FAIL or (step.decided and step.hi < 0) else PASS
+    trend = trend_state(rho, +1, len(st))
+    state = FAIL if trend == FAIL or (step.decided and step.hi < 0) else trend
     r = ClaimResult("W1", "width", "Merged accuracy rises with width.",
                     f"ρ = {rho:.2f}; merged accuracy at λ=½ {st['mean'].iloc[0]:.3f} at {st.index[0]} → "
                     f"{st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units; change from {prev} to {wide} units "
@@ -517,7 +523,7 @@ def claim_w2(barrier: pd.DataFrame) -> ClaimResult:
                        f"({iv.n} pairs; calibrated {cal['mean'].iloc[-1]:.3f} nats)",
                        f"ρ(width, calibrated midpoint loss barrier) ≤ {-RHO_MIN:g} and calibrated/raw ≤ "
                        f"{CAL_OVER_RAW_MAX:g} at the widest (95% bootstrap interval over pairs)",
-                       both(trend_state(rho, -1), at_most(iv, CAL_OVER_RAW_MAX)), "loss_barrier_calibration",
+                       both(trend_state(rho, -1, len(cal)), at_most(iv, CAL_OVER_RAW_MAX)), "loss_barrier_calibration",
                        values={"rho": rho, "ratio": iv.mean, "ratio_hi": iv.hi, "calibrated": cal["mean"].iloc[-1]})
 
 
@@ -543,7 +549,7 @@ def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
                        f"by {iv.text()} ({iv.n} pairs)",
                        f"ρ(width, LEWC error at λ=½, last hidden layer) ≤ {-RHO_MIN:g} and, at the widest, below the "
                        "untrained pair's (95% bootstrap interval over pairs)",
-                       both(trend_state(rho, -1), above(iv, 0.0)),
+                       both(trend_state(rho, -1, len(tr)), above(iv, 0.0)),
                        "lewc", values={"rho": rho, "margin": iv.mean, "margin_lo": iv.lo})
 
 
@@ -560,7 +566,7 @@ def claim_w4(add: pd.DataFrame) -> ClaimResult:
                        f"by {iv.text()} ({iv.n} pairs)",
                        f"ρ(width, additivity error at λ=½, mean over hidden layers) ≤ {-RHO_MIN:g} and below the "
                        "Gaussian baseline at the widest (95% bootstrap interval over pairs)",
-                       both(trend_state(rho, -1), above(iv, 0.0)), "weak_additivity",
+                       both(trend_state(rho, -1, len(tr)), above(iv, 0.0)), "weak_additivity",
                        values={"rho": rho, "below": iv.mean})
 
 
@@ -625,7 +631,7 @@ def claim_w8(perm: pd.DataFrame) -> ClaimResult:
                        f"at {int(wide)} units, draws − unpermuted = {iv.text('.1f', 100)} points over {iv.n} draws; "
                        f"spread over draws {100 * per_pair.iloc[0]:.1f} points at {per_pair.index[0]} units, "
                        f"{100 * per_pair.iloc[-1]:.1f} at {per_pair.index[-1]}",
-                       f"at the widest width, the mean change over draws within ±{100 * PERM_EQUIV_TOL:g} points of "
+                       f"at the widest width, the mean change over draws within ±{100 * PERM_EQUIV_TOL:g} point(s) of "
                        "the unpermuted merge (95% bootstrap interval over draws)", within(iv, PERM_EQUIV_TOL),
                        "random_permutation", control=True,
                        values={"mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "narrow": per_pair.iloc[0],
@@ -788,7 +794,7 @@ def _regime_claim(cid: str, statement: str, tr: pd.DataFrame, metric: str, sign:
                        f"at {units} units, ρ(D, {what}) = {rho:.2f}; {what} {lo['mean']:.3f} at D = {lo['D']:.3g} → "
                        f"{hi['mean']:.3f} at D = {hi['D']:.3g}",
                        f"ρ(D, {what}) {'≥' if sign > 0 else '≤'} {sign * RHO_MIN:g} over the (length, weight decay) "
-                       "cells at the widest common width", trend_state(rho, sign), "mechanism",
+                       "cells at the widest common width", trend_state(rho, sign, len(st)), "mechanism",
                        values={"rho": rho, "units": units, "lo_d": lo["mean"], "hi_d": hi["mean"]})
 
 
@@ -1115,7 +1121,8 @@ HYPOTHESES = {
     "H1": "near initialisation: in short training the width effect comes from the two random initialisations",
     "H2": "permutation collapse: once weight decay has acted, the two networks are one solution up to a "
           "permutation, so plain averaging fails where weight matching succeeds",
-    "H3": "width truncation: with large D, plain merging recovers at widths beyond those of the quick book",
+    "H3": "width truncation: with large D, plain merging keeps improving with width beyond the 256 units where the "
+          "first long runs stopped (M3; M1 says whether it has recovered)",
     "H4": "data: digits' 64 input dimensions force shared features, and on 784-dimensional MNIST large D behaves "
           "as the paper says",
 }

@@ -16,9 +16,9 @@
 #
 # - ✓: the test passes;
 # - ✗: it fails;
-# - *inconclusive*: the interval over pairs (or, for the rows that still read it, the
-#   spread over seeds) straddles the threshold, so the fixed test cannot decide either
-#   way (absence of evidence is never a ✓);
+# - *inconclusive*: the interval over pairs (or, for the noise rows that still read
+#   it, the spread over seeds) straddles the threshold, or a trend has too few points,
+#   so the fixed test cannot decide either way (absence of evidence is never a ✓);
 # - *n/a*: the setting does not meet the claim's assumptions, for example LEWC's
 #   $\lambda^l$ scale in a network with biases or BatchNorm.
 #
@@ -33,12 +33,13 @@
 #
 # - numbers are seed means of this profile's runs;
 # - ρ is Spearman's rank correlation across widths;
-# - W1, W5, W8, W9, W13, W14, W15 and M1–M6 read 95% percentile-bootstrap intervals
-#   over pairs (over random draws for W8) at the width or cell the row is about; the
+# - W1–W5, W7–W9, W11–W15 and M1–M6 read 95% percentile-bootstrap intervals over
+#   pairs (over random draws for W8) at the width or cell the row is about; the
 #   measured column gives the number of pairs, and with two pairs an interval is no
 #   more than their range;
-# - the other rows still read "spread", max − min over seeds (at the row's width for
-#   the width rows, the mean over cells for the noise rows);
+# - a trend over fewer than four widths or cells is *inconclusive*, whatever its ρ;
+# - W6, W10, R1, R2 and N2 read a rank correlation or a fit alone, and N1, N3 and N4
+#   still read "spread", max − min over seeds averaged over cells;
 # - the noise fits are quadratic least squares on seed-level points;
 # - layers and aggregation follow the definitions page.
 #
@@ -56,10 +57,10 @@
 # **The mechanism rows.** M1–M6 decide between the paper's account and the
 # alternatives that {doc}`mechanism` sets out. Their tests were committed before the
 # runs they read were trained, each reads a 95% bootstrap interval over at least 5
-# pairs, and each is scored on this build's digits runs and on every committed
-# reference run (the *data* column names it): the 8k/2k MNIST stand-in (MNIST's
-# official test split, 8,000 images to train and 2,000 to test), up to 2,048 hidden
-# units.
+# pairs in every cell the interval reads, and each is scored on this build's digits
+# runs and on every committed reference run (the *data* column names it): the 8k/2k
+# MNIST stand-in (MNIST's official test split, 8,000 images to train and 2,000 to
+# test), at widths beyond this book's.
 #
 # A ✗ is a result, not an error: it means this run, in this setting, does not
 # reproduce the claim. The linked page shows the evidence and discusses why. Rows
@@ -84,6 +85,8 @@ main_rows = [r for r in rows if not r.control and r.source is None]
 ref_rows = [r for r in rows if r.source is not None]
 page.glue("n_ref_rows", len(ref_rows))
 page.glue("n_refs", len(references))
+page.glue_md("refs_phrase", "The committed reference run" if len(references) == 1 else
+             f"The {len(references)} committed reference runs")
 page.glue("n_ref_pass", sum(r.passed for r in ref_rows))
 page.glue("n_claims", len(main_rows))
 tested = [r for r in rows if r.tested]
@@ -112,7 +115,7 @@ Markdown(claims.scoreboard_markdown(rows))
 # {glue:text}`n_width_na` n/a of {glue:text}`n_width`; from the noise paper
 # {glue:text}`n_noise_pass` ✓, {glue:text}`n_noise_fail` ✗,
 # {glue:text}`n_noise_inconclusive` inconclusive and {glue:text}`n_noise_na` n/a of
-# {glue:text}`n_noise`. The {glue:text}`n_refs` committed reference runs add
+# {glue:text}`n_noise`. {glue:md}`refs_phrase` add
 # {glue:text}`n_ref_rows` rows, of which {glue:text}`n_ref_pass` pass.
 #
 # **Chance passes.** The table tests {glue:text}`n_tested` rows (every row but the n/a
@@ -120,8 +123,8 @@ Markdown(claims.scoreboard_markdown(rows))
 # If no claim had an effect behind it and each row passed by chance at a rate of
 # {glue:text}`chance_rate`, about {glue:text}`chance_expected` rows would pass, and in
 # 95% of such books at most {glue:text}`chance_upper`. The rate is an assumption, not a
-# measurement: it is about how often a rank correlation over five widths meets the trend
-# threshold by chance, and how often a one-sided 95% interval clears its threshold, but
+# measurement: it is about how often a rank correlation over the width study's widths
+# meets the trend threshold by chance, and how often a one-sided 95% interval clears its threshold, but
 # the rows are not independent (several read the same pairs). Of the tested rows,
 # {glue:text}`n_fixed_before` had their threshold fixed before their results, and
 # {glue:text}`n_fixed_before_pass` of those pass.

@@ -31,8 +31,9 @@
 # - **H2, permutation collapse.** Once weight decay has acted, both networks reach the
 #   same low-rank solution up to a permutation of their hidden units. Then plain
 #   averaging fails at large $D$ (M1 fails) while weight matching succeeds (M2).
-# - **H3, width truncation.** With large $D$, plain merging recovers at widths beyond
-#   those of a small book (M3: merged accuracy rises with width up to the widest).
+# - **H3, width truncation.** With large $D$, plain merging keeps improving beyond the
+#   256 units where the first long runs stopped (M3: merged accuracy rises with width up
+#   to the widest). Whether it has *recovered*, near the ensemble, is M1's question.
 # - **H4, data.** Digits' 64 input dimensions force the two networks to share
 #   features; on 784-dimensional MNIST, large $D$ behaves as the paper says.
 #
@@ -43,7 +44,9 @@
 # **How the verdicts are read.** The tests M1–M6 were written and committed in
 # `lmcbook/claims.py` before any of these runs was trained. Each reads a 95% bootstrap
 # interval over pairs (percentile bootstrap; with 5 pairs it is a floor on the
-# uncertainty, not a ceiling), needs at least 5 pairs in every cell it reads, and
+# uncertainty, not a ceiling), needs at least 5 pairs in every cell its interval
+# reads (a rank correlation over widths or cells, as in M3 and M5, may also read
+# cells with fewer), and
 # decides only when the interval clears its threshold; otherwise it is
 # *inconclusive*. A row is *n/a* outside its regime (for "weight decay has acted",
 # weight decay alone, momentum included, would leave at most 10% of a weight) or when

@@ -174,7 +174,7 @@ spawn_table.round(4)
 #   of {glue:text}`var_ratio:.2f`.
 # - **Optimum.** Verdict N1 ({glue:md}`n1_test`): {glue:md}`n1_mark`. The fit's vertex is at
 #   $S^* =$ {glue:text}`s_star:.2e`, where the fitted gain is
-#   {glue:text}`fit_at_vertex:.2f` points and exceeds the higher end of the grid by
+#   {glue:text}`fit_at_vertex:.2f` points and exceeds the higher of the fit's two ends by
 #   {glue:text}`margin:.2f` points. The spread over pairs, the mean over cells of
 #   max − min, is {glue:text}`cell_spread:.2f` points. An optimum is only as good as the
 #   gain there: the best cell's mean gain is {glue:text}`best_cell_gain:.2f` points, at
@@ -182,7 +182,7 @@ spawn_table.round(4)
 #   where merging stops hurting, not where it helps.
 # - **Per pair.** Fitted separately, {glue:text}`n_interior_pairs` of the
 #   {glue:text}`n_pairs` pairs have an interior vertex. Their $S^*$ lies between
-#   {glue:text}`s_star_lo:.2e` and {glue:text}`s_star_hi:.2e` (NaN if none).
+#   {glue:text}`s_star_lo:.2e` and {glue:text}`s_star_hi:.2e` (NaN when no pair has one).
 
 # %% [markdown]
 # ## The spawn point

@@ -304,7 +304,7 @@ def test_every_test_text_is_formatted_from_its_constants():
     assert pattern.search("ratio ≤ 0.5") and pattern.search("ρ ≤ −0.9") and not pattern.search("ratio ≤ ")
 
 
-def _regime_frame(rank_of, acc_of, units=(16, 64, 256), lengths=(60, 600), decays=(1e-4, 3e-3)):
+def _regime_frame(rank_of, acc_of, units=(16, 64, 256, 1024), lengths=(60, 600), decays=(1e-4, 3e-3)):
     """A mechanism-like frame: per (length, wd, width, seed) merged accuracy, D and hidden-layer ranks."""
     rows = []
     for e in lengths:
@@ -352,7 +352,7 @@ def test_r1_and_r2_pass_and_fail():
     acc_falls = lambda d, u: 0.9 - 0.2 * d  # noqa: E731
     both = _regime_frame(rank_falls, acc_rises)
     assert claims.claim_r1(both).passed and claims.claim_r2(both).passed
-    assert claims.claim_r1(both).values["units"] == 256
+    assert claims.claim_r1(both).values["units"] == 1024
     low_rank_but_worse = _regime_frame(rank_falls, acc_falls)
     assert claims.claim_r1(low_rank_but_worse).passed and not claims.claim_r2(low_rank_but_worse).passed
     assert claims.trend(claims.claim_r2(low_rank_but_worse).values["rho"]) == "falls"
@@ -362,9 +362,9 @@ def test_r1_and_r2_pass_and_fail():
 
 def test_r_claims_use_the_widest_width_trained_at_every_length():
     tr = _regime_frame(lambda d, u: 0.8 * np.exp(-d), lambda d, u: 0.5 + 0.2 * d)
-    extra = _regime_frame(lambda d, u: 0.9, lambda d, u: 0.1, units=(1024,), lengths=(60,))
+    extra = _regime_frame(lambda d, u: 0.9, lambda d, u: 0.1, units=(4096,), lengths=(60,))
     both = pd.concat([tr, extra], ignore_index=True)
-    assert claims.claim_r1(both).values["units"] == 256 and claims.claim_r2(both).passed
+    assert claims.claim_r1(both).values["units"] == 1024 and claims.claim_r2(both).passed
 
 
 # -- the stronger W tests (verdicts issue): each gives every verdict on synthetic frames ------------------------
@@ -380,7 +380,10 @@ def test_w1_needs_the_trend_and_no_fall_over_the_last_step_of_width():
     r = claims.claim_w1(rows([0.3, 0.5, 0.9, 0.85]))
     assert r.state == claims.FAIL and r.values["step"] == pytest.approx(-0.05)
     one = frame("w", five("w", "acc_merged", [0.3]))  # one width: no trend, no step
-    assert claims.claim_w1(one).state == claims.FAIL and "n = 0" in claims.claim_w1(one).measured
+    assert claims.claim_w1(one).state == claims.INCONCLUSIVE and "n = 0" in claims.claim_w1(one).measured
+    three = frame("w", five("w", "acc_merged", [0.3, 0.5, 0.7]))  # ρ = 1 over 3 widths happens by chance 1 in 6
+    assert claims.claim_w1(three).state == claims.INCONCLUSIVE
+    assert claims.claim_w1(frame("w", five("w", "acc_merged", [0.7, 0.5, 0.3]))).state == claims.FAIL  # a fall
 
 
 def test_w1_fails_on_a_significant_fall_at_the_widest_width_even_with_a_strong_trend():

@@ -392,12 +392,6 @@ def trend_state(rho: float, sign: int, n: int | None = None) -> str:
     return PASS if np.isfinite(rho) and sign * rho >= RHO_MIN else FAIL
 
 
-def threshold_state(lo: float, hi: float, tol: float) -> str:
-    """Return the verdict of "value ≤ tol" over seeds: pass if every seed is within, fail if none is, else
-    inconclusive (the seeds straddle the tolerance)."""
-    return PASS if hi <= tol else FAIL if lo > tol else INCONCLUSIVE
-
-
 def margin_state(margin: float, spread_: float) -> str:
     """Return the verdict of "margin > 0": pass beyond the spread, fail below minus the spread, else inconclusive."""
     return PASS if margin > spread_ else FAIL if margin < -spread_ else INCONCLUSIVE

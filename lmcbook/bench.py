@@ -10,7 +10,6 @@ second; the naive baseline trains one model with the loop most tutorials write.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import shutil
 import statistics
@@ -56,49 +55,34 @@ def _spec(units: int, seed: int, steps: int) -> RunSpec:
 
 def lmcbook_throughput(units: int, steps: int, models: int = 4) -> float:
     """Return model-samples per second of lmcbook's training of ``models`` seeds of one width, as the store
-    trains them: stacked in one step up to STACK_MAX_UNITS hidden units, one after another above."""
+    trains them: stacked in one step up to STACK_MAX_UNITS hidden units; above, side by side in worker processes
+    of one thread each on the CPU (:meth:`RunStore.get_or_train_many`), timed as the busiest worker's training
+    seconds."""
 
     data = load("digits", device="cpu")
     specs = [_spec(units, s, steps) for s in range(models)]
     if group_key(specs[0], len(data.y_train)) is not None:
-        seconds = train_many(specs, data)[0].provenance["batched_seconds"]
-    else:
-        seconds = sum(train(s, data).provenance["train_seconds"] for s in specs)
-    return models * steps * 128 / seconds
+        return models * steps * 128 / train_many(specs, data)[0].provenance["batched_seconds"]
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = RunStore(tmp).get_or_train_many(specs, data=data)
+    return models * steps * 128 / side_by_side_seconds([r.provenance for r in runs])
 
 
-def _train_seeds(units: int, steps: int, seeds: list[int], threads: int, queue) -> None:
-    torch.set_num_threads(threads)
-    try:
-        data = load("digits", device="cpu")
-        queue.put((seeds, sum(train(_spec(units, s, steps), data).provenance["train_seconds"] for s in seeds)))
-    except Exception as err:  # reported to the parent, which would otherwise wait for a result forever
-        queue.put((seeds, err))
+def side_by_side_seconds(provenances: list[dict[str, Any]]) -> float:
+    """Return the training time of runs trained side by side: the largest sum of ``train_seconds`` over the runs of
+    one process (``pid``); runs of one process add up, processes overlap."""
+    by_pid: dict[Any, float] = {}
+    for p in provenances:
+        by_pid[p["pid"]] = by_pid.get(p["pid"], 0.0) + p["train_seconds"]
+    return max(by_pid.values())
 
 
-def seed_halves(models: int) -> list[list[int]]:
-    """Split seeds ``0..models-1`` between two processes, alternately, so each seed is trained exactly once."""
-    return [list(range(models))[i::2] for i in range(2)]
-
-
-def two_process_throughput(units: int, steps: int, models: int = 4) -> float:
-    """Return model-samples per second of the other way to train ``models`` wide runs on two cores: two processes of
-    one thread each, each training half the seeds one after another (a lever measured, not adopted; see the README)."""
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_train_seeds, args=(units, steps, h, 1, queue)) for h in seed_halves(models)]
-    for p in procs:
-        p.start()
-    results = [queue.get() for _ in procs]
-    for p in procs:
-        p.join()
-    for seeds, seconds in results:
-        if isinstance(seconds, Exception):
-            raise RuntimeError(f"two_process_throughput: the process training seeds {seeds} failed") from seconds
-    trained = sorted(s for seeds, _ in results for s in seeds)
-    if trained != list(range(models)):
-        raise RuntimeError(f"two_process_throughput: trained seeds {trained}, expected 0..{models - 1} once each")
-    return models * steps * 128 / max(seconds for _, seconds in results)
+def one_process_throughput(units: int, steps: int, models: int = 4) -> float:
+    """Return model-samples per second of the other way to train ``models`` wide runs: one after another in this
+    process, with all its threads (what lmcbook did before it trained them side by side)."""
+    data = load("digits", device="cpu")
+    return models * steps * 128 / sum(train(_spec(units, s, steps), data).provenance["train_seconds"]
+                                      for s in range(models))
 
 
 def naive_throughput(units: int, steps: int) -> float:
@@ -128,12 +112,12 @@ def _steps_for(units: int) -> int:
 
 
 def throughput_table(units=BENCH_UNITS, repeats: int = 3, peak: float | None = None,
-                     steps: int | None = None, two_process: bool = False) -> list[dict[str, float]]:
+                     steps: int | None = None, one_process: bool = False) -> list[dict[str, float]]:
     """Return, per width, lmcbook and naive model-samples/s (medians over interleaved repeats) and their ratio.
 
     ``steps`` (training steps per measurement) defaults to a per-width count long enough to time.
-    With ``two_process``, widths that train one run at a time also report the throughput of
-    two single-thread processes (``two_process_samples_per_s``), measured beside the others.
+    With ``one_process``, widths too wide to stack also report the throughput of training the runs one after
+    another in one process (``one_process_samples_per_s``), measured beside the others.
     """
     peak = peak or matmul_peak_gflops()
     rows = []
@@ -149,8 +133,8 @@ def throughput_table(units=BENCH_UNITS, repeats: int = 3, peak: float | None = N
         gflops = 6 * params * lm_s / 1e9
         row = {"hidden_units": u, "lmcbook_samples_per_s": lm_s, "naive_samples_per_s": nv_s,
                "speedup": lm_s / nv_s, "achieved_gflops": gflops, "fraction_of_peak": gflops / peak}
-        if two_process and u > STACK_MAX_UNITS:
-            row["two_process_samples_per_s"] = statistics.median(two_process_throughput(u, n_steps)
+        if one_process and u > STACK_MAX_UNITS:
+            row["one_process_samples_per_s"] = statistics.median(one_process_throughput(u, n_steps)
                                                                  for _ in range(repeats))
         rows.append(row)
     return rows
@@ -244,7 +228,7 @@ def run(json_path: str | Path | None = None, book: bool = False, quick: bool = F
     units = (16, 64, 256) if quick else BENCH_UNITS
     report: dict[str, Any] = {"matmul_peak_gflops": peak, "threads": torch.get_num_threads(),
                               "widths": throughput_table(units, repeats=1 if quick else 3, peak=peak,
-                                                         two_process=not quick)}
+                                                         one_process=not quick)}
     if not quick:
         report.update(probe_fraction())
     if book:
@@ -259,10 +243,10 @@ def run(json_path: str | Path | None = None, book: bool = False, quick: bool = F
 def format_report(report: dict[str, Any]) -> str:
     """Return the report as Markdown: the throughput table, probe and book times, and every target's verdict."""
     lines = [f"matmul peak (fp32, {report.get('threads', '?')} threads): {report['matmul_peak_gflops']:.0f} GFLOP/s",
-             "", "| hidden units | lmcbook samples/s | naive samples/s | speedup | GFLOP/s | of peak | 2 processes "
-             "× 1 thread |", "|---|---|---|---|---|---|---|"]
+             "", "| hidden units | lmcbook samples/s | naive samples/s | speedup | GFLOP/s | of peak | one process, "
+             "runs in turn |", "|---|---|---|---|---|---|---|"]
     for r in report["widths"]:
-        two = r.get("two_process_samples_per_s")
+        two = r.get("one_process_samples_per_s")
         lines.append(f"| {r['hidden_units']} | {r['lmcbook_samples_per_s']:,.0f} | {r['naive_samples_per_s']:,.0f} | "
                      f"{r['speedup']:.2f} | {r['achieved_gflops']:.1f} | {r['fraction_of_peak']:.2f} | "
                      + (f"{two:,.0f} ({two / r['naive_samples_per_s']:.2f}× naive) |" if two else "— |"))

@@ -37,7 +37,7 @@ import torch
 from filelock import FileLock
 from safetensors.torch import load_file, save_file
 
-from .batched import group_key, train_many
+from .batched import STACK_MAX_UNITS, group_key, train_many
 from .data import Dataset, load_spec, resolve_device
 from .models import build
 from .paths import STORE_ENV, store_root
@@ -129,6 +129,23 @@ def _read_frame(directory: Path, name: str, columns: list[str] | None) -> pd.Dat
         return pd.read_csv(directory / f"{name}.csv")
     with np.load(directory / f"{name}.npz", allow_pickle=False) as z:
         return pd.DataFrame({c: z[f"c{i}"] for i, c in enumerate(columns)}, columns=columns)
+
+
+_SIDE: dict[str, Any] = {}  # a side-by-side training worker's store and data (set once per worker process)
+
+
+def _side_worker_init(root: str, data: Dataset, threads: int) -> None:
+    torch.set_num_threads(threads)
+    _SIDE.update(store=RunStore(root), data=data)
+
+
+def _side_worker_train(spec: RunSpec) -> tuple | None:
+    """Train and store one run in a worker; return a divergence's (run id, step, loss, lr), else None."""
+    try:
+        _SIDE["store"].get_or_train(spec, data=_SIDE["data"], progress=False)
+    except DivergedError as err:
+        return err.run_id, err.step, err.value, err.lr
+    return None
 
 
 class RunStore:
@@ -327,11 +344,15 @@ class RunStore:
                 groups.setdefault(key if key is not None else ("alone", s.id), []).append(s)
         fresh: dict[str, TrainedRun] = {}
         errors: list[Exception] = []
+        alone = [s for key, group in groups.items() if key[0] == "alone" for s in group]
+        self._train_side_by_side(alone, data, errors)
         for key, group in groups.items():
             if key[0] != "alone" and len(group) > 1:
                 self._train_stack(group, data, progress, fresh, errors)
                 continue
             for s in group:
+                if self.has(s):  # trained side by side
+                    continue
                 try:
                     fresh[s.id] = self.get_or_train(s, dev, data, progress)
                 except DivergedError as err:
@@ -339,6 +360,39 @@ class RunStore:
         if errors:
             raise errors[0]
         return [fresh[s.id] if s.id in fresh else self.load(s, dev) for s in specs]
+
+    def _train_side_by_side(self, specs: list[RunSpec], data: Dataset, errors: list[Exception],
+                            workers: int | None = None) -> int:
+        """Train the MLPs too wide to stack (over :data:`lmcbook.batched.STACK_MAX_UNITS` units) on the CPU in
+        ``workers`` processes at once (default: the CPU count, at most 4), each with an equal share of the threads;
+        return how many trained.
+
+        A wide run does not use two cores fully (its matmuls have only ``batch_size`` rows), so two one-thread
+        runs side by side beat two two-thread runs one after the other (``lmcbook bench`` measures it).  Each
+        worker trains and stores its run under the store's per-run lock, exactly as :meth:`get_or_train` would;
+        a diverged run is reported in ``errors``, and nothing of it is stored.  Fewer than two such runs, or
+        another device than the CPU, train in this process.
+        """
+        todo = [s for s in specs if not self.has(s) and s.parent is None and s.init is None
+                and s.model.arch == "mlp" and s.model.channels > STACK_MAX_UNITS]
+        cpus = os.cpu_count() or 1
+        workers = min(workers or min(cpus, 4), len(todo))
+        if workers < 2 or data.device.type != "cpu":
+            return 0
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        threads = max(1, cpus // workers)
+        ctx = multiprocessing.get_context("spawn")  # no fork after torch's threads have started
+        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_side_worker_init,
+                                 initargs=(str(self.root), data, threads)) as pool:
+            for err in pool.map(_side_worker_train, todo):
+                if err is not None:
+                    errors.append(DivergedError(*err))
+        done = [s for s in todo if self.has(s)]
+        for s in done:
+            self._note(s, "trained")
+        return len(done)
 
     def _check_many(self, specs: list[RunSpec], data: Dataset) -> None:
         """Raise before anything trains unless every spec is a RunSpec on ``data``'s data set that can train there."""

@@ -42,16 +42,16 @@
 # should merge alike if $D$ is a fair summary of how much weight decay acted.
 #
 # **How the verdicts are read.** The tests M1–M6 were written and committed in
-# `lmcbook/claims.py` before any of these runs was trained. Each reads a 95% bootstrap
-# interval over pairs (percentile bootstrap; with 5 pairs it is a floor on the
-# uncertainty, not a ceiling), needs at least 5 pairs in every cell its interval
-# reads (a rank correlation over widths or cells, as in M3 and M5, may also read
-# cells with fewer), and
+# `lmcbook/claims.py` before any of these runs was trained. Each reads a
+# {glue:text}`confidence` bootstrap interval over pairs (percentile bootstrap; with
+# {glue:text}`min_pairs` pairs it is a floor on the uncertainty, not a ceiling), needs at
+# least {glue:text}`min_pairs` pairs in every cell its interval reads (a rank correlation
+# over widths or cells, as in M3 and M5, may also read cells with fewer), and
 # decides only when the interval clears its threshold; otherwise it is
 # *inconclusive*. A row is *n/a* outside its regime (for "weight decay has acted",
-# weight decay alone, momentum included, would leave at most 10% of a weight) or when
-# an endpoint reached less than 95% training accuracy, a convergence rule fixed with
-# the tests.
+# weight decay alone, momentum included, would leave at most {glue:text}`acted_max` of a
+# weight) or when an endpoint reached less than {glue:text}`converged_acc` training
+# accuracy, a convergence rule fixed with the tests.
 
 # %% tags=["parameters"]
 profile = "quick"
@@ -84,7 +84,7 @@ match_iterations = None
 show_references = None
 
 # %% tags=["remove-cell"]
-from lmcbook import claims, experiments, plots
+from lmcbook import claims, experiments, plots, stats
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import (
     claims_markdown,
@@ -126,6 +126,10 @@ for key, value in mechanism_numbers(long).items():
     else:
         page.glue(key, value)
 page.glue_md("setup", describe_mechanism(study))
+for key, value in {"confidence": stats.CONFIDENCE, "acted_max": claims.DECAY_ACTED_MAX,
+                   "converged_acc": claims.CONVERGED_TRAIN_ACC}.items():
+    page.glue_md(key, f"{value:.0%}")
+page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 page.glue_md("cut", mechanism_cut(study))
 page.glue_md("cells", mechanism_cells_markdown(long))
 page.glue_figure("fig_width", plots.plot_mechanism_width(long, label))

@@ -147,3 +147,29 @@ def test_a_stacked_mu_half_child_keeps_its_parents_momentum(tmp_path):
     assert parent.momentum_buffers  # the parent stored its buffers
     fresh = train(half, data, start=replace(parent, momentum_buffers=None))  # what the bug computed
     assert not _close(stacked.model, fresh.model, 1e-5)
+
+
+def test_wide_runs_train_side_by_side_as_they_would_alone(tmp_path, monkeypatch):
+    """MLPs too wide to stack train in worker processes, one thread each; each equals training it alone (up to
+    the summation order of another thread count), and a diverged one is reported with nothing stored."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    data = load("digits", device="cpu")
+    wide = ModelSpec("mlp", 9.0, 64, 2, "none", False)  # 576 units: over STACK_MAX_UNITS
+    specs = [replace(_spec(s, warmup=0.0), model=wide) for s in (0, 1)]
+    bad = replace(_spec(2, lr=1e6, warmup=0.0, momentum=0.0), model=wide)
+    store = RunStore(tmp_path / "s")
+    with pytest.raises(DivergedError) as err:
+        store.get_or_train_many(specs + [bad], data=data)
+    assert err.value.run_id == bad.id and not store.has(bad)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for spec in specs:
+            got = store.load(spec)
+            assert got.provenance["pid"] != os.getpid() and got.provenance["threads"] == 1
+            assert _close(got.model, train(spec, data).model, 1e-4)
+    finally:
+        torch.set_num_threads(before)
+    assert [e["event"] for e in store.events()].count("trained") == 2

@@ -65,19 +65,17 @@ def test_every_target_is_named_with_its_verdict_and_a_miss_fails_the_command(mon
     assert cli.main(["bench"]) == 0
 
 
-def test_two_processes_train_every_seed_once(monkeypatch):
-    assert bench.seed_halves(5) == [[0, 2, 4], [1, 3]]
+def test_side_by_side_time_is_the_busiest_process_and_one_process_adds_every_run(monkeypatch):
+    # pid 1 trained two runs (1.0 + 0.5 s), pid 2 one (1.2 s): the processes overlap, a process's runs add up
+    provs = [{"pid": 1, "train_seconds": 1.0}, {"pid": 2, "train_seconds": 1.2}, {"pid": 1, "train_seconds": 0.5}]
+    assert bench.side_by_side_seconds(provs) == 1.5
 
-    class Fake:  # forked children inherit the patch: each seed "takes" 0.25 s more than the last
+    class Fake:  # each seed "takes" 0.25 s more than the last
         def __init__(self, seed):
             self.provenance = {"train_seconds": 0.25 * (seed + 1)}
 
     monkeypatch.setattr(bench, "train", lambda spec, data: Fake(spec.train.seed))
-    # halves [0, 2] and [1, 3] take 0.25+0.75 = 1.0 s and 0.5+1.0 = 1.5 s: the slower half sets the time
-    assert bench.two_process_throughput(64, steps=3, models=4) == 4 * 3 * 128 / 1.5
-    monkeypatch.setattr(bench, "train", lambda spec, data: 1 / 0)  # a failing child is reported, never waited on
-    with pytest.raises(RuntimeError, match="seeds"):
-        bench.two_process_throughput(64, steps=3, models=2)
+    assert bench.one_process_throughput(64, steps=3, models=4) == 4 * 3 * 128 / 2.5
 
 
 def test_quick_bench_is_not_held_to_the_peak_fraction_of_the_widest_width():

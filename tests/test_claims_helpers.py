@@ -1,8 +1,10 @@
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from lmcbook import claims
+from lmcbook import claims, stats
 
 
 def test_quadratic_fit_recovers_a_planted_parabola():
@@ -36,3 +38,15 @@ def test_spearman():
 def test_spearman_is_exact_at_a_threshold():
     # one adjacent swap among 5 points: ρ = 1 − 6·2/(5·24) = 0.9 exactly, so "ρ ≥ 0.9" must hold
     assert claims.spearman([1, 2, 3, 4, 5], [1, 2, 3, 5, 4]) >= 0.9
+
+
+def test_methods_page_states_the_rules_the_claims_apply():
+    """book/methods.md is not executed, so its thresholds are typed: they must be the ones claims.py applies."""
+    text = " ".join((Path(__file__).resolve().parents[1] / "book" / "methods.md").read_text().split())
+    for phrase in (f"would leave at most {claims.DECAY_ACTED_MAX:.0%} of a weight",
+                   f"(`decay_shrinkage` ≤ {claims.DECAY_ACTED_MAX:g})",
+                   f"would leave at least {'half' if claims.DECAY_IDLE_MIN == 0.5 else f'{claims.DECAY_IDLE_MIN:.0%}'}",
+                   f"reached at least {claims.CONVERGED_TRAIN_ACC:.0%} training accuracy",
+                   f"read a {stats.CONFIDENCE:.0%} percentile-bootstrap interval",
+                   f"has at least {claims.MIN_PAIRS} pairs"):
+        assert phrase in text, f"book/methods.md does not say {phrase!r}"

@@ -377,10 +377,11 @@ class RunStore:
                 and s.model.arch == "mlp" and s.model.channels > STACK_MAX_UNITS]
         cpus = os.cpu_count() or 1
         workers = min(workers or min(cpus, 4), len(todo))
-        if workers < 2 or data.device.type != "cpu":
-            return 0
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+
+        if workers < 2 or data.device.type != "cpu" or multiprocessing.current_process().daemon:
+            return 0  # (a daemonic process, a Dask worker say, may not start processes)
 
         threads = max(1, cpus // workers)
         ctx = multiprocessing.get_context("spawn")  # no fork after torch's threads have started

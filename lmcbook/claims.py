@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .stats import Interval, above, at_least, at_most, both, interval, interval_diff, trend_and_ends, within
+from .stats import CONFIDENCE, Interval, above, at_least, at_most, both, interval, interval_diff, trend_and_ends, within
 
 REQUIRED_COLUMNS = ("notebook", "metric", "value")
 #: Every row names its replicate: ``pair`` (the pair index p, for a measurement of a pair) or ``seed`` (the
@@ -74,6 +74,7 @@ DELTA_REL_EFFECTIVE_RANK, DELTA_REL_STABLE_RANK = "delta_rel_effective_rank", "d
 
 # -- the noise study (spawn-and-merge) -------------------------------------------------
 GAIN, GAIN_BEST, LOSS_GAIN = "gain", "gain_best", "loss_gain"  #: merged acc − mean / − best endpoint; loss drop
+TRAIN_ACC_MIN = "train_acc_min"  #: the weaker child's training accuracy, per pair (the noise convergence rule)
 NOISE_SCALE, NOISE_SCALE_SQ = "noise_scale", "noise_scale_sq"  #: η/(B(1−μ)) and η/(B(1−μ)²)
 TASK_LOSS, TASK_ACC = "task_loss", "task_acc"  #: test loss / accuracy on one task (task arithmetic)
 TASK_CAL_LOSS = "task_cal_loss"  #: loss on one task's calibration split: α is chosen on it, never on test
@@ -297,15 +298,16 @@ LEWC_COS_MIN = 0.95  #: W13: cosine of the merged activations with LEWC's predic
 ORTH_OVER_UNTRAINED_MAX = 0.5  #: W14: orthogonality ratio at the widest width over the untrained pair's
 ORTH_RATIO_MAX = 0.2  #: W5, W14: the orthogonality ratio itself at the widest width (the paper: it goes to about 0)
 COLLAPSE_RATIO_MAX = 0.5  #: N2: residual variance on S over that on η
-EQUIVALENCE_TOL = 0.005  #: N3: largest change in gain over weight decay (0.5 points)
 
 
-#: The claims whose tests and thresholds were fixed, and committed, before any of their results were computed: W11, W12
-#: and N3 (the verdicts issue) and M1–M6 (the mechanism issue).  W13 and W14 were too, but their tests were made
-#: stronger after a referee read their results, so they count as set after a pilot.  Every other row's threshold was
-#: set after a small pilot run or beside its first results, so its verdict is weaker evidence; the scoreboard says
-#: which is which.
-FIXED_BEFORE = frozenset({"W11", "W12", "N3", "M1", "M2", "M3", "M4", "M5", "M6"})
+#: The claims whose tests and thresholds were fixed, and committed, before any of their results were computed: W11 and
+#: W12 (the verdicts issue) and M1–M6 (the mechanism issue).  N3 was too, until the verdicts issue replaced its
+#: tolerance (0.5 points, larger than every gain it read) with one scaled to the gains; the noise rows' convergence
+#: rule and tests were fixed before the noise pages ran under them, but their cells' gains had been on the pages.
+#: W13 and W14 were fixed before too, but their tests were made stronger after a referee read their results, so they
+#: count as set after a pilot.  Every other row's threshold was set after a small pilot run or beside its first
+#: results, so its verdict is weaker evidence; the scoreboard says which is which.
+FIXED_BEFORE = frozenset({"W11", "W12", "M1", "M2", "M3", "M4", "M5", "M6"})
 #: The false-pass rate per tested row that :func:`chance_passes` assumes: a claim with no effect behind it passes
 #: this often (about the rate of a one-sided 95% interval clearing a threshold, or of ρ ≥ 0.9 over 5 widths by chance:
 #: 5 of the 120 orders).
@@ -1223,84 +1225,249 @@ def conclusion_sentence(states: dict[str, dict[str, str]]) -> str:
     return f"On {_join(names)}, the verdicts do not decide between the paper's account and the alternatives."
 
 
-def _grid(noise: pd.DataFrame) -> pd.DataFrame:
-    """Return the grid's pair-level gains as columns (lr, batch_size, pair, spawn_fraction, gain, noise_scale)."""
-    g = noise[noise["method"] == "grid"]
-    wide = g.pivot_table(index=["lr", "batch_size", replicate(g), "spawn_fraction"], columns="metric",
-                         values="value")
-    return wide.reset_index()
+# -- the noise rows (the verdicts issue) ----------------------------------------------------------------------
+# Fixed and committed before the noise pages were executed under them.  A noise cell (an optimizer setting) is read
+# only when the weaker child of every one of its pairs reached NOISE_CONVERGED_TRAIN_ACC training accuracy
+# within the study's steps (the convergence rule); the others are excluded by that rule, and every row says how
+# many.  A row decides only from intervals over at least MIN_PAIRS pairs in every cell it reads.
+NOISE_CONVERGED_TRAIN_ACC = 0.99  #: the noise study's convergence rule, on the weaker child of each pair
+NOISE_MIN_CELLS = 4  #: converged cells that N1, N2 and N6 need (a quadratic fit through 3 points has no residual)
+N3_TOL_SHARE = 0.25  #: N3's tolerance: this share of the best compared cell's mean gain
+MATCHED_ACC_TOL = 0.01  #: N4: the two cells' mean training accuracies (weaker child) agree within this
+
+
+def noise_pairs(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Return one row per (cell, pair) of a noise selection: ``keys``, ``pair`` and every metric as a column."""
+    rep = replicate(df)
+    wide = df.pivot_table(index=keys + [rep], columns="metric", values="value").reset_index()
+    return wide.rename(columns={rep: "pair"})
+
+
+def noise_cells(pairs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Return one row per cell of :func:`noise_pairs`' frame: pairs ``n``, mean gain, the weaker child's lowest and
+    mean training accuracy, and ``converged`` (every pair met :data:`NOISE_CONVERGED_TRAIN_ACC`; False where the
+    training accuracy is not recorded)."""
+    acc = pairs[TRAIN_ACC_MIN] if TRAIN_ACC_MIN in pairs else pd.Series(np.nan, index=pairs.index)
+    g = pairs.assign(_acc=acc).groupby(keys)
+    out = pd.DataFrame({"n": g.size(), "gain": g[GAIN].mean(), "train_acc_min": g["_acc"].min(),
+                        "train_acc_mean": g["_acc"].mean()})
+    out["converged"] = out["train_acc_min"] >= NOISE_CONVERGED_TRAIN_ACC
+    return out
+
+
+def _rule_text(cells: pd.DataFrame) -> str:
+    n_out = int((~cells["converged"]).sum())
+    return (f"{n_out} of {len(cells)} cells excluded by the convergence rule (weaker child's training accuracy "
+            f"< {NOISE_CONVERGED_TRAIN_ACC:g})")
+
+
+def _noise_row(cid: str, page: str, statement: str, measured: str, test: str, state: str,
+               values: dict[str, float] | None = None) -> ClaimResult:
+    return ClaimResult(cid, "noise", statement, measured, test, state, page, values=values or {})
+
+
+def _gains(pairs: pd.DataFrame, keys: list[str], cell: tuple, half: int | None = None) -> pd.Series:
+    sel = pairs[np.logical_and.reduce([np.isclose(pairs[k], v) if isinstance(v, float) else pairs[k] == v
+                                       for k, v in zip(keys, cell)])]
+    if half is not None:
+        sel = sel[sel["pair"].astype(int) % 2 == half]
+    return sel[GAIN]
 
 
 def claim_n1(noise: pd.DataFrame) -> list[ClaimResult]:
-    """N1 (one row per spawn point run over the full grid): the vertex of the quadratic fit of gain on log10 S lies
-    strictly inside the grid, the fitted gain there exceeds the fitted gain at both ends by more than the spread,
-    and the best cell's mean gain is > 0 by more than its spread.  No interior vertex, or no cell with a positive
-    mean gain: ✗ (an interior peak of losses is not the paper's claim); otherwise short of the spreads:
-    inconclusive."""
-    out = []
-    for k, g in _grid(noise).groupby("spawn_fraction"):
-        fit = quadratic_fit(np.log10(g["noise_scale"]), g["gain"])
-        sp = spread(g, ["lr", "batch_size"], "gain")
-        margin = fit["fit_vertex"] - max(fit["fit_lo"], fit["fit_hi"])
-        cells = g.groupby(["lr", "batch_size"])["gain"].agg(["mean", "min", "max"])
-        best = cells.loc[cells["mean"].idxmax()]
-        best_sp = best["max"] - best["min"]
-        state = (FAIL if not fit["interior"] or best["mean"] <= 0 else
-                 PASS if margin > sp and best["mean"] > best_sp else INCONCLUSIVE)
-        out.append(ClaimResult(f"N1 ({k:.0%})", "noise", "Merging gain has an optimum at intermediate noise S.",
-                               f"vertex S* = {10 ** fit['vertex']:.2e}, fitted gain there {100 * fit['fit_vertex']:.2f}"
-                               f" points, {100 * margin:.2f} above the higher end (spread {100 * sp:.2f}); best cell "
-                               f"gain {100 * best['mean']:.2f} points (spread {100 * best_sp:.2f})",
-                               "vertex of the quadratic fit on log10 S inside the grid and above both ends by more "
-                               "than the spread, and the best cell's mean gain > 0 by more than its spread", state,
-                               "noise_scale", values={"margin": margin, "spread": sp, "best_gain": best["mean"]}))
+    """N1 (one row per spawn point of the full grid), on the converged cells only, read by a split half: the best
+    cell is chosen on the even pairs and read on the odd ones, so the winner's curse does not inflate it.
+
+    ✓: the chosen cell lies strictly inside the converged cells' range of S, and on the odd pairs its gain is > 0
+    and above the gains of the converged cells at the smallest and the largest S, each beyond its interval.
+    ✗: the chosen cell is at an end of that range (no interior optimum among the observed cells), or one of those
+    comparisons goes the other way beyond its interval.  n/a: fewer than NOISE_MIN_CELLS converged cells.
+    Otherwise (fewer than MIN_PAIRS odd pairs in a cell it reads, or an interval that straddles): inconclusive."""
+    out, keys = [], ["lr", "batch_size"]
+    statement = "Merging gain has an optimum at intermediate noise S."
+    test = (f"converged cells only (≥ {NOISE_MIN_CELLS}); best cell chosen on the even pairs, read on the odd ones: "
+            "strictly inside the converged range of S, gain > 0 and above the cells at the smallest and largest S, "
+            f"each by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs")
+    grid = noise[noise["method"] == "grid"]
+    for k, part in grid.groupby("spawn_fraction"):
+        cid = f"N1 ({k:.0%})"
+        pairs = noise_pairs(part, keys)
+        cells = noise_cells(pairs, keys)
+        cells["S"] = pairs.groupby(keys)[NOISE_SCALE].first()
+        ok = cells[cells["converged"]]
+        rule = _rule_text(cells)
+        if len(ok) < NOISE_MIN_CELLS:
+            out.append(_noise_row(cid, "noise_scale", statement, f"{rule}: {len(ok)} left", test, NA,
+                                  {"n_converged": len(ok), "n_cells": len(cells)}))
+            continue
+        chosen = {c: _gains(pairs, keys, c, half=0).mean() for c in ok.index}
+        best = max(chosen, key=lambda c: chosen[c])
+        lo_cell, hi_cell = ok["S"].idxmin(), ok["S"].idxmax()
+        read = interval(_gains(pairs, keys, best, half=1))
+        interior = bool(ok["S"].min() < ok.loc[best, "S"] < ok["S"].max())
+        d_lo = interval_diff(_gains(pairs, keys, best, 1), _gains(pairs, keys, lo_cell, 1))
+        d_hi = interval_diff(_gains(pairs, keys, best, 1), _gains(pairs, keys, hi_cell, 1))
+        state = FAIL if not interior else both(*(above(iv, 0.0, MIN_PAIRS) for iv in (read, d_lo, d_hi)))
+        where = f"η {best[0]:g}, B {best[1]:g} (S = {ok.loc[best, 'S']:.2e}" + ("" if interior else
+                                                                                  ", an end of the range") + ")"
+        out.append(_noise_row(cid, "noise_scale", statement,
+                              f"{rule}; best on the even pairs: {where}; on the odd pairs its gain "
+                              f"{read.text('.2f', 100)} points, minus the smallest-S cell's {d_lo.text('.2f', 100)}, "
+                              f"minus the largest-S cell's {d_hi.text('.2f', 100)}", test, state,
+                              {"n_converged": len(ok), "n_cells": len(cells), "gain": read.mean, "gain_lo": read.lo,
+                               "gain_hi": read.hi, "interior": float(interior)}))
     return out
 
 
 def claim_n2(noise: pd.DataFrame) -> list[ClaimResult]:
-    """N2: the residual variance of gain around its quadratic fit on log10 S ≤ 0.5 × that around its fit on
-    log10 η."""
-    out = []
-    for k, g in _grid(noise).groupby("spawn_fraction"):
-        vs = quadratic_fit(np.log10(g["noise_scale"]), g["gain"])["residual_var"]
-        ve = quadratic_fit(np.log10(g["lr"]), g["gain"])["residual_var"]
-        out.append(ClaimResult(f"N2 ({k:.0%})", "noise", "Gains against S collapse onto one curve.",
-                               f"residual variance {1e4 * vs:.3f} (on S) vs {1e4 * ve:.3f} points² (on η); "
-                               f"ratio {vs / ve:.2f}", f"ratio ≤ {COLLAPSE_RATIO_MAX:g}",
-                               PASS if vs <= COLLAPSE_RATIO_MAX * ve else FAIL,
-                               "noise_scale", values={"ratio": vs / ve}))
+    """N2: on the converged cells (at least NOISE_MIN_CELLS, else n/a), the residual variance of gain around its
+    quadratic fit on log10 S ≤ COLLAPSE_RATIO_MAX × that around its fit on log10 η."""
+    out, keys = [], ["lr", "batch_size"]
+    for k, part in noise[noise["method"] == "grid"].groupby("spawn_fraction"):
+        pairs = noise_pairs(part, keys)
+        cells = noise_cells(pairs, keys)
+        ok = pairs.set_index(keys).loc[cells.index[cells["converged"]]].reset_index()
+        out.append(_collapse_row(f"N2 ({k:.0%})", "noise_scale", "Gains against S collapse onto one curve.",
+                                 ok, cells))
     return out
 
 
-def _gain_by_decay(components: pd.DataFrame, norm: str) -> tuple[pd.Series, float]:
-    d = select(components, GAIN, method="weight_decay", norm=norm)
-    return d.groupby("weight_decay")["value"].mean(), spread(d, ["weight_decay"])
+def _collapse_row(cid: str, page: str, statement: str, ok: pd.DataFrame, cells: pd.DataFrame) -> ClaimResult:
+    test = f"converged cells only (≥ {NOISE_MIN_CELLS}); residual variance on S ≤ {COLLAPSE_RATIO_MAX:g} × on η"
+    rule = _rule_text(cells)
+    n_ok = int(cells["converged"].sum())
+    if n_ok < NOISE_MIN_CELLS:
+        return _noise_row(cid, page, statement, f"{rule}: {n_ok} left", test, NA, {"n_converged": n_ok})
+    vs = quadratic_fit(np.log10(ok[NOISE_SCALE]), ok[GAIN])["residual_var"]
+    ve = quadratic_fit(np.log10(ok["lr"]), ok[GAIN])["residual_var"]
+    ratio = vs / ve if ve > 0 else float("inf")
+    return _noise_row(cid, page, statement, f"{rule}; residual variance {1e4 * vs:.3f} (on S) vs {1e4 * ve:.3f} "
+                      f"points² (on η); ratio {ratio:.2f}", test, PASS if vs <= COLLAPSE_RATIO_MAX * ve else FAIL,
+                      {"ratio": ratio, "n_converged": n_ok})
+
+
+def _wd_cells(components: pd.DataFrame, norm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    d = components[(components["method"] == "weight_decay") & (components["norm"] == norm)]
+    pairs = noise_pairs(d, ["weight_decay"])
+    return pairs, noise_cells(pairs, ["weight_decay"])
 
 
 def claim_n3(components: pd.DataFrame) -> ClaimResult:
-    """N3: without normalisation, weight decay barely changes merging: an equivalence test, the change in gain over
-    the weight-decay values ≤ 0.5 points; inconclusive when the spread over seeds exceeds that tolerance."""
-    means, sp = _gain_by_decay(components, "none")
-    delta = float(means.max() - means.min())
-    state = INCONCLUSIVE if sp > EQUIVALENCE_TOL else PASS if delta <= EQUIVALENCE_TOL else FAIL
-    return ClaimResult("N3", "noise", "Without normalisation, weight decay barely changes merging.",
-                       f"|Δ gain| = {100 * delta:.2f} points over weight decay "
-                       f"{', '.join(f'{v:g}' for v in means.index)} (spread {100 * sp:.2f})",
-                       f"|Δ gain| ≤ {100 * EQUIVALENCE_TOL:g} points, decided only when the spread is ≤ "
-                       f"{100 * EQUIVALENCE_TOL:g} points", state,
-                       "noise_components", values={"delta": delta, "spread": sp})
+    """N3: without normalisation, weight decay barely changes merging, an equivalence test on the converged cells
+    of the weight-decay sweep: the largest minus the smallest cell mean gain lies within ± N3_TOL_SHARE × the best
+    cell's mean gain, by its interval (✓), or wholly outside it (✗).  n/a: fewer than two converged cells, or no
+    positive best gain to scale the tolerance by."""
+    statement = "Without normalisation, weight decay barely changes merging."
+    test = (f"converged cells only; largest − smallest cell mean gain within ± {N3_TOL_SHARE:g} × the best cell's "
+            f"gain, by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs")
+    pairs, cells = _wd_cells(components, "none")
+    ok = cells[cells["converged"]]
+    rule = _rule_text(cells)
+    if len(ok) < 2 or not ok["gain"].max() > 0:
+        why = "fewer than two converged cells" if len(ok) < 2 else "no converged cell gains"
+        return _noise_row("N3", "noise_components", statement, f"{rule}; {why}", test, NA)
+    tol = N3_TOL_SHARE * float(ok["gain"].max())
+    hi, lo = ok["gain"].idxmax(), ok["gain"].idxmin()
+    iv = interval_diff(pairs.loc[np.isclose(pairs["weight_decay"], hi), GAIN],
+                             pairs.loc[np.isclose(pairs["weight_decay"], lo), GAIN])
+    return _noise_row("N3", "noise_components", statement,
+                      f"{rule}; Δ gain {iv.text('.2f', 100)} points between weight decay {hi:g} and {lo:g}, "
+                      f"tolerance ± {100 * tol:.2f}", test, within(iv, tol, MIN_PAIRS),
+                      {"delta": iv.mean, "tol": tol})
 
 
 def claim_n4(components: pd.DataFrame) -> ClaimResult:
-    """N4: with LayerNorm, the strongest weight decay gives a larger merging gain than the weakest, by more than
-    the spread (smaller by more: ✗; within it: inconclusive)."""
-    means, sp = _gain_by_decay(components, "layer")
-    diff = float(means.iloc[-1] - means.iloc[0])
-    return ClaimResult("N4", "noise", "With normalisation (LayerNorm), stronger weight decay gives a larger merging "
-                       "gain.", f"gain {100 * means.iloc[0]:.2f} points at weight decay {means.index[0]:g} vs "
-                       f"{100 * means.iloc[-1]:.2f} at {means.index[-1]:g} (spread {100 * sp:.2f})",
-                       "with LayerNorm, gain at the strongest weight decay above that at the weakest by more than the "
-                       "spread", margin_state(diff, sp), "noise_components", values={"diff": diff, "spread": sp})
+    """N4: with LayerNorm, the strongest weight decay gives a larger merging gain than the weakest, compared only
+    at matched training: both cells converged and their mean training accuracies (weaker child) within
+    MATCHED_ACC_TOL, else n/a.  ✓/✗: the difference's interval lies above/below 0."""
+    statement = "With normalisation (LayerNorm), stronger weight decay gives a larger merging gain."
+    test = (f"both cells converged and matched in training accuracy (within {MATCHED_ACC_TOL:g}); gain at the "
+            f"strongest minus the weakest weight decay > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} "
+            "pairs")
+    pairs, cells = _wd_cells(components, "layer")
+    weak, strong = cells.index.min(), cells.index.max()
+    acc = cells.loc[[weak, strong], "train_acc_mean"]
+    if not cells.loc[[weak, strong], "converged"].all():
+        return _noise_row("N4", "noise_components", statement, f"{_rule_text(cells)}, among them weight decay "
+                          f"{weak:g} or {strong:g}", test, NA)
+    if abs(acc.iloc[1] - acc.iloc[0]) > MATCHED_ACC_TOL:
+        return _noise_row("N4", "noise_components", statement, f"training accuracy {acc.iloc[0]:.3f} at weight decay "
+                          f"{weak:g} vs {acc.iloc[1]:.3f} at {strong:g}: not matched", test, NA)
+    iv = interval_diff(pairs.loc[np.isclose(pairs["weight_decay"], strong), GAIN],
+                             pairs.loc[np.isclose(pairs["weight_decay"], weak), GAIN])
+    return _noise_row("N4", "noise_components", statement, f"gain at weight decay {strong:g} minus at {weak:g}: "
+                      f"{iv.text('.2f', 100)} points (training accuracy {acc.iloc[1]:.3f} and {acc.iloc[0]:.3f})",
+                      test, above(iv, 0.0, MIN_PAIRS), {"diff": iv.mean})
+
+
+def claim_n5(components: pd.DataFrame) -> ClaimResult:
+    """N5 (learning-rate pairs): children continued at similar, larger learning rates merge best.  Per parent
+    (pair), the diagonal's gain at the largest η minus at the smallest, and the mean diagonal gain minus the mean
+    off-diagonal gain, both > 0 by their intervals (paired: one parent gives every cell of its row).  Cells whose
+    children miss the convergence rule are left out; n/a when the diagonal's ends or every off-diagonal cell are."""
+    statement = "Models trained at similar, larger learning rates merge best with each other."
+    test = ("converged cells only; per parent, diagonal gain at the largest η minus the smallest, and mean diagonal "
+            f"minus mean off-diagonal gain, both > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} parents")
+    keys = ["lr", "lr_b"]
+    pairs = noise_pairs(components[components["method"] == "lr_pairs"], keys)
+    cells = noise_cells(pairs, keys)
+    ok = set(cells.index[cells["converged"]])
+    lrs = sorted(set(pairs["lr"]))
+    diag = [c for c in ((x, x) for x in lrs) if c in ok]
+    off = [c for c in ok if c[0] != c[1]]
+    rule = _rule_text(cells)
+    if len(diag) < 2 or (lrs[0], lrs[0]) not in ok or (lrs[-1], lrs[-1]) not in ok or not off:
+        return _noise_row("N5", "noise_components", statement, f"{rule}; the diagonal's ends or the off-diagonal "
+                          "cells are among them", test, NA)
+    by = pairs.set_index(keys + ["pair"])[GAIN]
+    ends = by.xs((lrs[-1], lrs[-1]), level=keys) - by.xs((lrs[0], lrs[0]), level=keys)
+    dmean = pd.concat([by.xs(c, level=keys) for c in diag], axis=1).mean(axis=1)
+    omean = pd.concat([by.xs(c, level=keys) for c in off], axis=1).mean(axis=1)
+    iv_ends, iv_diag = interval(ends.dropna()), interval((dmean - omean).dropna())
+    return _noise_row("N5", "noise_components", statement,
+                      f"{rule}; diagonal gain at η {lrs[-1]:g} minus at {lrs[0]:g}: {iv_ends.text('.2f', 100)} points; "
+                      f"diagonal minus off-diagonal: {iv_diag.text('.2f', 100)} points", test,
+                      both(above(iv_ends, 0.0, MIN_PAIRS), above(iv_diag, 0.0, MIN_PAIRS)),
+                      {"ends": iv_ends.mean, "diag_minus_off": iv_diag.mean})
+
+
+def claim_n6(components: pd.DataFrame) -> ClaimResult:
+    """N6 (momentum): momentum acts through S = η/(B(1−μ)) (the main text's form): on the converged cells of the
+    momentum sweep, the gains collapse on log10 S as N2 asks (residual variance ≤ COLLAPSE_RATIO_MAX × on log10 η)."""
+    keys = ["lr", "momentum"]
+    pairs = noise_pairs(components[components["method"] == "momentum"], keys)
+    cells = noise_cells(pairs, keys)
+    ok = pairs.set_index(keys).loc[cells.index[cells["converged"]]].reset_index()
+    return _collapse_row("N6", "noise_components", "Momentum acts through S = η/(B(1−μ)): gains against S collapse "
+                         "across momenta.", ok, cells)
+
+
+def claim_n7(components: pd.DataFrame) -> ClaimResult:
+    """N7 (augmentation): augmentation raises the noise, so at the smallest η of the sweep, on the rising side of the
+    gain curve, augmentation raises the gain: on minus off > 0 by its interval.  n/a when either cell misses the
+    convergence rule, or when the smallest η is not on the rising side (the off curve's best η is the smallest)."""
+    statement = "Augmentation raises the noise: on the low-noise side it raises the merging gain."
+    test = (f"converged cells only; off curve's best η above the smallest; at the smallest η, gain with minus "
+            f"without augmentation > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs")
+    keys = ["lr", "augment"]
+    aug = components[components["method"] == "augmentation"].copy()
+    aug["augment"] = aug["augment"].astype(str).str.lower().isin(["true", "1", "1.0"])
+    pairs = noise_pairs(aug, keys)
+    cells = noise_cells(pairs, keys)
+    lr0 = float(pairs["lr"].min())
+    rule = _rule_text(cells)
+    need = [c for c in cells.index if np.isclose(c[0], lr0)]
+    if len(need) < 2 or not cells.loc[need, "converged"].all():
+        return _noise_row("N7", "noise_components", statement, f"{rule}, among them η {lr0:g}", test, NA)
+    off = cells.xs(False, level="augment")
+    if np.isclose(off["gain"].idxmax(), lr0):
+        return _noise_row("N7", "noise_components", statement, f"{rule}; the off curve's best η is the smallest, "
+                          f"{lr0:g}: no rising side", test, NA)
+    at = pairs[np.isclose(pairs["lr"], lr0)]
+    iv = interval_diff(at.loc[at["augment"], GAIN], at.loc[~at["augment"], GAIN])
+    return _noise_row("N7", "noise_components", statement, f"{rule}; at η {lr0:g}, gain with minus without "
+                      f"augmentation {iv.text('.2f', 100)} points", test, above(iv, 0.0, MIN_PAIRS),
+                      {"diff": iv.mean})
 
 
 #: Every page with claims, and the claims its verdicts come from (in the scoreboard's order).  A page glues
@@ -1318,7 +1485,7 @@ PAGE_CLAIMS: dict[str, Callable[[pd.DataFrame], list[ClaimResult]]] = {
     "llfc_vs_lewc": lambda f: [claim_w15(f)],
     "mechanism": lambda f: _regime_rows(mechanism_standard(f)) + mechanism_claims(f),
     "noise_scale": lambda f: claim_n1(f) + claim_n2(f),
-    "noise_components": lambda f: [claim_n3(f), claim_n4(f)],
+    "noise_components": lambda f: [claim_n3(f), claim_n4(f), claim_n5(f), claim_n6(f), claim_n7(f)],
 }
 
 def page_claims(page: str, frame: pd.DataFrame) -> list[ClaimResult]:

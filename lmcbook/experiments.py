@@ -452,7 +452,8 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
 
 def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:
     """Return the learning-rate-pair matrix: children of one parent, continued at peak learning rates η_i and
-    η_j (different batch orders), merged pairwise; one row per (i, j, pair)."""
+    η_j (different batch orders), merged pairwise; one row per (i, j, pair), with the weaker child's training
+    accuracy (``train_acc_min``)."""
     store = store or RunStore()
     data = study_data(study)
     cell = study.cell(study.component_lr)
@@ -466,7 +467,9 @@ def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFr
         for lr_i in study.pair_lrs:
             for lr_j in study.pair_lrs:
                 ra, rb = runs[lr_i][0], runs[lr_j][1]
-                rows.append({"lr": lr_i, "lr_b": lr_j, "pair": p, **_gain_row(store, ra, rb, data)})
+                rows.append({"lr": lr_i, "lr_b": lr_j, "pair": p,
+                             "train_acc_min": min(float(ra.metrics["train_acc"]), float(rb.metrics["train_acc"])),
+                             **_gain_row(store, ra, rb, data)})
     return pd.DataFrame(rows)
 
 

@@ -421,13 +421,18 @@ def plot_draws(perm: pd.DataFrame, metric: str = "acc_merged") -> Figure:
 
 
 def _gain_lines(ax, df: pd.DataFrame, x: str, by: str, fmt, logx: bool = True, y: str = "gain") -> None:
-    """Plot the seed mean of ``y`` (in points) against ``x``, one line per value of ``by`` (min-max bars)."""
+    """Plot the seed mean of ``y`` (in points) against ``x``, one line per value of ``by`` (min-max bars); with a
+    ``converged`` column, the means of cells that missed the convergence rule get a grey cross over their marker."""
     vals = sorted(df[by].unique())
     cmap = plt.get_cmap("viridis")
     for i, v in enumerate(vals):
         st = seed_stats(df[df[by] == v], x, y)
         ax.errorbar(st[x], 100 * st["mean"], yerr=[100 * (st["mean"] - st["lo"]), 100 * (st["hi"] - st["mean"])],
                     marker="o", capsize=2, color=cmap(i / max(len(vals) - 1, 1)), label=fmt(v))
+    if "converged" in df and not df["converged"].astype(bool).all():
+        out = df[~df["converged"].astype(bool)].groupby([by, x])[y].mean().reset_index()
+        ax.scatter(out[x], 100 * out[y], marker="x", s=60, color="0.5", zorder=5,
+                   label="missed the convergence rule")
     if logx:
         ax.set_xscale("log")
     ax.axhline(0, color="k", lw=0.6)
@@ -436,7 +441,8 @@ def _gain_lines(ax, df: pd.DataFrame, x: str, by: str, fmt, logx: bool = True, y
 
 def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
     """Return gain against η (one line per B), against B (one line per η) and against S (all points, with the
-    quadratic fit on log10 S if given)."""
+    quadratic fit on log10 S if given); with a ``converged`` column, the points of cells that missed the
+    convergence rule are grey crosses."""
     use_style()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
     _gain_lines(axes[0], grid, "lr", "batch_size", lambda v: f"B = {v}")
@@ -445,12 +451,20 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
     axes[1].set_xscale("log", base=2)
     axes[1].set_xlabel("batch size $B$")
     ax = axes[2]
-    sc = ax.scatter(grid["noise_scale"], 100 * grid["gain"], c=np.log2(grid["batch_size"]), cmap="viridis", s=14)
-    if fit_s is not None:
-        xs = np.linspace(np.log10(grid["noise_scale"].min()), np.log10(grid["noise_scale"].max()), 100)
+    ok = grid["converged"].astype(bool) if "converged" in grid else pd.Series(True, index=grid.index)
+    logb = np.log2(grid["batch_size"])
+    sc = ax.scatter(grid.loc[ok, "noise_scale"], 100 * grid.loc[ok, "gain"], c=logb[ok], cmap="viridis", s=14,
+                    vmin=logb.min(), vmax=logb.max())
+    if (~ok).any():
+        ax.scatter(grid.loc[~ok, "noise_scale"], 100 * grid.loc[~ok, "gain"], marker="x", color="0.6", s=14,
+                   label="excluded: missed the convergence rule")
+    if fit_s is not None and ok.any():
+        xs = np.linspace(np.log10(grid.loc[ok, "noise_scale"].min()), np.log10(grid.loc[ok, "noise_scale"].max()),
+                         100)
         ax.plot(10 ** xs, 100 * np.polyval([fit_s["c2"], fit_s["c1"], fit_s["c0"]], xs), "k--",
-                label=r"quadratic fit on $\log_{10} S$")
-        ax.legend()
+                label=r"quadratic fit on $\log_{10} S$ (converged cells)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     ax.set_xscale("log")
     ax.axhline(0, color="k", lw=0.6)
     ax.set_xlabel(r"$S = \eta / (B(1-\mu))$")

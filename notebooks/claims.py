@@ -38,9 +38,12 @@
 #   measured column gives the number of pairs, and with two pairs an interval is no
 #   more than their range;
 # - a trend over fewer than four widths or cells is *inconclusive*, whatever its ρ;
-# - W6, W10, R1, R2 and N2 read a rank correlation or a fit alone, and N1, N3 and N4
-#   still read "spread", max − min over seeds averaged over cells;
-# - the noise fits are quadratic least squares on seed-level points;
+# - the noise rows N1 and N3–N7 read the same intervals over at least 5 pairs per cell,
+#   and every noise row reads only the cells whose children met the convergence rule (the
+#   weaker child of every pair at 0.99 training accuracy or more); the rows say how many
+#   cells the rule left out;
+# - W6, W10, R1, R2, N2 and N6 read a rank correlation or a fit alone;
+# - the noise fits are quadratic least squares on pair-level points;
 # - layers and aggregation follow the definitions page.
 #
 # **Two regimes.** The *regime* column says which runs a row reads, and their decay

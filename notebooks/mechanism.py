@@ -43,14 +43,14 @@
 #
 # **How the verdicts are read.** The tests M1–M6 were written and committed in
 # `lmcbook/claims.py` before any of these runs was trained. Each reads a
-# {glue:text}`confidence` bootstrap interval over pairs (percentile bootstrap; with
-# {glue:text}`min_pairs` pairs it is a floor on the uncertainty, not a ceiling), needs at
-# least {glue:text}`min_pairs` pairs in every cell its interval reads (a rank correlation
+# {glue:md}`confidence` bootstrap interval over pairs (percentile bootstrap; with
+# {glue:md}`min_pairs` pairs it is a floor on the uncertainty, not a ceiling), needs at
+# least {glue:md}`min_pairs` pairs in every cell its interval reads (a rank correlation
 # over widths or cells, as in M3 and M5, may also read cells with fewer), and
 # decides only when the interval clears its threshold; otherwise it is
 # *inconclusive*. A row is *n/a* outside its regime (for "weight decay has acted",
-# weight decay alone, momentum included, would leave at most {glue:text}`acted_max` of a
-# weight) or when an endpoint reached less than {glue:text}`converged_acc` training
+# weight decay alone, momentum included, would leave at most {glue:md}`acted_max` of a
+# weight) or when an endpoint reached less than {glue:md}`converged_acc` training
 # accuracy, a convergence rule fixed with the tests.
 
 # %% tags=["parameters"]

@@ -23,7 +23,10 @@
 #   best with each other.
 #
 # The protocol is spawn-and-merge, as on the previous page. All cells here use batch
-# size $B$ = the previous page's row and spawn at the same point.
+# size $B$ = the previous page's row and spawn at the same point. As there, a row reads
+# a cell only when the weaker child of every pair reached {glue:text}`noise_bar:.2f`
+# training accuracy (the convergence rule) and decides only from intervals over enough
+# pairs. Cells excluded by the rule: {glue:md}`excluded`.
 
 # %% tags=["parameters"]
 profile = "quick"
@@ -56,6 +59,15 @@ mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
 wd = experiments.noise_frame(study, study.weight_decay_cells(), page.store)
 aug = experiments.noise_frame(study, study.augment_cells(), page.store)
 pairs = experiments.lr_pair_frame(study, page.store)
+converged = {name: claims.noise_cells(frame, keys)["converged"]
+             for name, frame, keys in (("momentum", mom, ["lr", "momentum"]), ("weight_decay", wd, ["norm", "weight_decay"]),
+                                       ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
+mom = mom.merge(converged["momentum"].reset_index(), on=["lr", "momentum"])  # greys the excluded cells in plots
+wd = wd.merge(converged["weight_decay"].reset_index(), on=["norm", "weight_decay"])
+aug = aug.merge(converged["augmentation"].reset_index(), on=["lr", "augment"])
+page.glue("noise_bar", claims.NOISE_CONVERGED_TRAIN_ACC)
+page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"
+                                    for name, c in converged.items()))
 
 # %% [markdown]
 # ## Momentum
@@ -91,15 +103,16 @@ mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean()
 # The residual variance of the gain around a quadratic fit is
 # {glue:text}`mom_var1:.3f` points² on $\log_{10} S$ with $(1-\mu)$,
 # {glue:text}`mom_var2:.3f` points² with $(1-\mu)^2$, and {glue:text}`mom_var_eta:.3f`
-# points² on $\log_{10}\eta$ alone, which ignores momentum. Of the two forms,
-# {glue:md}`mom_better`.
+# points² on $\log_{10}\eta$ alone, which ignores momentum, over every cell, converged or
+# not. Of the two forms, {glue:md}`mom_better`. Verdict N6, on the converged cells and the
+# main text's $(1-\mu)$ form ({glue:md}`n6_test`): {glue:md}`n6_mark`, {glue:md}`n6_measured`.
 
 # %% [markdown]
 # ## Weight decay, with and without normalisation
 
 # %% tags=["hide-input"]
 page.glue_figure("fig_wd", plots.plot_weight_decay(wd))
-g = wd.groupby(["norm", "weight_decay"])[["gain", "acc_endpoints"]].mean()
+g = wd.groupby(["norm", "weight_decay"])[["gain", "acc_endpoints", "train_acc_min"]].mean()
 none = g.loc["none"]
 page.glue("wd_dgain_none", 100 * (none["gain"].max() - none["gain"].min()))
 page.glue("wd_dgain_layer", 100 * (g.loc["layer"]["gain"].max() - g.loc["layer"]["gain"].min()))
@@ -147,8 +160,11 @@ aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
 #
 # Averaged over the learning rates, the gain is {glue:text}`aug_off:.2f` points
 # without augmentation and {glue:text}`aug_on:.2f` points with it. If augmentation
-# only adds noise, the *on* curve should look like the *off* curve moved to a larger
-# $\eta$.
+# only adds noise, a child with it at learning rate $\eta$ behaves like one without it at
+# a larger $\eta$: the *on* curve is the *off* curve moved to a *smaller* $\eta$, so on
+# the rising side of the curve (the smallest $\eta$, below the off curve's best)
+# augmentation raises the gain. Verdict N7 ({glue:md}`n7_test`): {glue:md}`n7_mark`,
+# {glue:md}`n7_measured`.
 
 # %% [markdown]
 # ## Learning-rate pairs
@@ -181,18 +197,22 @@ page.glue("rho_diag", rho)
 # {glue:text}`diag_mean:.2f` points on average, and children at different learning
 # rates gain {glue:text}`off_mean:.2f`. The best pair is $\eta_a =$ {glue:text}`best_a`,
 # $\eta_b =$ {glue:text}`best_b`, with {glue:text}`best_gain:.2f` points. Along the
-# diagonal, Spearman's ρ between learning rate and gain is {glue:text}`rho_diag:.2f`.
-# The paper expects a positive ρ and the best pairs on the diagonal at large $\eta$.
+# diagonal, Spearman's ρ between learning rate and gain is {glue:text}`rho_diag:.2f`
+# (every cell, converged or not). The paper expects a positive ρ and the best pairs on
+# the diagonal at large $\eta$. Verdict N5, on the converged cells
+# ({glue:md}`n5_test`): {glue:md}`n5_mark`, {glue:md}`n5_measured`.
 
 # %%
 keys = ["lr", "batch_size", "momentum", "weight_decay", "spawn_fraction", "norm", "augment", "method"]
-metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged"]
+metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged",
+           "train_acc_min"]
 page.save(claims.concat([
     claims.to_long(mom.assign(method="momentum"), "noise_components", metrics, keys),
     claims.to_long(wd.assign(method="weight_decay"), "noise_components", metrics, keys),
     claims.to_long(aug.assign(method="augmentation"), "noise_components", metrics, keys),
     claims.to_long(pairs.assign(method="lr_pairs"), "noise_components", ["gain", "gain_best", "loss_gain",
-                                                                          "acc_endpoints", "acc_merged"],
+                                                                          "acc_endpoints", "acc_merged",
+                                                                          "train_acc_min"],
                    ["lr", "lr_b", "method"]),
 ]))
 page.provenance()

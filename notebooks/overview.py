@@ -75,6 +75,11 @@ page.glue_md("long_rows", "; ".join(f"{c} {claims.MARKS[s]} (short: {claims.MARK
                                      for c, s in long_states.items()) or "none")
 page.glue_md("r1_mark", claims.MARKS[claims.state_of(board, "R1")])
 page.glue_md("r2_mark", claims.MARKS[claims.state_of(board, "R2")])
+noise_rows = [c for c in main.index.get_level_values("method").unique() if c.startswith("N")]
+noise_states = [claims.state_of(board, c) for c in noise_rows]
+page.glue_md("noise_rows", ", ".join(f"{noise_states.count(st)} {claims.MARKS[st]}" for st in claims.MARKS
+                                     if noise_states.count(st)) or "none")
+page.glue("n_noise_rows", len(noise_rows))
 page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board_rows(board, DATASET_SHORT))))
 
 # %% [markdown]
@@ -109,6 +114,11 @@ page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board
 #   merging improves with it, {glue:md}`r2_mark`. On the longest runs
 #   {glue:text}`n_long_pass` of the {glue:text}`n_long` claims scored in both regimes
 #   pass: {glue:md}`long_rows`.
+# - **The noise paper.** Its {glue:text}`n_noise_rows` rows read only cells whose
+#   children met a convergence rule, and decide only from intervals over enough pairs:
+#   {glue:md}`noise_rows`. Where a row is *n/a* or *inconclusive*, this build's runs
+#   neither confirm nor refute the paper; the pages {doc}`noise_scale` and
+#   {doc}`noise_components` say which cells the rule left out.
 # - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows tested here
 #   pass. The scoreboard ({doc}`claims`) has each test and its evidence, including the ones
 #   this setting does not reproduce.

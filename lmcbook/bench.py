@@ -184,7 +184,10 @@ def book_times(root: str | Path = ".") -> dict[str, float]:
         for label in ("cold_s", "warm_s"):
             t0 = time.perf_counter()
             for cmd in cmds:
-                subprocess.run(cmd, cwd=work, env=env, check=True, capture_output=True)
+                proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"book_times ({label}): `{' '.join(cmd[-3:])}` failed (exit {proc.returncode})"
+                                       f":\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
             times[label] = time.perf_counter() - t0
     return times
 

@@ -75,6 +75,7 @@ DELTA_REL_EFFECTIVE_RANK, DELTA_REL_STABLE_RANK = "delta_rel_effective_rank", "d
 # -- the noise study (spawn-and-merge) -------------------------------------------------
 GAIN, GAIN_BEST, LOSS_GAIN = "gain", "gain_best", "loss_gain"  #: merged acc − mean / − best endpoint; loss drop
 TRAIN_ACC_MIN = "train_acc_min"  #: the weaker child's training accuracy, per pair (the noise convergence rule)
+TRAIN_STEPS = "train_steps"  #: the steps a noise cell's runs took (the convergence rule may train a cell longer)
 NOISE_SCALE, NOISE_SCALE_SQ = "noise_scale", "noise_scale_sq"  #: η/(B(1−μ)) and η/(B(1−μ)²)
 TASK_LOSS, TASK_ACC = "task_loss", "task_acc"  #: test loss / accuracy on one task (task arithmetic)
 TASK_CAL_LOSS = "task_cal_loss"  #: loss on one task's calibration split: α is chosen on it, never on test

@@ -431,29 +431,47 @@ def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) ->
 
 
 def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None) -> pd.DataFrame:
-    """Return one row per (cell, pair): the cell's settings, S in both forms, the merging gains of the pair, and the
-    lower of its two children's training accuracies (``train_acc_min``: how far training got)."""
+    """Return one row per (cell, pair): the cell's settings, S in both forms, the merging gains of the pair, the
+    lower of its two children's training accuracies (``train_acc_min``), and the steps its runs took
+    (``train_steps``).
+
+    The convergence rule (:data:`lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC`, on every pair's weaker child) decides
+    how long a cell trains: each cell first trains ``study.steps`` long; a cell that misses the rule trains again
+    at the next of ``study.lengths()`` (doubled steps, up to ``max_steps``), all its pairs together, until it meets
+    the rule or the lengths run out.  A cell's rows are those of the last length it trained."""
+    from .claims import NOISE_CONVERGED_TRAIN_ACC
+
     store = store or RunStore()
     data = study_data(study)
-    rows = []
-    kids = {(cell, p): study.children(cell, p) for cell in dict.fromkeys(cells) for p in range(study.seeds)}
-    flat = [s for pair in kids.values() for s in pair]
-    sweep_first(flat, study, store)
-    runs = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
-    for (cell, p), (sa, sb) in kids.items():
-        ra, rb = runs[sa.id], runs[sb.id]
-        rows.append({**asdict(cell), "pair": p,
-                     "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
-                     "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 2),
-                     "train_acc_min": min(float(ra.metrics["train_acc"]), float(rb.metrics["train_acc"])),
-                     **_gain_row(store, ra, rb, data)})
-    return pd.DataFrame(rows)
+    out: dict[Cell, list[dict]] = {}
+    todo = list(dict.fromkeys(cells))
+    for steps in study.lengths():
+        if not todo:
+            break
+        kids = {(cell, p): study.children(cell, p, steps) for cell in todo for p in range(study.seeds)}
+        flat = [s for pair in kids.values() for s in pair]
+        sweep_first(flat, study, store)
+        runs = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
+        for cell in todo:
+            out[cell] = []
+            for p in range(study.seeds):
+                ra, rb = (runs[s.id] for s in kids[cell, p])
+                out[cell].append({**asdict(cell), "pair": p, "train_steps": steps,
+                                  "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
+                                  "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum,
+                                                                          2),
+                                  "train_acc_min": min(float(ra.metrics["train_acc"]),
+                                                       float(rb.metrics["train_acc"])),
+                                  **_gain_row(store, ra, rb, data)})
+        todo = [c for c in todo if min(r["train_acc_min"] for r in out[c]) < NOISE_CONVERGED_TRAIN_ACC]
+    return pd.DataFrame([r for cell in dict.fromkeys(cells) for r in out[cell]])
 
 
 def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:
     """Return the learning-rate-pair matrix: children of one parent, continued at peak learning rates η_i and
     η_j (different batch orders), merged pairwise; one row per (i, j, pair), with the weaker child's training
-    accuracy (``train_acc_min``)."""
+    accuracy (``train_acc_min``).  Every child trains ``study.steps`` long: the convergence rule excludes the
+    pairs of children that miss it (N5) but does not train them longer, since one parent feeds its whole row."""
     store = store or RunStore()
     data = study_data(study)
     cell = study.cell(study.component_lr)

@@ -475,6 +475,10 @@ class NoiseStudy(Study):
     bias: bool = False
     #: Every run takes this many steps whatever its batch size (the paper's fixed-steps protocol).
     steps: int = field(default=2000, metadata=_at_least(1))
+    #: The step cap of the convergence rule: a cell whose children miss the rule (lmcbook.claims) at ``steps``
+    #: is trained again, with doubled steps, until they meet it or the next length would pass this cap (None:
+    #: ``steps``, no second length; the quick profile's budget).
+    max_steps: int | None = None
     warmup: float = _TRAIN.warmup
     lrs: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2)
     batch_sizes: tuple[int, ...] = (32, 64, 128, 256)
@@ -502,6 +506,10 @@ class NoiseStudy(Study):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_scheduler(self.scheduler)
+        if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
+                                           or self.max_steps < self.steps):
+            raise SpecError(f"max_steps={self.max_steps!r} is not allowed: expected an integer >= steps "
+                            f"({self.steps}), or None")
         for f in self.spawn_fractions:
             if not 0 < f < 1:
                 raise SpecError(f"spawn_fraction={f!r} is not allowed: expected a fraction in (0, 1)")
@@ -509,13 +517,23 @@ class NoiseStudy(Study):
             self.spec(cell, 0)
         self.spec(self.grid_cells()[0], 0).with_train(steps=self.finetune_steps)
 
-    def spec(self, cell: Cell, seed: int, **train) -> RunSpec:
-        """Return the full run of one cell (init and data seed ``seed``); spawning cuts it at the cell's fraction."""
+    def lengths(self) -> tuple[int, ...]:
+        """Return the training lengths the convergence rule may try, in order: ``steps``, then doubled while at
+        most ``max_steps``."""
+        out = [self.steps]
+        while self.max_steps is not None and 2 * out[-1] <= self.max_steps:
+            out.append(2 * out[-1])
+        return tuple(out)
+
+    def spec(self, cell: Cell, seed: int, steps: int | None = None, **train) -> RunSpec:
+        """Return the full run of one cell (init and data seed ``seed``), ``steps`` long (default: the study's);
+        spawning cuts it at the cell's fraction."""
         return RunSpec(
             data=DataSpec(self.dataset, self.data_root, augment=cell.augment),
             model=ModelSpec("mlp", self.width, self.base_width, self.depth, cell.norm, self.bias),
-            train=TrainSpec(steps=self.steps, batch_size=cell.batch_size, lr=cell.lr, momentum=cell.momentum,
-                            weight_decay=cell.weight_decay, warmup=self.warmup, seed=seed, **train),
+            train=TrainSpec(steps=steps or self.steps, batch_size=cell.batch_size, lr=cell.lr,
+                            momentum=cell.momentum, weight_decay=cell.weight_decay, warmup=self.warmup, seed=seed,
+                            **train),
         )
 
     def cell(self, lr: float, batch_size: int | None = None, **kw) -> Cell:
@@ -550,9 +568,11 @@ class NoiseStudy(Study):
         """Return every cell of the components notebook."""
         return self.momentum_cells() + self.weight_decay_cells() + self.augment_cells()
 
-    def children(self, cell: Cell, pair: int, **train_changes: Any) -> tuple[RunSpec, RunSpec]:
-        """Return the two children of pair ``pair`` in ``cell``, spawned at the cell's fraction of training."""
-        full = self.spec(cell, pair)
+    def children(self, cell: Cell, pair: int, steps: int | None = None,
+                 **train_changes: Any) -> tuple[RunSpec, RunSpec]:
+        """Return the two children of pair ``pair`` in ``cell``, spawned at the cell's fraction of a run ``steps``
+        long (default: the study's)."""
+        full = self.spec(cell, pair, steps)
         return spawn_pair(full, spawn_step(full, cell.spawn_fraction), pair, **train_changes)
 
     def task_specs(self) -> tuple[list[RunSpec], dict[tuple[int, float, str], RunSpec]]:
@@ -570,8 +590,10 @@ class NoiseStudy(Study):
         return bases, tuned
 
     def specs(self) -> list[RunSpec]:
-        """Return every run the noise notebooks read: the children of every cell and learning-rate pair, and the
-        task-arithmetic runs (parents and fine-tuning sources train on the way).  Reads no data."""
+        """Return every run the noise notebooks read at ``steps``: the children of every cell and learning-rate
+        pair, and the task-arithmetic runs (parents and fine-tuning sources train on the way).  Reads no data.
+        The longer runs of cells that miss the convergence rule (``max_steps``) depend on results, so are not
+        listed."""
         cells = dict.fromkeys(self.grid_cells() + self.spawn_cells() + self.component_cells())
         out = [s for c in cells for p in range(self.seeds) for s in self.children(c, p)]
         cell = self.cell(self.component_lr)
@@ -650,7 +672,8 @@ _TABLES: dict[type, dict[str, dict[str, Any]]] = {
                       spawn_fractions=(0.1, 0.5), momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
                       weight_decays=(0.0, 5e-3), pair_lrs=(0.02, 0.1), finetune_steps=20, finetune_lrs=(0.05,),
                       alphas=(0.0, 0.5, 1.0), seeds=1),
-        "paper": dict(dataset="cifar10", steps=20000, base_width=64, width=4.0, seeds=3),
+        "paper": dict(dataset="cifar10", steps=20000, max_steps=80000, base_width=64, width=4.0,
+                      seeds=10),  # N1 reads 5 pairs on each half; the other noise rows 5 per cell
     },
 }
 #: In the paper profile, choosing an architecture also picks its data set and recipe.

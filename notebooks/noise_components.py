@@ -35,6 +35,7 @@ data_root = None
 width = None
 depth = None
 steps = None
+max_steps = None
 momentum = None
 weight_decay = None
 spawn_fraction = None
@@ -205,7 +206,7 @@ page.glue("rho_diag", rho)
 # %%
 keys = ["lr", "batch_size", "momentum", "weight_decay", "spawn_fraction", "norm", "augment", "method"]
 metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged",
-           "train_acc_min"]
+           "train_acc_min", "train_steps"]
 page.save(claims.concat([
     claims.to_long(mom.assign(method="momentum"), "noise_components", metrics, keys),
     claims.to_long(wd.assign(method="weight_decay"), "noise_components", metrics, keys),

@@ -41,8 +41,8 @@
 # Such cells are under-trained, not cells with room to gain: their gains mix merging
 # with how far training got. So the noise rows read a cell only when the weaker child of
 # every pair reached {glue:text}`noise_bar:.2f` training accuracy (the convergence rule,
-# fixed in `lmcbook/claims.py` before these pages ran under it), within the study's
-# {glue:text}`steps` steps: {glue:text}`n_excluded` of the {glue:text}`n_cells` grid
+# fixed in `lmcbook/claims.py` before these pages ran under it), within
+# {glue:md}`lengths_text`: {glue:text}`n_excluded` of the {glue:text}`n_cells` grid
 # cells miss it. They stay in the figures, as grey crosses, and are left out of N1 and N2,
 # which say how many they left out.
 
@@ -53,6 +53,7 @@ data_root = None
 width = None
 depth = None
 steps = None
+max_steps = None
 lrs = None
 batch_sizes = None
 momentum = None
@@ -86,6 +87,10 @@ page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
 page.glue("noise_bar", claims.NOISE_CONVERGED_TRAIN_ACC)
 page.glue("n_excluded", len(cells) - n_ok)
 page.glue("n_converged", n_ok)
+longer = int((grid.groupby(["lr", "batch_size"])["train_steps"].first() > study.steps).sum())
+page.glue_md("lengths_text", f"the study's {study.steps} steps" if len(study.lengths()) == 1 else
+             f"{study.steps} steps, or for a cell that missed it at first {', '.join(map(str, study.lengths()[1:]))} "
+             f"steps in turn ({longer} cells trained longer)")
 page.glue_figure("fig_spawn", plots.plot_spawn_points(spawn))
 page.glue_md("setup", describe_noise(study))
 data = experiments.study_data(study)
@@ -203,7 +208,7 @@ spawn_table.round(4)
 # %%
 keys = ["lr", "batch_size", "momentum", "spawn_fraction"]
 metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged",
-           "train_acc_min"]
+           "train_acc_min", "train_steps"]
 verdicts = page.save(claims.concat([
     claims.to_long(grid.assign(method="grid"), "noise_scale", metrics, keys + ["method"]),
     claims.to_long(spawn.assign(method="spawn_sweep"), "noise_scale", metrics, keys + ["method"])]))

@@ -126,3 +126,29 @@ def test_new_fields_keep_old_ids():
     spec = RunSpec()
     assert "transform" not in spec.hashed_dict()["data"]
     assert RunSpec(DataSpec(transform="negate")).id != spec.id
+
+
+def test_training_lengths_of_the_convergence_rule():
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    assert resolve(NoiseStudy, "smoke", steps=100, max_steps=450).lengths() == (100, 200, 400)
+    assert resolve(NoiseStudy, "smoke", steps=100).lengths() == (100,)
+    with pytest.raises(SpecError, match="max_steps=50 is not allowed: expected an integer >= steps"):
+        resolve(NoiseStudy, "smoke", steps=100, max_steps=50)
+
+
+@pytest.mark.parametrize("bar, steps_used", [(0.0, 20), (1.01, 40)])
+def test_a_cell_that_misses_the_convergence_rule_trains_again_longer(tmp_path, monkeypatch, bar, steps_used):
+    """A rule every cell meets stops at the first length; one no cell meets runs every length, and the rows say
+    which length they come from."""
+    from lmcbook import claims, experiments
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    monkeypatch.setattr(claims, "NOISE_CONVERGED_TRAIN_ACC", bar)
+    study = resolve(NoiseStudy, "smoke", steps=20, max_steps=45)
+    store = RunStore(tmp_path / "s")
+    cells = study.grid_cells()[:2]
+    frame = experiments.noise_frame(study, cells, store)
+    assert len(frame) == len(cells) * study.seeds and set(frame["train_steps"]) == {steps_used}
+    longer = [study.children(c, p, 40) for c in cells for p in range(study.seeds)]
+    assert all(store.has(s) == (steps_used == 40) for pair in longer for s in pair)

@@ -55,9 +55,9 @@ def _spec(units: int, seed: int, steps: int) -> RunSpec:
 
 def lmcbook_throughput(units: int, steps: int, models: int = 4) -> float:
     """Return model-samples per second of lmcbook's training of ``models`` seeds of one width, as the store
-    trains them: stacked in one step up to STACK_MAX_UNITS hidden units; above, side by side in worker processes
-    of one thread each on the CPU (:meth:`RunStore.get_or_train_many`), timed as the busiest worker's training
-    seconds."""
+    trains them: stacked in one step up to STACK_MAX_UNITS hidden units; above, side by side in worker
+    processes of one thread each on the CPU (:meth:`lmcbook.store.RunStore.get_or_train_many`), timed as the
+    busiest worker's training seconds."""
 
     data = load("digits", device="cpu")
     specs = [_spec(units, s, steps) for s in range(models)]

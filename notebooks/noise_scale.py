@@ -87,6 +87,7 @@ page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
 page.glue("noise_bar", claims.NOISE_CONVERGED_TRAIN_ACC)
 page.glue("n_excluded", len(cells) - n_ok)
 page.glue("n_converged", n_ok)
+page.glue("n_pairs", study.seeds)
 longer = int((grid.groupby(["lr", "batch_size"])["train_steps"].first() > study.steps).sum())
 page.glue_md("lengths_text", f"the study's {study.steps} steps" if len(study.lengths()) == 1 else
              f"{study.steps} steps, or for a cell that missed it at first {', '.join(map(str, study.lengths()[1:]))} "

@@ -510,7 +510,8 @@ def plot_momentum(mom: pd.DataFrame) -> Figure:
 
 
 def plot_weight_decay(wd: pd.DataFrame) -> Figure:
-    """Return merging gain and endpoint accuracy against weight decay, without normalisation and with LayerNorm."""
+    """Return merging gain and endpoint accuracy against weight decay, without normalisation and with LayerNorm;
+    with a ``converged`` column, the cells that missed the convergence rule get a grey cross."""
     use_style()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
     for norm, color in (("none", COLORS["ensemble"]), ("layer", COLORS["merged"])):
@@ -520,6 +521,10 @@ def plot_weight_decay(wd: pd.DataFrame) -> Figure:
             x = np.arange(len(st))
             ax.errorbar(x, scale * st["mean"], yerr=[scale * (st["mean"] - st["lo"]), scale * (st["hi"] - st["mean"])],
                         marker="o", capsize=2, color=color, label=f"norm = {norm}")
+            if "converged" in s:
+                miss = ~s.groupby("weight_decay")["converged"].all().reindex(st["weight_decay"]).to_numpy(bool)
+                ax.scatter(x[miss], scale * st["mean"].to_numpy()[miss], marker="x", s=60, color="0.5", zorder=5,
+                           label="missed the convergence rule" if norm == "none" and miss.any() else None)
             ax.set_xticks(x)
             ax.set_xticklabels([f"{v:g}" for v in st["weight_decay"]])
             ax.set_xlabel("weight decay")
@@ -544,15 +549,20 @@ def plot_augment(aug: pd.DataFrame) -> Figure:
 
 
 def plot_lr_pairs(pairs: pd.DataFrame) -> Figure:
-    """Return the matrix of merging gains for children continued at learning rates η_a (rows) and η_b (columns)."""
+    """Return the matrix of merging gains for children continued at learning rates η_a (rows) and η_b (columns);
+    with a ``converged`` column, a cell that missed the convergence rule shows its number in grey, in brackets."""
     use_style()
     m = pairs.groupby(["lr", "lr_b"])["gain"].mean().unstack() * 100
     fig, ax = plt.subplots(figsize=(4.8, 4.0))
     lim = float(np.nanmax(np.abs(m.to_numpy()))) or 1.0
     im = ax.imshow(m.to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim)
+    ok = (pairs.groupby(["lr", "lr_b"])["converged"].all().unstack().reindex_like(m)
+          if "converged" in pairs else m.notna())
     for i in range(m.shape[0]):
         for j in range(m.shape[1]):
-            ax.text(j, i, f"{m.iat[i, j]:.1f}", ha="center", va="center", fontsize=8)
+            good = bool(ok.iat[i, j])
+            ax.text(j, i, f"{m.iat[i, j]:.1f}" if good else f"({m.iat[i, j]:.1f})", ha="center", va="center",
+                    fontsize=8, color="k" if good else "0.45")
     ax.set_xticks(range(m.shape[1]))
     ax.set_xticklabels([f"{v:g}" for v in m.columns])
     ax.set_yticks(range(m.shape[0]))

@@ -473,7 +473,8 @@ class NoiseStudy(Study):
     width: float = 2.0
     depth: int = field(default=4, metadata=_at_least(1))
     bias: bool = False
-    #: Every run takes this many steps whatever its batch size (the paper's fixed-steps protocol).
+    #: Every run takes this many steps whatever its batch size (the paper's fixed-steps protocol), unless its cell
+    #: misses the convergence rule and ``max_steps`` lets it train longer.
     steps: int = field(default=2000, metadata=_at_least(1))
     #: The step cap of the convergence rule: a cell whose children miss the rule (lmcbook.claims) at ``steps``
     #: is trained again, with doubled steps, until they meet it or the next length would pass this cap (None:

@@ -131,6 +131,8 @@ def _read_frame(directory: Path, name: str, columns: list[str] | None) -> pd.Dat
         return pd.DataFrame({c: z[f"c{i}"] for i, c in enumerate(columns)}, columns=columns)
 
 
+#: The widest MLPs trained side by side (lmcbook bench measured 1.49x at 1024 units and 0.97x at 2048).
+SIDE_BY_SIDE_MAX_UNITS = 1024
 _SIDE: dict[str, Any] = {}  # a side-by-side training worker's store and data (set once per worker process)
 
 
@@ -345,7 +347,7 @@ class RunStore:
         fresh: dict[str, TrainedRun] = {}
         errors: list[Exception] = []
         alone = [s for key, group in groups.items() if key[0] == "alone" for s in group]
-        self._train_side_by_side(alone, data, errors)
+        side = set(self._train_side_by_side(alone, data, errors))
         for key, group in groups.items():
             if key[0] != "alone" and len(group) > 1:
                 self._train_stack(group, data, progress, fresh, errors)
@@ -359,41 +361,49 @@ class RunStore:
                     errors.append(err)
         if errors:
             raise errors[0]
-        return [fresh[s.id] if s.id in fresh else self.load(s, dev) for s in specs]
+        # a run trained side by side logged its "trained" event in its worker: loading it here is not a load
+        return [fresh[s.id] if s.id in fresh else self.load(s, dev, record=s.id not in side) for s in specs]
 
     def _train_side_by_side(self, specs: list[RunSpec], data: Dataset, errors: list[Exception],
-                            workers: int | None = None) -> int:
-        """Train the MLPs too wide to stack (over :data:`lmcbook.batched.STACK_MAX_UNITS` units) on the CPU in
-        ``workers`` processes at once (default: the CPU count, at most 4), each with an equal share of the threads;
-        return how many trained.
+                            workers: int | None = None) -> list[str]:
+        """Train the MLPs too wide to stack but at most :data:`SIDE_BY_SIDE_MAX_UNITS` units wide on the CPU in
+        ``workers`` processes at once (default: the CPU count, at most 2, the arrangement measured), each with an
+        equal share of the threads; return the ids of the runs trained.
 
         A wide run does not use two cores fully (its matmuls have only ``batch_size`` rows), so two one-thread
         runs side by side beat two two-thread runs one after the other (``lmcbook bench`` measures it).  Each
         worker trains and stores its run under the store's per-run lock, exactly as :meth:`get_or_train` would;
-        a diverged run is reported in ``errors``, and nothing of it is stored.  Fewer than two such runs, or
-        another device than the CPU, train in this process.
+        a diverged run is reported in ``errors``, and nothing of it is stored.  Fewer than two such runs, another
+        device than the CPU, or a daemonic process train in this process, and so do the runs of a pool that fails
+        (a worker killed, or out of shared memory for the data): the caller trains whatever is still missing.
+        Workers start with the ``spawn`` method, so a script that trains such runs needs the usual
+        ``if __name__ == "__main__":`` guard.
         """
         todo = [s for s in specs if not self.has(s) and s.parent is None and s.init is None
-                and s.model.arch == "mlp" and s.model.channels > STACK_MAX_UNITS]
+                and s.model.arch == "mlp" and STACK_MAX_UNITS < s.model.channels <= SIDE_BY_SIDE_MAX_UNITS]
         cpus = os.cpu_count() or 1
-        workers = min(workers or min(cpus, 4), len(todo))
+        workers = min(workers or min(cpus, 2), len(todo))
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
         if workers < 2 or data.device.type != "cpu" or multiprocessing.current_process().daemon:
-            return 0  # (a daemonic process, a Dask worker say, may not start processes)
+            return []  # (a daemonic process, a Dask worker say, may not start processes)
 
         threads = max(1, cpus // workers)
         ctx = multiprocessing.get_context("spawn")  # no fork after torch's threads have started
-        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_side_worker_init,
-                                 initargs=(str(self.root), data, threads)) as pool:
-            for err in pool.map(_side_worker_train, todo):
-                if err is not None:
-                    errors.append(DivergedError(*err))
+        try:
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_side_worker_init,
+                                     initargs=(str(self.root), data, threads)) as pool:
+                for err in pool.map(_side_worker_train, todo):
+                    if err is not None:
+                        errors.append(DivergedError(*err))
+        except (BrokenProcessPool, OSError, RuntimeError) as err:
+            log.warning("training side by side failed (%s); the runs still missing train in this process", err)
         done = [s for s in todo if self.has(s)]
         for s in done:
             self._note(s, "trained")
-        return len(done)
+        return [s.id for s in done]
 
     def _check_many(self, specs: list[RunSpec], data: Dataset) -> None:
         """Raise before anything trains unless every spec is a RunSpec on ``data``'s data set that can train there."""

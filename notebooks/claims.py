@@ -16,9 +16,9 @@
 #
 # - ✓: the test passes;
 # - ✗: it fails;
-# - *inconclusive*: the interval over pairs (or, for the noise rows that still read
-#   it, the spread over seeds) straddles the threshold, or a trend has too few points,
-#   so the fixed test cannot decide either way (absence of evidence is never a ✓);
+# - *inconclusive*: the interval over pairs straddles the threshold, a cell it reads has
+#   too few pairs, or a trend has too few points, so the fixed test cannot decide either
+#   way (absence of evidence is never a ✓);
 # - *n/a*: the setting does not meet the claim's assumptions, for example LEWC's
 #   $\lambda^l$ scale in a network with biases or BatchNorm.
 #
@@ -38,10 +38,11 @@
 #   measured column gives the number of pairs, and with two pairs an interval is no
 #   more than their range;
 # - a trend over fewer than four widths or cells is *inconclusive*, whatever its ρ;
-# - the noise rows N1 and N3–N7 read the same intervals over at least 5 pairs per cell,
-#   and every noise row reads only the cells whose children met the convergence rule (the
-#   weaker child of every pair at 0.99 training accuracy or more); the rows say how many
-#   cells the rule left out;
+# - the noise rows N1, N3, N4, N5 and N7 read the same intervals, over at least
+#   {glue:md}`min_pairs` pairs in every cell they read, and every noise row reads only
+#   the cells whose children met the convergence rule (the weaker child of every pair at
+#   {glue:md}`noise_bar` training accuracy or more); the rows say how many cells the rule
+#   left out;
 # - W6, W10, R1, R2, N2 and N6 read a rank correlation or a fit alone;
 # - the noise fits are quadratic least squares on pair-level points;
 # - layers and aggregation follow the definitions page.
@@ -86,6 +87,8 @@ from IPython.display import Markdown  # noqa: E402
 
 main_rows = [r for r in rows if not r.control and r.source is None]
 ref_rows = [r for r in rows if r.source is not None]
+page.glue_md("min_pairs", str(claims.MIN_PAIRS))
+page.glue_md("noise_bar", f"{claims.NOISE_CONVERGED_TRAIN_ACC:g}")
 page.glue("n_ref_rows", len(ref_rows))
 page.glue("n_refs", len(references))
 page.glue_md("refs_phrase", "The committed reference run" if len(references) == 1 else

@@ -25,8 +25,9 @@
 # The protocol is spawn-and-merge, as on the previous page. All cells here use batch
 # size $B$ = the previous page's row and spawn at the same point. As there, a row reads
 # a cell only when the weaker child of every pair reached {glue:text}`noise_bar:.2f`
-# training accuracy (the convergence rule) and decides only from intervals over enough
-# pairs. Cells excluded by the rule: {glue:md}`excluded`.
+# training accuracy (the convergence rule); N3, N4, N5 and N7 decide only from intervals
+# over at least {glue:md}`min_pairs` pairs per cell, and N6 from a fit. Cells excluded by
+# the rule: {glue:md}`excluded`.
 
 # %% tags=["parameters"]
 profile = "quick"
@@ -66,7 +67,9 @@ converged = {name: claims.noise_cells(frame, keys)["converged"]
 mom = mom.merge(converged["momentum"].reset_index(), on=["lr", "momentum"])  # greys the excluded cells in plots
 wd = wd.merge(converged["weight_decay"].reset_index(), on=["norm", "weight_decay"])
 aug = aug.merge(converged["augmentation"].reset_index(), on=["lr", "augment"])
+pairs = pairs.merge(converged["lr_pairs"].reset_index(), on=["lr", "lr_b"])
 page.glue("noise_bar", claims.NOISE_CONVERGED_TRAIN_ACC)
+page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"
                                     for name, c in converged.items()))
 
@@ -96,7 +99,8 @@ mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean()
 # :name: fig-momentum
 #
 # Merging gain against the effective noise scale in its two forms, for momentum
-# $\mu \in$ \{{glue:md}`momenta`\} (seed means; bars: min to max over pairs).
+# $\mu \in$ \{{glue:md}`momenta`\} (seed means; bars: min to max over pairs; grey crosses:
+# cells that missed the convergence rule).
 # Trained: {glue:md}`setup`.
 # ```
 #
@@ -126,13 +130,15 @@ g.round(4)
 # :name: fig-weight-decay-noise
 #
 # Merging gain (left) and the children's accuracy (right) against weight decay, for
-# networks without normalisation and with LayerNorm ($\eta =$ {glue:text}`wd_lr`).
+# networks without normalisation and with LayerNorm ($\eta =$ {glue:text}`wd_lr`; grey
+# crosses: cells that missed the convergence rule).
 # Trained: {glue:md}`setup`.
 # ```
 #
 # Across the weight decays tried, the gain changes by {glue:text}`wd_dgain_none:.2f`
 # points without normalisation and by {glue:text}`wd_dgain_layer:.2f` points with
-# LayerNorm. The spread over seeds is {glue:text}`wd_spread:.2f` points. The paper
+# LayerNorm (every cell, converged or not). The spread over pairs, max − min averaged
+# over cells, is {glue:text}`wd_spread:.2f` points; no verdict reads it. The paper
 # expects the first change to be small and the second to favour the stronger weight
 # decay. Verdicts (the scoreboard's, computed by `lmcbook.claims` on this page's CSV):
 # - N3, without normalisation weight decay barely changes merging ({glue:md}`n3_test`):
@@ -155,7 +161,8 @@ aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
 # :name: fig-augment
 #
 # Merging gain against $\eta$ with augmentation off and on (random shifts of up to 3
-# positions, drawn per step from the child's own augmentation seed). Trained:
+# positions, drawn per step from the child's own augmentation seed; grey crosses: cells
+# that missed the convergence rule). Trained:
 # {glue:md}`setup`.
 # ```
 #
@@ -191,7 +198,8 @@ page.glue("rho_diag", rho)
 #
 # Merging gain of two children spawned from one parent (trained at $\eta =$
 # {glue:text}`pair_parent_lr`) and continued at peak learning rates $\eta_a$ and
-# $\eta_b$, with different batch orders (mean over pairs). Trained: {glue:md}`setup`.
+# $\eta_b$, with different batch orders (mean over pairs; in grey and in brackets, cells
+# that missed the convergence rule). Trained: {glue:md}`setup`.
 # ```
 #
 # Children continued at the same learning rate (the diagonal) gain

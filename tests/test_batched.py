@@ -150,19 +150,18 @@ def test_a_stacked_mu_half_child_keeps_its_parents_momentum(tmp_path):
 
 
 def test_wide_runs_train_side_by_side_as_they_would_alone(tmp_path, monkeypatch):
-    """MLPs too wide to stack train in worker processes, one thread each; each equals training it alone (up to
-    the summation order of another thread count), and a diverged one is reported with nothing stored."""
+    """MLPs too wide to stack (up to SIDE_BY_SIDE_MAX_UNITS) train in worker processes, one thread each; each equals
+    training it alone (up to the summation order of another thread count), is counted once as trained, and a
+    diverged one is reported with nothing stored."""
     import os
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     data = load("digits", device="cpu")
     wide = ModelSpec("mlp", 9.0, 64, 2, "none", False)  # 576 units: over STACK_MAX_UNITS
     specs = [replace(_spec(s, warmup=0.0), model=wide) for s in (0, 1)]
-    bad = replace(_spec(2, lr=1e6, warmup=0.0, momentum=0.0), model=wide)
     store = RunStore(tmp_path / "s")
-    with pytest.raises(DivergedError) as err:
-        store.get_or_train_many(specs + [bad], data=data)
-    assert err.value.run_id == bad.id and not store.has(bad)
+    store.get_or_train_many(specs, data=data)
+    assert [e["event"] for e in store.events()] == ["trained", "trained"]  # no "loaded" for runs just trained
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -172,4 +171,32 @@ def test_wide_runs_train_side_by_side_as_they_would_alone(tmp_path, monkeypatch)
             assert _close(got.model, train(spec, data).model, 1e-4)
     finally:
         torch.set_num_threads(before)
-    assert [e["event"] for e in store.events()].count("trained") == 2
+    bad = replace(_spec(2, lr=1e6, warmup=0.0, momentum=0.0), model=wide)
+    other = replace(_spec(3, warmup=0.0), model=wide)
+    with pytest.raises(DivergedError) as err:
+        store.get_or_train_many([bad, other], data=data)
+    assert err.value.run_id == bad.id and not store.has(bad) and store.has(other)
+
+
+def test_runs_too_wide_or_a_failed_pool_train_in_this_process(tmp_path, monkeypatch):
+    import concurrent.futures
+    import os
+    from concurrent.futures.process import BrokenProcessPool
+
+    from lmcbook.store import SIDE_BY_SIDE_MAX_UNITS
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    data = load("digits", device="cpu")
+    wider = ModelSpec("mlp", (SIDE_BY_SIDE_MAX_UNITS + 64) / 64, 64, 2, "none", False)
+    store = RunStore(tmp_path / "s")
+    specs = [replace(_spec(s, steps=3, warmup=0.0), model=wider) for s in (0, 1)]
+    assert all(r.provenance["pid"] == os.getpid() for r in store.get_or_train_many(specs, data=data))
+
+    def broken(*args, **kwargs):
+        raise BrokenProcessPool("a worker was killed")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", broken)
+    wide = ModelSpec("mlp", 9.0, 64, 2, "none", False)
+    specs = [replace(_spec(s, steps=3, warmup=0.0), model=wide) for s in (0, 1)]
+    runs = store.get_or_train_many(specs, data=data)
+    assert all(r.provenance["pid"] == os.getpid() for r in runs) and all(store.has(s) for s in specs)

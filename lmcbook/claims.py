@@ -1316,19 +1316,8 @@ def claim_n1(noise: pd.DataFrame) -> list[ClaimResult]:
             continue
         best = max(chosen, key=lambda c: chosen[c])
         interior = best in inner
-        odd = lambda c, pairs=pairs: _gains(pairs, keys, c, half=1)  # noqa: E731
-        read = interval(odd(best))
-        if interior:
-            lo_cell, hi_cell = (max(cs, key=lambda c: chosen[c]) for cs in (at_lo, at_hi))
-            d_lo, d_hi = interval_diff(odd(best), odd(lo_cell)), interval_diff(odd(best), odd(hi_cell))
-            state = both(*(above(iv, 0.0, MIN_PAIRS) for iv in (read, d_lo, d_hi)))
-            versus = f"minus the smallest-S cell's {d_lo.text('.2f', 100)}, minus the largest-S cell's " \
-                     f"{d_hi.text('.2f', 100)}"
-        else:
-            rival = max(inner, key=lambda c: chosen[c])
-            d_end = interval_diff(odd(best), odd(rival))
-            state = FAIL if above(d_end, 0.0, MIN_PAIRS) == PASS else INCONCLUSIVE
-            versus = f"minus the best interior cell's (η {rival[0]:g}, B {rival[1]:g}) {d_end.text('.2f', 100)}"
+        read = interval(_gains(pairs, keys, best, half=1))
+        state, versus = _n1_reading(pairs, keys, chosen, best, read, at_lo, at_hi, inner)
         where = f"η {best[0]:g}, B {best[1]:g} (S = {ok.loc[best, 'S']:.2e}" + ("" if interior else
                                                                                   ", an end of the range") + ")"
         out.append(_noise_row(cid, "noise_scale", statement,
@@ -1337,6 +1326,26 @@ def claim_n1(noise: pd.DataFrame) -> list[ClaimResult]:
                               {"n_converged": len(ok), "n_cells": len(cells), "gain": read.mean, "gain_lo": read.lo,
                                "gain_hi": read.hi, "interior": float(interior)}))
     return out
+
+
+def _n1_reading(pairs: pd.DataFrame, keys: list[str], chosen: dict, best: tuple, read: Interval,
+                at_lo: list, at_hi: list, inner: list) -> tuple[str, str]:
+    """Return N1's verdict and the comparisons it read on the odd pairs, for the cell ``best`` chosen on the even
+    ones (``chosen``: each converged cell's even-half mean gain; ``at_lo``/``at_hi``/``inner``: the cells at the
+    smallest S, at the largest and between)."""
+    def odd(c):
+        return _gains(pairs, keys, c, half=1)
+
+    if best in inner:
+        lo_cell, hi_cell = (max(cs, key=lambda c: chosen[c]) for cs in (at_lo, at_hi))
+        d_lo, d_hi = interval_diff(odd(best), odd(lo_cell)), interval_diff(odd(best), odd(hi_cell))
+        return (both(*(above(iv, 0.0, MIN_PAIRS) for iv in (read, d_lo, d_hi))),
+                f"minus the smallest-S cell's {d_lo.text('.2f', 100)}, minus the largest-S cell's "
+                f"{d_hi.text('.2f', 100)}")
+    rival = max(inner, key=lambda c: chosen[c])
+    d_end = interval_diff(odd(best), odd(rival))
+    return (FAIL if above(d_end, 0.0, MIN_PAIRS) == PASS else INCONCLUSIVE,
+            f"minus the best interior cell's (η {rival[0]:g}, B {rival[1]:g}) {d_end.text('.2f', 100)}")
 
 
 def claim_n2(noise: pd.DataFrame) -> list[ClaimResult]:

@@ -353,8 +353,8 @@ class RunStore:
                 self._train_stack(group, data, progress, fresh, errors)
                 continue
             for s in group:
-                if self.has(s):  # trained side by side
-                    continue
+                if self.has(s) or any(getattr(e, "run_id", None) == s.id for e in errors):
+                    continue  # trained side by side, or diverged there
                 try:
                     fresh[s.id] = self.get_or_train(s, dev, data, progress)
                 except DivergedError as err:

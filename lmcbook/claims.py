@@ -395,11 +395,6 @@ def trend_state(rho: float, sign: int, n: int | None = None) -> str:
     return PASS if np.isfinite(rho) and sign * rho >= RHO_MIN else FAIL
 
 
-def margin_state(margin: float, spread_: float) -> str:
-    """Return the verdict of "margin > 0": pass beyond the spread, fail below minus the spread, else inconclusive."""
-    return PASS if margin > spread_ else FAIL if margin < -spread_ else INCONCLUSIVE
-
-
 REGIMES = ("short", "long")
 #: The key columns of a run's training-regime rows in a page's CSV.
 REGIME_KEYS = ("width", "hidden_units", "depth", "layer", "weight_decay", "epochs")
@@ -1255,6 +1250,12 @@ def noise_cells(pairs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                         "train_acc_mean": g["_acc"].mean()})
     out["converged"] = out["train_acc_min"] >= NOISE_CONVERGED_TRAIN_ACC
     return out
+
+
+def mark_converged(pairs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Return a noise frame (one row per cell and pair) with a ``converged`` column: its cell met the convergence
+    rule (:func:`noise_cells`).  The figures grey the cells that did not."""
+    return pairs.merge(noise_cells(pairs, keys)["converged"].reset_index(), on=keys)
 
 
 def _rule_text(cells: pd.DataFrame) -> str:

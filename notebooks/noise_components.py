@@ -61,13 +61,13 @@ mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
 wd = experiments.noise_frame(study, study.weight_decay_cells(), page.store)
 aug = experiments.noise_frame(study, study.augment_cells(), page.store)
 pairs = experiments.lr_pair_frame(study, page.store)
-converged = {name: claims.noise_cells(frame, keys)["converged"]
-             for name, frame, keys in (("momentum", mom, ["lr", "momentum"]), ("weight_decay", wd, ["norm", "weight_decay"]),
-                                       ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
-mom = mom.merge(converged["momentum"].reset_index(), on=["lr", "momentum"])  # greys the excluded cells in plots
-wd = wd.merge(converged["weight_decay"].reset_index(), on=["norm", "weight_decay"])
-aug = aug.merge(converged["augmentation"].reset_index(), on=["lr", "augment"])
-pairs = pairs.merge(converged["lr_pairs"].reset_index(), on=["lr", "lr_b"])
+mom = claims.mark_converged(mom, ["lr", "momentum"])  # the figures grey the cells the rule excludes
+wd = claims.mark_converged(wd, ["norm", "weight_decay"])
+aug = claims.mark_converged(aug, ["lr", "augment"])
+pairs = claims.mark_converged(pairs, ["lr", "lr_b"])
+converged = {name: frame.groupby(keys)["converged"].first() for name, frame, keys in (
+    ("momentum", mom, ["lr", "momentum"]), ("weight_decay", wd, ["norm", "weight_decay"]),
+    ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
 page.glue("noise_bar", claims.NOISE_CONVERGED_TRAIN_ACC)
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"

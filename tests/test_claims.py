@@ -151,12 +151,6 @@ def test_every_state_has_a_mark_and_a_code():
         claims.ClaimResult("W1", "width", "s", "m", "t", "maybe", "p")
 
 
-def test_margin_state():
-    assert claims.margin_state(0.05, 0.01) == claims.PASS
-    assert claims.margin_state(-0.05, 0.01) == claims.FAIL
-    assert claims.margin_state(0.005, 0.01) == claims.INCONCLUSIVE
-
-
 def test_w7_is_inconclusive_within_the_interval_and_fails_the_other_way():
     def rows(weak_wide, jitter=0.001):
         return frame("wd", by_width("wd", "acc_merged", [0.3, 0.6, 0.8, 0.9], weight_decay=3e-3, jitter=jitter)

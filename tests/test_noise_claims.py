@@ -187,3 +187,11 @@ def test_the_components_page_scores_n3_to_n7():
     df = components([0.01, 0.01, 0.01], [0.0, 0.005, 0.01], lr_pairs=_lr_pairs([0.0, 0.002, 0.004, 0.006], -0.01),
                     momentum=_momentum(lambda lr, mu: 0.0), augment=_augment(0.003))
     assert [r.id for r in claims.page_claims("noise_components", df)] == ["N3", "N4", "N5", "N6", "N7"]
+
+
+def test_mark_converged_flags_every_pair_of_a_cell_that_missed_the_rule():
+    df = grid(peaked, acc_of=lambda lr, b: 0.5 if (lr, b) == (0.01, 32) else 0.995)
+    pairs = claims.noise_pairs(df, ["lr", "batch_size"])
+    marked = claims.mark_converged(pairs, ["lr", "batch_size"])
+    missed = marked.loc[~marked["converged"], ["lr", "batch_size"]].drop_duplicates()
+    assert len(marked) == len(pairs) and missed.values.tolist() == [[0.01, 32]]

@@ -40,7 +40,7 @@ from .regime import regime_measures
 from .specs import RunSpec
 from .store import RunStore
 from .sweep import run_all
-from .train import TrainedRun, init_model
+from .train import DivergedError, TrainedRun, init_model
 
 log = logging.getLogger("lmcbook.experiments")
 
@@ -449,22 +449,47 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
         if not todo:
             break
         kids = {(cell, p): study.children(cell, p, steps) for cell in todo for p in range(study.seeds)}
-        flat = [s for pair in kids.values() for s in pair]
-        sweep_first(flat, study, store)
-        runs = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
+        runs, diverged = _train_reporting_divergence(kids, study, store, data)
         for cell in todo:
             out[cell] = []
             for p in range(study.seeds):
+                row = {**asdict(cell), "pair": p, "train_steps": steps,
+                       "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
+                       "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 2)}
+                if cell in diverged:  # reported, counted as missing the rule, never merged
+                    out[cell].append({**row, "diverged": 1.0, "train_acc_min": 0.0})
+                    continue
                 ra, rb = (runs[s.id] for s in kids[cell, p])
-                out[cell].append({**asdict(cell), "pair": p, "train_steps": steps,
-                                  "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
-                                  "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum,
-                                                                          2),
-                                  "train_acc_min": min(float(ra.metrics["train_acc"]),
-                                                       float(rb.metrics["train_acc"])),
+                out[cell].append({**row, "diverged": 0.0,
+                                  "train_acc_min": min(float(ra.metrics["train_acc"]), float(rb.metrics["train_acc"])),
                                   **_gain_row(store, ra, rb, data)})
-        todo = [c for c in todo if min(r["train_acc_min"] for r in out[c]) < NOISE_CONVERGED_TRAIN_ACC]
+        todo = [c for c in todo if c not in diverged
+                and min(r["train_acc_min"] for r in out[c]) < NOISE_CONVERGED_TRAIN_ACC]
     return pd.DataFrame([r for cell in dict.fromkeys(cells) for r in out[cell]])
+
+
+def _train_reporting_divergence(kids: dict[tuple[Cell, int], tuple[RunSpec, RunSpec]], study: NoiseStudy,
+                                store: RunStore, data: Dataset) -> tuple[dict, dict[Cell, str]]:
+    """Train (or load) every child of ``kids``; return the runs by id and, per cell in which a run (a child or its
+    parent) diverged, the divergence's message.  The other runs are stored as they train; a diverged cell's runs are
+    left out (logged as a warning), so a diverged run is reported and never merged."""
+    diverged: dict[Cell, str] = {}
+    while True:
+        live = {k: v for k, v in kids.items() if k[0] not in diverged}
+        flat = [s for pair in live.values() for s in pair]
+        if not flat:
+            return {}, diverged
+        sweep_first(flat, study, store)
+        try:
+            return {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}, diverged
+        except DivergedError as err:
+            bad = {cell for (cell, _), pair in live.items()
+                   if any(err.run_id in (s.id, getattr(s.parent, "id", None)) for s in pair)}
+            if not bad:
+                raise
+            for cell in bad:
+                diverged[cell] = str(err)
+                log.warning("noise cell %s diverged and is excluded: %s", cell, err)
 
 
 def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:

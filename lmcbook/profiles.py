@@ -503,6 +503,8 @@ class NoiseStudy(Study):
     device: str = field(default="auto", metadata={"check": check_device})
     #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
     scheduler: str | None = None
+    #: Show the committed reference runs (results/) beside this run's own cells.
+    show_references: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -65,6 +65,14 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
               "(800 held out for calibration) and its last 2,000 to test", needs_data_root=True,
               purpose="the mechanism study's arms on 784-dimensional real data, every weight decay up to 2048 hidden "
                       "units (H3, H4)"),
+    Reference("noise-scale-converged", "noise_scale", "quick",
+              {"lrs": [0.02, 0.05, 0.1, 0.2], "spawn_fractions": [0.5], "seeds": 10, "max_steps": 8000,
+               "show_references": False},
+              "MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
+              "calibration) and 4,000 test signals",
+              purpose="the η × B grid with every cell trained until its children meet the convergence rule (up to 4 "
+                      "times the steps) and 10 pairs per cell, so that N1 and N2 can decide; the grid is moved off "
+                      "η = 0.01, whose children cannot meet the rule within the cap"),
 )}
 
 

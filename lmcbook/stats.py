@@ -97,6 +97,21 @@ def interval_diff(a: Iterable[float], b: Iterable[float]) -> Interval:
     return Interval(mean, lo, hi, n)
 
 
+def interval_of(samples: Iterable[Iterable[float]], statistic) -> Interval:
+    """Return ``statistic`` of several independent samples (one per cell) and its 95% bootstrap interval, each
+    sample resampled on its own (scipy.stats.bootstrap, vectorized: ``statistic(*samples, axis=-1)``); ``n`` is the
+    smallest sample's size.  The interval is not computed with fewer than :data:`MIN_REPLICATES` in a sample."""
+    vs = tuple(_values(x) for x in samples)
+    n = min(len(v) for v in vs) if vs else 0
+    if n == 0:
+        return Interval(float("nan"), float("nan"), float("nan"), 0)
+    point = float(statistic(*vs, axis=-1))
+    if n < MIN_REPLICATES:
+        return Interval(point, float("nan"), float("nan"), n)
+    lo, hi = _boot(vs, statistic)
+    return Interval(point, lo, hi, n)
+
+
 def above(iv: Interval, threshold: float, min_n: int = MIN_REPLICATES) -> str:
     """Return the verdict of "the mean exceeds ``threshold``": pass if the whole interval lies above it, fail if the
     whole interval lies at or below it, else (or with fewer than ``min_n`` replicates) inconclusive."""

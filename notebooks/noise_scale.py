@@ -67,6 +67,7 @@ row_batch_size = None
 seeds = None
 device = None
 scheduler = None
+show_references = None
 
 # %%
 import numpy as np
@@ -223,10 +224,11 @@ spawn_table.round(4)
 # %%
 keys = ["lr", "batch_size", "momentum", "spawn_fraction"]
 metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged",
-           "train_acc_min", "train_steps"]
+           "train_acc_min", "train_steps", "diverged"]
 verdicts = page.save(claims.concat([
-    claims.to_long(grid.assign(method="grid"), "noise_scale", metrics, keys + ["method"]),
-    claims.to_long(spawn.assign(method="spawn_sweep"), "noise_scale", metrics, keys + ["method"])]))
+    claims.to_long(grid.assign(method="grid"), "noise_scale", metrics, keys + ["method"], drop_missing=True),
+    claims.to_long(spawn.assign(method="spawn_sweep"), "noise_scale", metrics, keys + ["method"],
+                   drop_missing=True)]))
 for v in verdicts:  # the grid has one spawn point: its rows also under the keys n1 and n2
     page.glue_claim(v, key=v.key.split("_")[0])
 page.provenance()

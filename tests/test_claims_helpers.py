@@ -51,6 +51,8 @@ def test_methods_page_states_the_rules_the_claims_apply():
                    f"has at least {claims.MIN_PAIRS} pairs",
                    f"reached at least {claims.NOISE_CONVERGED_TRAIN_ACC:g} training accuracy.",
                    f"over at least {claims.MIN_PAIRS} pairs in every cell they read",
-                   f"(at least {claims.NOISE_MIN_CELLS} cells, over at least 3 values of",
-                   f"at most {'half' if claims.COLLAPSE_RATIO_MAX == 0.5 else claims.COLLAPSE_RATIO_MAX} that"):
+                   f"at least {claims.NOISE_MIN_CELLS} cells, over at least 3 values of",
+                   f"at most {'half' if claims.COLLAPSE_RATIO_MAX == 0.5 else claims.COLLAPSE_RATIO_MAX} that",
+                   f"± a quarter of the best cell's gain, and never less than {100 * claims.N3_TOL_MIN:g} points"):
         assert phrase in text, f"book/methods.md does not say {phrase!r}"
+    assert claims.N3_TOL_SHARE == 0.25  # "a quarter"

@@ -152,3 +152,24 @@ def test_a_cell_that_misses_the_convergence_rule_trains_again_longer(tmp_path, m
     assert len(frame) == len(cells) * study.seeds and set(frame["train_steps"]) == {steps_used}
     longer = [study.children(c, p, 40) for c in cells for p in range(study.seeds)]
     assert all(store.has(s) == (steps_used == 40) for pair in longer for s in pair)
+
+
+def test_a_diverged_noise_cell_is_reported_and_excluded_never_merged(tmp_path, caplog):
+    """A learning rate that blows up: its cell's rows say so, carry no gain, count as missing the rule, and the other
+    cells are trained, stored and merged as usual."""
+    from lmcbook import claims, experiments
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    study = resolve(NoiseStudy, "smoke", steps=20, lrs=(0.05, 1e4), batch_sizes=(32,))
+    with caplog.at_level("WARNING", logger="lmcbook.experiments"):
+        frame = experiments.noise_frame(study, study.grid_cells(), RunStore(tmp_path / "s"))
+    bad, good = frame[frame["lr"] == 1e4], frame[frame["lr"] == 0.05]
+    assert (bad["diverged"] == 1).all() and bad["gain"].isna().all() and (bad["train_acc_min"] == 0).all()
+    assert (good["diverged"] == 0).all() and good["gain"].notna().all()
+    assert "diverged and is excluded" in caplog.text
+    long = claims.to_long(frame.assign(method="grid"), "n", ["gain", "train_acc_min", "diverged"],
+                          ["lr", "batch_size", "method"], drop_missing=True)
+    claims.validate_results(long)
+    cells = claims.noise_cells(claims.noise_pairs(long, ["lr", "batch_size"]), ["lr", "batch_size"])
+    assert cells.loc[(1e4, 32), "diverged"] and not cells.loc[(1e4, 32), "converged"]
+    assert "1 of them diverged" in claims._rule_text(cells)

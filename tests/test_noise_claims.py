@@ -37,8 +37,10 @@ def peaked(lr, b, s):
 def test_n1_every_verdict():
     assert claims.claim_n1(grid(peaked))[0].state == claims.PASS
     assert claims.claim_n1(grid(lambda lr, b, s: 0.01 * np.log10(s)))[0].state == claims.FAIL  # optimum at an end
-    # an interior optimum whose gain is below zero beyond its interval: the fit of losses peaks, merging never gains
-    assert claims.claim_n1(grid(lambda lr, b, s: peaked(lr, b, s) - 0.02))[0].state == claims.FAIL
+    # an interior optimum whose gain is below zero beyond its interval: merging never gains, which refutes
+    # "merging gains", not "the optimum lies between": n/a, and the row says why
+    r = claims.claim_n1(grid(lambda lr, b, s: peaked(lr, b, s) - 0.02))[0]
+    assert r.state == claims.NA and "does not gain at its best cell" in r.measured
     # on a flat grid the best of the selection half is where chance put it: never a verdict
     flat = grid(lambda lr, b, s: 0.002, jitter=0.002)
     assert claims.claim_n1(flat)[0].state == claims.INCONCLUSIVE
@@ -79,6 +81,12 @@ def test_n1_chooses_on_one_half_and_reads_on_the_other():
 def test_n2_collapse_on_converged_cells():
     assert claims.claim_n2(grid(peaked))[0].state == claims.PASS
     assert claims.claim_n2(grid(lambda lr, b, s: 0.01 * np.log10(lr) + 0.003 * np.sin(b)))[0].state == claims.FAIL
+    # gains that follow the batch size alone: S collapses them worse than B does, so ✗ (an η-only fit would not see it)
+    assert claims.claim_n2(grid(lambda lr, b, s: 0.01 - 0.004 * (np.log10(b) - 1.9) ** 2))[0].state == claims.FAIL
+    # pair noise far above the cells' differences: inconclusive, never ✗ from noise alone
+    for jitter in (0.03, 0.3):
+        assert claims.claim_n2(grid(peaked, jitter=jitter))[0].state == claims.INCONCLUSIVE
+    assert claims.claim_n2(grid(peaked, pairs=range(4)))[0].state == claims.INCONCLUSIVE  # fewer than MIN_PAIRS
     short = grid(peaked, acc_of=lambda lr, b: 0.5)
     assert claims.claim_n2(short)[0].state == claims.NA
     # four converged cells over only two learning rates: no quadratic fit on η, so n/a rather than an error
@@ -98,7 +106,8 @@ def components(wd_none=None, wd_layer=None, acc_none=0.995, acc_layer=0.995, lr_
     for (lr, lr_b), (g, a) in (lr_pairs or {}).items():
         cells[(("lr", lr), ("lr_b", lr_b), ("method", "lr_pairs"))] = (g, a, {})
     for (lr, mu), (g, a) in (momentum or {}).items():
-        cells[(("lr", lr), ("momentum", mu), ("method", "momentum"))] = (g, a, {"noise_scale": lr / (128 * (1 - mu))})
+        cells[(("lr", lr), ("momentum", mu), ("method", "momentum"))] = (
+            g, a, {"noise_scale": lr / (128 * (1 - mu)), "noise_scale_sq": lr / (128 * (1 - mu) ** 2)})
     for (lr, on), (g, a) in (augment or {}).items():
         cells[(("lr", lr), ("augment", on), ("method", "augmentation"))] = (g, a, {})
     return _rows(cells, pairs=pairs, jitter=jitter)
@@ -113,6 +122,10 @@ def test_n3_equivalence_with_a_tolerance_scaled_to_the_gains():
     assert claims.claim_n3(components([-0.01, -0.02, -0.01], [0, 0, 0])).state == claims.NA  # no gain to scale by
     # the old tolerance (0.5 points) passed this: 0.4 points apart, against gains of about 0.5 points
     assert claims.claim_n3(components([0.003, 0.005, 0.007], [0, 0, 0])).state == claims.FAIL
+    # gains of a few test examples: a quarter of the best (0.04 points) would fail a 0.1-point difference; the floor
+    # (N3_TOL_MIN) does not let a tolerance below it decide
+    tiny = claims.claim_n3(components([0.0006, 0.0011, 0.0016], [0, 0, 0]))
+    assert tiny.state == claims.PASS and tiny.values["tol"] == claims.N3_TOL_MIN
 
 
 def test_n4_only_at_matched_training():
@@ -151,7 +164,12 @@ def _momentum(gain_of, acc=0.995):
 
 def test_n6_momentum_acts_through_s():
     through_s = _momentum(lambda lr, mu: 0.01 - 0.004 * (np.log10(lr / (128 * (1 - mu))) + 3) ** 2)
-    assert claims.claim_n6(components(momentum=through_s)).state == claims.PASS
+    r = claims.claim_n6(components(momentum=through_s))
+    assert r.state == claims.PASS
+    # the (1−μ)² form is reported beside it: on gains that follow the main text's S, it collapses them worse
+    assert r.values["sq_minus_main_lo"] > 0 and "(1−μ)² form" in r.measured
+    through_sq = _momentum(lambda lr, mu: 0.01 - 0.004 * (np.log10(lr / (128 * (1 - mu) ** 2)) + 2.5) ** 2)
+    assert claims.claim_n6(components(momentum=through_sq)).values["sq_minus_main_hi"] < 0
     through_eta = _momentum(lambda lr, mu: 0.01 * np.log10(lr) + 0.003 * mu * (lr > 0.04))
     assert claims.claim_n6(components(momentum=through_eta)).state == claims.FAIL
     assert claims.claim_n6(components(momentum=_momentum(lambda lr, mu: 0.0, acc=0.9))).state == claims.NA
@@ -179,7 +197,9 @@ def test_n7_augmentation():
 def test_the_noise_tests_are_formatted_from_their_constants():
     rows = claims.claim_n1(grid(peaked)) + [claims.claim_n3(components([0.01, 0.01, 0.01], [0, 0, 0]))]
     assert f"≥ {claims.NOISE_MIN_CELLS}" in rows[0].test and f"≥ {claims.MIN_PAIRS} pairs" in rows[0].test
-    assert f"{claims.N3_TOL_SHARE:g} × the best cell's gain" in rows[1].test
+    tol = f"{claims.N3_TOL_SHARE:g} × the best cell's gain (at least {100 * claims.N3_TOL_MIN:g} points)"
+    assert tol in rows[1].test
+    assert f"≤ {claims.COLLAPSE_RATIO_MAX:g} ×" in claims.claim_n2(grid(peaked))[0].test
     assert claims.TRAIN_ACC_MIN in claims.METRICS
 
 
@@ -195,3 +215,26 @@ def test_mark_converged_flags_every_pair_of_a_cell_that_missed_the_rule():
     marked = claims.mark_converged(pairs, ["lr", "batch_size"])
     missed = marked.loc[~marked["converged"], ["lr", "batch_size"]].drop_duplicates()
     assert len(marked) == len(pairs) and missed.values.tolist() == [[0.01, 32]]
+
+
+def test_interval_of_one_sample_is_the_mean_interval():
+    from lmcbook import stats
+
+    x = np.random.default_rng(1).normal(size=12)
+    assert stats.interval_of([x], lambda a, axis: a.mean(axis=axis)) == stats.interval(x)
+
+
+def test_collapse_nets_out_pair_noise():
+    """Gaussian pair noise (not the balanced offsets of ``grid``): on cells that follow S, the net ratio stays near 0
+    and passes with 10 pairs; on cells that are all alike, noise alone never gives ✗."""
+    rng = np.random.default_rng(0)
+
+    def noisy(gain_of, sd):
+        df = grid(gain_of, jitter=0.0)
+        g = df["metric"] == "gain"
+        df.loc[g, "value"] += rng.normal(0, sd, int(g.sum()))
+        return df
+
+    assert claims.claim_n2(noisy(peaked, 0.002))[0].state == claims.PASS
+    for _ in range(5):
+        assert claims.claim_n2(noisy(lambda lr, b, s: 0.005, 0.002))[0].state != claims.FAIL

@@ -341,6 +341,11 @@ _MAX_SHIFT = {"digits": 1, "mnist1d": 3, "mnist": 2, "mnist_standin": 2, "fashio
               "cifar100": 4}
 
 
+def max_shift(name: str) -> int:
+    """Return the largest random shift of data set ``name``'s augmentation, in pixels (positions for signals)."""
+    return _MAX_SHIFT.get(name, 2)
+
+
 def augment_batch(x: torch.Tensor, name: str, aug_seed: int, step: int) -> torch.Tensor:
     """Return a randomly shifted (and, for CIFAR, horizontally flipped) copy of a batch.
 
@@ -352,7 +357,7 @@ def augment_batch(x: torch.Tensor, name: str, aug_seed: int, step: int) -> torch
     g = torch.Generator().manual_seed(epoch_seed(aug_seed, step) ^ 0x5EED)
     if x.ndim == 2:
         n, length = x.shape
-        s = _MAX_SHIFT.get(name, 2)
+        s = max_shift(name)
         d = torch.randint(0, 2 * s + 1, (n,), generator=g).to(x.device)
         padded = torch.nn.functional.pad(x, (s, s))
         idx = torch.arange(length, device=x.device)[None, :] + d[:, None]
@@ -360,7 +365,7 @@ def augment_batch(x: torch.Tensor, name: str, aug_seed: int, step: int) -> torch
     if x.ndim != 4:
         raise SpecError(f"augment=True needs image batches (N, C, H, W) or signals (N, L); got shape {tuple(x.shape)}")
     n, _, h, w = x.shape
-    s = _MAX_SHIFT.get(name, 2)
+    s = max_shift(name)
     dy = torch.randint(0, 2 * s + 1, (n,), generator=g).to(x.device)
     dx = torch.randint(0, 2 * s + 1, (n,), generator=g).to(x.device)
     padded = torch.nn.functional.pad(x, (s, s, s, s))

@@ -38,19 +38,19 @@
 #   measured column gives the number of pairs, and with two pairs an interval is no
 #   more than their range;
 # - a trend over fewer than four widths or cells is *inconclusive*, whatever its ρ;
-# - the noise rows N1, N3, N4, N5 and N7 read the same intervals, over at least
-#   {glue:md}`min_pairs` pairs in every cell they read, and every noise row reads only
-#   the cells whose children met the convergence rule (the weaker child of every pair at
-#   {glue:md}`noise_bar` training accuracy or more); the rows say how many cells the rule
-#   left out;
-# - W6, W10, R1, R2, N2 and N6 read a rank correlation or a fit alone;
-# - the noise fits are quadratic least squares on pair-level points;
+# - the noise rows read the same intervals, over at least {glue:md}`min_pairs` pairs in
+#   every cell they read, and every noise row reads only the cells whose children met the
+#   convergence rule (the weaker child of every pair at {glue:md}`noise_bar` training
+#   accuracy or more); the rows say how many cells the rule left out;
+# - W6, W10, R1 and R2 read a rank correlation or a fit alone;
+# - the noise fits (N2, N6) are quadratic least squares on the converged cells' mean
+#   gains, their residual variances net of pair noise, decided by an interval over pairs;
 # - layers and aggregation follow the definitions page.
 #
 # **Two regimes.** The *regime* column says which runs a row reads, and their decay
 # integral $D$ (weight decay alone would shrink the weights by $e^{-D}$ without
 # momentum; the {doc}`../methods` page defines it). *Short* rows read the profile's own
-# runs, the ones the other width pages show. W1, W6 and W7 are also scored on
+# runs, the ones the other width pages show. W1, W6, W6 (update) and W7 are also scored on
 # *long* rows, which read the longest runs of {doc}`mechanism`'s length arm, with the
 # same fixed tests. The two rows of a claim can disagree: the paper's explanation runs
 # through weight decay, and weight decay needs time to act. A width effect seen after
@@ -102,7 +102,9 @@ page.glue("n_tested_pass", sum(r.passed for r in tested))
 page.glue("chance_rate", f"{claims.CHANCE_RATE:.0%}")
 page.glue("chance_expected", f"{expected:.1f}")
 page.glue("chance_upper", upper)
-page.glue("fixed_before_ids", ", ".join(sorted(claims.FIXED_BEFORE, key=lambda c: ("WRMN".index(c[0]), int(c[1:])))))
+page.glue("fixed_before_ids", ", ".join(sorted(claims.FIXED_BEFORE, key=lambda c: ("WRMN".index(c[0]), int(c[1:]))))
+          + "".join(f", and {' and '.join(sorted(ids))} on reference `{name}`"
+                    for name, ids in claims.FIXED_BEFORE_SOURCE.items()))
 page.glue("n_fixed_before", sum(r.fixed_before for r in tested))
 page.glue("n_fixed_before_pass", sum(r.fixed_before and r.passed for r in tested))
 for paper in ("width", "noise"):

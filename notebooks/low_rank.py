@@ -94,6 +94,14 @@ er.join(er_un, rsuffix="_untrained").join(abs_er, rsuffix="_abs")[["mean", "spre
 # scoreboard's short-regime row, computed by `lmcbook.claims` on this page's CSV;
 # {glue:md}`w6_test`): {glue:md}`w6_mark`, {glue:md}`w6_measured`.
 #
+# **Which rank the paper means.** The paper's sentence is about the weights $W$
+# themselves, so W6 reads the rank of $W$. In short training $W$ is mostly its random
+# initialisation, so the scoreboard also scores, as a diagnostic row the paper does not
+# state, the rank of what training *added*, $W - W_0$ (W6 (update);
+# {glue:md}`w6_update_test`): {glue:md}`w6_update_mark`, {glue:md}`w6_update_measured`. A
+# low-rank update inside a full-rank $W$ is what training near the initialisation gives;
+# it is not the low-rank $W$ the paper's account needs.
+#
 # **Why the two ranks can disagree.** Over this training schedule, weight decay
 # alone (gradients aside) shrinks a weight to {glue:text}`shrink:.2f` of its
 # initial size. What remains of the random initialisation keeps a broad bulk of

@@ -42,7 +42,9 @@
 # should merge alike if $D$ is a fair summary of how much weight decay acted.
 #
 # **How the verdicts are read.** The tests M1–M6 were written and committed in
-# `lmcbook/claims.py` before any of these runs was trained. Each reads a
+# `lmcbook/claims.py` before any run that only this page trains was trained; the cell
+# with the width pages' own length and weight decay shares their runs, whose results
+# were on those pages before. Each reads a
 # {glue:md}`confidence` bootstrap interval over pairs (percentile bootstrap; with
 # {glue:md}`min_pairs` pairs it is a floor on the uncertainty, not a ceiling), needs at
 # least {glue:md}`min_pairs` pairs in every cell its interval reads (a rank correlation
@@ -232,7 +234,7 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 #
 # ## The earlier regime rows
 #
-# The scoreboard's *long* rows score W1, W6 and W7 on the length arm's longest runs,
+# The scoreboard's *long* rows score W1, W6, W6 (update) and W7 on the length arm's longest runs,
 # and R1 and R2 test the first and last links of the paper's chain across every
 # standard-initialisation cell, at the widest width trained in all of them:
 #

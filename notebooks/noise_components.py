@@ -54,6 +54,7 @@ scheduler = None
 import numpy as np
 
 from lmcbook import claims, experiments, plots
+from lmcbook.data import max_shift
 from lmcbook.page import describe_noise, open_page
 
 page, study = open_page("noise_components", globals())
@@ -150,6 +151,7 @@ g.round(4)
 
 # %% tags=["hide-input"]
 page.glue_figure("fig_aug", plots.plot_augment(aug))
+page.glue_md("aug_shift", f"{max_shift(study.dataset)} {'positions' if study.dataset == 'mnist1d' else 'pixels'}")
 a = aug.groupby(["augment"])["gain"].mean()
 page.glue("aug_off", 100 * a.loc[False])
 page.glue("aug_on", 100 * a.loc[True])
@@ -159,8 +161,8 @@ aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
 # ```{glue:figure} fig_aug
 # :name: fig-augment
 #
-# Merging gain against $\eta$ with augmentation off and on (random shifts of up to 3
-# positions, drawn per step from the child's own augmentation seed; grey crosses: cells
+# Merging gain against $\eta$ with augmentation off and on (random shifts of up to
+# {glue:md}`aug_shift`, drawn per step from the child's own augmentation seed; grey crosses: cells
 # that missed the convergence rule). Trained:
 # {glue:md}`setup`.
 # ```

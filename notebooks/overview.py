@@ -84,6 +84,13 @@ page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 noise_pairs = study_of("noise_scale").seeds
 page.glue_md("noise_pairs_text", f"With {noise_pairs} pairs per cell, this profile's noise study could not decide an "
              "interval row even where its cells met the rule." if noise_pairs // 2 < claims.MIN_PAIRS else "")
+ref_noise = (board[board["source"].notna() & board["method"].astype(str).str.startswith("N")]
+             if "source" in board.columns else board.iloc[:0])
+page.glue_md("noise_ref_rows", " ".join(
+    f"On the committed reference run `{src}` (every cell trained to the rule, more pairs; on {{doc}}`noise_scale`): "
+    + ", ".join(f"{c} {claims.MARKS[claims.state_of(board, c, source=src)]}"
+                for c in sorted(set(rows.loc[rows["metric"] == claims.CLAIM_STATE, "method"]))) + "."
+    for src, rows in ref_noise.groupby("source")) or "No noise reference run is committed.")
 page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board_rows(board, DATASET_SHORT))))
 
 # %% [markdown]
@@ -120,10 +127,10 @@ page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board
 #   pass: {glue:md}`long_rows`.
 # - **The noise paper.** Its {glue:text}`n_noise_rows` rows read only cells whose
 #   children met a convergence rule, and decide from intervals over at least
-#   {glue:md}`min_pairs` pairs per cell (N2 and N6 from a fit): {glue:md}`noise_rows`.
+#   {glue:md}`min_pairs` pairs per cell: {glue:md}`noise_rows`.
 #   {glue:md}`noise_pairs_text` Where a row is *n/a* or *inconclusive*, this build's runs
 #   neither confirm nor refute the paper; the pages {doc}`noise_scale` and
-#   {doc}`noise_components` say which cells the rule left out.
+#   {doc}`noise_components` say which cells the rule left out. {glue:md}`noise_ref_rows`
 # - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows tested here
 #   pass. The scoreboard ({doc}`claims`) has each test and its evidence, including the ones
 #   this setting does not reproduce.

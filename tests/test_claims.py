@@ -79,6 +79,26 @@ def test_w6():
     assert not verdict(claims.claim_w6, rows([0.6, 0.7, 0.75, 0.8]))
 
 
+def test_w6_update_reads_the_rank_of_what_training_added():
+    def rows(hidden_vals, jitter=0.001, w_vals=(0.9, 0.9, 0.9, 0.9)):
+        out = []
+        for layer in (1, 2, 3, 4):
+            vals = hidden_vals if layer in (2, 3) else [0.9, 0.1, 0.9, 0.1]  # the input/output layers are ignored
+            out += by_width("r", "delta_rel_stable_rank", vals, seeds=(0, 1, 2, 3), replicate="seed", layer=layer,
+                            jitter=jitter)
+            # W's own rank, which the row must not read
+            out += by_width("r", "rel_effective_rank", w_vals, seeds=(0, 1, 2, 3), replicate="seed", layer=layer,
+                            method="trained")
+        return frame("r", out)
+
+    r = claims.claim_w6_update(rows([0.3, 0.2, 0.1, 0.05]))
+    assert r.state == claims.PASS and r.control and r.key == "w6_update"
+    assert claims.claim_w6_update(rows([0.05, 0.1, 0.2, 0.3])).state == claims.FAIL
+    # falls in rank order, but the ends' difference is inside the models' spread: inconclusive
+    assert claims.claim_w6_update(rows([0.30, 0.29, 0.28, 0.27], jitter=0.2)).state == claims.INCONCLUSIVE
+    assert [x.id for x in claims.page_claims("low_rank", rows([0.3, 0.2, 0.1, 0.05]))] == ["W6", "W6 (update)"]
+
+
 def test_w7():
     def rows(weak_wide):
         return frame("wd", by_width("wd", "acc_merged", [0.3, 0.6, 0.8, 0.9], weight_decay=3e-3)

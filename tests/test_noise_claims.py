@@ -238,3 +238,12 @@ def test_collapse_nets_out_pair_noise():
     assert claims.claim_n2(noisy(peaked, 0.002))[0].state == claims.PASS
     for _ in range(5):
         assert claims.claim_n2(noisy(lambda lr, b, s: 0.005, 0.002))[0].state != claims.FAIL
+
+
+def test_a_reference_rows_threshold_can_be_fixed_before_its_results_alone():
+    row = claims.claim_n1(grid(peaked))[0]
+    assert not row.fixed_before  # this build's N1: its cells' gains were on the pages before the test
+    row.source = "noise-scale-converged"
+    assert row.fixed_before and "N1" in claims.FIXED_BEFORE_SOURCE[row.source]
+    row.source = "mechanism-mnist-standin"
+    assert not row.fixed_before

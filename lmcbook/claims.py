@@ -709,23 +709,38 @@ def _depth_fit(d: pd.DataFrame) -> tuple[float, float]:
     return float(-slope), float(intercept)
 
 
+def _depth_betas(d: pd.DataFrame) -> pd.Series:
+    """Return β of the depth law fitted per replicate (pair or seed) over its depths (at least 2 depths)."""
+    rep = replicate(d)
+    return pd.Series({k: _depth_fit(g)[0] for k, g in d.groupby(rep) if g["depth"].nunique() >= 2}, dtype=float)
+
+
 def claim_w10(depth: pd.DataFrame) -> ClaimResult:
-    """W10: the depth law: a least-squares fit of log2(logit norm ratio) on L − 1 over the depth sweep's seed-level
-    points has slope −β within 0.25 of 1; inconclusive when the untrained pairs meet it too (n/a outside
-    LEWC's setting)."""
+    """W10: the depth law: per pair, a least-squares fit of log2(logit norm ratio) on L − 1 over the depth sweep has
+    slope −β; ✓ when the 95% interval of β over pairs lies within ± LOGIT_SCALE_TOL of 1 and the untrained pairs'
+    interval lies wholly outside it (else inconclusive: random networks may meet it too), ✗ when β's interval lies
+    wholly outside; fewer than MIN_PAIRS pairs: inconclusive (n/a outside LEWC's setting)."""
     d = select(depth, LOGIT_NORM_RATIO)
     beta, alpha = _depth_fit(d)
+    iv = interval(_depth_betas(d))
     un = select(depth, SCALE_RATIO, method="untrained")
     un = un[un["layer"] == un["depth"]]  # the logits' layer of each depth
-    beta_un = _depth_fit(un)[0] if len(un) else float("nan")
-    ok, base_ok = abs(beta - 1) <= LOGIT_SCALE_TOL, abs(beta_un - 1) <= LOGIT_SCALE_TOL
+    iv_un = interval(_depth_betas(un)) if len(un) else interval([])
+
+    def near_one(x: Interval) -> str:
+        return within(Interval(x.mean - 1, x.lo - 1, x.hi - 1, x.n), LOGIT_SCALE_TOL, MIN_PAIRS)
+
+    trained, untrained = near_one(iv), near_one(iv_un)
+    state = FAIL if trained == FAIL else PASS if trained == PASS and untrained == FAIL else INCONCLUSIVE
     units = int(d["hidden_units"].iloc[0])
     r = ClaimResult("W10", "width", "Merged logits shrink by a factor 2 per layer (the depth law; ours).",
-                    f"β = {beta:.3f}, α = {alpha:.3f} at {units} units, L = {int(d['depth'].min())}.."
-                    f"{int(d['depth'].max())}; untrained pairs β = {beta_un:.3f}",
-                    f"|β − 1| ≤ {LOGIT_SCALE_TOL:g}, and not also met by the untrained pairs",
-                    FAIL if not ok else INCONCLUSIVE if base_ok or not np.isfinite(beta_un) else PASS, "lewc_depth",
-                    values={"beta": beta, "alpha": alpha, "beta_untrained": beta_un})
+                    f"β = {iv.text()} over {iv.n} pair(s) (pooled fit β = {beta:.3f}, α = {alpha:.3f}) at {units} "
+                    f"units, L = {int(d['depth'].min())}..{int(d['depth'].max())}; untrained pairs β = "
+                    f"{iv_un.text()}",
+                    f"|β − 1| ≤ {LOGIT_SCALE_TOL:g} by a {100 * CONFIDENCE:.0f}% bootstrap interval over ≥ {MIN_PAIRS} "
+                    "pairs, and the untrained pairs' interval wholly outside it", state, "lewc_depth",
+                    values={"beta": beta, "alpha": alpha, "beta_mean": iv.mean, "beta_lo": iv.lo, "beta_hi": iv.hi,
+                            "beta_untrained": iv_un.mean})
     return _na_unless_lewc(r, depth)
 
 

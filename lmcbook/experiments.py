@@ -15,7 +15,7 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import pandas as pd
 import torch
@@ -495,24 +495,37 @@ def _train_reporting_divergence(kids: dict[tuple[Cell, int], tuple[RunSpec, RunS
 def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:
     """Return the learning-rate-pair matrix: children of one parent, continued at peak learning rates η_i and
     η_j (different batch orders), merged pairwise; one row per (i, j, pair), with the weaker child's training
-    accuracy (``train_acc_min``).  Every child trains ``study.steps`` long: the convergence rule excludes the
-    pairs of children that miss it (N5) but does not train them longer, since one parent feeds its whole row."""
+    accuracy (``train_acc_min``) and the steps the runs took (``train_steps``).
+
+    One parent feeds every cell of its pair's matrix, so the matrix trains at one length: ``study.steps``, then,
+    while some cell's children miss the convergence rule, again at the next of ``study.lengths()`` (parents
+    included), until every cell meets it or the lengths run out.  Cells that still miss it are excluded by the rule
+    (N5); a learning rate whose children diverge is reported and left out of every cell it is in."""
+    from .claims import NOISE_CONVERGED_TRAIN_ACC
+
     store = store or RunStore()
     data = study_data(study)
     cell = study.cell(study.component_lr)
-    rows = []
-    kids = {(p, lr): study.children(cell, p, lr=lr) for p in range(study.seeds) for lr in study.pair_lrs}
-    flat = [s for pair in kids.values() for s in pair]
-    sweep_first(flat, study, store)
-    trained = {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}
-    for p in range(study.seeds):
-        runs = {lr: (trained[kids[p, lr][0].id], trained[kids[p, lr][1].id]) for lr in study.pair_lrs}
-        for lr_i in study.pair_lrs:
-            for lr_j in study.pair_lrs:
-                ra, rb = runs[lr_i][0], runs[lr_j][1]
-                rows.append({"lr": lr_i, "lr_b": lr_j, "pair": p,
-                             "train_acc_min": min(float(ra.metrics["train_acc"]), float(rb.metrics["train_acc"])),
-                             **_gain_row(store, ra, rb, data)})
+    rows: list[dict] = []
+    for steps in study.lengths():
+        by_lr = {lr: replace(cell, lr=lr) for lr in study.pair_lrs}  # a key per learning rate, for divergence
+        kids = {(by_lr[lr], p): study.children(cell, p, steps, lr=lr) for p in range(study.seeds)
+                for lr in study.pair_lrs}
+        trained, diverged = _train_reporting_divergence(kids, study, store, data)
+        rows = []
+        for p in range(study.seeds):
+            for lr_i in study.pair_lrs:
+                for lr_j in study.pair_lrs:
+                    row = {"lr": lr_i, "lr_b": lr_j, "pair": p, "train_steps": steps}
+                    if by_lr[lr_i] in diverged or by_lr[lr_j] in diverged:
+                        rows.append({**row, "diverged": 1.0, "train_acc_min": 0.0})
+                        continue
+                    ra, rb = trained[kids[by_lr[lr_i], p][0].id], trained[kids[by_lr[lr_j], p][1].id]
+                    rows.append({**row, "diverged": 0.0, "train_acc_min": min(float(ra.metrics["train_acc"]),
+                                                                              float(rb.metrics["train_acc"])),
+                                 **_gain_row(store, ra, rb, data)})
+        if all(r["train_acc_min"] >= NOISE_CONVERGED_TRAIN_ACC for r in rows if not r["diverged"]):
+            break
     return pd.DataFrame(rows)
 
 

@@ -278,6 +278,8 @@ def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
             f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
             f"batch {t.batch_size}); {', '.join(map(str, units))} {unit}; "
             f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
+            + (f" ({study.pairs_at(max(study.widths))} at the widest)" if hasattr(study, "pairs_at")
+               and len(units) > 1 and study.pairs_at(max(study.widths)) != study.seeds else "")
             + (f"; regime: {describe_regime(regime, brief=True)}" if regime is not None else ""))
 
 

@@ -230,15 +230,21 @@ class WidthStudy(Recipe):
     """The width sweep: pairs of independently trained models at each width multiplier."""
 
     widths: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+    #: Pairs at the widest width, where most width rows read an interval over pairs (``seeds`` at the others).
+    decisive_seeds: int = field(default=5, metadata=_at_least(1))
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for w in self.widths:  # validates every field of every spec
             self.spec(w, 0)
 
+    def pairs_at(self, width: float) -> int:
+        """Return the number of pairs trained at ``width``: ``decisive_seeds`` at the widest width, else ``seeds``."""
+        return max(self.seeds, self.decisive_seeds) if abs(width - max(self.widths)) < 1e-12 else self.seeds
+
     def pairs(self) -> list[Pair]:
         """Return every pair of the sweep, widths outermost."""
-        return [self.pair(w, p) for w in self.widths for p in range(self.seeds)]
+        return [self.pair(w, p) for w in self.widths for p in range(self.pairs_at(w))]
 
 
 @dataclass(frozen=True)
@@ -300,7 +306,8 @@ class MechanismStudy(WidthStudy):
 
     Cells that coincide (the length arm at ``epochs``, say) are one cell.  Every cell has ``seeds`` pairs per
     width, and ``decisive_seeds`` where a verdict of :mod:`lmcbook.claims` is read: the widest width at the
-    weakest and strongest weight decay and in the small-initialisation arm, the two widest at the strongest
+    weakest and strongest weight decay, at the width pages' own (whose runs, 5 pairs at the widest, they share) and
+    in the small-initialisation arm, the two widest at the strongest
     (M3 compares them), and the length arm's widest width in every pair of cells of equal D reached by length
     and by weight decay (M6).  The fields ``weight_decay`` and ``init_scale`` are unused: ``weight_decays`` and
     ``init_scales`` replace them.
@@ -392,6 +399,8 @@ class MechanismStudy(WidthStudy):
         out: dict[tuple[int, float, float], set[float]] = {}
         out.setdefault((self.epochs, lo, 1.0), set()).add(wide[-1])
         out.setdefault((self.epochs, hi, 1.0), set()).update(wide)
+        if _TRAIN.weight_decay in self.wide_decays:  # the width pages' own cell: they train 5 pairs at its widest
+            out.setdefault((self.epochs, _TRAIN.weight_decay, 1.0), set()).add(wide[-1])
         for s in self.init_scales or ():
             out.setdefault((self.epochs, lo, s), set()).add(wide[-1])
         if self.regimes:
@@ -654,7 +663,7 @@ class ExplorerStudy(Study):
         check_lams([self.lam])
 
 
-_WIDTH_SMOKE = dict(widths=(0.25, 1.0), epochs=4, seeds=1, lams=(0.0, 0.25, 0.5, 0.75, 1.0))
+_WIDTH_SMOKE = dict(widths=(0.25, 1.0), epochs=4, seeds=1, decisive_seeds=1, lams=(0.0, 0.25, 0.5, 0.75, 1.0))
 _WIDTH_PAPER = dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch", bias=True, epochs=100, seeds=3,
                     widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0))
 #: What the smoke and paper profiles change in each study; the quick profile is the dataclass defaults.
@@ -666,7 +675,7 @@ _TABLES: dict[type, dict[str, dict[str, Any]]] = {
                                 "decisive_seeds": 2},
                      "paper": {**_WIDTH_PAPER, "regimes": (100, 300, 1000), "weight_decays": (1e-4, 3e-3, 9e-3, 3e-2)}},
     DepthStudy: {"smoke": dict(width=0.25, depths=(2, 3), epochs=4, lams=(0.0, 0.5, 1.0)),
-                 "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=3)},
+                 "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=5)},  # W10: 5 pairs
     TheoryStudy: {"smoke": dict(hidden=16, inputs=64), "paper": dict(hidden=256, inputs=1024)},
     ExplorerStudy: {"paper": dict(dataset="cifar10")},
     TutorialStudy: {"smoke": dict(width=32, epochs=3), "paper": dict(width=1024, epochs=60)},

@@ -71,7 +71,11 @@ page.glue("beta_max", float(beta["mean"].max()))
 page.glue("L_min", int(by_depth.index.min()))
 page.glue("L_max", int(by_depth.index.max()))
 rel = np.abs(by_depth["logit_norm_ratio"] / by_depth["norm_pred"] - 1)
-page.glue("n_within", int((rel <= 0.25).sum()))
+page.glue("n_within", int((rel <= claims.LOGIT_SCALE_TOL).sum()))
+page.glue_md("tol_pct", f"{claims.LOGIT_SCALE_TOL:.0%}")
+page.glue_md("w10_pairs_text", "" if study.seeds >= claims.MIN_PAIRS else
+             f"With {study.seeds} pair{'s' * (study.seeds != 1)} per depth (this profile's budget) the interval "
+             f"over pairs that W10 reads needs {claims.MIN_PAIRS}, so it cannot decide here. ")
 page.glue("n_depths", len(by_depth))
 by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "beta", "acc_merged",
           "acc_ensemble"]].round(4)
@@ -90,8 +94,8 @@ by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "be
 # $L - 1$ gives a slope β = {glue:text}`beta_depth:.3f` and an intercept α =
 # {glue:text}`alpha_depth:.3f`; LEWC predicts 1 and 0. Verdict W10, against the
 # untrained pairs ({glue:md}`w10_test`): {glue:md}`w10_mark`, {glue:md}`w10_measured`.
-# The norm ratio is
-# within 25% of $2^{1-L}$ at {glue:text}`n_within` of the {glue:text}`n_depths`
+# {glue:md}`w10_pairs_text`The norm ratio is
+# within {glue:md}`tol_pct` of $2^{1-L}$ at {glue:text}`n_within` of the {glue:text}`n_depths`
 # depths. Within single networks, the per-layer fit gives β between
 # {glue:text}`beta_min:.3f` and {glue:text}`beta_max:.3f` (mean
 # {glue:text}`beta_mean:.3f`). The temperature ratio is the more fragile signature:

@@ -25,9 +25,11 @@
 # The protocol is spawn-and-merge, as on the previous page. All cells here use batch
 # size $B$ = the previous page's row and spawn at the same point. As there, a row reads
 # a cell only when the weaker child of every pair reached {glue:text}`noise_bar:.2f`
-# training accuracy (the convergence rule); N3, N4, N5 and N7 decide only from intervals
-# over at least {glue:md}`min_pairs` pairs per cell, and N6 from a fit. Cells excluded by
-# the rule: {glue:md}`excluded`.
+# training accuracy (the convergence rule; with `max_steps` set, a cell that misses it
+# trains again for longer, and the learning-rate pairs, whose children share a parent per
+# pair, train again as a whole matrix). Every row decides only from intervals over at
+# least {glue:md}`min_pairs` pairs per cell. Cells excluded by the rule:
+# {glue:md}`excluded`.
 
 # %% tags=["parameters"]
 profile = "quick"
@@ -222,7 +224,7 @@ page.save(claims.concat([
     claims.to_long(aug.assign(method="augmentation"), "noise_components", metrics, keys, drop_missing=True),
     claims.to_long(pairs.assign(method="lr_pairs"), "noise_components", ["gain", "gain_best", "loss_gain",
                                                                           "acc_endpoints", "acc_merged",
-                                                                          "train_acc_min"],
-                   ["lr", "lr_b", "method"]),
+                                                                          "train_acc_min", "train_steps", "diverged"],
+                   ["lr", "lr_b", "method"], drop_missing=True),
 ]))
 page.provenance()

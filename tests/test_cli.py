@@ -13,8 +13,10 @@ from lmcbook.specs import SpecError
 def test_width_study_profiles_and_overrides():
     quick = part_study("width", "quick")
     assert quick.arch == "mlp" and not quick.bias and quick.depth == 4 and quick.dataset == "digits"
-    assert [p.hidden_units for p in quick.pairs()][::quick.seeds] == [16, 32, 64, 128, 256, 512, 1024]
-    assert quick.seeds >= 2
+    units = [p.hidden_units for p in quick.pairs()]
+    assert sorted(set(units)) == [16, 32, 64, 128, 256, 512, 1024]
+    assert quick.seeds >= 2 and all(units.count(u) == quick.seeds for u in set(units) - {1024})
+    assert units.count(1024) == quick.decisive_seeds == 5  # the widest width, where the W rows read intervals
     pairs = quick.pairs()
     assert pairs[0].a.train.seed == 0 and pairs[0].b.train.seed == 1
     assert len({s.id for s in quick.specs()}) == 2 * len(pairs)

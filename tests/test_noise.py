@@ -173,3 +173,21 @@ def test_a_diverged_noise_cell_is_reported_and_excluded_never_merged(tmp_path, c
     cells = claims.noise_cells(claims.noise_pairs(long, ["lr", "batch_size"]), ["lr", "batch_size"])
     assert cells.loc[(1e4, 32), "diverged"] and not cells.loc[(1e4, 32), "converged"]
     assert "1 of them diverged" in claims._rule_text(cells)
+
+
+@pytest.mark.parametrize("bar, steps_used", [(0.0, 20), (1.01, 40)])
+def test_the_learning_rate_pair_matrix_trains_again_longer_as_a_whole(tmp_path, monkeypatch, bar, steps_used):
+    """One parent feeds a whole row of the matrix, so a cell that misses the rule retrains every cell, parents
+    included, at the next length; a matrix that meets it stops at the first."""
+    from lmcbook import claims, experiments
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    monkeypatch.setattr(claims, "NOISE_CONVERGED_TRAIN_ACC", bar)
+    study = resolve(NoiseStudy, "smoke", steps=20, max_steps=45, pair_lrs=(0.02, 0.1))
+    store = RunStore(tmp_path / "s")
+    frame = experiments.lr_pair_frame(study, store)
+    assert len(frame) == 4 * study.seeds and set(frame["train_steps"]) == {steps_used}
+    assert (frame["diverged"] == 0).all() and frame["gain"].notna().all()
+    cell = study.cell(study.component_lr)
+    longer = [s for p in range(study.seeds) for lr in study.pair_lrs for s in study.children(cell, p, 40, lr=lr)]
+    assert all(store.has(s) == (steps_used == 40) for s in longer)

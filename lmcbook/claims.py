@@ -497,7 +497,7 @@ def _widest_threshold(cid: str, statement: str, df: pd.DataFrame, metric: str, t
     return ClaimResult(cid, "width", statement,
                        f"{iv.text('.3g', scale)}{unit} at {wide} hidden units ({iv.n} pairs)",
                        f"{what} at the widest width ≤ {scale * tol:g}{unit} (95% bootstrap interval over pairs)",
-                       at_most(iv, tol), page, values={"mean": iv.mean, "lo": iv.lo, "hi": iv.hi})
+                       at_most(iv, tol, MIN_PAIRS), page, values={"mean": iv.mean, "lo": iv.lo, "hi": iv.hi})
 
 
 def _widest_two(df: pd.DataFrame, metric: str, **filters) -> tuple[float, float, Interval]:
@@ -516,7 +516,11 @@ def claim_w1(width_accuracy: pd.DataFrame, regime: str = "short", page: str = "w
     rho, st = _rho_row(width_accuracy, ACC_MERGED)
     prev, wide, step = _widest_two(width_accuracy, ACC_MERGED)
     trend = trend_state(rho, +1, len(st))
-    state = FAIL if trend == FAIL or (step.decided and step.hi < 0) else trend
+    if not step.decided or step.n < MIN_PAIRS:
+        fall = INCONCLUSIVE
+    else:
+        fall = FAIL if step.hi < 0 else PASS
+    state = FAIL if FAIL in (trend, fall) else both(trend, fall)
     r = ClaimResult("W1", "width", "Merged accuracy rises with width.",
                     f"ρ = {rho:.2f}; merged accuracy at λ=½ {st['mean'].iloc[0]:.3f} at {st.index[0]} → "
                     f"{st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units; change from {prev} to {wide} units "
@@ -539,7 +543,8 @@ def claim_w2(barrier: pd.DataFrame) -> ClaimResult:
                        f"({iv.n} pairs; calibrated {cal['mean'].iloc[-1]:.3f} nats)",
                        f"ρ(width, calibrated midpoint loss barrier) ≤ {-RHO_MIN:g} and calibrated/raw ≤ "
                        f"{CAL_OVER_RAW_MAX:g} at the widest (95% bootstrap interval over pairs)",
-                       both(trend_state(rho, -1, len(cal)), at_most(iv, CAL_OVER_RAW_MAX)), "loss_barrier_calibration",
+                       both(trend_state(rho, -1, len(cal)), at_most(iv, CAL_OVER_RAW_MAX, MIN_PAIRS)),
+                       "loss_barrier_calibration",
                        values={"rho": rho, "ratio": iv.mean, "ratio_hi": iv.hi, "calibrated": cal["mean"].iloc[-1]})
 
 
@@ -565,7 +570,7 @@ def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
                        f"by {iv.text()} ({iv.n} pairs)",
                        f"ρ(width, LEWC error at λ=½, last hidden layer) ≤ {-RHO_MIN:g} and, at the widest, below the "
                        "untrained pair's (95% bootstrap interval over pairs)",
-                       both(trend_state(rho, -1, len(tr)), above(iv, 0.0)),
+                       both(trend_state(rho, -1, len(tr)), above(iv, 0.0, MIN_PAIRS)),
                        "lewc", values={"rho": rho, "margin": iv.mean, "margin_lo": iv.lo})
 
 
@@ -582,7 +587,7 @@ def claim_w4(add: pd.DataFrame) -> ClaimResult:
                        f"by {iv.text()} ({iv.n} pairs)",
                        f"ρ(width, additivity error at λ=½, mean over hidden layers) ≤ {-RHO_MIN:g} and below the "
                        "Gaussian baseline at the widest (95% bootstrap interval over pairs)",
-                       both(trend_state(rho, -1, len(tr)), above(iv, 0.0)), "weak_additivity",
+                       both(trend_state(rho, -1, len(tr)), above(iv, 0.0, MIN_PAIRS)), "weak_additivity",
                        values={"rho": rho, "below": iv.mean})
 
 
@@ -595,7 +600,7 @@ def claim_w5(orth: pd.DataFrame) -> ClaimResult:
     per = _per_pair(orth, ORTH_RATIO, lam=0.5, method="trained")
     wide = per.index.get_level_values(0).max()
     iv = interval(per.loc[wide])
-    r.state = both(r.state, at_most(iv, ORTH_RATIO_MAX))
+    r.state = both(r.state, at_most(iv, ORTH_RATIO_MAX, MIN_PAIRS))
     r.measured += f"; at {wide} units the ratio is {iv.text()} ({iv.n} pairs)"
     r.test += f", and the ratio at the widest width ≤ {ORTH_RATIO_MAX:g} (95% bootstrap interval over pairs)"
     r.values.update({"wide": iv.mean, "wide_lo": iv.lo, "wide_hi": iv.hi})
@@ -629,7 +634,7 @@ def claim_w6_update(rank: pd.DataFrame, regime: str = "short", page: str = "low_
     per = _per_pair(d, DELTA_REL_STABLE_RANK)
     units = sorted(per.index.get_level_values(0).unique())
     ends = interval_diff(per.loc[units[-1]], per.loc[units[0]]) if len(units) > 1 else interval([])
-    state = trend_and_ends(rho, -1, above(Interval(-ends.mean, -ends.hi, -ends.lo, ends.n), 0.0), RHO_MIN) \
+    state = trend_and_ends(rho, -1, above(Interval(-ends.mean, -ends.hi, -ends.lo, ends.n), 0.0, MIN_PAIRS), RHO_MIN) \
         if len(st) >= MIN_TREND_POINTS else INCONCLUSIVE
     r = ClaimResult("W6 (update)", "width", "(diagnostic) What training added, W − W₀, becomes low-rank relative to "
                     "its size as width grows.",
@@ -655,7 +660,7 @@ def claim_w7(wd: pd.DataFrame, regime: str = "short", page: str = "weak_weight_d
                                   f"{strong.loc[wide].mean():.3f} (wd {decays[-1]:g}); gap {iv.text()} ({iv.n} pairs)",
                                   "at the widest width, merged accuracy with the strongest weight decay above that "
                                   "with the weakest (95% bootstrap interval of the difference)",
-                                  above(iv, 0.0), page,
+                                  above(iv, 0.0, MIN_PAIRS), page,
                                   values={"gap": iv.mean, "gap_lo": iv.lo, "gap_hi": iv.hi}), wd, regime)
 
 
@@ -675,7 +680,8 @@ def claim_w8(perm: pd.DataFrame) -> ClaimResult:
                        f"spread over draws {100 * per_pair.iloc[0]:.1f} points at {per_pair.index[0]} units, "
                        f"{100 * per_pair.iloc[-1]:.1f} at {per_pair.index[-1]}",
                        f"at the widest width, the mean change over draws within ±{100 * PERM_EQUIV_TOL:g} point(s) of "
-                       "the unpermuted merge (95% bootstrap interval over draws)", within(iv, PERM_EQUIV_TOL),
+                       "the unpermuted merge (95% bootstrap interval over draws)",
+                       within(iv, PERM_EQUIV_TOL, MIN_PAIRS),
                        "random_permutation", control=True,
                        values={"mean": iv.mean, "lo": iv.lo, "hi": iv.hi, "narrow": per_pair.iloc[0],
                                "wide": per_pair.iloc[-1]})
@@ -692,14 +698,14 @@ def claim_w9(barrier: pd.DataFrame) -> ClaimResult:
     rel = (_per_pair(barrier, LOGIT_NORM_RATIO) / pred - 1).abs()
     units = sorted(rel.index.get_level_values(0).unique())
     wide, narrow = interval(rel.loc[units[-1]]), interval(rel.loc[units[0]])
-    apart = (PASS if narrow.decided and narrow.lo > wide.hi else FAIL if narrow.decided and narrow.hi <= wide.lo
-             else INCONCLUSIVE)
+    enough = narrow.decided and min(narrow.n, wide.n) >= MIN_PAIRS
+    apart = PASS if enough and narrow.lo > wide.hi else FAIL if enough and narrow.hi <= wide.lo else INCONCLUSIVE
     r = ClaimResult("W9", "width", "Merged logits are the ensemble's shrunk by 2^(1−L).",
                     f"relative distance of the norm ratio from 2^(1−{L}) = {pred:.3f}: {wide.text('.2f')} at "
                     f"{units[-1]} units, {narrow.text('.2f')} at {units[0]} ({wide.n} pairs)",
                     f"within {100 * LOGIT_SCALE_TOL:g}% of 2^(1−L) at the widest width, and farther from it at the "
                     "narrowest (95% bootstrap intervals over pairs)",
-                    both(at_most(wide, LOGIT_SCALE_TOL), apart), "loss_barrier_calibration",
+                    both(at_most(wide, LOGIT_SCALE_TOL, MIN_PAIRS), apart), "loss_barrier_calibration",
                     values={"rel": wide.mean, "rel_hi": wide.hi, "rel_narrow": narrow.mean})
     return _na_unless_lewc(r, barrier)
 
@@ -774,7 +780,7 @@ def claim_w13(lewc: pd.DataFrame) -> ClaimResult:
                     f"pair ({cos.n} pairs)",
                     f"cosine with LEWC's prediction (λ=½, last hidden layer) ≥ {LEWC_COS_MIN:g} at the widest width, "
                     "and above the untrained pair's (95% bootstrap intervals over pairs)",
-                    both(at_least(cos, LEWC_COS_MIN), above(gain, 0.0)), "lewc",
+                    both(at_least(cos, LEWC_COS_MIN, MIN_PAIRS), above(gain, 0.0, MIN_PAIRS)), "lewc",
                     values={"cos": cos.mean, "cos_lo": cos.lo, "over_untrained": gain.mean})
     return _na_unless_lewc(r, lewc)
 
@@ -803,7 +809,8 @@ def claim_w14(orth: pd.DataFrame) -> ClaimResult:
                        f"({iv_rel.n} pairs)",
                        f"at the widest width, the orthogonality ratio ≤ {ORTH_OVER_UNTRAINED_MAX:g} × the untrained "
                        f"pair's and ≤ {ORTH_RATIO_MAX:g} (95% bootstrap intervals over pairs)",
-                       both(at_most(iv_rel, ORTH_OVER_UNTRAINED_MAX), at_most(iv_abs, ORTH_RATIO_MAX)),
+                       both(at_most(iv_rel, ORTH_OVER_UNTRAINED_MAX, MIN_PAIRS),
+                            at_most(iv_abs, ORTH_RATIO_MAX, MIN_PAIRS)),
                        "reciprocal_orthogonality", values={"mean": iv_rel.mean, "lo": iv_rel.lo, "hi": iv_rel.hi,
                                                            "ratio": iv_abs.mean})
 
@@ -823,7 +830,7 @@ def claim_w15(llfc: pd.DataFrame) -> ClaimResult:
                        f"{matched.text()} after weight matching ({plain.n} pairs)",
                        "at the widest width, last hidden layer, λ=¼: LEWC's relative error below LLFC's unpermuted, "
                        "and LLFC's below LEWC's after weight matching, each beyond its 95% bootstrap interval over "
-                       "pairs", both(above(plain, 0.0), above(matched, 0.0)), "llfc_vs_lewc",
+                       "pairs", both(above(plain, 0.0, MIN_PAIRS), above(matched, 0.0, MIN_PAIRS)), "llfc_vs_lewc",
                        values={"plain": plain.mean, "plain_lo": plain.lo, "matched": matched.mean,
                                "matched_lo": matched.lo})
 

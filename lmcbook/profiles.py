@@ -230,7 +230,8 @@ class WidthStudy(Recipe):
     """The width sweep: pairs of independently trained models at each width multiplier."""
 
     widths: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-    #: Pairs at the widest width, where most width rows read an interval over pairs (``seeds`` at the others).
+    #: Pairs at the widths where the width rows read intervals over pairs (:meth:`deciding_widths`; ``seeds`` at
+    #: the others).
     decisive_seeds: int = field(default=5, metadata=_at_least(1))
 
     def __post_init__(self) -> None:
@@ -238,9 +239,16 @@ class WidthStudy(Recipe):
         for w in self.widths:  # validates every field of every spec
             self.spec(w, 0)
 
+    def deciding_widths(self) -> tuple[float, ...]:
+        """Return the widths whose cells decide a width row: the widest (most rows), the second widest (W1's last
+        step of width) and the narrowest (W9 compares it with the widest)."""
+        ws = sorted(self.widths)
+        return tuple(sorted({ws[0], *ws[-2:]}))
+
     def pairs_at(self, width: float) -> int:
-        """Return the number of pairs trained at ``width``: ``decisive_seeds`` at the widest width, else ``seeds``."""
-        return max(self.seeds, self.decisive_seeds) if abs(width - max(self.widths)) < 1e-12 else self.seeds
+        """Return the number of pairs trained at ``width``: ``decisive_seeds`` at a decisive width, else ``seeds``."""
+        decisive = any(abs(width - w) < 1e-12 for w in self.deciding_widths())
+        return max(self.seeds, self.decisive_seeds) if decisive else self.seeds
 
     def pairs(self) -> list[Pair]:
         """Return every pair of the sweep, widths outermost."""
@@ -306,11 +314,12 @@ class MechanismStudy(WidthStudy):
 
     Cells that coincide (the length arm at ``epochs``, say) are one cell.  Every cell has ``seeds`` pairs per
     width, and ``decisive_seeds`` where a verdict of :mod:`lmcbook.claims` is read: the widest width at the
-    weakest and strongest weight decay, at the width pages' own (whose runs, 5 pairs at the widest, they share) and
-    in the small-initialisation arm, the two widest at the strongest
-    (M3 compares them), and the length arm's widest width in every pair of cells of equal D reached by length
-    and by weight decay (M6).  The fields ``weight_decay`` and ``init_scale`` are unused: ``weight_decays`` and
-    ``init_scales`` replace them.
+    weakest and strongest weight decay, at the width pages' own weight decay and their weak twin's (whose runs
+    they share: the narrowest and the two widest widths), in the small-initialisation arm, the longest length's
+    narrowest and two widest widths at every weight decay of the length arm (the long W rows), the two widest at
+    the strongest (M3 compares them), and the length arm's widest width in every pair of cells of equal D reached
+    by length and by weight decay (M6).  The fields ``weight_decay`` and ``init_scale`` are unused:
+    ``weight_decays`` and ``init_scales`` replace them.
     """
 
     #: Fields of Recipe this study does not read; setting one is an error that names its replacement.
@@ -399,12 +408,20 @@ class MechanismStudy(WidthStudy):
         out: dict[tuple[int, float, float], set[float]] = {}
         out.setdefault((self.epochs, lo, 1.0), set()).add(wide[-1])
         out.setdefault((self.epochs, hi, 1.0), set()).update(wide)
-        if _TRAIN.weight_decay in self.wide_decays:  # the width pages' own cell: they train 5 pairs at its widest
-            out.setdefault((self.epochs, _TRAIN.weight_decay, 1.0), set()).add(wide[-1])
+        # the width pages' own cell and their weak-weight-decay twin's share their runs: the same pairs where the
+        # width rows decide (WidthStudy.deciding_widths on these widths)
+        shared = WidthStudy.deciding_widths(self)
+        for wd in {_TRAIN.weight_decay, ControlsStudy.weak_weight_decay} & set(self.wide_decays):
+            out.setdefault((self.epochs, wd, 1.0), set()).update(shared)
         for s in self.init_scales or ():
             out.setdefault((self.epochs, lo, s), set()).add(wide[-1])
         if self.regimes:
-            common = max(self.widths_at(max(self.regimes)))
+            longest = max(self.regimes)
+            common = max(self.widths_at(longest))
+            # the long rows (W1, W6 (update), W7 on the longest length) read the narrowest and the two widest there
+            ws = sorted(self.widths_at(longest))
+            for wd in self.regime_weight_decays:
+                out.setdefault((longest, wd, 1.0), set()).update({ws[0], *ws[-2:]})
             for (e, wd), (e2, wd2) in self.equal_d_couples():
                 out.setdefault((e, wd, 1.0), set()).add(common)
                 out.setdefault((e2, wd2, 1.0), set()).add(common)

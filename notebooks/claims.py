@@ -33,16 +33,16 @@
 #
 # - numbers are seed means of this profile's runs;
 # - ρ is Spearman's rank correlation across widths;
-# - W1–W5, W7–W9, W11–W15 and M1–M6 read 95% percentile-bootstrap intervals over
-#   pairs (over random draws for W8) at the width or cell the row is about; the
-#   measured column gives the number of pairs, and with two pairs an interval is no
-#   more than their range;
+# - W1–W5, W7–W15, W6 (update) and M1–M6 read 95% percentile-bootstrap intervals over
+#   pairs (over random draws for W8, over models for W6 (update)) at the width or cell the
+#   row is about, and decide only with at least {glue:md}`min_pairs` in every cell they
+#   read; the measured column gives the number of pairs;
 # - a trend over fewer than four widths or cells is *inconclusive*, whatever its ρ;
 # - the noise rows read the same intervals, over at least {glue:md}`min_pairs` pairs in
 #   every cell they read, and every noise row reads only the cells whose children met the
 #   convergence rule (the weaker child of every pair at {glue:md}`noise_bar` training
 #   accuracy or more); the rows say how many cells the rule left out;
-# - W6, W10, R1 and R2 read a rank correlation or a fit alone;
+# - W6, R1 and R2 read a rank correlation alone;
 # - the noise fits (N2, N6) are quadratic least squares on the converged cells' mean
 #   gains, their residual variances net of pair noise, decided by an interval over pairs;
 # - layers and aggregation follow the definitions page.

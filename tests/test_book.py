@@ -307,9 +307,17 @@ def test_every_page_glues_the_scoreboards_verdict(executed):
             assert page_state == r.state == claims.state_of(board, r.id, r.regime), (name, r.id, r.regime)
             # the page shows the scoreboard's numbers, intervals included: the same text, computed from the CSV
             assert glued_md[f"{r.key}_measured"] == r.measured, (name, r.id, r.regime)
-    for name, (frame, _) in ((n, reference.load(n)) for n in reference.available("mechanism")):
-        for r in claims.page_claims(frame["notebook"].iloc[0], frame):  # and every committed reference's rows
+    for name in reference.REFERENCES:  # and every committed reference's rows, on the scoreboard and on its page
+        if name not in reference.available(reference.get(name).notebook):
+            continue
+        frame, _ = reference.load(name)
+        page = str(frame["notebook"].iloc[0])
+        glued = _glued_values(nbformat.read(out / f"{page}.ipynb", as_version=4))
+        for r in claims.page_claims(page, frame):
+            r.source = name
             assert claims.state_of(board, r.id, r.regime, source=name) == r.state, (name, r.id)
+            if r.id.startswith(("M", "N")):  # the rows a page shows per reference (the mechanism's W/R rows: not)
+                assert ast.literal_eval(glued[f"{r.key}_state"]) == r.state, (name, r.id)
 
 
 def test_a_doctored_csv_fails_on_the_page_and_on_the_scoreboard(executed, tmp_path, monkeypatch):

@@ -15,11 +15,15 @@ def frame(notebook, rows):
     return df
 
 
-def by_width(notebook, metric, values, seeds=(0, 1), jitter=0.001, replicate="pair", **keys):
-    """One row per (width, replicate): values[i] at UNITS[i], replicates offset by ±jitter.  ``replicate`` is
-    ``pair`` for a pair's measurement, ``seed`` for one model's (ranks)."""
-    return [{"metric": metric, "value": v + (s - 0.5) * 2 * jitter, replicate: s, "hidden_units": u, **keys}
-            for u, v in zip(UNITS, values) for s in seeds]
+def by_width(notebook, metric, values, seeds=range(5), jitter=0.001, replicate="pair", **keys):
+    """One row per (width, replicate): values[i] at UNITS[i], replicates spread evenly over ±jitter (5 by default,
+    claims.MIN_PAIRS, as the quick profile trains where the width rows read intervals).  ``replicate`` is ``pair``
+    for a pair's measurement, ``seed`` for one model's (ranks)."""
+    seeds = list(seeds)
+    half = max((len(seeds) - 1) / 2, 0.5)
+    return [{"metric": metric, "value": v + (i - (len(seeds) - 1) / 2) / half * jitter, replicate: s,
+             "hidden_units": u, **keys}
+            for u, v in zip(UNITS, values) for i, s in enumerate(seeds)]
 
 
 def verdict(fn, df):
@@ -84,10 +88,10 @@ def test_w6_update_reads_the_rank_of_what_training_added():
         out = []
         for layer in (1, 2, 3, 4):
             vals = hidden_vals if layer in (2, 3) else [0.9, 0.1, 0.9, 0.1]  # the input/output layers are ignored
-            out += by_width("r", "delta_rel_stable_rank", vals, seeds=(0, 1, 2, 3), replicate="seed", layer=layer,
+            out += by_width("r", "delta_rel_stable_rank", vals, seeds=range(10), replicate="seed", layer=layer,
                             jitter=jitter)
             # W's own rank, which the row must not read
-            out += by_width("r", "rel_effective_rank", w_vals, seeds=(0, 1, 2, 3), replicate="seed", layer=layer,
+            out += by_width("r", "rel_effective_rank", w_vals, seeds=range(10), replicate="seed", layer=layer,
                             method="trained")
         return frame("r", out)
 
@@ -267,7 +271,7 @@ def _regime_frame(rank_of, acc_of, units=(16, 64, 256, 1024), lengths=(60, 600),
         for wd in decays:
             d = wd * e
             for u in units:
-                for s in (0, 1):
+                for s in range(5):
                     keys = {"seed": s, "hidden_units": u, "epochs": e, "weight_decay": wd}
                     rows.append({"metric": "acc_merged", "value": acc_of(d, u) + 1e-4 * s, **keys})
                     rows.append({"metric": "decay_integral", "value": d, **keys})

@@ -1538,7 +1538,8 @@ def _collapse_row(cid: str, page: str, statement: str, ok: pd.DataFrame, cells: 
         return _noise_row(cid, page, statement, f"{rule}; the {n_ok} left span fewer than 3 values of S or of "
                           f"{' or of '.join(against)}, too few for a quadratic fit", test, NA, {"n_converged": n_ok})
     c = collapse(ok, keys, on, against)
-    measured = (f"{rule}; residual variance on log10 S over the smaller on {names}: {c.ratio:.3g}; on S minus "
+    ratio = f"{c.ratio:.3g}" if np.isfinite(c.ratio) else "undefined (no variance left beyond pair noise)"
+    measured = (f"{rule}; residual variance on log10 S over the smaller on {names}: {ratio}; on S minus "
                 f"{COLLAPSE_RATIO_MAX:g} × the smaller: {c.excess.text('.3g', 1e4)} points²; ANOVA p = "
                 f"{c.anova_p:.2g}")
     if not c.has_signal:

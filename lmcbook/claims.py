@@ -623,7 +623,8 @@ def claim_w6(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") 
 def claim_w6_update(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") -> ClaimResult:
     """W6 (update), a diagnostic beside W6: what training added, W − W₀, becomes low-rank relative to its size as
     width grows: ρ(width, relative stable rank of W − W₀ over the hidden-to-hidden matrices) ≤ −RHO_MIN, and the
-    widest width's value minus the narrowest's < 0 by the 95% interval over models (:func:`trend_and_ends`).
+    widest width's value minus the narrowest's < 0 by the 95% interval over models
+    (:func:`lmcbook.stats.trend_and_ends`).
 
     The paper's sentence (W6) is about the weights W themselves; at short training W is mostly its random
     initialisation, whose spectrum the relative effective rank of W counts, so this row says whether the part of W

@@ -230,7 +230,7 @@ class WidthStudy(Recipe):
     """The width sweep: pairs of independently trained models at each width multiplier."""
 
     widths: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-    #: Pairs at the widths where the width rows read intervals over pairs (:meth:`deciding_widths`; ``seeds`` at
+    #: Pairs at the widths where the width rows read intervals over pairs (``deciding_widths()``; ``seeds`` at
     #: the others).
     decisive_seeds: int = field(default=5, metadata=_at_least(1))
 

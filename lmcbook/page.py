@@ -41,10 +41,14 @@ from .claims import (
     cell_table,
     concat,
     in_cell,
+    noise_cells,
+    noise_pairs,
     page_claims,
     read_results,
     select,
+    spearman,
     to_long_frame,
+    trend,
     validate_results,
 )
 from .data import DATASET_LABELS
@@ -278,9 +282,24 @@ def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
             f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
             f"batch {t.batch_size}); {', '.join(map(str, units))} {unit}; "
             f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
-            + (f" ({study.pairs_at(max(study.widths))} at the widest)" if hasattr(study, "pairs_at")
-               and len(units) > 1 and study.pairs_at(max(study.widths)) != study.seeds else "")
+            + _deciding_pairs(study, len(units) > 1)
             + (f"; regime: {describe_regime(regime, brief=True)}" if regime is not None else ""))
+
+
+def _deciding_pairs(study: Any, sweep: bool) -> str:
+    """Return " (5 at 16, 512 and 1024 hidden units)": the pairs at the widths where a width study's rows decide."""
+    if not sweep or not hasattr(study, "deciding_widths"):
+        return ""
+    ws = [w for w in study.deciding_widths() if study.pairs_at(w) != study.seeds]
+    if not ws:
+        return ""
+    units = [study.spec(w, 0).model.channels for w in ws]
+    unit = "hidden units" if study.arch == "mlp" else "base channels"
+    return f" ({study.pairs_at(ws[0])} at {_and(list(map(str, units)))} {unit})"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _frac(x: float) -> str:
@@ -449,3 +468,44 @@ def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
                                          .groupby("pair")["value"].mean().mean())
         out[f"{name}_dir"] = direction(out[f"{name}_lo"], out[f"{name}_hi"])
     return out
+
+
+def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_point: float) -> str:
+    """Return what a noise reference run's grid shows, in Markdown, every number computed from its CSV (``frame``)
+    and its rows (N1, N2): the cells the rule excluded and why, the training lengths, the converged cells' gains
+    against S, and how they compare with the paper's gains of about a point."""
+    keys = ["lr", "batch_size"]
+    pairs = noise_pairs(frame[frame["method"] == "grid"], keys)
+    cells = noise_cells(pairs, keys)
+    first = pairs.groupby(keys)[["noise_scale", "train_steps"]].first()
+    cells = cells.join(first)
+    ok, out = cells[cells["converged"]], cells[~cells["converged"]]
+    cap = int(cells["train_steps"].max())
+    excluded = "; ".join(
+        f"η {lr:g}, B {b:g} (S = {c['noise_scale']:.1e}; weaker child {c['train_acc_mean']:.3f} on average, "
+        f"{c['train_acc_min']:.3f} at worst" + (", diverged" if c.get("diverged", False) else "")
+        + f"{', at the cap' if int(c['train_steps']) == cap else ''})" for (lr, b), c in out.iterrows())
+    text = [f"{len(ok)} of {len(cells)} cells met the rule; the converged ones took "
+            f"{', '.join(f'{int(v)}' for v in sorted(ok['train_steps'].unique()))} steps, so across them S and "
+            f"training length are not independent. {int((cells['train_steps'] == cap).sum())} cells reached the "
+            f"{cap}-step cap. Excluded: {excluded or 'none'}."]
+    if len(ok) >= 2:
+        rho = spearman(ok["noise_scale"], ok["gain"])
+        best = ok["gain"].idxmax()
+        at_end = np.isclose(ok.loc[best, "noise_scale"], ok["noise_scale"].max())
+        worse_out = out[out["noise_scale"] > ok["noise_scale"].max()]
+        n2 = next((r for r in rows if r.id.startswith("N2")), None)
+        anova = n2.values.get("anova_p", float("nan")) if n2 is not None else float("nan")
+        text.append(
+            f"On the converged cells the mean gain runs from {100 * ok['gain'].min():.2f} to "
+            f"{100 * ok['gain'].max():.2f} points (one test signal is {signal_point:.3f} points), against the paper's "
+            f"gains of about a point; a one-way ANOVA finds "
+            + ("no difference between them beyond pair noise" if not anova < 0.05 else "a difference between them")
+            + f" (p = {anova:.2g}). Their mean gain {trend(rho)} with S (Spearman ρ = {rho:.2f} over "
+            f"{len(ok)} cells), and the best of them is η {best[0]:g}, B {best[1]:g}"
+            + (", at the largest converged S" if at_end else ", inside the converged range of S") + "."
+            + (f" Every cell at a larger S missed the rule; their mean gains run from "
+               f"{100 * worse_out['gain'].min():.2f} to {100 * worse_out['gain'].max():.2f} points"
+               + (", so the gain falls beyond the best converged cell only where training failed."
+                  if worse_out["gain"].max() < ok["gain"].max() else ".") if len(worse_out) else ""))
+    return " ".join(text)

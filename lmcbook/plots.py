@@ -439,6 +439,15 @@ def _gain_lines(ax, df: pd.DataFrame, x: str, by: str, fmt, logx: bool = True, y
     ax.set_ylabel("merging gain (points)")
 
 
+def placeholder(text: str) -> Figure:
+    """Return a small empty figure that says ``text`` (where a page's figure has nothing to show)."""
+    use_style()
+    fig, ax = plt.subplots(figsize=(6, 0.8))
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    return fig
+
+
 def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
     """Return gain against η (one line per B), against B (one line per η) and against S (all points, with the
     quadratic fit on log10 S if given); with a ``converged`` column, the points of cells that missed the

@@ -316,7 +316,7 @@ class MechanismStudy(WidthStudy):
     width, and ``decisive_seeds`` where a verdict of :mod:`lmcbook.claims` is read: the widest width at the
     weakest and strongest weight decay, at the width pages' own weight decay and their weak twin's (whose runs
     they share: the narrowest and the two widest widths), in the small-initialisation arm, the longest length's
-    narrowest and two widest widths at every weight decay of the length arm (the long W rows), the two widest at
+    two widest widths at every weight decay of the length arm (the long W1 and W7), the two widest at
     the strongest (M3 compares them), and the length arm's widest width in every pair of cells of equal D reached
     by length and by weight decay (M6).  The fields ``weight_decay`` and ``init_scale`` are unused:
     ``weight_decays`` and ``init_scales`` replace them.
@@ -418,10 +418,10 @@ class MechanismStudy(WidthStudy):
         if self.regimes:
             longest = max(self.regimes)
             common = max(self.widths_at(longest))
-            # the long rows (W1, W6 (update), W7 on the longest length) read the narrowest and the two widest there
-            ws = sorted(self.widths_at(longest))
+            # the long rows W1 and W7 read the two widest widths of the longest length (W6 (update)'s trend over its
+            # 3 widths cannot decide, so its narrowest keeps `seeds` pairs: the time budget's cut)
             for wd in self.regime_weight_decays:
-                out.setdefault((longest, wd, 1.0), set()).update({ws[0], *ws[-2:]})
+                out.setdefault((longest, wd, 1.0), set()).update(sorted(self.widths_at(longest))[-2:])
             for (e, wd), (e2, wd2) in self.equal_d_couples():
                 out.setdefault((e, wd, 1.0), set()).add(common)
                 out.setdefault((e2, wd2, 1.0), set()).add(common)

@@ -207,5 +207,11 @@ def describe(name: str, prov: dict[str, Any]) -> str:
     commit = (prov.get("git_commit") or "unknown")[:10]
     return (f"`{name}`: {ref.purpose}; data: {ref.data}; made {prov.get('date', '?')[:10]} at commit {commit}, "
             f"code version {prov.get('code_version')}, on {prov.get('machine', {}).get('cpus', '?')} CPU cores "
-            f"(training {prov.get('train_seconds', float('nan')) / 3600:.1f} h, the page "
-            f"{prov.get('seconds', float('nan')) / 60:.0f} min); regenerate with `{prov.get('command')}`")
+            f"({_duration(prov.get('seconds', float('nan')))} in all, "
+            f"{_duration(prov.get('train_seconds', float('nan')))} of it training); regenerate with "
+            f"`{prov.get('command')}`")
+
+
+def _duration(seconds: float) -> str:
+    """Return a duration in minutes below two hours, else in hours."""
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"

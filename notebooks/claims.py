@@ -37,7 +37,9 @@
 #   pairs (over random draws for W8, over models for W6 (update)) at the width or cell the
 #   row is about, and decide only with at least {glue:md}`min_pairs` in every cell they
 #   read; the measured column gives the number of pairs;
-# - a trend over fewer than four widths or cells is *inconclusive*, whatever its ρ;
+# - a W or R row's trend over fewer than four widths or cells is *inconclusive*,
+#   whatever its ρ; M3 and M5 (fixed before their results) read ρ over the widths or
+#   cells they have together with an interval between their ends, which decides;
 # - the noise rows read the same intervals, over at least {glue:md}`min_pairs` pairs in
 #   every cell they read, and every noise row reads only the cells whose children met the
 #   convergence rule (the weaker child of every pair at {glue:md}`noise_bar` training
@@ -60,7 +62,9 @@
 #
 # **The mechanism rows.** M1–M6 decide between the paper's account and the
 # alternatives that {doc}`mechanism` sets out. Their tests were committed before the
-# runs they read were trained, each reads a 95% bootstrap interval over at least 5
+# runs they read were trained, except the cell they share with the width pages (their
+# length and weight decay), whose results were on those pages: M5 reads it, so M5 counts
+# as set after a pilot. Each reads a 95% bootstrap interval over at least 5
 # pairs in every cell the interval reads, and each is scored on this build's digits
 # runs and on every committed reference run of the mechanism page (the *data* column
 # names it): the 8k/2k MNIST stand-in (MNIST's official test split, 8,000 images to

@@ -96,9 +96,9 @@ by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "be
 # untrained pairs ({glue:md}`w10_test`): {glue:md}`w10_mark`, {glue:md}`w10_measured`.
 # {glue:md}`w10_pairs_text`The norm ratio is
 # within {glue:md}`tol_pct` of $2^{1-L}$ at {glue:text}`n_within` of the {glue:text}`n_depths`
-# depths. Within single networks, the per-layer fit gives β between
-# {glue:text}`beta_min:.3f` and {glue:text}`beta_max:.3f` (mean
-# {glue:text}`beta_mean:.3f`). The temperature ratio is the more fragile signature:
+# depths. Fitted layer by layer within each network, and averaged over the networks of
+# each depth, β lies between {glue:text}`beta_min:.3f` and {glue:text}`beta_max:.3f`
+# across depths (mean {glue:text}`beta_mean:.3f`). The temperature ratio is the more fragile signature:
 # it equals $2^{L-1}$ only if the merged logits are an exact multiple of the
 # ensemble's, so any disagreement between the merged model's and the ensemble's
 # predictions pulls it below the prediction.

@@ -87,7 +87,8 @@ page.glue_md("noise_pairs_text", f"With {noise_pairs} pairs per cell, this profi
 ref_noise = (board[board["source"].notna() & board["method"].astype(str).str.startswith("N")]
              if "source" in board.columns else board.iloc[:0])
 page.glue_md("noise_ref_rows", " ".join(
-    f"On the committed reference run `{src}` (every cell trained to the rule, more pairs; on {{doc}}`noise_scale`): "
+    f"On the committed reference run `{src}` (each cell trained until its children meet the rule or reach a step "
+    f"cap, with more pairs per cell; its excluded cells counted): "
     + ", ".join(f"{c} {claims.MARKS[claims.state_of(board, c, source=src)]}"
                 for c in sorted(set(rows.loc[rows["metric"] == claims.CLAIM_STATE, "method"]))) + "."
     for src, rows in ref_noise.groupby("source")) or "No noise reference run is committed.")
@@ -131,6 +132,7 @@ page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board
 #   {glue:md}`noise_pairs_text` Where a row is *n/a* or *inconclusive*, this build's runs
 #   neither confirm nor refute the paper; the pages {doc}`noise_scale` and
 #   {doc}`noise_components` say which cells the rule left out. {glue:md}`noise_ref_rows`
+#   The page {doc}`noise_scale` shows the reference run and what its converged cells gain.
 # - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows tested here
 #   pass. The scoreboard ({doc}`claims`) has each test and its evidence, including the ones
 #   this setting does not reproduce.

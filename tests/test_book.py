@@ -241,7 +241,7 @@ def test_mechanism_page_has_its_figures_verdicts_and_conclusion(executed):
 
     _, out, _, _ = executed
     glued = _glued(nbformat.read(out / "mechanism.ipynb", as_version=4))
-    for fig in ("fig_width", "fig_d"):
+    for fig in ("fig_width", "fig_d", "fig_width_ref"):
         assert "image/png" in glued[fig], (fig, glued.get(fig))
     for key in ("cells", "verdicts", "regime_rows", "references", "hypotheses", "conclusion", "m1_mark", "m6_mark",
                 "r1_mark", "r2_mark", "w1_long_mark"):
@@ -285,6 +285,15 @@ def _glued_values(nb, mime: str = "text/plain") -> dict[str, str]:
             if name:
                 out[name] = o.get("data", {}).get(f"application/papermill.record/{mime}")
     return out
+
+
+def test_no_page_shows_unrendered_myst(built):
+    """A directive or role inside glued Markdown is not parsed: it would print literally.  No rendered page may show
+    one, and the reference figures are real images."""
+    for html in (built / "book" / "generated").glob("*.html"):
+        text = html.read_text()
+        for raw in ("{glue:figure}", "{glue:md}", "{glue:text}", "{doc}`", "```{"):
+            assert raw not in text, (html.name, raw)
 
 
 def test_every_page_glues_the_scoreboards_verdict(executed):

@@ -455,3 +455,24 @@ def test_w2_w3_w4_read_intervals_over_pairs_at_the_widest_width():
     assert claims.claim_w4(w4(0.2)).state == claims.PASS
     assert claims.claim_w4(w4(0.38)).state == claims.FAIL  # falls, but not below the baseline
     assert claims.claim_w4(w4(0.36, j=0.1)).state == claims.INCONCLUSIVE
+
+
+def test_width_rows_decide_only_with_min_pairs_in_the_cells_they_read():
+    """The frames that pass with 5 pairs per width are inconclusive with 2 (the quick profile's count at the widths
+    no row reads): a 2-value interval is no more than their range."""
+    def build(fn, n):
+        seeds = range(n)
+        if fn is claims.claim_w1:
+            return frame("w", by_width("w", "acc_merged", [0.3, 0.5, 0.7, 0.9], seeds=seeds))
+        if fn is claims.claim_w2:
+            return frame("b", by_width("b", "loss_barrier_mid", [2, 1.5, 1.2, 1.2], seeds=seeds)
+                         + by_width("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, 0.1], seeds=seeds))
+        if fn is claims.claim_w7:
+            return frame("wd", by_width("wd", "acc_merged", [0.3, 0.6, 0.8, 0.9], weight_decay=3e-3, seeds=seeds)
+                         + by_width("wd", "acc_merged", [0.3, 0.5, 0.6, 0.7], weight_decay=1e-4, seeds=seeds))
+        return frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, 0.125], depth=4, seeds=seeds)
+                     + setting("b"))
+
+    for fn in (claims.claim_w1, claims.claim_w2, claims.claim_w7, claims.claim_w9):
+        assert fn(build(fn, claims.MIN_PAIRS)).state == claims.PASS, fn.__name__
+        assert fn(build(fn, 2)).state == claims.INCONCLUSIVE, fn.__name__

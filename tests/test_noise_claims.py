@@ -173,6 +173,9 @@ def test_n6_momentum_acts_through_s():
     through_eta = _momentum(lambda lr, mu: 0.01 * np.log10(lr) + 0.003 * mu * (lr > 0.04))
     assert claims.claim_n6(components(momentum=through_eta)).state == claims.FAIL
     assert claims.claim_n6(components(momentum=_momentum(lambda lr, mu: 0.0, acc=0.9))).state == claims.NA
+    # pair noise far above the cells' differences: no verdict (the ANOVA finds nothing to collapse)
+    r = claims.claim_n6(components(momentum=through_s, jitter=0.3))
+    assert r.state == claims.INCONCLUSIVE and "do not differ beyond pair noise" in r.measured
 
 
 def _augment(on_at_smallest, off_best_at_smallest=False, acc=0.995, off_peak_unconverged=False):
@@ -247,3 +250,18 @@ def test_a_reference_rows_threshold_can_be_fixed_before_its_results_alone():
     assert row.fixed_before and "N1" in claims.FIXED_BEFORE_SOURCE[row.source]
     row.source = "mechanism-mnist-standin"
     assert not row.fixed_before
+
+
+def test_the_noise_reference_facts_are_computed_from_its_frame():
+    from lmcbook.page import noise_reference_facts
+
+    df = grid(lambda lr, b, s: 0.001 * np.log10(s) + 0.01 if lr < 0.2 else -0.05,
+              acc_of=lambda lr, b: 0.5 if lr == 0.2 or (lr, b) == (0.01, 32) else 0.995)
+    steps = df[df["metric"] == "gain"].assign(metric="train_steps", value=8000.0)
+    df = pd.concat([df, steps], ignore_index=True)
+    rows = claims.claim_n1(df) + claims.claim_n2(df)
+    text = noise_reference_facts(df, rows, 0.025)
+    assert "15 of 20 cells met the rule" in text and "20 cells reached the 8000-step cap" in text
+    assert "Excluded: η 0.01, B 32 (" in text and "weaker child 0.500 on average" in text
+    assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest converged S" in text
+    assert "gain falls beyond the best converged cell only where training failed" in text

@@ -37,7 +37,7 @@
 #   pairs (over random draws for W8, over models for W6 (update)) at the width or cell the
 #   row is about, and decide only with at least {glue:md}`min_pairs` in every cell they
 #   read; the measured column gives the number of pairs;
-# - a W or R row's trend over fewer than four widths or cells is *inconclusive*,
+# - a W or R row's trend over fewer than {glue:md}`min_trend` widths or cells is *inconclusive*,
 #   whatever its ρ; M3 and M5 (fixed before their results) read ρ over the widths or
 #   cells they have together with an interval between their ends, which decides;
 # - the noise rows read the same intervals, over at least {glue:md}`min_pairs` pairs in
@@ -64,8 +64,8 @@
 # alternatives that {doc}`mechanism` sets out. Their tests were committed before the
 # runs they read were trained, except the cell they share with the width pages (their
 # length and weight decay), whose results were on those pages: M5 reads it, so M5 counts
-# as set after a pilot. Each reads a 95% bootstrap interval over at least 5
-# pairs in every cell the interval reads, and each is scored on this build's digits
+# as set after a pilot. Each reads a 95% bootstrap interval over at least
+# {glue:md}`min_pairs` pairs in every cell the interval reads, and each is scored on this build's digits
 # runs and on every committed reference run of the mechanism page (the *data* column
 # names it): the 8k/2k MNIST stand-in (MNIST's official test split, 8,000 images to
 # train and 2,000 to test), at widths beyond this book's. N1 and N2 are also scored on
@@ -97,6 +97,7 @@ from IPython.display import Markdown  # noqa: E402
 main_rows = [r for r in rows if not r.control and r.source is None]
 ref_rows = [r for r in rows if r.source is not None]
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
+page.glue_md("min_trend", str(claims.MIN_TREND_POINTS))
 page.glue_md("noise_bar", f"{claims.NOISE_CONVERGED_TRAIN_ACC:g}")
 page.glue("n_ref_rows", len(ref_rows))
 page.glue("n_refs", len(references))

@@ -67,6 +67,9 @@ flags = own.fillna({"regime": "none"}).pivot_table(index=["method", "regime"], c
 main = flags[flags["claim_control"] == 0]
 page.glue("n_pass", int(main["claim_passed"].sum()))
 page.glue("n_claims", len(main))
+states = main["claim_state"].map({v: k for k, v in claims.STATE_CODES.items()})
+page.glue_md("n_undecided", f"{int((states == claims.NA).sum())} are *n/a* and "
+             f"{int((states == claims.INCONCLUSIVE).sum())} *inconclusive*")
 long_rows = main.xs("long", level="regime")
 page.glue("n_long", len(long_rows))
 page.glue("n_long_pass", int(long_rows["claim_passed"].sum()))
@@ -133,8 +136,8 @@ page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board
 #   neither confirm nor refute the paper; the pages {doc}`noise_scale` and
 #   {doc}`noise_components` say which cells the rule left out. {glue:md}`noise_ref_rows`
 #   The page {doc}`noise_scale` shows the reference run and what its converged cells gain.
-# - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows tested here
-#   pass. The scoreboard ({doc}`claims`) has each test and its evidence, including the ones
+# - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows here pass;
+#   of the others, {glue:md}`n_undecided`. The scoreboard ({doc}`claims`) has each test and its evidence, including the ones
 #   this setting does not reproduce.
 #
 # ## How to read this book

@@ -56,3 +56,8 @@ def test_methods_page_states_the_rules_the_claims_apply():
                    f"± a quarter of the best cell's gain, and never less than {100 * claims.N3_TOL_MIN:g} points"):
         assert phrase in text, f"book/methods.md does not say {phrase!r}"
     assert claims.N3_TOL_SHARE == 0.25  # "a quarter"
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    paper = resolve(NoiseStudy, "paper")
+    assert f"{paper.max_steps // paper.steps} times the steps in the paper profile" in text
+    assert resolve(NoiseStudy, "quick").max_steps is None  # "unset in the quick profile"

@@ -614,11 +614,38 @@ def hidden_to_hidden(rank: pd.DataFrame) -> pd.DataFrame:
     return rank[(rank["layer"] > rank["layer"].min()) & (rank["layer"] < rank["layer"].max())]
 
 
+def _ends_state(sign: int, hi: pd.Series, lo: pd.Series) -> tuple[str, Interval]:
+    """Return the verdict of "moved the claimed way (sign) from ``lo`` to ``hi``" by the interval of mean(hi) −
+    mean(lo) over their replicates (at least MIN_PAIRS each), and that interval."""
+    diff = interval_diff(hi, lo)
+    signed = diff if sign > 0 else Interval(-diff.mean, -diff.hi, -diff.lo, diff.n)
+    return above(signed, 0.0, MIN_PAIRS), diff
+
+
+def _width_ends(d: pd.DataFrame, metric: str, sign: int, rho: float, n_points: int) -> tuple[str, Interval]:
+    """Return a width trend's verdict (ρ and the widest minus the narrowest width by its interval,
+    :func:`lmcbook.stats.trend_and_ends`; inconclusive over fewer than MIN_TREND_POINTS widths) and the interval."""
+    per = _per_pair(d, metric)
+    units = sorted(per.index.get_level_values(0).unique())
+    if len(units) < 2:
+        return INCONCLUSIVE, interval([])
+    ends, diff = _ends_state(sign, per.loc[units[-1]], per.loc[units[0]])
+    return (trend_and_ends(rho, sign, ends, RHO_MIN) if n_points >= MIN_TREND_POINTS else INCONCLUSIVE), diff
+
+
 def claim_w6(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") -> ClaimResult:
-    """W6: ρ(width, relative effective rank of the hidden-to-hidden matrices) ≤ −0.9."""
-    r = _trend_claim("W6", "Weights become low-rank relative to their size as width grows.", hidden_to_hidden(rank),
-                     REL_EFFECTIVE_RANK, -1, "relative effective rank of hidden-to-hidden matrices", page,
-                     method="trained")
+    """W6: the relative effective rank of the hidden-to-hidden matrices falls with width: ρ ≤ −RHO_MIN and the widest
+    width's value minus the narrowest's < 0 by the 95% interval over models (:func:`lmcbook.stats.trend_and_ends`)."""
+    d = hidden_to_hidden(select(rank, REL_EFFECTIVE_RANK, method="trained"))
+    rho, st = _rho_row(d, REL_EFFECTIVE_RANK)
+    state, ends = _width_ends(d, REL_EFFECTIVE_RANK, -1, rho, len(st))
+    r = ClaimResult("W6", "width", "Weights become low-rank relative to their size as width grows.",
+                    f"ρ = {rho:.2f}; relative effective rank of hidden-to-hidden matrices {st['mean'].iloc[0]:.3f} at "
+                    f"{st.index[0]} → {st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units; widest minus "
+                    f"narrowest {ends.text()} ({ends.n} models)",
+                    f"ρ(width, relative effective rank of hidden-to-hidden matrices) ≤ {-RHO_MIN:g}, and widest minus "
+                    "narrowest < 0 by its 95% bootstrap interval over models", state, page,
+                    values={"rho": rho, "ends": ends.mean, "ends_lo": ends.lo, "ends_hi": ends.hi})
     return _in_regime(r, rank, regime)
 
 
@@ -634,11 +661,7 @@ def claim_w6_update(rank: pd.DataFrame, regime: str = "short", page: str = "low_
     it."""
     d = hidden_to_hidden(select(rank, DELTA_REL_STABLE_RANK))
     rho, st = _rho_row(d, DELTA_REL_STABLE_RANK)
-    per = _per_pair(d, DELTA_REL_STABLE_RANK)
-    units = sorted(per.index.get_level_values(0).unique())
-    ends = interval_diff(per.loc[units[-1]], per.loc[units[0]]) if len(units) > 1 else interval([])
-    state = trend_and_ends(rho, -1, above(Interval(-ends.mean, -ends.hi, -ends.lo, ends.n), 0.0, MIN_PAIRS), RHO_MIN) \
-        if len(st) >= MIN_TREND_POINTS else INCONCLUSIVE
+    state, ends = _width_ends(d, DELTA_REL_STABLE_RANK, -1, rho, len(st))
     r = ClaimResult("W6 (update)", "width", "(diagnostic) What training added, W − W₀, becomes low-rank relative to "
                     "its size as width grows.",
                     f"ρ = {rho:.2f}; relative stable rank of W − W₀ {st['mean'].iloc[0]:.3f} at {st.index[0]} → "
@@ -858,12 +881,25 @@ def _regime_claim(cid: str, statement: str, tr: pd.DataFrame, metric: str, sign:
     units, st = regime_cells(tr, metric, **kw)
     rho = spearman(st["D"], st["mean"])
     lo, hi = st.iloc[0], st.iloc[-1]
+
+    def reps(cell: pd.Series) -> pd.Series:
+        d = tr[(tr["hidden_units"] == units) & (tr["epochs"] == cell["epochs"])
+               & np.isclose(tr["weight_decay"], cell["weight_decay"])]
+        d = select(hidden_to_hidden(d) if kw.get("hidden") else d, metric,
+                   **{k: v for k, v in kw.items() if k != "hidden"})
+        return d.groupby(replicate(d))["value"].mean()
+
+    ends, diff = _ends_state(sign, reps(hi), reps(lo))
+    state = trend_and_ends(rho, sign, ends, RHO_MIN) if len(st) >= MIN_TREND_POINTS else INCONCLUSIVE
     return ClaimResult(cid, "width", statement,
                        f"at {units} units, ρ(D, {what}) = {rho:.2f}; {what} {lo['mean']:.3f} at D = {lo['D']:.3g} → "
-                       f"{hi['mean']:.3f} at D = {hi['D']:.3g}",
+                       f"{hi['mean']:.3f} at D = {hi['D']:.3g}; largest-D minus smallest-D cell {diff.text()} "
+                       f"({diff.n} {'models' if replicate(tr[tr['metric'] == metric]) == 'seed' else 'pairs'})",
                        f"ρ(D, {what}) {'≥' if sign > 0 else '≤'} {sign * RHO_MIN:g} over the (length, weight decay) "
-                       "cells at the widest common width", trend_state(rho, sign, len(st)), "mechanism",
-                       values={"rho": rho, "units": units, "lo_d": lo["mean"], "hi_d": hi["mean"]})
+                       f"cells at the widest common width, and the largest-D cell {'above' if sign > 0 else 'below'} "
+                       "the smallest-D cell by its 95% bootstrap interval", state, "mechanism",
+                       values={"rho": rho, "units": units, "lo_d": lo["mean"], "hi_d": hi["mean"], "ends": diff.mean,
+                               "ends_lo": diff.lo, "ends_hi": diff.hi})
 
 
 def claim_r1(tr: pd.DataFrame) -> ClaimResult:

@@ -316,10 +316,10 @@ class MechanismStudy(WidthStudy):
     width, and ``decisive_seeds`` where a verdict of :mod:`lmcbook.claims` is read: the widest width at the
     weakest and strongest weight decay, at the width pages' own weight decay and their weak twin's (whose runs
     they share: the narrowest and the two widest widths), in the small-initialisation arm, the longest length's
-    two widest widths at every weight decay of the length arm (the long W1 and W7), the two widest at
-    the strongest (M3 compares them), and the length arm's widest width in every pair of cells of equal D reached
-    by length and by weight decay (M6).  The fields ``weight_decay`` and ``init_scale`` are unused:
-    ``weight_decays`` and ``init_scales`` replace them.
+    two widest widths at every weight decay of the length arm (the long W1 and W7), the widest width all lengths
+    share in the smallest-D cell (R1 and R2), the two widest at the strongest (M3 compares them), and the length
+    arm's widest width in every pair of cells of equal D reached by length and by weight decay (M6).  The fields
+    ``weight_decay`` and ``init_scale`` are unused: ``weight_decays`` and ``init_scales`` replace them.
     """
 
     #: Fields of Recipe this study does not read; setting one is an error that names its replacement.
@@ -422,6 +422,8 @@ class MechanismStudy(WidthStudy):
             # 3 widths cannot decide, so its narrowest keeps `seeds` pairs: the time budget's cut)
             for wd in self.regime_weight_decays:
                 out.setdefault((longest, wd, 1.0), set()).update(sorted(self.widths_at(longest))[-2:])
+            # R1 and R2 compare the smallest-D cell with the largest-D ones (M6's couples) at the common width
+            out.setdefault((self.epochs, lo, 1.0), set()).add(common)
             for (e, wd), (e2, wd2) in self.equal_d_couples():
                 out.setdefault((e, wd, 1.0), set()).add(common)
                 out.setdefault((e2, wd2, 1.0), set()).add(common)

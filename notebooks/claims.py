@@ -33,8 +33,8 @@
 #
 # - numbers are seed means of this profile's runs;
 # - ρ is Spearman's rank correlation across widths;
-# - W1–W5, W7–W15, W6 (update) and M1–M6 read 95% percentile-bootstrap intervals over
-#   pairs (over random draws for W8, over models for W6 (update)) at the width or cell the
+# - every W, R and M row reads 95% percentile-bootstrap intervals over pairs (over random
+#   draws for W8, over models for the rank rows W6, W6 (update) and R1) at the width or cell the
 #   row is about, and decide only with at least {glue:md}`min_pairs` in every cell they
 #   read; the measured column gives the number of pairs;
 # - a W or R row's trend over fewer than {glue:md}`min_trend` widths or cells is *inconclusive*,
@@ -44,7 +44,8 @@
 #   every cell they read, and every noise row reads only the cells whose children met the
 #   convergence rule (the weaker child of every pair at {glue:md}`noise_bar` training
 #   accuracy or more); the rows say how many cells the rule left out;
-# - W6, R1 and R2 read a rank correlation alone;
+# - the trend rows (W6, W6 (update), R1, R2) read ρ together with the interval of
+#   the change between their end widths or cells (W1: over its last step of width);
 # - the noise fits (N2, N6) are quadratic least squares on the converged cells' mean
 #   gains, their residual variances net of pair noise, decided by an interval over pairs;
 # - layers and aggregation follow the definitions page.

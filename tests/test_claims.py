@@ -71,16 +71,18 @@ def test_w4():
 
 
 def test_w6():
-    def rows(hidden_vals):
+    def rows(hidden_vals, models=10, jitter=0.001):
         out = []
         for layer in (1, 2, 3, 4):
             vals = hidden_vals if layer in (2, 3) else [0.9, 0.1, 0.9, 0.1]  # the input/output layers are ignored
-            out += by_width("r", "rel_effective_rank", vals, seeds=(0, 1, 2, 3), replicate="seed", layer=layer,
-                            method="trained")
+            out += by_width("r", "rel_effective_rank", vals, seeds=range(models), replicate="seed", layer=layer,
+                            method="trained", jitter=jitter)
         return frame("r", out)
 
-    assert verdict(claims.claim_w6, rows([0.8, 0.6, 0.4, 0.2]))
-    assert not verdict(claims.claim_w6, rows([0.6, 0.7, 0.75, 0.8]))
+    assert claims.claim_w6(rows([0.8, 0.6, 0.4, 0.2])).state == claims.PASS
+    assert claims.claim_w6(rows([0.6, 0.7, 0.75, 0.8])).state == claims.FAIL
+    assert claims.claim_w6(rows([0.8, 0.6, 0.4, 0.2], models=4)).state == claims.INCONCLUSIVE  # 2 pairs' models
+    assert claims.claim_w6(rows([0.8, 0.79, 0.78, 0.77], jitter=0.2)).state == claims.INCONCLUSIVE  # ends overlap
 
 
 def test_w6_update_reads_the_rank_of_what_training_added():
@@ -264,14 +266,14 @@ def test_every_test_text_is_formatted_from_its_constants():
     assert pattern.search("ratio ≤ 0.5") and pattern.search("ρ ≤ −0.9") and not pattern.search("ratio ≤ ")
 
 
-def _regime_frame(rank_of, acc_of, units=(16, 64, 256, 1024), lengths=(60, 600), decays=(1e-4, 3e-3)):
+def _regime_frame(rank_of, acc_of, units=(16, 64, 256, 1024), lengths=(60, 600), decays=(1e-4, 3e-3), models=5):
     """A mechanism-like frame: per (length, wd, width, seed) merged accuracy, D and hidden-layer ranks."""
     rows = []
     for e in lengths:
         for wd in decays:
             d = wd * e
             for u in units:
-                for s in range(5):
+                for s in range(models):
                     keys = {"seed": s, "hidden_units": u, "epochs": e, "weight_decay": wd}
                     rows.append({"metric": "acc_merged", "value": acc_of(d, u) + 1e-4 * s, **keys})
                     rows.append({"metric": "decay_integral", "value": d, **keys})
@@ -318,6 +320,9 @@ def test_r1_and_r2_pass_and_fail():
     assert claims.trend(claims.claim_r2(low_rank_but_worse).values["rho"]) == "falls"
     no_low_rank = _regime_frame(lambda d, u: 0.8 + 0.01 * d, acc_rises)
     assert not claims.claim_r1(no_low_rank).passed
+    # the trend holds, but with 2 replicates in the end cells their interval cannot decide
+    few = _regime_frame(rank_falls, acc_rises, models=2)
+    assert claims.claim_r1(few).state == claims.claim_r2(few).state == claims.INCONCLUSIVE
 
 
 def test_r_claims_use_the_widest_width_trained_at_every_length():

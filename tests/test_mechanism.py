@@ -112,8 +112,9 @@ def test_quick_study_cells_arms_and_decisive_pairs():
     assert cells[600, 3e-3, 1.0].pairs_at(1.0) == cells[60, 1e-2, 1.0].pairs_at(1.0) == 5  # M6
     assert cells[60, 3e-2, 1.0].pairs_at(1.0) == cells[200, 3e-3, 1.0].pairs_at(1.0) == 5
     # the width pages' own cell and their weak twin's: the width rows' deciding widths on these widths
-    for wd in (3e-3, 1e-4):
-        assert [cells[60, wd, 1.0].pairs_at(w) for w in st.widths] == [5, 2, 2, 5, 5]
+    assert [cells[60, 3e-3, 1.0].pairs_at(w) for w in st.widths] == [5, 2, 2, 5, 5]
+    # ... and at 1e-4, the smallest-D cell, also the width every length shares (R1, R2 compare it)
+    assert [cells[60, 1e-4, 1.0].pairs_at(w) for w in st.widths] == [5, 2, 5, 5, 5]
     # the long rows' cells: the two widest widths of the longest length, at both weight decays
     assert all(cells[600, wd, 1.0].pairs_at(w) == 5 for wd in (1e-4, 3e-3) for w in (0.5, 1.0))
     assert cells[600, 1e-4, 1.0].pairs_at(0.25) == 2

@@ -234,7 +234,7 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 # :name: fig-mechanism-reference
 #
 # The same three arms on the reference run {glue:md}`ref_figure_name` (its CSV is
-# committed in `results/`).
+# committed in `results/`). Trained: as its provenance, above, records.
 # ```
 #
 # ## The earlier regime rows

@@ -224,6 +224,7 @@ for name, (frame, prov) in (page.references() if study.show_references else {}).
         f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell. "
         + noise_reference_facts(frame, ref_rows[name], 100 / len(data.y_test))
         + f"\n\n{claims_markdown(ref_rows[name])}")
+page.glue_md("ref_figure_name", f"`{next(iter(ref_rows))}`" if ref_rows else "(none)")
 page.glue_figure("fig_grid_ref", ref_figure or plots.placeholder("No reference run of this page is committed."))
 page.glue_md("noise_references", "\n\n".join(ref_blocks) or "No reference run of this page is committed.")
 page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" for r in rows)
@@ -246,7 +247,8 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 # :name: fig-noise-grid-reference
 #
 # The reference run's grid, drawn as above: grey crosses are the cells that missed the
-# convergence rule; dashed, the quadratic fit on the converged cells' means.
+# convergence rule; dashed, the quadratic fit on the converged cells' means. Trained: as
+# the reference run {glue:md}`ref_figure_name` records above (its provenance).
 # ```
 
 # %% [markdown]

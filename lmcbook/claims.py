@@ -298,7 +298,7 @@ def spread(df: pd.DataFrame, cell: list[str], col: str = "value") -> float:
 # after a small pilot run or beside their first results.
 # Conventions: figures are seed means; ρ is Spearman's rank correlation across widths;
 # "spread" is max − min over seeds (the mean over cells where several cells are pooled);
-# noise fits (N2, N6) are quadratic least squares on cell means, their ratio bootstrapped over pairs.
+# noise fits (N2, N6) are quadratic least squares on cell means, their excess bootstrapped over pairs.
 
 PASS, FAIL, INCONCLUSIVE, NA = "pass", "fail", "inconclusive", "n/a"
 #: The four verdicts, and how the scoreboard and the pages show them.

@@ -636,17 +636,24 @@ def _width_ends(d: pd.DataFrame, metric: str, sign: int, rho: float, n_points: i
 def claim_w6(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") -> ClaimResult:
     """W6: the relative effective rank of the hidden-to-hidden matrices falls with width: ρ ≤ −RHO_MIN and the widest
     width's value minus the narrowest's < 0 by the 95% interval over models (:func:`lmcbook.stats.trend_and_ends`)."""
-    d = hidden_to_hidden(select(rank, REL_EFFECTIVE_RANK, method="trained"))
-    rho, st = _rho_row(d, REL_EFFECTIVE_RANK)
-    state, ends = _width_ends(d, REL_EFFECTIVE_RANK, -1, rho, len(st))
-    r = ClaimResult("W6", "width", "Weights become low-rank relative to their size as width grows.",
-                    f"ρ = {rho:.2f}; relative effective rank of hidden-to-hidden matrices {st['mean'].iloc[0]:.3f} at "
-                    f"{st.index[0]} → {st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units; widest minus "
-                    f"narrowest {ends.text()} ({ends.n} models)",
-                    f"ρ(width, relative effective rank of hidden-to-hidden matrices) ≤ {-RHO_MIN:g}, and widest minus "
-                    "narrowest < 0 by its 95% bootstrap interval over models", state, page,
-                    values={"rho": rho, "ends": ends.mean, "ends_lo": ends.lo, "ends_hi": ends.hi})
-    return _in_regime(r, rank, regime)
+    return _in_regime(_rank_falls("W6", "Weights become low-rank relative to their size as width grows.",
+                                  hidden_to_hidden(select(rank, REL_EFFECTIVE_RANK, method="trained")),
+                                  REL_EFFECTIVE_RANK, "relative effective rank of hidden-to-hidden matrices",
+                                  "relative effective rank of hidden-to-hidden matrices", page), rank, regime)
+
+
+def _rank_falls(cid: str, statement: str, d: pd.DataFrame, metric: str, what: str, what_test: str, page: str,
+                control: bool = False) -> ClaimResult:
+    """A claim that a rank ``metric`` of the rows ``d`` falls with width: ρ ≤ −RHO_MIN and the widest width's value
+    minus the narrowest's < 0 by the 95% interval over models (:func:`_width_ends`)."""
+    rho, st = _rho_row(d, metric)
+    state, ends = _width_ends(d, metric, -1, rho, len(st))
+    return ClaimResult(cid, "width", statement,
+                       f"ρ = {rho:.2f}; {what} {st['mean'].iloc[0]:.3f} at {st.index[0]} → {st['mean'].iloc[-1]:.3f} "
+                       f"at {st.index[-1]} hidden units; widest minus narrowest {ends.text()} ({ends.n} models)",
+                       f"ρ(width, {what_test}) ≤ {-RHO_MIN:g}, and widest minus narrowest < 0 by its 95% bootstrap "
+                       "interval over models", state, page, control=control,
+                       values={"rho": rho, "ends": ends.mean, "ends_lo": ends.lo, "ends_hi": ends.hi})
 
 
 def claim_w6_update(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") -> ClaimResult:
@@ -659,17 +666,10 @@ def claim_w6_update(rank: pd.DataFrame, regime: str = "short", page: str = "low_
     initialisation, whose spectrum the relative effective rank of W counts, so this row says whether the part of W
     that training wrote is low-rank even where W is not.  It is scored as a control row: the paper does not state
     it."""
-    d = hidden_to_hidden(select(rank, DELTA_REL_STABLE_RANK))
-    rho, st = _rho_row(d, DELTA_REL_STABLE_RANK)
-    state, ends = _width_ends(d, DELTA_REL_STABLE_RANK, -1, rho, len(st))
-    r = ClaimResult("W6 (update)", "width", "(diagnostic) What training added, W − W₀, becomes low-rank relative to "
-                    "its size as width grows.",
-                    f"ρ = {rho:.2f}; relative stable rank of W − W₀ {st['mean'].iloc[0]:.3f} at {st.index[0]} → "
-                    f"{st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units; widest minus narrowest "
-                    f"{ends.text()} ({ends.n} models)",
-                    f"ρ(width, relative stable rank of W − W₀, hidden-to-hidden) ≤ {-RHO_MIN:g}, and widest minus "
-                    "narrowest < 0 by its 95% bootstrap interval over models", state, page, control=True,
-                    values={"rho": rho, "ends": ends.mean, "ends_lo": ends.lo, "ends_hi": ends.hi})
+    r = _rank_falls("W6 (update)", "(diagnostic) What training added, W − W₀, becomes low-rank relative to its size "
+                    "as width grows.", hidden_to_hidden(select(rank, DELTA_REL_STABLE_RANK)), DELTA_REL_STABLE_RANK,
+                    "relative stable rank of W − W₀", "relative stable rank of W − W₀, hidden-to-hidden", page,
+                    control=True)
     return _in_regime(r, rank, regime)
 
 
@@ -1376,6 +1376,15 @@ def cell_mean_fit(pairs: pd.DataFrame, keys: list[str]) -> dict[str, float] | No
     if len(means) < NOISE_MIN_CELLS or means[NOISE_SCALE].nunique() < 3:
         return None
     return quadratic_fit(np.log10(means[NOISE_SCALE]), means[GAIN])
+
+
+def noise_grid_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """Return the η × B grid cells of a noise_scale CSV (:func:`noise_cells`) with each cell's S and training steps
+    (NaN where a CSV does not record them)."""
+    keys = ["lr", "batch_size"]
+    pairs = noise_pairs(frame[frame["method"] == "grid"], keys)
+    first = pairs.reindex(columns=keys + [NOISE_SCALE, TRAIN_STEPS]).groupby(keys).first()
+    return noise_cells(pairs, keys).join(first)
 
 
 def mark_converged(pairs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

@@ -41,8 +41,7 @@ from .claims import (
     cell_table,
     concat,
     in_cell,
-    noise_cells,
-    noise_pairs,
+    noise_grid_cells,
     page_claims,
     read_results,
     select,
@@ -474,11 +473,7 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
     """Return what a noise reference run's grid shows, in Markdown, every number computed from its CSV (``frame``)
     and its rows (N1, N2): the cells the rule excluded and why, the training lengths, the converged cells' gains
     against S, and how they compare with the paper's gains of about a point."""
-    keys = ["lr", "batch_size"]
-    pairs = noise_pairs(frame[frame["method"] == "grid"], keys)
-    cells = noise_cells(pairs, keys)
-    first = pairs.groupby(keys)[["noise_scale", "train_steps"]].first()
-    cells = cells.join(first)
+    cells = noise_grid_cells(frame)
     ok, out = cells[cells["converged"]], cells[~cells["converged"]]
     cap = int(cells["train_steps"].max())
     excluded = "; ".join(

@@ -99,10 +99,8 @@ page.glue_md("noise_ref_rows", " ".join(
     for src, rows in ref_noise.groupby("source")) or "No noise reference run is committed.")
 ref_gain = []
 for name, (frame, _) in page.references("noise_scale").items():  # what the converged cells gain, against the paper
-    cells = claims.noise_cells(claims.noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]),
-                               ["lr", "batch_size"])
-    s_of = frame[frame["metric"] == claims.NOISE_SCALE].groupby(["lr", "batch_size"])["value"].first()
-    ok = cells[cells["converged"]].join(s_of.rename("S"))
+    cells = claims.noise_grid_cells(frame).rename(columns={claims.NOISE_SCALE: "S"})
+    s_of, ok = cells["S"], cells[cells["converged"]]
     if len(ok) >= 2:
         ref_gain.append(f"On `{name}`'s {len(ok)} converged cells merging gains {100 * ok['gain'].min():.2f} to "
                         f"{100 * ok['gain'].max():.2f} points, against the paper's gains of about a point, and the "

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from scipy.optimize import brentq
 
+from .specs import SpecError
+
 TAU_BOUNDS = (1e-3, 1e3)
 
 
@@ -39,15 +41,40 @@ def _grad(z: torch.Tensor, y: torch.Tensor, tau: float) -> float:
     return float(((p * z).sum(1) - z.gather(1, y[:, None])[:, 0]).mean())
 
 
+def _check_logits_and_labels(logits, labels) -> None:
+    for name, value in (("logits", logits), ("labels", labels)):
+        if not isinstance(value, torch.Tensor):
+            raise SpecError(f"{name} of type {type(value).__name__} is not allowed: expected a torch.Tensor")
+    if logits.ndim != 2 or not logits.is_floating_point():
+        raise SpecError(f"logits of shape {tuple(logits.shape)} and dtype {logits.dtype} is not allowed: expected a "
+                        "2-D float tensor of shape (N, C), one row of class scores per input")
+    n, c = logits.shape
+    if n == 0 or c == 0:
+        raise SpecError(f"logits of shape {(n, c)} is not allowed: expected a non-empty shape (N, C) with N >= 1 "
+                        "inputs and C >= 1 classes")
+    if labels.shape != (n,):
+        raise SpecError(f"labels of shape {tuple(labels.shape)} is not allowed with logits of shape {(n, c)}: "
+                        f"expected shape ({n},), one label per row of logits")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise SpecError(f"labels of dtype {labels.dtype} is not allowed: expected integer class indices")
+    lo, hi = int(labels.min()), int(labels.max())
+    if lo < 0 or hi >= c:
+        raise SpecError(f"labels in [{lo}, {hi}] is not allowed with {c} classes: expected class indices in "
+                        f"[0, {c - 1}]")
+
+
 def fit_inverse_temperature(logits: torch.Tensor, labels: torch.Tensor,
                             bounds: tuple[float, float] = TAU_BOUNDS) -> TemperatureFit:
-    """Return the NLL-minimising inverse temperature τ of ``logits`` for ``labels``."""
+    """Return the NLL-minimising inverse temperature τ of ``logits`` for ``labels``.
+
+    ``logits`` is a float tensor of shape (N, C) with N >= 1 inputs and C >= 1
+    classes, ``labels`` an integer tensor of shape (N,) with values in [0, C);
+    anything else is refused with a SpecError before any compute.
+    """
     lo, hi = bounds
     if not (0 < lo < hi):
-        raise ValueError(f"bounds={bounds!r} is not allowed: expected 0 < low < high")
-    if logits.ndim != 2 or labels.shape != logits.shape[:1]:
-        raise ValueError(f"logits of shape {tuple(logits.shape)} and labels of shape {tuple(labels.shape)}: "
-                         "expected (N, C) and (N,)")
+        raise SpecError(f"bounds={bounds!r} is not allowed: expected 0 < low < high")
+    _check_logits_and_labels(logits, labels)
     z = logits.detach().to("cpu", torch.float64)
     y = labels.detach().to("cpu", torch.int64)
     if not torch.isfinite(z).all():

@@ -154,11 +154,12 @@ def probe_points_of(model) -> str:
 
 
 def _all_probes(a, b, data: Dataset, lams, only: tuple[str, ...] = PROBES) -> dict[str, pd.DataFrame]:
-    # activations in float32 (their errors are far below what the probes resolve); spectra in float64
+    # activations in float32 (their errors are far below what the probes resolve); spectra in float64.  No
+    # ScaleWarning: the book's pages say where LEWC's λ^l scale applies (methods: "Beyond bias-free MLPs").
     points = probe_points_of(a)
-    acts = PairActivations(a, b, data.x_test, train_x=data.x_train, dtype=torch.float32, points=points)
+    acts = PairActivations(a, b, data.x_test, train_x=data.x_train, dtype=torch.float32, points=points, warn=False)
     layers = acts if points == "layers" else PairActivations(a, b, data.x_test, train_x=data.x_train,
-                                                             dtype=torch.float32)  # orthogonality applies weights
+                                                             dtype=torch.float32, warn=False)  # applies weights
     probes = {"lewc": lambda: acts.lewc(lams), "weak_additivity": lambda: acts.weak_additivity(lams),
               "reciprocal_orthogonality": lambda: layers.reciprocal_orthogonality(lams),
               "neuron_moments": acts.neuron_moments, "scale_law": acts.scale_law,

@@ -71,7 +71,8 @@ def view(profile: str = "quick", dataset: str | None = None, width: float | None
     data = study_data(sweep)
     ra, rb = store.load(p.a, data.device), store.load(p.b, data.device)
     curve = cached_pair_summary(store, ra, rb, data, sweep.lams)["curve"]
-    acts = PairActivations(ra.model, rb.model, data.x_test, train_x=data.x_train, dtype=torch.float32)
+    acts = PairActivations(ra.model, rb.model, data.x_test, train_x=data.x_train, dtype=torch.float32,
+                           warn=False)  # the book's methods page says where LEWC's λ^l scale applies
     layers = acts.lewc([lam]).pivot_table(index="layer", columns="metric", values="value")
     layer = sweep.layers - 1 if layer is None else int(layer)
     fig = _figure(curve, layers, lam, layer, p.hidden_units, pair)

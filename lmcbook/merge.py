@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .data import as_input
+from .data import Dataset, as_input
 from .models import MLP, VGG11, ResNet20, has_batchnorm, probe_points
 from .specs import SpecError, check_lams
 
@@ -40,25 +40,40 @@ def interpolate_into(target: nn.Module, a: nn.Module, b: nn.Module, lam: float) 
     return target
 
 
-def interpolate(a: nn.Module, b: nn.Module, lam: float, data: torch.Tensor | None = None) -> nn.Module:
+def training_inputs(data: torch.Tensor | Dataset, name: str = "data") -> torch.Tensor:
+    """Return the inputs to compute statistics on: a tensor of inputs as it is, or a Dataset's training split."""
+    if isinstance(data, torch.Tensor):
+        return data
+    if isinstance(data, Dataset):
+        return data.x_train
+    raise SpecError(f"{name} of type {type(data).__name__} is not allowed: expected a torch.Tensor of training "
+                    "inputs or an lmcbook.data.Dataset (whose training split x_train is used)")
+
+
+def interpolate(a: nn.Module, b: nn.Module, lam: float, data: torch.Tensor | Dataset | None = None) -> nn.Module:
     """Return a new model with weights λ·θa + (1−λ)·θb, in eval mode.
 
     For models with BatchNorm the running statistics are then recomputed on
-    ``data`` (training inputs) with :func:`reset_bn`; ``data`` is required there.
+    ``data`` with :func:`reset_bn`; ``data`` is required there.  ``data`` is a
+    tensor of training inputs or a :class:`~lmcbook.data.Dataset`, whose training
+    split is used (statistics never come from the test split).
     """
+    x = None if data is None else training_inputs(data)
+    if x is None and has_batchnorm(a):
+        raise SpecError("data=None is not allowed for a model with BatchNorm: pass training inputs or a Dataset so "
+                        "that reset_bn can recompute the running statistics after interpolation")
     model = copy.deepcopy(a)
     interpolate_into(model, a, b, lam)
-    if has_batchnorm(model):
-        if data is None:
-            raise ValueError("data=None is not allowed for a model with BatchNorm: pass training inputs so that "
-                             "reset_bn can recompute the running statistics after interpolation")
-        reset_bn(model, data)
+    if x is not None and has_batchnorm(model):
+        reset_bn(model, x)
     return model.eval()
 
 
 @torch.no_grad()
-def reset_bn(model: nn.Module, x: torch.Tensor, batch_size: int = 500) -> nn.Module:
-    """Return ``model`` with every BatchNorm's running statistics recomputed as exact averages over ``x``."""
+def reset_bn(model: nn.Module, x: torch.Tensor | Dataset, batch_size: int = 500) -> nn.Module:
+    """Return ``model`` with every BatchNorm's running statistics recomputed as exact averages over ``x`` (inputs, or
+    a Dataset's training split)."""
+    x = training_inputs(x, "x")
     bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not bns:
         return model
@@ -408,16 +423,18 @@ def channel_stats(model: nn.Module, x: torch.Tensor, names: list[str]) -> dict[s
 
 
 @torch.no_grad()
-def repair(merged: nn.Module, a: nn.Module, b: nn.Module, data: torch.Tensor, lam: float,
+def repair(merged: nn.Module, a: nn.Module, b: nn.Module, data: torch.Tensor | Dataset, lam: float,
            eps: float = 1e-8) -> nn.Module:
     """Return a copy of ``merged`` whose hidden channels have the interpolated endpoint statistics (REPAIR).
 
     For every hidden layer, in forward order, each channel's mean and std over
-    ``data`` are set to λ·(μ_a, σ_a) + (1−λ)·(μ_b, σ_b) by an explicit
-    :class:`ChannelAffine` inserted after the layer (after its norm, if it has
-    one).  BatchNorm statistics are reset on ``data`` first (Jordan et al. 2022).
+    ``data`` (training inputs, or a Dataset's training split) are set to
+    λ·(μ_a, σ_a) + (1−λ)·(μ_b, σ_b) by an explicit :class:`ChannelAffine`
+    inserted after the layer (after its norm, if it has one).  BatchNorm
+    statistics are reset on ``data`` first (Jordan et al. 2022).
     """
     (lam,) = check_lams([lam])
+    data = training_inputs(data)
     model = copy.deepcopy(merged).eval()
     if has_batchnorm(model):
         reset_bn(model, data)

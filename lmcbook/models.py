@@ -1,7 +1,8 @@
 """MLP, VGG11 and ResNet20 with a width multiplier, a norm choice and a bias flag.
 
 Every model lists its linear and convolutional layers in forward order through
-:func:`probe_points`.  A forward hook on a probe point's module sees the
+:func:`probe_points`; any other module's are numbered in the order a forward pass
+calls them (:func:`trace`).  A forward hook on a probe point's module sees the
 layer's input z_(l-1) and its pre-activation output f_l, which is all the
 probes need.  Layer l counts the main path's linear/conv layers from 1; ResNet20's
 1x1 projection shortcuts are listed with ``role="shortcut"`` and no layer number.
@@ -186,18 +187,77 @@ def scale_init(model: nn.Module, factor: float) -> nn.Module:
     return model
 
 
-def probe_points(model: nn.Module) -> list[ProbePoint]:
+#: The module types that count as layers of a model that does not list its own probe points.
+LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d)
+
+
+def probe_points(model: nn.Module, x: torch.Tensor | None = None) -> list[ProbePoint]:
     """Return the model's linear/conv layers in forward order.
 
-    lmcbook's models list their own; for any other module, every nn.Linear and
-    nn.Conv* in registration order is taken, the last one as the output layer.
+    lmcbook's models (and any module with a ``probe_points`` method) list their
+    own.  For any other module every nn.Linear and nn.Conv1d/2d is a layer, the
+    last one the output layer.  Given an example input ``x`` they are numbered in
+    the order one forward pass on ``x`` calls them (layers it never calls are left
+    out; see :func:`trace`), as the activation probes always number them.  Without
+    ``x`` they are numbered in registration order (the order ``__init__`` assigns
+    them), which is the call order only if ``__init__`` follows ``forward``.
     """
     if hasattr(model, "probe_points"):
         return model.probe_points()
-    mods = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d))]
+    mods = [(n, m) for n, m in model.named_modules() if isinstance(m, LAYER_TYPES)]
     if not mods:
-        raise SpecError("model has no nn.Linear or nn.Conv layers to probe")
-    return [ProbePoint(n, m, i + 1, "output" if i == len(mods) - 1 else "hidden") for i, (n, m) in enumerate(mods)]
+        raise SpecError(f"model={type(model).__name__} is not allowed: expected a model with nn.Linear or nn.Conv "
+                        "layers to probe")
+    if x is not None:
+        order, _, _ = trace(model, x, [m for _, m in mods], [n for n, _ in mods])
+        mods = [mods[i] for i in order]
+    return numbered(mods)
+
+
+def numbered(mods: list[tuple[str, nn.Module]]) -> list[ProbePoint]:
+    """Return (name, module) pairs, given in forward order, as probe points numbered from 1; the last is the output."""
+    n = len(mods)
+    return [ProbePoint(name, m, i + 1, "output" if i == n - 1 else "hidden") for i, (name, m) in enumerate(mods)]
+
+
+@torch.inference_mode()
+def trace(model: nn.Module, x: torch.Tensor, modules: list[nn.Module], names: list[str]
+          ) -> tuple[list[int], dict[int, torch.Tensor], dict[int, torch.Tensor]]:
+    """Return, from one hooked forward pass of ``model`` on ``x`` in eval mode, the indices of ``modules`` in the
+    order they were called, and each called module's input and output, keyed by its index.
+
+    Modules the pass never calls are left out.  A module called more than once
+    (a layer applied twice) has no single layer number, so it is refused with a
+    SpecError naming it (``names`` name the modules).  The model's training flag is restored.
+    """
+    order: list[int] = []
+    calls = [0] * len(modules)
+    ins: dict[int, torch.Tensor] = {}
+    outs: dict[int, torch.Tensor] = {}
+
+    def hook(i):
+        def fn(module, inputs, output):
+            calls[i] += 1
+            if calls[i] == 1:
+                order.append(i)
+                ins[i], outs[i] = inputs[0].detach(), output.detach()
+        return fn
+
+    handles = [m.register_forward_hook(hook(i)) for i, m in enumerate(modules)]
+    was = model.training
+    model.eval()
+    try:
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was)
+    again = [f"{names[i]!r} ({c} times)" for i, c in enumerate(calls) if c > 1]
+    if again:
+        raise SpecError(f"layer(s) {', '.join(again)} of {type(model).__name__} are called more than once in one "
+                        "forward pass, which is not allowed: expected each probed layer to be called once, so that "
+                        "it has one layer number")
+    return order, ins, outs
 
 
 def has_batchnorm(model: nn.Module) -> bool:

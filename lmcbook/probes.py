@@ -13,12 +13,18 @@ over all inputs given (the whole test split in the book); a cosine is computed
 per input and averaged over inputs whose two vectors are non-zero, and the
 number of excluded inputs is reported as ``n_excluded``.
 
+Layer numbers follow the forward pass: lmcbook's models list their layers, and
+any other module's nn.Linear/nn.Conv layers are numbered in the order the hooked
+forward pass calls them, not the order ``__init__`` registers them in.
+
 What the probes mean beyond bias-free ReLU MLPs:
 
 - With normalisation (BatchNorm after ``reset_bn``, or LayerNorm), f_l is the
   linear/conv output *before* the norm.  A norm rescales its input, so the
   λ^l scale of LEWC is not expected there; LLFC is the relevant comparison.
 - With biases, biases merge linearly in λ, so LEWC's λ^l is only approximate.
+  :class:`PairActivations` warns (:class:`ScaleWarning`) naming a model's biased
+  and normalisation layers.
 - Conv layers: a layer's f_l for one input is the whole (C, H, W) map; neurons
   are channels, and a channel's second moment averages over positions too.
 - ResNet20: with ``points="blocks"`` each "layer" is one residual block and
@@ -32,6 +38,9 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import os
+import sys
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,10 +50,48 @@ import torch.nn.functional as F
 from torch import nn
 
 from .merge import interpolate
-from .models import has_batchnorm, probe_points
-from .specs import check_lams
+from .models import LAYER_TYPES, ProbePoint, has_batchnorm, numbered, probe_points, trace
+from .specs import SpecError, check_lams
 
 DTYPE = torch.float64
+
+#: Normalisation layers: each rescales its input, which removes LEWC's λ^l scale after it.
+NORM_TYPES = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm, nn.LayerNorm, nn.GroupNorm,
+              nn.LocalResponseNorm) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
+
+
+class ScaleWarning(UserWarning):
+    """The probed model has biases or normalisation layers, where LEWC's λ^l scale does not apply exactly."""
+
+
+def scale_caveats(model: nn.Module) -> dict[str, list[str]]:
+    """Return the module names where LEWC's λ^l scale does not apply: ``"bias"``, the linear/conv layers with a
+    bias (biases merge linearly in λ), and ``"norm"``, the normalisation layers (they rescale their input)."""
+    mods = list(model.named_modules())
+    return {"bias": [n for n, m in mods if isinstance(m, LAYER_TYPES) and getattr(m, "bias", None) is not None],
+            "norm": [n for n, m in mods if isinstance(m, NORM_TYPES)]}
+
+
+def warn_scale_caveats(model: nn.Module) -> None:
+    """Warn with one :class:`ScaleWarning` naming the layers of ``model`` where LEWC's λ^l scale does not apply."""
+    found = scale_caveats(model)
+    if not (found["bias"] or found["norm"]):
+        return
+    parts = [f"{what} {', '.join(map(repr, names))}" for what, names in
+             (("biases (merged linearly in λ) in", found["bias"]), ("normalisation (rescales its input) at",
+                                                                   found["norm"])) if names]
+    warnings.warn(f"LEWC's λ^l scale does not apply exactly in {type(model).__name__}: {'; '.join(parts)}. "
+                  "LEWC numbers there are approximate; compare them with LLFC's (see lmcbook.probes).",
+                  ScaleWarning, stacklevel=_caller_outside_lmcbook())
+
+
+def _caller_outside_lmcbook() -> int:
+    """Return the warnings stacklevel of the first frame outside lmcbook, seen from the function that warns."""
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 # -- recording ------------------------------------------------------------------------
@@ -66,39 +113,50 @@ class Record:
         return [l for l in self.layers if self.roles[l] == "hidden"]
 
 
-def _points(model: nn.Module, points: str):
+def _points(model: nn.Module, points: str) -> tuple[list[ProbePoint], bool]:
+    """Return the candidate probe points and whether the model numbers them itself (else: number by call order)."""
     if points == "layers":
-        return [p for p in probe_points(model) if p.layer is not None]
+        if hasattr(model, "probe_points"):
+            return [p for p in probe_points(model) if p.layer is not None], True
+        return [ProbePoint(n, m, None, "hidden") for n, m in model.named_modules() if isinstance(m, LAYER_TYPES)], False
     if points == "blocks":
         if not hasattr(model, "block_points"):
             raise ValueError(f"points='blocks' is not allowed for {type(model).__name__}: only ResNet20 has blocks")
-        return model.block_points()
+        return model.block_points(), True
     raise ValueError(f"points={points!r} is not allowed: expected 'layers' or 'blocks'")
 
 
-@torch.inference_mode()
 def record(model: nn.Module, x: torch.Tensor, points: str = "layers") -> Record:
-    """Return every probe point's input and output for ``model`` on ``x`` from one hooked forward pass."""
-    pts = _points(model, points)
-    ins: dict[int, torch.Tensor] = {}
-    outs: dict[int, torch.Tensor] = {}
+    """Return every probe point's input and output for ``model`` on ``x`` from one hooked forward pass.
 
-    def hook(layer):
-        def fn(module, inputs, output):
-            ins[layer], outs[layer] = inputs[0].detach(), output.detach()
-        return fn
-
-    handles = [p.module.register_forward_hook(hook(p.layer)) for p in pts]
-    was = model.training
-    model.eval()
-    try:
-        model(x)
-    finally:
-        for h in handles:
-            h.remove()
-        model.train(was)
-    layers = [p.layer for p in pts]
-    return Record(layers, {p.layer: p.role for p in pts}, {p.layer: p.module for p in pts}, ins, outs, points)
+    Layers are numbered in the order that pass calls them, whatever order the
+    model's ``__init__`` registers them in; a model that lists its own probe
+    points (lmcbook's do) keeps its numbers, which must follow the call order.
+    """
+    pts, declared = _points(model, points)
+    if not pts:
+        raise SpecError(f"model={type(model).__name__} is not allowed: expected a model with nn.Linear or nn.Conv "
+                        "layers to probe")
+    order, ins, outs = trace(model, x, [p.module for p in pts], [p.name for p in pts])
+    if declared:
+        missing = [p.name for i, p in enumerate(pts) if i not in ins]
+        called = [pts[i].layer for i in order]
+        if missing or called != sorted(called):
+            raise SpecError(f"{type(model).__name__}'s probe points are not allowed: expected every listed layer "
+                            f"to be called once, in the order of its layer number; never called: {missing}, "
+                            f"layer numbers in call order: {called}")
+        layer_of = {i: p.layer for i, p in enumerate(pts)}
+    else:
+        if not order:
+            raise SpecError(f"model={type(model).__name__} is not allowed: its forward pass calls none of its "
+                            "nn.Linear or nn.Conv layers")
+        pts = numbered([(pts[i].name, pts[i].module) for i in order])
+        layer_of = {i: p.layer for i, p in zip(order, pts)}
+    ins = {layer_of[i]: t for i, t in ins.items()}
+    outs = {layer_of[i]: t for i, t in outs.items()}
+    pts = sorted(pts, key=lambda p: p.layer)
+    return Record([p.layer for p in pts], {p.layer: p.role for p in pts}, {p.layer: p.module for p in pts}, ins,
+                  outs, points)
 
 
 def _in_dtype(model: nn.Module, dtype: torch.dtype) -> nn.Module:
@@ -117,17 +175,21 @@ class PairActivations:
     computed once each.
 
     ``train_x`` (training inputs) is needed only for models with BatchNorm, whose
-    statistics are recomputed after each interpolation.
+    statistics are recomputed after each interpolation.  Layers are numbered in
+    call order (see :func:`record`).  A model with biases or normalisation layers
+    gets one :class:`ScaleWarning` naming them, unless ``warn=False``.
     """
 
     def __init__(self, model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, train_x: torch.Tensor | None = None,
-                 points: str = "layers", dtype: torch.dtype = DTYPE) -> None:
+                 points: str = "layers", dtype: torch.dtype = DTYPE, warn: bool = True) -> None:
         self.a, self.b = _in_dtype(model_a, dtype), _in_dtype(model_b, dtype)
         self.x = x.to(dtype)
         self.train_x = train_x.to(dtype) if train_x is not None else None
         self.points = points
         if has_batchnorm(self.a) and self.train_x is None:
             raise ValueError("train_x=None is not allowed for models with BatchNorm: pass training inputs")
+        if warn:
+            warn_scale_caveats(model_a)
         self.rec_a = record(self.a, self.x, points)
         self.rec_b = record(self.b, self.x, points)
         self._merged: dict[float, Record] = {}
@@ -285,8 +347,12 @@ def scale_law(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, **kw) -> 
     return PairActivations(model_a, model_b, x, **kw).scale_law()
 
 
-def rank_profile(model: nn.Module) -> pd.DataFrame:
+def rank_profile(model: nn.Module, x: torch.Tensor | None = None) -> pd.DataFrame:
     """Return per weight matrix (float64) the effective rank, stable rank, their relative forms and the spectrum.
+
+    Layers are numbered as :func:`lmcbook.models.probe_points` numbers them: for a
+    module that does not list its own, in the order a forward pass on the example
+    input ``x`` calls them, or in registration order without ``x``.
 
     Conv kernels are reshaped to (out, in·k·k).  Effective rank = exp(entropy of
     p), p_i = σ_i/Σσ; stable rank = ‖W‖_F²/‖W‖_2²; relative = divided by min(m, n).
@@ -295,7 +361,7 @@ def rank_profile(model: nn.Module) -> pd.DataFrame:
     a hidden-to-hidden matrix, the output layer, or a ResNet shortcut.
     """
     rows, spectra, keys = [], [], []
-    for p in probe_points(model):
+    for p in probe_points(model, x):
         w = p.module.weight.detach().to("cpu", DTYPE).reshape(p.module.weight.shape[0], -1)
         s = singular_values(w)
         m = min(w.shape)

@@ -9,16 +9,18 @@
 # %% [markdown]
 # # Tutorial: lmcbook on your own models
 #
-# lmcbook's merging, calibration and probes work on any `torch.nn.Module`, not only on
-# the models it builds. This page takes a network that lmcbook knows nothing about
-# and does, step by step:
+# lmcbook's merging, calibration and probes work on any `torch.nn.Module` and any data,
+# not only on the models and data sets it builds. This page takes your arrays and a
+# network that lmcbook knows nothing about and does, step by step:
 #
-# 1. write its `PermutationSpec`, the one data structure that tells lmcbook which
-#    permutation acts on which axis of which parameter;
-# 2. train two copies from different seeds with an ordinary PyTorch loop;
-# 3. check that a random permutation leaves the function unchanged;
-# 4. merge the two copies, with and without weight matching, and calibrate;
-# 5. run the LEWC probes on the pair.
+# 1. turn the arrays into a data set with `data.from_arrays`;
+# 2. write the network's `PermutationSpec`, the one data structure that tells lmcbook
+#    which permutation acts on which axis of which parameter;
+# 3. train two copies from different seeds with an ordinary PyTorch loop;
+# 4. check that a random permutation leaves the function unchanged;
+# 5. merge the two copies, with and without weight matching, and calibrate;
+# 6. check the network's layer order with `models.probe_points`, and run the LEWC
+#    probes on the pair.
 
 # %% tags=["parameters"]
 profile = "quick"
@@ -29,17 +31,41 @@ pair = None
 # %%
 import torch
 import torch.nn.functional as F
+from sklearn.datasets import load_digits
 from torch import nn
 
-from lmcbook import claims, data, merge, metrics, probes
+from lmcbook import claims, data, merge, metrics, models, probes
 from lmcbook.page import open_page
 
 page, study = open_page("own_models", globals())
-digits = data.load("digits", device="cpu")
-
 
 # %% [markdown]
-# ## 1. Your network and its permutation spec
+# ## 1. Your data
+#
+# lmcbook's data set is a `Dataset`: three splits, `train`, `cal` (held out from the
+# training data, only to fit temperatures) and `test`, as tensors on one device.
+# `data.from_arrays` builds one from your arrays: inputs in $[0, 1]$ and integer labels
+# for each split, and the number of classes. It normalises every split with the
+# training split's statistics. Here the arrays are scikit-learn's 8x8 handwritten
+# digits, split by `data.split_indices` as lmcbook's own `digits` set is, so the result
+# holds the same tensors as `data.load("digits")`.
+
+# %%
+images, labels = load_digits(return_X_y=True)
+x = images.reshape(-1, 1, 8, 8) / 16  # pixel values 0..16 scaled to [0, 1]
+train, cal, test = data.split_indices(len(labels), n_cal=180, n_test=360)
+digits = data.from_arrays("my_digits", x[train], labels[train], x[cal], labels[cal], x[test], labels[test],
+                          num_classes=10, device="cpu")
+for split, n in digits.sizes().items():
+    page.glue(f"n_{split}", n)
+
+# %% [markdown]
+# That gives {glue:text}`n_train` training, {glue:text}`n_cal` calibration and
+# {glue:text}`n_test` test images. Everything below takes this `digits`, and would take
+# any other `Dataset` the same way.
+
+# %% [markdown]
+# ## 2. Your network and its permutation spec
 #
 # A three-layer network with its own names. Its hidden units can be permuted in two
 # places: after `encoder` (call the permutation `h1`) and after `mixer` (`h2`). Each
@@ -67,7 +93,7 @@ spec = merge.PermutationSpec.from_axes(
 spec.sizes
 
 # %% [markdown]
-# ## 2. Train two copies with your own loop
+# ## 3. Train two copies with your own loop
 #
 # lmcbook does not need to own the training loop. The batches come from
 # `lmcbook.data.epoch_batches`, which makes each batch order a pure function of a seed.
@@ -90,7 +116,7 @@ def fit(seed: int) -> TinyNet:
 a, b = fit(2 * study.pair), fit(2 * study.pair + 1)
 
 # %% [markdown]
-# ## 3. A permutation changes the weights, not the function
+# ## 4. A permutation changes the weights, not the function
 
 # %%
 perms = merge.random_permutation(spec, torch.Generator().manual_seed(0))
@@ -105,7 +131,7 @@ page.glue("perm_moved", moved)
 # After a random permutation the largest weight change is {glue:text}`perm_moved:.3f`.
 # The largest change in any test logit is {glue:text}`perm_gap:.1e`, which is rounding.
 #
-# ## 4. Merge, with and without weight matching, and calibrate
+# ## 5. Merge, with and without weight matching, and calibrate
 #
 # `weight_matching` finds the permutation of `b` that best aligns its weights with
 # `a`'s. `pair_summary` evaluates the whole interpolation path. It fits an inverse
@@ -137,16 +163,57 @@ table[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "loss_barrier_mid", "loss
 # The calibrated midpoint loss barriers are {glue:text}`cal_none:.3f` and
 # {glue:text}`cal_wm:.3f` nats.
 #
-# ## 5. Probe the pair
+# ## 6. Your layer order, and the probes
 #
-# `PairActivations` finds your network's linear layers by itself: for a module that
-# does not list its probe points, it takes every `nn.Linear` and `nn.Conv` in
-# registration order. One hooked forward pass per model then serves every probe.
+# The probes need each layer's number $l$: LEWC predicts that layer $l$ of the merged
+# model shrinks as $\lambda^l$. `models.probe_points(model, x)` lists the layers as the
+# probes number them. For a module that does not list its own, every `nn.Linear` and
+# `nn.Conv` is a layer, numbered in the order a forward pass on `x` calls it. The
+# order in which `__init__` defines the layers does not matter. The network below is
+# `TinyNet` again, with its `readout` defined first and the rest in an `nn.Sequential`.
+
+
+# %%
+class ReadoutFirst(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.readout = nn.Linear(width, 10, bias=False)
+        self.body = nn.Sequential(nn.Linear(64, width, bias=False), nn.ReLU(),
+                                  nn.Linear(width, width, bias=False), nn.ReLU())
+
+    def forward(self, x):
+        return self.readout(self.body(x.flatten(1)))
+
+
+def readout_first(net: TinyNet) -> ReadoutFirst:
+    out = ReadoutFirst(study.width)
+    out.load_state_dict({"readout.weight": net.readout.weight, "body.0.weight": net.encoder.weight,
+                         "body.2.weight": net.mixer.weight})
+    return out.eval()
+
+
+points = models.probe_points(readout_first(a), digits.x_test[:1])
+page.glue("readout_layer", next(p.layer for p in points if p.name == "readout"))
+pd.DataFrame([(p.name, p.layer, p.role) for p in points], columns=["module", "layer", "role"])
+
+# %% [markdown]
+# `readout` is defined first but called last, so it is layer
+# {glue:text}`readout_layer`, the output layer. `PairActivations` numbers the layers
+# the same way, from the one hooked forward pass per model that then serves every
+# probe. A network with biases or normalisation layers gets a `probes.ScaleWarning`
+# that names them: biases merge linearly in $\lambda$ and a norm rescales its input, so
+# LEWC's $\lambda^l$ scale does not hold exactly there.
 
 # %%
 acts = probes.PairActivations(a, b, digits.x_test)
 lewc = acts.lewc([0.5])
+reordered = probes.PairActivations(readout_first(a), readout_first(b), digits.x_test).lewc([0.5])
+page.glue("reorder_gap", (reordered.value - lewc.value).abs().max())
 lewc.pivot_table(index="layer", columns="metric", values="value")[["lewc_rel_err", "llfc_rel_err"]]
+
+# %% [markdown]
+# Probing the pair as `ReadoutFirst` gives the same numbers at every layer: the
+# largest difference is {glue:text}`reorder_gap:.1e`.
 
 # %%
 long = claims.concat([

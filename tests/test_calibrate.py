@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from lmcbook.calibrate import TAU_BOUNDS, fit_inverse_temperature, nll
+from lmcbook.specs import SpecError
 
 
 def _planted(tau, n=200_000, c=10, seed=0):
@@ -48,3 +49,24 @@ def test_bad_input():
         fit_inverse_temperature(torch.zeros(3), torch.zeros(3, dtype=torch.long))
     with pytest.raises(FloatingPointError, match="NaN"):
         fit_inverse_temperature(torch.full((3, 2), float("nan")), torch.zeros(3, dtype=torch.long))
+
+
+@pytest.mark.parametrize("logits, labels, words", [
+    (torch.zeros(0, 10), torch.zeros(0, dtype=torch.long), ["logits", "(0, 10)", "N >= 1"]),
+    (torch.zeros(5, 0), torch.zeros(5, dtype=torch.long), ["logits", "(5, 0)", "C >= 1"]),
+    (torch.zeros(5, 3), torch.zeros(4, dtype=torch.long), ["labels", "(4,)", "expected shape (5,)"]),
+    (torch.zeros(2, 5, 3), torch.zeros(2, dtype=torch.long), ["logits", "(2, 5, 3)", "2-D", "(N, C)"]),
+    (torch.zeros(5, 3, dtype=torch.long), torch.zeros(5, dtype=torch.long), ["logits", "torch.int64", "float"]),
+    (torch.zeros(5, 3), torch.zeros(5), ["labels", "torch.float32", "integer"]),
+    (torch.zeros(5, 3), torch.tensor([0, 1, 2, 3, 0]), ["labels", "[0, 3]", "3 classes", "[0, 2]"]),
+    (torch.zeros(5, 3).tolist(), torch.zeros(5, dtype=torch.long), ["logits", "list", "torch.Tensor"]),
+])
+def test_bad_logits_or_labels_are_refused_before_any_compute(logits, labels, words, monkeypatch):
+    import lmcbook.calibrate as cal
+
+    monkeypatch.setattr(cal, "brentq", lambda *a, **k: pytest.fail("reached the root finder"))
+    monkeypatch.setattr(cal, "_grad", lambda *a, **k: pytest.fail("reached the gradient"))
+    with pytest.raises(SpecError) as err:
+        fit_inverse_temperature(logits, labels)
+    for w in words:
+        assert w in str(err.value)

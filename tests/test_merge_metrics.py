@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from lmcbook.data import from_arrays
-from lmcbook.merge import interpolate, interpolate_state, reset_bn
+from lmcbook.merge import interpolate, interpolate_state, repair, reset_bn
 from lmcbook.metrics import barrier, ensemble_summary, interpolation_curve, pair_summary
 from lmcbook.models import MLP
 from lmcbook.specs import SpecError
@@ -41,6 +41,33 @@ def test_interpolation_rejects_bad_input():
         interpolate(a, other, 0.5)
     with pytest.raises(ValueError, match="data=None"):
         interpolate(_mlp(0, "batch"), _mlp(1, "batch"), 0.5)
+
+
+def test_merging_takes_a_dataset_and_uses_its_training_split():
+    rng = np.random.default_rng(0)
+    split = lambda n: (rng.random((n, 1, 8, 8)), rng.integers(0, 10, n))  # noqa: E731
+    ds = from_arrays("digits", *split(200), *split(30), *split(40), 10, "cpu")
+    a, b = _mlp(0, "batch"), _mlp(1, "batch")
+    from_ds, from_x = interpolate(a, b, 0.5, ds), interpolate(a, b, 0.5, ds.x_train)
+    for k, v in from_x.state_dict().items():
+        assert torch.equal(from_ds.state_dict()[k], v), k
+    assert not torch.equal(interpolate(a, b, 0.5, ds.x_test).norms[0].running_mean, from_ds.norms[0].running_mean)
+    fixed, fixed_x = repair(from_ds, a, b, ds, 0.5), repair(from_ds, a, b, ds.x_train, 0.5)
+    assert torch.equal(fixed(ds.x_test), fixed_x(ds.x_test))
+    assert torch.equal(reset_bn(copy.deepcopy(a), ds).norms[0].running_var,
+                       reset_bn(copy.deepcopy(a), ds.x_train).norms[0].running_var)
+    plain = interpolate(_mlp(0), _mlp(1), 0.5, ds)  # no BatchNorm: data is checked, not needed
+    assert torch.equal(plain.layers[0].weight, 0.5 * (_mlp(0).layers[0].weight + _mlp(1).layers[0].weight))
+
+
+@pytest.mark.parametrize("call", [lambda a, b: interpolate(a, b, 0.5, [[0.0] * 64]),
+                                  lambda a, b: interpolate(a, b, 0.5, np.zeros((4, 64), np.float32)),
+                                  lambda a, b: repair(a, a, b, "digits", 0.5),
+                                  lambda a, b: reset_bn(a, {"x": torch.zeros(4, 64)})])
+def test_merging_refuses_data_that_is_neither_inputs_nor_a_dataset(call):
+    with pytest.raises(SpecError, match=r"(data|x) of type \w+ is not allowed: expected a torch.Tensor of training "
+                                        r"inputs or an lmcbook.data.Dataset"):
+        call(_mlp(0, "batch"), _mlp(1, "batch"))
 
 
 def test_reset_bn_gives_exact_statistics():

@@ -1,11 +1,14 @@
 import copy
+import warnings
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from lmcbook import probes
-from lmcbook.models import MLP, VGG11, ResNet20
+from lmcbook.models import MLP, VGG11, ProbePoint, ResNet20, probe_points
+from lmcbook.specs import SpecError
 from lmcbook.theory import constructed_pair
 
 LAMS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -18,7 +21,106 @@ def _x(n=64, d=16, seed=0):
 @pytest.mark.parametrize("depth", [2, 4, 5])
 def test_block_diagonal_pair_satisfies_lewc_exactly(depth):
     a, b = constructed_pair("block_diagonal", depth=depth, seed=depth)
-    acts = probes.PairActivations(a, b, _x())
+    _assert_exact_lewc(probes.PairActivations(a, b, _x()), depth)
+
+
+class HeadFirst(nn.Module):
+    """A bias-free ReLU MLP whose __init__ registers the output layer before the hidden ones."""
+
+    def __init__(self, d: int = 16, h: int = 32, c: int = 10) -> None:
+        super().__init__()
+        self.head = nn.Linear(h, c, bias=False)
+        self.body = nn.Sequential(nn.Linear(d, h, bias=False), nn.ReLU(), nn.Linear(h, h, bias=False), nn.ReLU())
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def _head_first(mlp: MLP) -> HeadFirst:
+    m = HeadFirst().double()
+    with torch.no_grad():
+        for dst, src in zip((m.body[0], m.body[2], m.head), mlp.layers):
+            dst.weight.copy_(src.weight)
+    return m
+
+
+def test_layers_of_any_module_are_numbered_in_call_order_not_registration_order():
+    a, b = (_head_first(m) for m in constructed_pair("block_diagonal", depth=3, seed=3))
+    x = _x()
+    rec = probes.record(a, x)
+    assert rec.layers == [1, 2, 3] and rec.roles == {1: "hidden", 2: "hidden", 3: "output"}
+    assert rec.modules == {1: a.body[0], 2: a.body[2], 3: a.head}
+    assert torch.equal(rec.outputs[3], a(x)) and torch.equal(rec.inputs[1], x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # bias-free, norm-free: no warning
+        _assert_exact_lewc(probes.PairActivations(a, b, x), depth=3)
+    assert [p.name for p in probe_points(a)] == ["head", "body.0", "body.2"]  # registration order, without x
+    pts = probe_points(a, x)
+    assert [(p.name, p.layer, p.role) for p in pts] == [("body.0", 1, "hidden"), ("body.2", 2, "hidden"),
+                                                        ("head", 3, "output")]
+    ranks = probes.rank_profile(a, x)
+    assert list(ranks[ranks.metric == "effective_rank"].name) == ["body.0", "body.2", "head"]
+
+
+def test_call_order_numbering_refuses_reused_layers_and_skips_unused_ones():
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.unused = nn.Linear(3, 3, bias=False)
+            self.shared = nn.Linear(4, 4, bias=False)
+            self.out = nn.Linear(4, 2, bias=False)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.shared(torch.relu(self.shared(x)))))
+
+    with pytest.raises(SpecError, match="'shared' \\(2 times\\).*called once"):
+        probes.record(Twice(), torch.randn(5, 4))
+    m = Twice()
+    m.forward = lambda x: m.out(torch.relu(m.shared(x)))
+    rec = probes.record(m, torch.randn(5, 4))
+    assert rec.layers == [1, 2] and rec.modules == {1: m.shared, 2: m.out}  # 'unused' is never called
+
+
+def test_listed_probe_points_must_follow_the_call_order():
+    class Listed(HeadFirst):
+        def probe_points(self):
+            return [ProbePoint("head", self.head, 1, "hidden"), ProbePoint("body.0", self.body[0], 2, "hidden"),
+                    ProbePoint("body.2", self.body[2], 3, "output")]
+
+    with pytest.raises(SpecError, match="layer numbers in call order: \\[2, 3, 1\\]"):
+        probes.record(Listed(), torch.randn(4, 16))
+
+
+def test_a_model_with_biases_or_normalisation_gets_one_warning_naming_those_layers():
+    class Normed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(16, 8)  # with a bias
+            self.ln = nn.LayerNorm(8)
+            self.out = nn.Linear(8, 10, bias=False)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.ln(self.proj(x))))
+
+    torch.manual_seed(0)
+    a, b = Normed().double(), Normed().double()
+    with pytest.warns(probes.ScaleWarning) as caught:
+        probes.PairActivations(a, b, _x())
+    assert len(caught) == 1
+    msg = str(caught[0].message)
+    assert "'proj'" in msg and "'ln'" in msg and "'out'" not in msg and "bias" in msg and "normalisation" in msg
+    assert caught[0].filename == __file__  # points at the caller, not into lmcbook
+    assert probes.scale_caveats(a) == {"bias": ["proj"], "norm": ["ln"]}
+    with pytest.warns(probes.ScaleWarning, match="'layers.0', 'layers.1', 'layers.2'"):
+        probes.lewc_similarity(MLP(16, 10, 8, depth=3, bias=True).double(), MLP(16, 10, 8, depth=3, bias=True).double(),
+                               _x())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        probes.PairActivations(a, b, _x(), warn=False)
+        probes.PairActivations(MLP(16, 10, 8).double(), MLP(16, 10, 8).double(), _x())  # lmcbook's plain MLP
+
+
+def _assert_exact_lewc(acts, depth):
     lewc = acts.lewc(LAMS)
     rel = lewc[lewc.metric == "lewc_rel_err"]
     assert len(rel) == depth * len(LAMS)
@@ -129,13 +231,16 @@ def test_neuron_moments_of_identical_models():
     assert np.allclose(rms, torch.sqrt((z ** 2).mean(0)).numpy())
 
 
-@pytest.mark.parametrize("make", [lambda: VGG11(3, 10, 2), lambda: VGG11(3, 10, 2, norm="layer"),
-                                  lambda: ResNet20(3, 10, 2)])
-def test_probes_run_on_conv_nets(make):
+@pytest.mark.parametrize("make, norms", [(lambda: VGG11(3, 10, 2), 0), (lambda: VGG11(3, 10, 2, norm="layer"), 8),
+                                         (lambda: ResNet20(3, 10, 2), 0)])
+def test_probes_run_on_conv_nets(make, norms):
     torch.manual_seed(0)
     a, b = make(), make()
     x = torch.randn(8, 3, 32, 32)
-    acts = probes.PairActivations(a, b, x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        acts = probes.PairActivations(a, b, x)
+    assert [str(w.message).count("'features.") for w in caught] == ([norms] if norms else [])  # one, naming each
     assert len(acts.lewc([0.5])) > 0
     assert len(acts.reciprocal_orthogonality([0.5])) > 0
     assert len(acts.neuron_moments()) > 0
@@ -148,7 +253,8 @@ def test_resnet_blocks_and_batchnorm():
     x = torch.randn(8, 3, 32, 32)
     with pytest.raises(ValueError, match="train_x"):
         probes.PairActivations(a, b, x)
-    acts = probes.PairActivations(a, b, x, train_x=torch.randn(16, 3, 32, 32), points="blocks")
+    with pytest.warns(probes.ScaleWarning, match="'blocks.3.shortcut.1'"):
+        acts = probes.PairActivations(a, b, x, train_x=torch.randn(16, 3, 32, 32), points="blocks")
     assert sorted(set(acts.lewc([0.5]).layer)) == list(range(1, 10))
     with pytest.raises(ValueError, match="points='layers'"):
         acts.reciprocal_orthogonality()
@@ -174,7 +280,8 @@ def test_probes_leave_the_callers_models_untouched(dtype):
     a.train(), b.eval()
     before = [copy.deepcopy(m.state_dict()) for m in (a, b)]
     x = _x().to(dtype)
-    acts = probes.PairActivations(a, b, x, train_x=x, dtype=dtype)
+    with pytest.warns(probes.ScaleWarning, match="'norms.0', 'norms.1', 'norms.2'"):
+        acts = probes.PairActivations(a, b, x, train_x=x, dtype=dtype)
     acts.lewc((0.25, 0.5)), acts.weak_additivity(), acts.reciprocal_orthogonality(), acts.neuron_moments()
     acts.scale_law()
     assert (a.training, b.training) == (True, False)

@@ -5,25 +5,36 @@ augmentation a pure function of (aug_seed, step), and the initial weights a
 pure function of ``seed``, so on the CPU two runs at the same thread count give
 identical weights, and a run stopped at step k and continued from its saved
 weights, momentum buffers and step reproduces the uninterrupted run bitwise.
+That is what checkpointing uses: ``train(spec, checkpoint=path)`` writes the
+state every few epochs and, started again after a kill, resumes from it.
 """
 
 from __future__ import annotations
 
-import sys
+import json
+import logging
+import os
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import save_file
 from torch import nn
 from tqdm.auto import tqdm
 
 from .data import Dataset, augment_batch, epoch_batches, load_spec, resolve_device
 from .metrics import evaluate
 from .models import build
-from .provenance import provenance
+from .paths import show_progress
+from .provenance import provenance, source_hash
 from .specs import RunSpec, SpecError, steps_per_epoch
+
+log = logging.getLogger("lmcbook.train")
 
 
 class DivergedError(FloatingPointError):
@@ -169,49 +180,205 @@ def finish(spec: RunSpec, model: nn.Module, losses: torch.Tensor, sched: Schedul
                       sched.stop)
 
 
+#: File name of a run's checkpoint when ``checkpoint`` names a directory: ``<run id>`` + this suffix.
+CHECKPOINT_SUFFIX = ".ckpt.safetensors"
+#: Key of the JSON metadata in the safetensors header, and the format version it holds.
+_CKPT_KEY, _CKPT_FORMAT = "lmcbook_checkpoint", 1
+
+
+def checkpoint_path(checkpoint: str | Path, spec: RunSpec) -> Path:
+    """Return the checkpoint file of ``spec`` at ``checkpoint``: ``<dir>/<run id>.ckpt.safetensors`` for an
+    existing directory, else ``checkpoint`` itself."""
+    path = Path(checkpoint)
+    return path / f"{spec.id}{CHECKPOINT_SUFFIX}" if path.is_dir() else path
+
+
+def remove_checkpoint(checkpoint: str | Path, spec: RunSpec | None = None) -> None:
+    """Remove a run's checkpoint file and any temporary file a killed write left next to it; a no-op if none.
+
+    ``checkpoint`` is what was passed to :func:`train`; when it names a directory, ``spec`` says whose
+    checkpoint to remove (a directory itself is never removed).  Call it once the run is safely stored.
+    """
+    path = Path(checkpoint)
+    if path.is_dir():
+        if spec is None:
+            raise ValueError(f"{path} is a directory: pass spec= to name the run whose checkpoint to remove")
+        path = checkpoint_path(path, spec)
+    path.unlink(missing_ok=True)
+    if path.parent.is_dir():
+        for p in path.parent.iterdir():
+            if p.name.startswith(f".{path.name}.") and p.name.endswith(".tmp"):
+                p.unlink(missing_ok=True)
+
+
+def _write_checkpoint(path: Path, spec: RunSpec, model: nn.Module, opt: torch.optim.Optimizer,
+                      params: dict[str, nn.Parameter], losses: torch.Tensor, step: int, sched: Schedule) -> None:
+    """Write the training state after ``step - 1`` atomically: a temporary file in the same directory, fsync,
+    then ``os.replace`` (a kill at any point leaves either the old checkpoint or the new one)."""
+    tensors = {f"model/{k}": v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
+    for name, p in params.items():
+        if (buf := opt.state[p].get("momentum_buffer")) is not None:
+            tensors[f"momentum/{name}"] = buf.detach().cpu().contiguous().clone()
+    tensors["losses"] = losses[: step - sched.first].detach().cpu().clone()
+    meta = {"format": _CKPT_FORMAT, "run_id": spec.id, "source_hash": source_hash(), "step": step,
+            "first": sched.first, "stop": sched.stop, "total": sched.total}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata={_CKPT_KEY: json.dumps(meta)})
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:  # make the rename itself durable; not every platform lets a directory be opened
+        dfd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def _read_checkpoint(path: Path, spec: RunSpec, model: nn.Module, params: dict[str, nn.Parameter],
+                     sched: Schedule) -> tuple[int, dict[str, torch.Tensor], dict[str, torch.Tensor],
+                                               torch.Tensor] | None:
+    """Return (step, model state, momentum buffers, losses) of a valid checkpoint of this run at ``path``, else
+    None; anything but a missing file is logged as a warning.  Nothing is changed: the caller applies the state."""
+    if not path.exists():
+        return None
+    why = None
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = json.loads((f.metadata() or {})[_CKPT_KEY])
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as e:  # any unreadable file is ignored, whatever the reason
+        why = f"it is unreadable ({type(e).__name__}: {e})"
+    if why is None:
+        if not isinstance(meta, dict) or meta.get("format") != _CKPT_FORMAT:
+            why = "it is not an lmcbook checkpoint of this format"
+        elif meta.get("run_id") != spec.id:
+            why = f"it belongs to run {str(meta.get('run_id'))[:12]}"
+        elif meta.get("source_hash") != source_hash():
+            why = "it was written by other lmcbook code (source hash differs)"
+        elif (meta.get("first"), meta.get("stop"), meta.get("total")) != (sched.first, sched.stop, sched.total):
+            why = "its schedule differs from this run's"
+        elif not isinstance(meta.get("step"), int) or not sched.first < meta["step"] <= sched.stop:
+            why = f"its step {meta.get('step')!r} is outside this run's steps ({sched.first}, {sched.stop}]"
+    if why is None:
+        step = meta["step"]
+        state = {k.removeprefix("model/"): v for k, v in tensors.items() if k.startswith("model/")}
+        bufs = {k.removeprefix("momentum/"): v for k, v in tensors.items() if k.startswith("momentum/")}
+        losses = tensors.get("losses")
+        own = model.state_dict()
+        if state.keys() != own.keys() or any(state[k].shape != own[k].shape or state[k].dtype != own[k].dtype
+                                               for k in own):
+            why = "its model state does not fit this run's model"
+        elif not bufs.keys() <= params.keys() or any(bufs[k].shape != params[k].shape or
+                                                      bufs[k].dtype != params[k].dtype for k in bufs):
+            why = "its momentum buffers do not fit this run's parameters"
+        elif losses is None or losses.shape != (step - sched.first,):
+            why = "its loss history does not fit its step"
+    if why is not None:
+        log.warning("ignoring checkpoint %s of run %s: %s; training from the start (it will be overwritten)",
+                    path, spec.short_id, why)
+        return None
+    return step, state, bufs, losses
+
+
+def optimizer(spec: RunSpec, model: nn.Module, start: TrainedRun | None, dev: torch.device) -> torch.optim.SGD:
+    """Return the run's fused SGD; a child with momentum starts from its parent's momentum buffers."""
+    tr, params = spec.train, dict(model.named_parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=tr.lr, momentum=tr.momentum, weight_decay=tr.weight_decay,
+                          fused=dev.type in ("cpu", "cuda"))  # one pass per tensor: fastest on both
+    if spec.parent is not None and tr.momentum > 0 and start.momentum_buffers:
+        for name, buf in start.momentum_buffers.items():
+            opt.state[params[name]]["momentum_buffer"] = buf.detach().clone().to(dev)
+    return opt
+
+
+def batch(spec: RunSpec, data: Dataset, rows: torch.Tensor, step: int,
+          channels_last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return step ``step``'s inputs (augmented, as float32) and labels from the training rows ``rows``."""
+    xb, yb = data.x_train[rows], data.y_train[rows]
+    if spec.data.augment:
+        xb = augment_batch(xb, spec.data.name, spec.train.aug_seed, step)
+    xb = xb.float()
+    return (xb.contiguous(memory_format=torch.channels_last) if channels_last else xb), yb
+
+
+def resume(checkpoint: str | Path | None, every: int, spec: RunSpec, model: nn.Module, opt: torch.optim.Optimizer,
+           losses: torch.Tensor, sched: Schedule) -> tuple[Path | None, int, dict[str, Any]]:
+    """Restore a valid checkpoint of this run, if there is one; return (its path, the first step to take, the
+    provenance to add).
+
+    The checkpoint holds the weights, momentum buffers, losses and next step (one
+    safetensors file; run id, source hash and schedule as JSON in its header, never
+    pickle).  Only one of this run id written by this lmcbook source is used; any other
+    is ignored with a warning and overwritten.  On the CPU at the same thread count the
+    resumed run equals the uninterrupted run bitwise; its provenance adds ``resumed_from_step``.
+    """
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"checkpoint_every={every!r} is not allowed: expected an integer >= 1")
+    ckpt = None if checkpoint is None else checkpoint_path(checkpoint, spec)
+    params = dict(model.named_parameters())
+    if ckpt is None or (saved := _read_checkpoint(ckpt, spec, model, params, sched)) is None:
+        return ckpt, sched.first, {}
+    first, state, bufs, saved_losses = saved
+    model.load_state_dict(state)  # copies into the existing tensors: their device and memory format stay
+    for name, buf in bufs.items():
+        p = params[name]
+        opt.state[p]["momentum_buffer"] = torch.empty_like(p, memory_format=torch.preserve_format).copy_(buf)
+    losses[: first - sched.first] = saved_losses.to(losses.device)
+    log.info("run %s resumed from its checkpoint %s at step %d of %d", spec.short_id, ckpt, first, sched.stop)
+    return ckpt, first, {"resumed_from_step": first}
+
+
 def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device = "auto",
           progress: bool | None = None, start: TrainedRun | None = None, amp: bool | None = None,
-          init: TrainedRun | None = None) -> TrainedRun:
+          init: TrainedRun | None = None, checkpoint: str | Path | None = None,
+          checkpoint_every: int = 1, checkpoint_seconds: float = 0.0) -> TrainedRun:
     """Return the run trained from ``spec``.
 
-    A child spec (``spec.parent`` set) continues from ``start``, the parent's
-    stored run: its weights, momentum buffers and step.  A fine-tuning spec
-    (``spec.init`` set) starts from ``init``'s final weights with a fresh optimizer
-    and schedule.  ``amp`` (bf16 autocast) defaults to on for CUDA and is never
-    used on the CPU.  (:meth:`lmcbook.store.RunStore.get_or_train` passes ``start`` and ``init``.)
+    A child spec (``spec.parent`` set) continues from ``start``, the parent's stored run (weights, momentum,
+    step); a fine-tuning spec (``spec.init`` set) starts from ``init``'s weights with a fresh optimizer and
+    schedule (:meth:`lmcbook.store.RunStore.get_or_train` passes both).  ``amp`` (bf16) is for CUDA only.
+
+    ``checkpoint`` (a file, or a directory for ``<run id>.ckpt.safetensors``) makes the
+    run survive a kill: every ``checkpoint_every`` epochs, at least ``checkpoint_seconds``
+    apart, the state is written there atomically, and a run started again resumes from it
+    bitwise (:func:`resume`).  The caller removes it (:func:`remove_checkpoint`) once stored.
     """
     dev = resolve_device(device) if data is None else data.device
     data = load_spec(spec.data, dev) if data is None else data
-    sched, tr = schedule(spec, data, start), spec.train
+    sched = schedule(spec, data, start)
     use_amp = (dev.type == "cuda") if amp is None else (amp and dev.type == "cuda")
     model = starting_model(spec, data, start, init)
     channels_last = dev.type == "cuda" and spec.model.arch in ("vgg11", "resnet20")
     if channels_last:  # the layout tensor cores want for convolutions
         model = model.to(memory_format=torch.channels_last)
     params = dict(model.named_parameters())
-    opt = torch.optim.SGD(model.parameters(), lr=tr.lr, momentum=tr.momentum, weight_decay=tr.weight_decay,
-                          fused=dev.type in ("cpu", "cuda"))  # one pass per tensor: fastest on both
-    if spec.parent is not None and tr.momentum > 0 and start.momentum_buffers:
-        for name, buf in start.momentum_buffers.items():
-            opt.state[params[name]]["momentum_buffer"] = buf.detach().clone().to(dev)
+    opt = optimizer(spec, model, start, dev)
     losses = torch.zeros(sched.stop - sched.first, device=dev)
-    show = sys.stderr.isatty() if progress is None else progress
-    bar = tqdm(total=sched.stop - sched.first, desc=f"train {spec.short_id}", disable=not show, leave=False)
-    t0 = time.perf_counter()
+    ckpt, first, extra = resume(checkpoint, checkpoint_every, spec, model, opt, losses, sched)
+    show = show_progress(progress)
+    bar = tqdm(total=sched.stop - sched.first, initial=first - sched.first, desc=f"train {spec.short_id}",
+               disable=not show, leave=False)
+    t0 = last_write = time.perf_counter()
     model.train()
     idx = None
-    for t in range(sched.first, sched.stop):
+    for t in range(first, sched.stop):
         epoch, i = divmod(t, sched.per_epoch)
         if idx is None or i == 0:
             idx = sched.batches(spec, data, epoch)
         for g in opt.param_groups:
             g["lr"] = sched.lr(t, spec)
-        xb, yb = data.x_train[idx[i]], data.y_train[idx[i]]
-        if spec.data.augment:
-            xb = augment_batch(xb, spec.data.name, tr.aug_seed, t)
-        xb = xb.float()
-        if channels_last:
-            xb = xb.contiguous(memory_format=torch.channels_last)
+        xb, yb = batch(spec, data, idx[i], t, channels_last)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=use_amp):
             loss = F.cross_entropy(model(xb), yb)
         opt.zero_grad(set_to_none=True)
@@ -223,12 +390,16 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
                 raise err
             bar.update(t + 1 - sched.first - bar.n)
             bar.set_postfix(epoch=epoch, loss=f"{float(losses[t - sched.first]):.3f}")
+            if (ckpt is not None and (epoch + 1) % checkpoint_every == 0 and t + 1 < sched.stop
+                    and time.perf_counter() - last_write >= checkpoint_seconds):
+                _write_checkpoint(ckpt, spec, model, opt, params, losses, t + 1, sched)
+                last_write = time.perf_counter()
     bar.close()
     elapsed = time.perf_counter() - t0
     buffers = {name: opt.state[p]["momentum_buffer"].detach().clone() for name, p in params.items()
                if "momentum_buffer" in opt.state[p]} if keeps_momentum(spec) else None
-    return finish(spec, model, losses, sched, data, buffers, train_seconds=elapsed)
+    return finish(spec, model, losses, sched, data, buffers, train_seconds=elapsed, **extra)
 
 
-__all__ = ["DivergedError", "Schedule", "TrainedRun", "check_trainable", "finish", "init_model", "lr_at", "schedule",
-           "starting_model", "train"]
+__all__ = ["CHECKPOINT_SUFFIX", "DivergedError", "Schedule", "TrainedRun", "check_trainable", "checkpoint_path",
+           "finish", "init_model", "lr_at", "remove_checkpoint", "schedule", "starting_model", "train"]

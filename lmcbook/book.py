@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,11 @@ from tqdm.auto import tqdm
 from . import reference
 from .page import file_sha, reads_path, record_path
 from .parts import PARTS, all_notebooks, part_of
-from .paths import OUT_ENV, STORE_ENV, out_dir
+from .paths import OUT_ENV, PROGRESS_ENV, STORE_ENV, checked_out_dir, checked_path
 from .profiles import PROFILES
 from .provenance import source_hash
 from .specs import SpecError
-from .store import RunStore
+from .store import SESSION_ENV, RunStore
 
 
 @dataclass
@@ -172,12 +173,13 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
     names = list(names) if names else all_notebooks()
     for name in names:
         check_parameters(name, profile, params, notebooks)
-    out = Path(out) if out is not None else out_dir()
-    (out / "data").mkdir(parents=True, exist_ok=True)
-    env_before = {k: os.environ.get(k) for k in (OUT_ENV, STORE_ENV)}
+    store_path = checked_path(store, "--store") if store is not None else None
+    out = checked_out_dir(out)
+    env_before = {k: os.environ.get(k) for k in (OUT_ENV, STORE_ENV, SESSION_ENV, PROGRESS_ENV)}
     os.environ[OUT_ENV] = str(out.resolve())
-    if store is not None:
-        os.environ[STORE_ENV] = str(Path(store).resolve())
+    os.environ[PROGRESS_ENV] = "0"  # no progress bars inside the book's executed pages
+    if store_path is not None:
+        os.environ[STORE_ENV] = str(store_path.resolve())
     outcomes = []
     try:
         bar = tqdm(names, desc="notebooks", unit="nb", disable=None)
@@ -195,7 +197,7 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
                    f"{o.loaded} run(s) loaded from the store, {o.trained} trained")
             tqdm.write(msg + (f"\n  {o.error}" if o.error else ""), file=sys.stderr)
     finally:
-        for k, v in env_before.items():
+        for k, v in env_before.items():  # (SESSION_ENV is set per notebook by _execute_one)
             if v is None:
                 os.environ.pop(k, None)
             else:
@@ -203,38 +205,89 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
     return outcomes
 
 
+def page_files(out: Path, name: str) -> list[Path]:
+    """Return the files of one executed page in ``out``: its notebook, its CSV, and its two cache records."""
+    return [out / f"{name}.ipynb", out / "data" / f"{name}.csv", reads_path(out, name), record_path(out, name)]
+
+
+def failed_notebook(out: Path, name: str) -> Path:
+    """Return where a failed execution's partial notebook is kept: OUT/.failed/NAME.ipynb."""
+    return out / ".failed" / f"{name}.ipynb"
+
+
 def _execute_one(name: str, key: dict[str, Any], profile: str, params: dict[str, Any], out: Path,
                  notebooks: str | Path, store: RunStore) -> Outcome:
-    """Run one notebook with papermill (its old record removed first) and return what it did."""
-    reads_path(out, name).unlink(missing_ok=True)
-    record_path(out, name).unlink(missing_ok=True)
+    """Run one notebook with papermill and return what it did.
+
+    The page's files (:func:`page_files`) are replaced only when the execution succeeds: a failed execution
+    keeps the last good notebook, CSV and records (or, where there were none, leaves none), and its partial
+    notebook goes to :func:`failed_notebook`.  The notebook's store events carry a fresh session id, so the
+    loads and trainings counted are its own even while other processes use the store.
+    """
     nb = jupytext.read(str(notebook_source(name, notebooks)))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    n0 = len(store.events())
+    session = os.environ[SESSION_ENV] = f"{name}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     t0 = time.perf_counter()
     ok, err = False, ""
     with tempfile.TemporaryDirectory() as tmp:
         src_nb = Path(tmp) / f"{name}.ipynb"
         jupytext.write(nb, str(src_nb))
+        backup = Path(tmp) / "last-good"
+        kept = _set_aside(page_files(out, name), out, backup)
+        partial = Path(tmp) / "executed.ipynb"
         try:
-            papermill.execute_notebook(str(src_nb), str(out / f"{name}.ipynb"),
+            papermill.execute_notebook(str(src_nb), str(partial),
                                        parameters={"profile": profile, **params}, kernel_name="python3",
                                        language="python", progress_bar=False, cwd=os.getcwd())
-            _hide_parameter_cells(out / f"{name}.ipynb")
+            _hide_parameter_cells(partial)
             if not reads_path(out, name).exists():
                 err = "the notebook never saved its page (page.save): its CSV and dependencies are unrecorded"
             else:
+                os.replace(partial, out / f"{name}.ipynb")
                 _record(name, key, out)
                 ok = True
         except papermill.PapermillExecutionError as e:
             first = next((ln for ln in e.source.splitlines() if ln.strip()), "")
-            err = (f"cell {e.exec_count} (`{first.strip()[:80]}`): {e.ename}: {e.evalue}; "
-                   f"the partial output is {out / f'{name}.ipynb'}")
+            err = f"cell {e.exec_count} (`{first.strip()[:80]}`): {e.ename}: {e.evalue}"
         except Exception as e:  # a dead kernel or a broken source: report it, run the rest
             err = f"{type(e).__name__}: {e}"
-    ev = store.events()[n0:]
+        if not ok:
+            err += "; " + _restore(page_files(out, name), out, backup, kept, partial, failed_notebook(out, name))
+        else:
+            failed_notebook(out, name).unlink(missing_ok=True)
+    ev = store.events(session=session)
     return Outcome(name, ok, time.perf_counter() - t0, sum(e["event"] == "loaded" for e in ev),
                    sum(e["event"] == "trained" for e in ev), err)
+
+
+def _set_aside(files: list[Path], out: Path, backup: Path) -> bool:
+    """Move a page's existing files into ``backup`` (same relative paths); return True if it had a notebook."""
+    had = files[0].exists()
+    for f in files:
+        if f.exists():
+            dest = backup / f.relative_to(out)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, dest)
+            f.unlink()
+    return had
+
+
+def _restore(files: list[Path], out: Path, backup: Path, had: bool, partial: Path, failed: Path) -> str:
+    """Undo a failed execution: put the last good files back (or leave none); keep the partial notebook aside;
+    return a sentence that says which."""
+    for f in files:
+        f.unlink(missing_ok=True)
+        saved = backup / f.relative_to(out)
+        if saved.exists():
+            shutil.copy2(saved, f)
+    where = ""
+    if partial.exists():
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(partial, failed)
+        where = f"; the partial output is {failed}"
+    if had:
+        return f"kept the last good notebook and CSV of {files[0].stem}" + where
+    return f"no earlier good output: {files[0].stem} has no notebook or CSV" + where
 
 
 def _hide_parameter_cells(path: Path) -> None:
@@ -309,6 +362,5 @@ def parts_summary() -> str:
                      for p in PARTS.values())
 
 
-__all__ = ["Outcome", "build", "check_parameters", "execute", "is_cached", "notebook_parameters", "parse_param",
-           "regenerate_reference",
-           "parts_summary"]
+__all__ = ["Outcome", "build", "check_parameters", "execute", "failed_notebook", "is_cached", "notebook_parameters",
+           "page_files", "parse_param", "parts_summary", "regenerate_reference"]

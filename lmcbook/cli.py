@@ -8,14 +8,18 @@ import re
 import sys
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from . import __version__, parts, reference
 from .bench import run as run_bench
 from .book import build, execute, parse_param, regenerate_reference
 from .data import DataError
 from .explore import launch
+from .paths import STORE_ENV
 from .specs import SpecError
 from .store import RunStore, StoreError, describe
 from .sweep import run_all
+from .train import DivergedError
 
 
 def _params(pairs: list[list[str]] | None) -> dict:
@@ -48,49 +52,74 @@ def cmd_train(args) -> int:
     by_data: dict[tuple[str, str], list] = {}
     for s in specs:
         by_data.setdefault((s.data.name, s.data.transform), []).append(s)
-    runs = {}
+    runs, failed = {}, {}
     for group in by_data.values():  # runs of one shape train stacked; one call per data set and task
-        runs.update(zip([s.id for s in group], store.get_or_train_many(group, device=study.device)))
-    for i, (spec, run) in enumerate(((s, runs[s.id]) for s in specs), 1):
-        print(f"[{i}/{len(specs)}] {spec.short_id} {describe(spec)} test_acc={run.metrics['test_acc']:.3f}",
-              file=sys.stderr)
-    return 0
+        try:
+            runs.update(zip([s.id for s in group], store.get_or_train_many(group, device=study.device)))
+        except DivergedError as err:  # the group's other runs are stored; report the diverged one, go on
+            failed[err.run_id] = str(err)
+            for s in group:
+                if s.id != err.run_id and s.id not in failed:
+                    try:
+                        runs[s.id] = store.load(s, study.device, record=False)
+                    except StoreError:
+                        failed[s.id] = "not stored: it was not trained after the run above diverged"
+    for i, spec in enumerate(specs, 1):
+        run = runs.get(spec.id)
+        status = f"test_acc={run.metrics['test_acc']:.3f}" if run is not None else f"FAILED: {failed[spec.id]}"
+        print(f"[{i}/{len(specs)}] {spec.short_id} {describe(spec)} {status}", file=sys.stderr)
+    print(f"{len(runs)} of {len(specs)} runs in the store", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_store(args) -> int:
+    age = _parse_age(args.older_than) if args.older_than is not None else None  # bad input fails first
     store = RunStore(args.store)
+    if not store.root.is_dir():
+        raise StoreError(f"store={str(store.root)!r} is not allowed: no such directory; expected a run store "
+                         f"(--store DIR, or ${STORE_ENV}, default ./runs)")
     if args.action == "ls":
         for rid, spec in store.iter_specs():
             print(rid[:12], describe(spec))
         return 0
+    problems = store.problems()
     if args.action == "verify":
-        bad = 0
-        for rid in store.ids():
-            try:
-                store.verify(rid)
-            except Exception as err:  # report every entry, then fail
-                bad += 1
-                print(f"CORRUPT {rid[:12]}: {err}")
-        print(f"{len(store.ids()) - bad} entries OK, {bad} corrupt")
-        return 1 if bad else 0
-    # gc: stale temporaries and corrupt entries always; valid runs only when selected by age
+        for kind, path, detail in problems:
+            print(f"{kind.upper()} {path.relative_to(store.root)}: {detail}")
+        entries = len(store.ids())
+        bad = sum(kind in ("corrupt entry", "entry without a manifest") for kind, _, _ in problems)
+        print(f"{entries - bad} entries OK, {bad} corrupt; {len(store.derived_entries())} derived results, "
+              f"{sum(k == 'damaged derived result' for k, _, _ in problems)} damaged; "
+              f"{len(store.torn_event_lines())} torn event line(s)")
+        return 1 if problems else 0
+    # gc: stale temporaries, corrupt entries and damaged derived results always (torn event lines are dropped);
+    # valid runs only when selected by age
     doomed = [(p, "stale temporary directory") for p in store.stale_temporaries()]
-    doomed += [(store.path(r), "corrupt entry") for r in store.corrupt_entries()]
-    if args.older_than is not None:
-        doomed += [(store.path(r), f"valid run older than {args.older_than}")
-                   for r in store.entries_older_than(_parse_age(args.older_than))]
-    if not doomed:
+    doomed += [(p, "checkpoint no run will resume from") for p in store.stale_checkpoints()]
+    doomed += [(path, kind) for kind, path, _ in problems if kind != "torn event lines"]
+    torn = len(store.torn_event_lines())
+    if age is not None:
+        doomed += [(store.path(r), f"valid run older than {args.older_than}") for r in store.entries_older_than(age)]
+    if not doomed and not torn:
         print("nothing to remove")
         return 0
     for path, why in doomed:
-        print(f"remove {path.name[:40]}  ({why})")
+        print(f"remove {path.relative_to(store.root)}  ({why})")
+    if torn:
+        print(f"repair events.jsonl  (drop {torn} torn line(s))")
     if not args.yes:
-        answer = input(f"Delete these {len(doomed)} item(s) from {store.root}? [y/N] ")
+        try:
+            answer = input(f"Delete these {len(doomed) + bool(torn)} item(s) from {store.root}? [y/N] ")
+        except EOFError:
+            print("nothing deleted: no answer on standard input (pass --yes to delete without asking)",
+                  file=sys.stderr)
+            return 1
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")
             return 1
     store.remove([p for p, _ in doomed])
-    print(f"deleted {len(doomed)} item(s)")
+    dropped = store.repair_events()
+    print(f"deleted {len(doomed)} item(s); dropped {dropped} torn event line(s)")
     return 0
 
 
@@ -103,11 +132,26 @@ def _parse_age(text: str) -> float:
 
 def cmd_sweep(args) -> int:
     specs = parts.part_specs(args.profile, args.part, **_params(args.p))
-    results = run_all(specs, args.scheduler, args.store, args.threads, args.device)
-    failed = [r for r in results if not r.ok]
-    for r in results:
+    n = len(dict.fromkeys(specs))
+    # a bar on a terminal, else one line per finished run (a log file, a batch job)
+    bar = tqdm(total=n, desc="runs", unit="run") if sys.stderr.isatty() else None
+
+    def report(r) -> None:
         status = f"test_acc={r.metrics.get('test_acc', float('nan')):.3f}" if r.ok else f"FAILED: {r.error}"
-        print(f"{r.id[:12]} {r.host} {status}")
+        if bar is not None:
+            bar.update(1)
+            bar.write(f"{r.id[:12]} {r.host} {status}")
+        else:
+            report.done += 1
+            print(f"[{report.done}/{n}] {r.id[:12]} {r.host} {status}", flush=True)
+
+    report.done = 0
+    try:
+        results = run_all(specs, args.scheduler, args.store, args.threads, args.device, on_result=report)
+    finally:
+        if bar is not None:
+            bar.close()
+    failed = [r for r in results if not r.ok]
     print(f"{len(results) - len(failed)} of {len(results)} runs in the store", file=sys.stderr)
     return 1 if failed else 0
 
@@ -149,9 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--only", action="append", metavar="NAME", help="run only this notebook (repeatable)")
     ex.add_argument("-p", nargs=2, action="append", metavar=("KEY", "VALUE"),
                     help='override a parameter; VALUE is YAML, e.g. -p widths "[0.5, 2]"')
-    ex.add_argument("--out", type=Path, default=None, help="output directory (default: $LMCBOOK_OUT or book/generated)")
+    ex.add_argument("--out", type=str, default=None, help="output directory (default: $LMCBOOK_OUT or book/generated)")
     ex.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebook sources")
-    ex.add_argument("--store", type=Path, default=None, help="run store (default: $LMCBOOK_STORE or ./runs)")
+    ex.add_argument("--store", type=str, default=None, help="run store (default: $LMCBOOK_STORE or ./runs)")
     ex.add_argument("--force", action="store_true", help="re-execute even notebooks whose cached output is current")
     ex.set_defaults(func=cmd_execute)
 
@@ -165,12 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--profile", default="quick")
     tr.add_argument("--part", default="width")
     tr.add_argument("-p", nargs=2, action="append", metavar=("KEY", "VALUE"))
-    tr.add_argument("--store", type=Path, default=None)
+    tr.add_argument("--store", type=str, default=None)
     tr.set_defaults(func=cmd_train)
 
     st = sub.add_parser("store", help="list, verify or clean the run store")
     st.add_argument("action", choices=["ls", "verify", "gc"])
-    st.add_argument("--store", type=Path, default=None)
+    st.add_argument("--store", type=str, default=None)
     st.add_argument("--older-than", default=None, metavar="AGE",
                     help="gc: also delete valid runs last written before AGE (e.g. 30d, 12h)")
     st.add_argument("--yes", action="store_true", help="gc: delete without asking")
@@ -181,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--part", default="width")
     sw.add_argument("-p", nargs=2, action="append", metavar=("KEY", "VALUE"))
     sw.add_argument("--scheduler", default=None, help="local:N or tcp://HOST:PORT (default: in-process)")
-    sw.add_argument("--store", type=Path, default=None, help="a store root every worker can see")
+    sw.add_argument("--store", type=str, default=None, help="a store root every worker can see")
     sw.add_argument("--threads", type=int, default=None, help="torch threads per task (default: cores / workers)")
     sw.add_argument("--device", default="auto")
     sw.set_defaults(func=cmd_sweep)
@@ -197,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     rf.add_argument("name", nargs="?", default=None, help="the reference run; without it, list them")
     rf.add_argument("--list", action="store_true", help="list the reference runs")
     rf.add_argument("--data-root", default=None, help="the folder holding the run's data set, where it needs one")
-    rf.add_argument("--store", type=Path, default=None, help="run store (default: $LMCBOOK_STORE or ./runs)")
+    rf.add_argument("--store", type=str, default=None, help="run store (default: $LMCBOOK_STORE or ./runs)")
     rf.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebook sources")
     rf.set_defaults(func=cmd_reference)
 

@@ -18,6 +18,7 @@ computed on it says so (:data:`DATASET_LABELS`).
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ import torch
 
 from .paths import dataset_cache
 from .specs import DATASETS, TRANSFORMS, DataSpec, SpecError, check_device
+
+log = logging.getLogger("lmcbook.data")
 
 #: Seed of the fixed split of each data set into train, calibration and test.
 SPLIT_SEED = 0
@@ -179,10 +182,13 @@ def _mnist1d_arrays():
         finally:
             np.random.set_state(state)
         x, y, xt, yt = d["x"], d["y"], d["x_test"], d["y_test"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
-        np.savez(tmp, x=x, y=y, x_test=xt, y_test=yt)
-        os.replace(tmp, path)
+        try:  # caching is best effort: a read-only store still gives the data set
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+            np.savez(tmp, x=x, y=y, x_test=xt, y_test=yt)
+            os.replace(tmp, path)
+        except OSError as err:
+            log.warning("MNIST-1D was generated but not cached in %s (%s)", path.parent, err.strerror)
     x, y = x.astype(np.float32), y.astype(np.int64)
     train, cal, _ = split_indices(len(y), n_cal=1000)
     return x[train], y[train], x[cal], y[cal], xt.astype(np.float32), yt.astype(np.int64), 10

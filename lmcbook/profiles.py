@@ -106,6 +106,10 @@ def _check_numbers(name: str, v: Any) -> tuple:
     v = tuple(v)
     if not v or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in v):
         raise SpecError(f"{name}={v!r} is not allowed: expected a non-empty list of numbers, e.g. [0.5, 2]")
+    twice = sorted({x for x in v if v.count(x) > 1})
+    if twice:  # a repeated value would train nothing new and give the page duplicated rows
+        raise SpecError(f"{name}={list(v)!r} is not allowed: expected distinct values ({', '.join(map(str, twice))} "
+                        "given more than once)")
     return v
 
 
@@ -265,9 +269,18 @@ class ControlsStudy(WidthStudy):
     #: Iteration cap of weight matching's coordinate descent.
     match_iterations: int = field(default=100, metadata=_at_least(1))
 
-    def weak(self) -> ControlsStudy:
-        """Return the same sweep trained with the weak weight decay."""
-        return replace(self, weight_decay=self.weak_weight_decay)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.weak_weight_decay < self.weight_decay:
+            raise SpecError(f"weak_weight_decay={self.weak_weight_decay:g} is not allowed with weight_decay="
+                            f"{self.weight_decay:g}: expected weak_weight_decay < weight_decay (the control is the "
+                            "same sweep at a weaker decay)")
+
+    def weak(self) -> WidthStudy:
+        """Return the same sweep (a WidthStudy: the controls' own fields do not apply to it) trained with the weak
+        weight decay."""
+        same = {f.name: getattr(self, f.name) for f in fields(WidthStudy)}
+        return WidthStudy(**{**same, "weight_decay": self.weak_weight_decay})
 
     def specs(self) -> list[RunSpec]:
         """Return every run: the sweep at weight_decay and at weak_weight_decay."""

@@ -162,6 +162,12 @@ class ModelSpec:
         return int(round(self.base_width * self.width))
 
 
+#: The longest schedule a run may have, in epochs and in steps: 100 times the paper's longest (ResNet-20, 200 epochs
+#: of CIFAR-10 at batch 128, 78,000 steps).  A longer one is a typo (``-p epochs 1e12`` would allocate terabytes).
+MAX_EPOCHS = 100_000
+MAX_STEPS = 10_000_000
+
+
 @dataclass(frozen=True)
 class TrainSpec:
     """SGD recipe and seeds of one run."""
@@ -186,7 +192,7 @@ class TrainSpec:
     stop_step: int | None = None
 
     def __post_init__(self) -> None:
-        check_int("epochs", self.epochs, lo=1)
+        check_int("epochs", self.epochs, lo=1, hi=MAX_EPOCHS)
         check_int("batch_size", self.batch_size, lo=1)
         _set(self, "lr", check_float("lr", self.lr, "a number > 0", lambda v: v > 0))
         _set(self, "momentum", check_float("momentum", self.momentum, "a number in [0, 1)", lambda v: 0 <= v < 1))
@@ -198,7 +204,7 @@ class TrainSpec:
         _set(self, "warmup", check_float("warmup", self.warmup, "a fraction in [0, 1)", lambda v: 0 <= v < 1))
         check_choice("schedule", self.schedule, SCHEDULES)
         if self.steps is not None:
-            check_int("steps", self.steps, lo=1)
+            check_int("steps", self.steps, lo=1, hi=MAX_STEPS)
         check_int("seed", self.seed, lo=0)
         data_seed = self.seed if self.data_seed is None else check_int("data_seed", self.data_seed, lo=0)
         _set(self, "data_seed", data_seed)
@@ -341,7 +347,13 @@ class RunSpec:
             return self.train.steps
         if n_train is None:
             raise SpecError("n_train=None is not allowed for a schedule in epochs: pass the training-set size")
-        return self.train.epochs * steps_per_epoch(n_train, self.train.batch_size)
+        per_epoch = steps_per_epoch(n_train, self.train.batch_size)
+        total = self.train.epochs * per_epoch
+        if total > MAX_STEPS:
+            raise SpecError(f"epochs={self.train.epochs} is not allowed with batch_size={self.train.batch_size} on "
+                            f"{n_train} training examples: it gives {total:,} steps; expected at most "
+                            f"{MAX_STEPS:,} steps (epochs <= {MAX_STEPS // per_epoch:,})")
+        return total
 
 
 def steps_per_epoch(n_train: int, batch_size: int) -> int:

@@ -7,12 +7,24 @@ An entry lives at ``ROOT/<run id>/`` (64 hex digits, nothing else) and holds
 - ``history.json``, ``metrics.json``, ``provenance.json``;
 - ``manifest.json``: the SHA-256 of every other file, checked on load.
 
-Writes go to ``ROOT/.tmp/<id>-<random>/`` and are renamed into place, so a killed
-process never leaves a half entry: at worst a stale temporary directory, which
-``gc`` removes.  A per-run file lock (fcntl, released by the kernel when its
-holder dies) keeps two processes from training the same run; correctness never
-depends on it, because the rename is atomic and the first finished entry wins.
-Every load and training is appended to ``ROOT/events.jsonl``.
+Writes go to ``ROOT/.tmp/<what>__<host>__<pid>__<random>/`` (``_tmp_prefix``) and
+are renamed into place, so a killed process never leaves a half entry: at worst a
+stale temporary directory, which ``gc`` removes.  A per-run file lock (fcntl,
+released by the kernel when its holder dies) keeps two processes from training the
+same run; correctness never depends on it, because the rename is atomic and the
+first finished entry wins.  Any number of processes may share a store.
+
+Every load and training is appended to ``ROOT/events.jsonl`` with the process id and
+the session ($LMCBOOK_SESSION, set by ``lmcbook execute`` per notebook), so that each
+execution counts only its own events.  The log is best effort: a read-only store
+skips it (one :class:`StoreWarning`), and readers skip a torn line (one warning);
+reading a store never needs write access.  ``lmcbook store verify`` reports torn
+lines, entries without a manifest and damaged derived results; ``gc`` repairs or
+removes them.
+
+Derived results (frames measured from stored runs) live in ``ROOT/derived/`` keyed by
+their kind, their key, the library's source hash and the SHA-256 of the weights of
+every run their key names, so retrained weights are never reported from an old cache.
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ import re
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -40,10 +53,10 @@ from safetensors.torch import load_file, save_file
 from .batched import STACK_MAX_UNITS, group_key, train_many
 from .data import Dataset, load_spec, resolve_device
 from .models import build
-from .paths import STORE_ENV, store_root
+from .paths import STORE_ENV, checked_path, store_root
 from .provenance import source_hash
 from .specs import RunSpec, SpecError
-from .train import DivergedError, TrainedRun, check_trainable, train
+from .train import DivergedError, TrainedRun, check_trainable, remove_checkpoint, train
 
 log = logging.getLogger("lmcbook.store")
 
@@ -54,6 +67,23 @@ _FILES = ("spec.json", "model.safetensors", "history.json", "metrics.json", "pro
 
 class StoreError(RuntimeError):
     """A store entry is corrupt or the store cannot be written; the message says what to do."""
+
+
+class StoreWarning(UserWarning):
+    """Something in the store was skipped (a torn event line, a read-only log, a damaged cache); reading goes on."""
+
+
+#: The environment variable naming the current session (one notebook execution): its events carry it.
+SESSION_ENV = "LMCBOOK_SESSION"
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_once(kind: str, root: Path, message: str) -> None:
+    """Warn once per process about ``kind`` in the store at ``root``."""
+    if (kind, str(root)) not in _WARNED:
+        _WARNED.add((kind, str(root)))
+        warnings.warn(message, StoreWarning, stacklevel=3)
+        log.warning(message)
 
 
 def describe(spec: RunSpec) -> str:
@@ -74,6 +104,23 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _run_ids_in(obj: Any) -> set[str]:
+    """Return every run id (64 lowercase hex digits) among the strings nested in ``obj``."""
+    if isinstance(obj, str):
+        return {obj} if _HEX.match(obj) else set()
+    if isinstance(obj, dict):
+        return set().union(*map(_run_ids_in, obj.values())) if obj else set()
+    if isinstance(obj, (list, tuple, set)):
+        return set().union(*map(_run_ids_in, obj)) if obj else set()
+    return set()
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -153,8 +200,12 @@ def _side_worker_train(spec: RunSpec) -> tuple | None:
 class RunStore:
     """A directory of trained runs keyed by spec hash."""
 
-    def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root) if root is not None else store_root()
+    def __init__(self, root: str | Path | None = None, checkpoint_seconds: float = 30.0) -> None:
+        self.root = checked_path(root, "store") if root is not None else store_root()
+        #: A run trained alone writes a checkpoint to ``ROOT/.checkpoints/`` at the end of an epoch once this many
+        #: seconds have passed since the last (so short runs write none); killed, it resumes from there bitwise
+        #: (:func:`lmcbook.train.train`), and the checkpoint is removed once the run is stored.
+        self.checkpoint_seconds = checkpoint_seconds
         #: The read log: every run id this instance looked up, loaded or trained, with the furthest of
         #: "missing" < "present" < "loaded" < "trained".  A book page's dependencies are read from it.
         self.reads: dict[str, str] = {}
@@ -188,17 +239,62 @@ class RunStore:
 
     # -- events -----------------------------------------------------------------------
     def _event(self, event: str, spec: RunSpec, **extra: Any) -> None:
+        """Append an event (best effort: a store that cannot be written skips it, with one warning)."""
         self._note(spec, event)
-        line = json.dumps({"time": time.time(), "event": event, "id": spec.id, "pid": os.getpid(), **extra})
-        with open(self.root / "events.jsonl", "a") as f:
-            f.write(line + "\n")
+        line = json.dumps({"time": time.time(), "event": event, "id": spec.id, "pid": os.getpid(),
+                           "session": os.environ.get(SESSION_ENV), **extra})
+        p = self.root / "events.jsonl"
+        try:
+            with open(p, "ab") as f:
+                torn = f.tell() > 0 and _last_byte(p) != b"\n"  # never append to a torn line
+                f.write((b"\n" if torn else b"") + line.encode() + b"\n")
+        except OSError as err:
+            _warn_once("events", self.root, f"the run store {self.root} cannot be written ({err.strerror}): "
+                                            "its event log is not updated; reading goes on")
 
-    def events(self) -> list[dict[str, Any]]:
-        """Return every recorded load and training, oldest first."""
+    def _event_lines(self) -> tuple[list[dict[str, Any]], list[int]]:
+        """Return the readable events and the (1-based) numbers of the torn lines."""
         p = self.root / "events.jsonl"
         if not p.exists():
-            return []
-        return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+            return [], []
+        good, torn = [], []
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                ev = json.loads(line)
+                if not isinstance(ev, dict) or "event" not in ev:
+                    raise ValueError(line)
+                good.append(ev)
+            except ValueError:
+                torn.append(i)
+        return good, torn
+
+    def events(self, session: str | None = None) -> list[dict[str, Any]]:
+        """Return every recorded load and training, oldest first (only ``session``'s, if given).
+
+        A torn line (a write cut short) is skipped with one warning; ``lmcbook store gc`` repairs the log.
+        """
+        good, torn = self._event_lines()
+        if torn:
+            _warn_once("torn", self.root, f"skipped {len(torn)} torn line(s) of {self.root / 'events.jsonl'} "
+                                          f"(line {torn[0]}{', ...' if len(torn) > 1 else ''}); "
+                                          "`lmcbook store gc` repairs it")
+        return good if session is None else [e for e in good if e.get("session") == session]
+
+    def torn_event_lines(self) -> list[int]:
+        """Return the (1-based) numbers of the event log's torn lines."""
+        return self._event_lines()[1]
+
+    def repair_events(self) -> int:
+        """Rewrite the event log without its torn lines (atomically); return how many were dropped."""
+        good, torn = self._event_lines()
+        if torn:
+            p = self.root / "events.jsonl"
+            tmp = p.with_name(_tmp_prefix("events") + ".jsonl")
+            tmp.write_text("".join(json.dumps(e) + "\n" for e in good))
+            os.replace(tmp, p)
+        return len(torn)
 
     # -- writing ----------------------------------------------------------------------
     def check_writable(self) -> None:
@@ -234,15 +330,30 @@ class RunStore:
             for p in tmp.iterdir():  # make the bytes durable before the rename publishes them
                 with open(p, "rb") as f:
                     os.fsync(f.fileno())
-            try:
-                os.rename(tmp, final)
-            except OSError:
-                if not (final / "manifest.json").exists():
-                    raise
-                log.info("run %s was stored by another process first; keeping that entry", run.spec.short_id)
+            self._publish(tmp, final, f"run {run.spec.short_id}")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return final
+
+    def _publish(self, tmp: Path, final: Path, what: str, done: str = "manifest.json") -> None:
+        """Rename the finished ``tmp`` to ``final``; an existing finished entry wins, and a damaged one (a folder
+        without ``done``: entries are only ever published whole) is moved aside first."""
+        try:
+            os.rename(tmp, final)
+            return
+        except OSError:
+            if (final / done).exists():
+                log.info("%s was stored by another process first; keeping that entry", what)
+                return
+            if not final.exists():
+                raise
+        log.warning("%s: replacing the damaged entry %s (it had no %s)", what, final, done)
+        self.remove([final])
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not (final / done).exists():
+                raise
 
     # -- reading ----------------------------------------------------------------------
     def verify(self, spec_or_id: RunSpec | str) -> None:
@@ -311,8 +422,12 @@ class RunStore:
             init = self.get_or_train(spec.init, dev, None, progress) if spec.init is not None else None
             log.info("training run %s: %s", spec.short_id, describe(spec))
             t0 = time.perf_counter()
-            run = train(spec, data, progress=progress, start=start, init=init)
+            checkpoints = self.root / ".checkpoints"
+            checkpoints.mkdir(exist_ok=True)
+            run = train(spec, data, progress=progress, start=start, init=init, checkpoint=checkpoints,
+                        checkpoint_seconds=self.checkpoint_seconds)
             self.save(run, data)
+            remove_checkpoint(checkpoints, spec)
             self._event("trained", spec, seconds=round(time.perf_counter() - t0, 3))
             log.info("stored run %s (%.1f s)", spec.short_id, time.perf_counter() - t0)
             return run
@@ -328,8 +443,11 @@ class RunStore:
         :data:`lmcbook.batched.STACK_TOLERANCE`, and each entry records ``batched_with``.
         Every spec is checked before anything trains.  If a run diverges, the others
         are still stored, then its :class:`~lmcbook.train.DivergedError` is raised.
+        A spec given twice is trained once and returned twice.
         """
-        specs = list(dict.fromkeys(specs))
+        given, specs = list(specs), list(dict.fromkeys(specs))
+        if not specs:
+            return []
         dev = resolve_device(device) if data is None else data.device
         data = load_spec(specs[0].data, dev) if data is None else data
         self._check_many(specs, data)
@@ -362,7 +480,8 @@ class RunStore:
         if errors:
             raise errors[0]
         # a run trained side by side logged its "trained" event in its worker: loading it here is not a load
-        return [fresh[s.id] if s.id in fresh else self.load(s, dev, record=s.id not in side) for s in specs]
+        got = {s.id: fresh[s.id] if s.id in fresh else self.load(s, dev, record=s.id not in side) for s in specs}
+        return [got[s.id] for s in given]
 
     def _train_side_by_side(self, specs: list[RunSpec], data: Dataset, errors: list[Exception],
                             workers: int | None = None) -> list[str]:
@@ -425,6 +544,8 @@ class RunStore:
             for s in sorted(group, key=lambda s: s.id):
                 locks.enter_context(FileLock(str(self.root / ".locks" / f"{s.id}.lock")))
             todo = [s for s in group if not self.has(s)]
+            if not todo:  # another process trained them all while we waited for the locks
+                return
             starts = [self.load(s.parent, data.device, record=False) if s.parent is not None else None for s in todo]
             inits = [self.load(s.init, data.device, record=False) if s.init is not None else None for s in todo]
             log.info("training %d runs in one stack: %s ...", len(todo), describe(todo[0]))
@@ -439,45 +560,104 @@ class RunStore:
                 fresh[s.id] = run
 
     # -- derived results ----------------------------------------------------------------
+    def weights_sha(self, rid: str) -> str | None:
+        """Return the SHA-256 of a stored run's weights (from its manifest), or None if it has no readable one."""
+        try:
+            return json.loads((self.root / rid / "manifest.json").read_text())["model.safetensors"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
     def derived_path(self, kind: str, key: dict[str, Any]) -> Path:
-        """Return the directory of the derived result (``kind``, ``key``) at this library's source hash."""
-        payload = json.dumps({"kind": kind, "key": key, "source_hash": source_hash()}, sort_keys=True, default=str)
+        """Return the directory of the derived result (``kind``, ``key``) at this library's source hash and the
+        current weights of every run ``key`` names (by their 64-hex-digit ids)."""
+        weights = {rid: self.weights_sha(rid) for rid in sorted(_run_ids_in(key))}
+        payload = json.dumps({"kind": kind, "key": key, "source_hash": source_hash(), "weights": weights},
+                             sort_keys=True, default=str)
         return self.root / "derived" / hashlib.sha256(payload.encode()).hexdigest()
 
     def has_derived(self, kind: str, key: dict[str, Any]) -> bool:
         """Return True if the derived result (``kind``, ``key``) is cached."""
         return (self.derived_path(kind, key) / "meta.json").exists()
 
+    def verify_derived(self, path: Path) -> None:
+        """Raise StoreError naming the file if a derived result's meta.json or one of its frames is missing or
+        damaged (its SHA-256 does not match, or, for entries written before the hashes were kept, it cannot be
+        read)."""
+        path = Path(path)
+        try:
+            meta = json.loads((path / "meta.json").read_text())
+            files = meta.get("files")
+            if files is not None:
+                for name, digest in files.items():
+                    if not (path / name).exists() or _sha256(path / name) != digest:
+                        raise StoreError(f"derived result {path}: {name} is damaged or missing (sha256 mismatch); "
+                                         "`lmcbook store gc` removes it, and it is recomputed when next needed")
+            for name in meta["frames"]:
+                _read_frame(path, name, meta.get("columns", {}).get(name))
+        except StoreError:
+            raise
+        except Exception as err:  # a torn meta.json, a damaged zip (BadZipFile), a truncated CSV, ...
+            raise StoreError(f"derived result {path} cannot be read ({type(err).__name__}: {err}); "
+                             "`lmcbook store gc` removes it, and it is recomputed when next needed") from err
+
+    def derived_entries(self) -> list[Path]:
+        """Return the directories of every derived result."""
+        d = self.root / "derived"
+        return sorted(p for p in d.iterdir() if p.is_dir()) if d.exists() else []
+
+    def damaged_derived(self) -> list[tuple[Path, str]]:
+        """Return each damaged derived result with what is wrong with it."""
+        out = []
+        for p in self.derived_entries():
+            try:
+                self.verify_derived(p)
+            except StoreError as err:
+                out.append((p, str(err)))
+        return out
+
     def cached_frames(self, kind: str, key: dict[str, Any],
                       compute: Callable[[], dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
         """Return frames computed from stored runs, computing and caching them on first use.
 
-        The cache key is ``kind``, ``key`` (which must name the run ids read) and the
-        hash of the lmcbook source, so any change to the library recomputes.  Entries
-        live in ``ROOT/derived/<sha256>/``, written atomically, one file per frame:
-        exact columns in an ``.npz`` (read back with ``allow_pickle=False``), or an
-        exact CSV (%.17g) for a frame with a column that is neither numeric nor text.
+        The cache key is ``kind``, ``key`` (which must name the run ids read), the
+        SHA-256 of those runs' weights and the hash of the lmcbook source, so any
+        change to the library, or a run retrained with other weights, recomputes.
+        Entries live in ``ROOT/derived/<sha256>/``, written atomically, one file per
+        frame: exact columns in an ``.npz`` (read back with ``allow_pickle=False``),
+        or an exact CSV (%.17g) for a frame with a column that is neither numeric nor
+        text; ``meta.json`` keeps every file's SHA-256.  A damaged entry is reported
+        (naming its file) and recomputed; a store that cannot be written computes
+        without caching (one warning).
         """
         path = self.derived_path(kind, key)
-        digest = path.name
+        digest, damaged = path.name, False
         if (path / "meta.json").exists():
-            meta = json.loads((path / "meta.json").read_text())
-            return {name: _read_frame(path, name, meta.get("columns", {}).get(name)) for name in meta["frames"]}
+            try:
+                self.verify_derived(path)
+                meta = json.loads((path / "meta.json").read_text())
+                return {name: _read_frame(path, name, meta.get("columns", {}).get(name)) for name in meta["frames"]}
+            except StoreError as err:
+                warnings.warn(f"{err}: recomputing it", StoreWarning, stacklevel=2)
+                log.warning("%s: recomputing it", err)
+                damaged = True
         frames = compute()
-        self.check_writable()
+        try:
+            self.check_writable()
+        except StoreError as err:
+            _warn_once("derived", self.root, f"{err}; derived results are computed but not cached")
+            return frames
+        if damaged:
+            self.remove([path])
         tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(f"derived-{digest[:12]}"),
                                     dir=self.root / ".tmp"))
         try:
             columns = {name: _write_frame(tmp, name, df) for name, df in frames.items()}
+            files = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
             _write_json(tmp / "meta.json", {"kind": kind, "key": key, "frames": sorted(frames),
                                             "columns": {k: v for k, v in columns.items() if v is not None},
-                                            "source_hash": source_hash(), "created": time.time()})
+                                            "files": files, "source_hash": source_hash(), "created": time.time()})
             path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.rename(tmp, path)
-            except OSError:
-                if not (path / "meta.json").exists():
-                    raise
+            self._publish(tmp, path, f"derived result {digest[:12]}", done="meta.json")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return frames
@@ -496,6 +676,19 @@ class RunStore:
                 out.append(p)
         return out
 
+    def stale_checkpoints(self, min_age_s: float = 3600.0) -> list[Path]:
+        """Return checkpoint files no run will resume from: those of runs already stored, and temporary files of
+        checkpoint writes older than ``min_age_s`` (a killed write)."""
+        d = self.root / ".checkpoints"
+        if not d.exists():
+            return []
+        now, out = time.time(), []
+        for p in d.iterdir():
+            stored = (self.root / p.name[:64] / "manifest.json").exists() if _HEX.match(p.name[:64]) else False
+            if stored or (p.name.endswith(".tmp") and now - p.stat().st_mtime > min_age_s):
+                out.append(p)
+        return out
+
     def corrupt_entries(self) -> list[str]:
         """Return the ids of entries whose files are missing or fail their manifest."""
         bad = []
@@ -505,6 +698,25 @@ class RunStore:
             except StoreError:
                 bad.append(rid)
         return bad
+
+    def problems(self) -> list[tuple[str, Path, str]]:
+        """Return every problem ``lmcbook store verify`` reports, as (kind, path, detail): corrupt entries,
+        entries without a manifest, damaged derived results and torn event-log lines.  ``gc`` mends each."""
+        out = []
+        for rid in self.ids():
+            path = self.path(rid)
+            try:
+                self.verify(rid)
+            except StoreError as err:
+                kind = "corrupt entry" if (path / "manifest.json").exists() else "entry without a manifest"
+                out.append((kind, path, str(err)))
+        out += [("damaged derived result", p, why) for p, why in self.damaged_derived()]
+        torn = self.torn_event_lines()
+        if torn:
+            out.append(("torn event lines", self.root / "events.jsonl",
+                        f"{len(torn)} torn line(s): {', '.join(map(str, torn[:10]))}{' ...' if len(torn) > 10 else ''}"
+                        "; gc drops them"))
+        return out
 
     def entries_older_than(self, seconds: float) -> list[str]:
         """Return the ids of valid entries last written more than ``seconds`` ago."""
@@ -520,11 +732,17 @@ class RunStore:
         for p in paths:
             p = Path(p)
             if p.parent == self.root and _HEX.match(p.name):
-                trash = self.root / ".tmp" / (_tmp_prefix(f"trash-{p.name[:16]}") + "x")
+                trash = self.root / ".tmp" / (_tmp_prefix(f"trash-{p.name[:16]}") + str(time.time_ns()))
                 (self.root / ".tmp").mkdir(exist_ok=True)
-                os.rename(p, trash)
+                try:
+                    os.rename(p, trash)
+                except FileNotFoundError:  # another process removed it first
+                    continue
                 p = trash
-            shutil.rmtree(p, ignore_errors=True)
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
 
     def iter_specs(self) -> Iterator[tuple[str, RunSpec]]:
         """Yield (id, spec) of every readable entry."""

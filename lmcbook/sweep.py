@@ -24,14 +24,16 @@ from __future__ import annotations
 import os
 import platform
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .data import DataError
 from .specs import RunSpec, SpecError
-from .store import RunStore
+from .store import RunStore, StoreError
 from .train import DivergedError
 
 
@@ -58,7 +60,7 @@ def train_one(spec_dict: dict[str, Any], store_root: str, threads: int | None = 
     spec = RunSpec.from_dict(spec_dict)
     try:
         run = RunStore(store_root).get_or_train(spec, device=device, progress=False)
-    except (DivergedError, SpecError) as err:
+    except (DivergedError, SpecError, StoreError, DataError) as err:  # reported; the other runs go on
         return SweepResult(spec.id, False, error=f"{type(err).__name__}: {err}", host=platform.node())
     return SweepResult(spec.id, True, dict(run.metrics), host=platform.node())
 
@@ -77,16 +79,21 @@ def check_scheduler(scheduler: str | None) -> str | None:
 
 
 def run_all(specs: list[RunSpec], scheduler: str | None = None, store: str | Path | None = None,
-            threads: int | None = None, device: str = "auto") -> list[SweepResult]:
+            threads: int | None = None, device: str = "auto",
+            on_result: Callable[[SweepResult], None] | None = None) -> list[SweepResult]:
     """Return one result per spec (in order), trained in-process or on a Dask cluster (see the module docstring).
 
-    A spec that fails (a diverged run, say) is reported in its result with its id,
-    and the others still complete.  ``threads`` fixes torch's threads in every task;
-    by default each Dask worker gets its share of the cores and in-process runs keep
-    this process's setting.
+    A spec that fails (a diverged run, a corrupt store entry) is reported in its result
+    with its id, and the others still complete.  ``threads`` fixes torch's threads in
+    every task; by default each Dask worker gets its share of the cores and in-process
+    runs keep this process's setting.  ``on_result`` is called with each result as it
+    finishes (the command line's progress).
     """
 
     check_scheduler(scheduler)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise SpecError(f"threads={threads!r} is not allowed: expected an integer >= 1 (torch threads per task) "
+                        "or None (the cores shared among the workers)")
     specs = list(dict.fromkeys(specs))
     for s in specs:
         if not isinstance(s, RunSpec):
@@ -94,8 +101,13 @@ def run_all(specs: list[RunSpec], scheduler: str | None = None, store: str | Pat
     root = str(RunStore(store).root.resolve())
     RunStore(root).check_writable()
     payloads = [s.to_dict() for s in specs]
+    report = on_result or (lambda r: None)
     if scheduler is None:
-        return [train_one(p, root, threads, device) for p in payloads]
+        results = []
+        for p in payloads:
+            results.append(train_one(p, root, threads, device))
+            report(results[-1])
+        return results
 
     from dask.distributed import Client, LocalCluster
 
@@ -103,11 +115,15 @@ def run_all(specs: list[RunSpec], scheduler: str | None = None, store: str | Pat
         n = int(scheduler.split(":")[1])
         with LocalCluster(n_workers=n, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
-            return _submit(client, payloads, root, threads or _threads_per_worker(n), device)
+            return _submit(client, payloads, root, threads or _threads_per_worker(n), device, report)
     with Client(scheduler) as client:
-        return _submit(client, payloads, root, threads, device)
+        return _submit(client, payloads, root, threads, device, report)
 
 
-def _submit(client, payloads, root, threads, device) -> list[SweepResult]:
+def _submit(client, payloads, root, threads, device, report) -> list[SweepResult]:
+    from dask.distributed import as_completed
+
     futures = [client.submit(train_one, p, root, threads, device, pure=False) for p in payloads]
+    for fut in as_completed(futures):
+        report(fut.result())
     return client.gather(futures)

@@ -1,19 +1,31 @@
 """A catalogue of bad inputs: each fails with a clear error that names the parameter and what is allowed,
-before any compute, and leaves nothing in the run store."""
+before any compute, and leaves nothing in the run store.
+
+``CASES`` are library calls, ``CLI_CASES`` command lines.  Bad inputs whose sensible answer is a behaviour rather
+than an error have their own tests: ``~`` expanded, a torn event line skipped, a read-only store read, a failed
+execution keeping the last good page, a corrupt run failing alone in a sweep (tests/test_sharing.py), and a
+diverged noise cell marked and excluded (tests/test_noise.py).
+"""
 
 from __future__ import annotations
 
+import io
+import os
 import struct
 
 import pytest
+import torch
+from torch import nn
 
-from lmcbook import book
+from lmcbook import book, probes
+from lmcbook.calibrate import fit_inverse_temperature
 from lmcbook.cli import main
 from lmcbook.data import DataError, load
-from lmcbook.merge import interpolate
+from lmcbook.merge import interpolate, repair, reset_bn
 from lmcbook.models import MLP
 from lmcbook.noise import spawn_step
 from lmcbook.parts import study as part_study
+from lmcbook.paths import OUT_ENV, STORE_ENV
 from lmcbook.profiles import MechanismStudy, WidthStudy, resolve
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams
 from lmcbook.store import RunStore, StoreError
@@ -51,7 +63,7 @@ CASES = [
      ["momentum", "[0, 1)"]),
     ("negative weight decay", lambda st, t: _train(st, train={"weight_decay": -0.1}), SpecError,
      ["weight_decay", ">= 0"]),
-    ("zero epochs", lambda st, t: _train(st, train={"epochs": 0}), SpecError, ["epochs", ">= 1"]),
+    ("zero epochs", lambda st, t: _train(st, train={"epochs": 0}), SpecError, ["epochs", "[1, 100000]"]),
     ("torchvision root missing", lambda st, t: _train(st, data={"name": "mnist", "root": str(t / "none")}),
      DataError, ["data_root", "download=True", "train-images-idx3-ubyte"]),
     ("torchvision root with the wrong files", lambda st, t: _wrong_files(st, t), DataError,
@@ -95,7 +107,101 @@ CASES = [
      ["mnist_standin", "t10k-images-idx3-ubyte"]),
     ("a diverging learning rate", lambda st, t: _train(st, train={"lr": 1e6, "warmup": 0.0, "momentum": 0.0}),
      DivergedError, ["diverged", "step", "lr"]),
+    # found by trying the command line as a new user would (the store issue)
+    ("an output folder that is a file", lambda st, t: _env(OUT_ENV, _file(t), book.execute, ["width_accuracy"],
+                                                           "smoke", {}, None, "notebooks", st.root),
+     SpecError, ["LMCBOOK_OUT", "is a file", "directory"]),
+    ("--out that is a file", lambda st, t: book.execute(["width_accuracy"], "smoke", {}, _file(t), "notebooks",
+                                                        st.root), SpecError, ["--out", "is a file"]),
+    ("zero threads per task", lambda st, t: run_all([RunSpec()], None, st.root, threads=0), SpecError,
+     ["threads=0", ">= 1"]),
+    ("negative threads per task", lambda st, t: run_all([RunSpec()], None, st.root, threads=-1), SpecError,
+     ["threads=-1", ">= 1"]),
+    ("an absurd number of epochs", lambda st, t: book.check_parameters("width_accuracy", "smoke", {"epochs": 1e12}),
+     SpecError, ["epochs=1000000000000", "[1, 100000]"]),
+    ("a schedule of too many steps", lambda st, t: _train(st, train={"epochs": 99_999, "batch_size": 1}), SpecError,
+     ["epochs=99999", "batch_size=1", "at most 10,000,000 steps"]),
+    ("a weak weight decay that is not weaker",
+     lambda st, t: book.check_parameters("weak_weight_decay", "quick", {"weak_weight_decay": 0.003,
+                                                                        "weight_decay": 0.003}),
+     SpecError, ["weak_weight_decay=0.003", "weight_decay=0.003", "weak_weight_decay < weight_decay"]),
+    ("a width given twice", lambda st, t: book.check_parameters("width_accuracy", "smoke", {"widths": [0.25, 0.25]}),
+     SpecError, ["widths=[0.25, 0.25]", "distinct values"]),
+    ("an empty store path", lambda st, t: RunStore(""), SpecError, ["store=''", "directory path"]),
+    ("an empty LMCBOOK_STORE", lambda st, t: _env(STORE_ENV, "", RunStore), SpecError,
+     ["LMCBOOK_STORE=''", "directory path"]),
+    ("an empty --store for execute", lambda st, t: book.execute(["width_accuracy"], "smoke", {}, t / "o",
+                                                                "notebooks", ""), SpecError, ["--store=''"]),
+    ("an empty --out", lambda st, t: book.execute(["width_accuracy"], "smoke", {}, "", "notebooks", st.root),
+     SpecError, ["--out=''", "directory path"]),
+    ("interpolate data of the wrong type", lambda st, t: interpolate(MLP(4, 2, 3), MLP(4, 2, 3), 0.5, [[0.0] * 4]),
+     SpecError, ["data of type list", "torch.Tensor", "lmcbook.data.Dataset"]),
+    ("BatchNorm interpolation without data",
+     lambda st, t: interpolate(MLP(4, 2, 3, norm="batch"), MLP(4, 2, 3, norm="batch"), 0.5), SpecError,
+     ["data=None", "BatchNorm", "Dataset"]),
+    ("reset_bn inputs of the wrong type", lambda st, t: reset_bn(MLP(4, 2, 3, norm="batch"), "digits"), SpecError,
+     ["x of type str", "torch.Tensor", "lmcbook.data.Dataset"]),
+    ("repair data of the wrong type",
+     lambda st, t: repair(MLP(4, 2, 3), MLP(4, 2, 3), MLP(4, 2, 3), {"x": 0}, 0.5),
+     SpecError, ["data of type dict", "torch.Tensor", "lmcbook.data.Dataset"]),
+    ("calibration on empty logits",
+     lambda st, t: fit_inverse_temperature(torch.zeros(0, 10), torch.zeros(0, dtype=torch.long)), SpecError,
+     ["logits", "(0, 10)", "N >= 1"]),
+    ("calibration with one label too few",
+     lambda st, t: fit_inverse_temperature(torch.zeros(5, 3), torch.zeros(4, dtype=torch.long)), SpecError,
+     ["labels", "(4,)", "expected shape (5,)"]),
+    ("calibration on 3-D logits",
+     lambda st, t: fit_inverse_temperature(torch.zeros(2, 5, 3), torch.zeros(2, dtype=torch.long)), SpecError,
+     ["logits", "(2, 5, 3)", "2-D", "(N, C)"]),
+    ("calibration labels outside the classes",
+     lambda st, t: fit_inverse_temperature(torch.zeros(3, 2), torch.tensor([0, 1, 2])), SpecError,
+     ["labels", "2 classes", "[0, 1]"]),
+    ("probing a layer called twice",
+     lambda st, t: probes.record(nn.Sequential(*(lambda lin: (lin, nn.ReLU(), lin))(nn.Linear(4, 4))),
+                                 torch.zeros(2, 4)), SpecError, ["'0' (2 times)", "called once"]),
+    ("a damaged derived result", lambda st, t: st.verify_derived(st.derived_entries()[0]), StoreError,
+     ["derived result", "frame.npz", "gc"]),
 ]
+
+#: Command lines that fail: (id, argv, environment, standard input, exit code, words on stderr or stdout).
+CLI_CASES = [
+    ("gc without --yes and without a terminal", ["store", "gc"], {}, "", 1, ["nothing deleted", "--yes"]),
+    ("verify of a store that does not exist", ["store", "verify", "--store", "{t}/typo"], {}, None, 2,
+     ["typo", "no such directory"]),
+    ("an empty --store", ["store", "ls", "--store", ""], {}, None, 2, ["store=''", "directory path"]),
+    ("train with a diverging learning rate",
+     ["train", "--profile", "smoke", "--part", "width", "-p", "lr", "1000", "-p", "widths", "[0.25]",
+      "-p", "seeds", "1"], {}, None, 1, ["diverged", "FAILED", "0 of 2 runs in the store"]),
+    ("sweep with zero threads", ["sweep", "--profile", "smoke", "--threads", "0"], {}, None, 2, ["threads=0"]),
+    ("execute into a file", ["execute", "--profile", "smoke", "--only", "width_accuracy"],
+     {"LMCBOOK_OUT": "{t}/a-file"}, None, 2, ["LMCBOOK_OUT", "is a file"]),
+    ("an absurd -p epochs", ["execute", "--profile", "smoke", "--only", "width_accuracy", "-p", "epochs", "1e12"],
+     {}, None, 2, ["epochs=1000000000000", "[1, 100000]"]),
+]
+
+
+def _env(name, value, fn, *args):
+    """Call ``fn(*args)`` with the environment variable ``name`` set to ``value``."""
+    before = os.environ.get(name)
+    os.environ[name] = str(value)
+    try:
+        return fn(*args)
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def _damaged_derived(store):
+    """Cache a small derived result, damage its frame file, and return its directory."""
+    import pandas as pd
+
+    store.cached_frames("t", {"k": 1}, lambda: {"frame": pd.DataFrame({"v": [1.0, 2.0]})})
+    (path,) = store.derived_entries()
+    f = path / "frame.npz"
+    f.write_bytes(f.read_bytes()[:40])
+    return path
 
 
 def _file(tmp):
@@ -114,6 +220,8 @@ def _wrong_files(store, tmp):
 
 def _setup(name, store):
     """Prepare the store for cases that need an existing entry (the corrupted checkpoint)."""
+    if name == "a damaged derived result":
+        _damaged_derived(store)
     if name == "corrupted checkpoint":
         store.get_or_train(CORRUPT_SPEC, device="cpu")
         f = store.path(CORRUPT_SPEC) / "model.safetensors"
@@ -144,7 +252,30 @@ def test_bad_input(name, call, exc, words, tmp_path):
 
 
 def test_the_catalogue_is_large_enough():
-    assert len(CASES) >= 20
+    assert len(CASES) + len(CLI_CASES) >= 60
+
+
+@pytest.mark.parametrize("name, argv, env, stdin, code, words", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_bad_command_line(name, argv, env, stdin, code, words, tmp_path, monkeypatch, capsys):
+    """Each command line fails with its exit code and a message that names the parameter, and trains nothing."""
+    store = tmp_path / "store"
+    store.mkdir()
+    _file(tmp_path)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v.format(t=tmp_path))
+    monkeypatch.setenv(STORE_ENV, str(store))
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        (store / ".tmp").mkdir()
+        (store / ".tmp" / "left-behind").mkdir()  # something for gc to offer to delete
+        os.utime(store / ".tmp" / "left-behind", (0, 0))
+    assert main([a.format(t=tmp_path) for a in argv]) == code
+    said = "".join(capsys.readouterr())
+    for w in words:
+        assert w in said, f"{name}: {w!r} not in {said!r}"
+    assert not any(e["event"] == "trained" for e in RunStore(store).events())
+    if stdin is not None:
+        assert (store / ".tmp" / "left-behind").exists()  # nothing deleted
 
 
 def test_cli_reports_bad_input_with_exit_code_2(tmp_path, capsys):

@@ -51,7 +51,7 @@ def test_roundtrip_through_dict():
     (lambda: TrainSpec(lr=0), ["lr", "> 0"]),
     (lambda: TrainSpec(momentum=1.0), ["momentum", "[0, 1)"]),
     (lambda: TrainSpec(weight_decay=-1e-4), ["weight_decay", ">= 0"]),
-    (lambda: TrainSpec(epochs=0), ["epochs", ">= 1"]),
+    (lambda: TrainSpec(epochs=0), ["epochs", "[1, 100000]"]),
     (lambda: TrainSpec(batch_size=0), ["batch_size", ">= 1"]),
     (lambda: TrainSpec(lr=float("nan")), ["lr"]),
     (lambda: TrainSpec(epochs=2.5), ["epochs", "integer"]),

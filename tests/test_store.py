@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lmcbook.specs import DataSpec, RunSpec
-from lmcbook.store import RunStore, StoreError
+from lmcbook.store import RunStore, StoreError, StoreWarning, _read_frame
 from tests.conftest import tiny_spec
 
 
@@ -93,7 +93,13 @@ def test_cached_frames_round_trip_exactly_and_never_unpickle(tmp_path):
     pd.testing.assert_frame_equal(got["columnar"], columnar, check_dtype=False)
     assert got["columnar"]["layer"].dtype.kind == "i" and got["columnar"]["ok"].dtype.kind == "b"
     assert got["mixed"]["note"].isna().tolist() == [False, True]
-    # an .npz holding a pickled object array is refused rather than unpickled
+    # an .npz replaced by one holding a pickled object array fails its hash: reported by name, and recomputed
+    np.savez(entry / "columnar.npz", c0=np.array([object()], dtype=object))
+    with pytest.warns(StoreWarning, match="columnar.npz"):
+        again = store.cached_frames("test", {"k": 1}, compute)
+    assert calls == [1, 1] and np.array_equal(again["columnar"]["value"].to_numpy(), columnar["value"].to_numpy())
+    assert store.damaged_derived() == []  # the damaged entry was replaced
+    # and such a file is refused rather than unpickled, even without its hash
     np.savez(entry / "columnar.npz", c0=np.array([object()], dtype=object))
     with pytest.raises(ValueError, match="allow_pickle"):
-        store.cached_frames("test", {"k": 1}, compute)
+        _read_frame(entry, "columnar", ["value"])

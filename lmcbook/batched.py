@@ -8,26 +8,40 @@ along a leading axis, every layer is one ``torch.bmm``, and one SGD update moves
 all K models, each with its own learning rate, momentum, weight decay, seeds,
 batch order and augmentation draws.
 
-Semantics match :func:`lmcbook.train.train` model by model: the same
-initialisation, batch order, schedule, SGD update (PyTorch's, dampening 0) and
-NaN guard.  The results are **not bitwise equal** to training alone: a batched
-matrix product sums in a different order.  Whether a run was batched is
-provenance (recorded, not hashed), and the bitwise tests use :func:`lmcbook.train.train` only.
+Both run the same step loop, :func:`lmcbook.train.train_loop`: :func:`train_many`
+only supplies a :class:`StackStepper` (the stacked forward and SGD update) where
+:func:`lmcbook.train.train` supplies a :class:`~lmcbook.train.ModuleStepper`.  So
+the semantics match training alone model by model: the same initialisation, batch
+order, augmentation draws, schedule, SGD rule (PyTorch's, dampening 0) and NaN
+guard.  The results are **not bitwise equal** to training alone: a batched matrix
+product sums in a different order.  Whether a run was batched is provenance
+(recorded, not hashed), and the bitwise tests use :func:`lmcbook.train.train` only.
+A stack is not checkpointed: one killed mid-way trains again from its first step.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import Dataset, augment_batch
+from .data import Dataset
 from .models import MLP
 from .specs import RunSpec, SpecError
-from .train import DivergedError, TrainedRun, divergence, finish, keeps_momentum, schedule, starting_model
+from .train import (
+    DivergedError,
+    Schedule,
+    TrainedRun,
+    divergence,
+    finish,
+    keeps_momentum,
+    schedule,
+    starting_model,
+    train_loop,
+)
 
 #: Stacked training equals training alone to within this max absolute difference in any weight, on the test
 #: suite's 40-step runs of every kind a stack accepts (tests/test_batched.py); the difference is summation order.
@@ -132,6 +146,50 @@ def _sgd_step(params: list[tuple[str, nn.Parameter]], bufs: dict[str, torch.Tens
             p.addcmul_(buf, _bcast(lr, p), value=-1)
 
 
+class StackStepper:
+    """The :class:`~lmcbook.train.Stepper` of a stack: one batched forward and one SGD update move all K members
+    (PyTorch's SGD rule, dampening 0, each member with its own learning rate, momentum and weight decay)."""
+
+    def __init__(self, specs: list[RunSpec], stack: StackedMLP, starts: list[TrainedRun | None]) -> None:
+        self.specs, self.stack = specs, stack
+        self.params = list(stack.params.items())
+        dev = self.params[0][1].device
+        self.opt = _Opt(*(torch.tensor([getattr(s.train, a) for s in specs], device=dev, dtype=torch.float32)
+                          for a in ("lr", "momentum", "weight_decay")))
+        self.bufs = _inherited_buffers(self.params, specs, starts)
+        self.lr = self.opt.lr
+        self.dead = torch.zeros(len(specs), dtype=torch.bool, device=dev)
+
+    def set_lr(self, sched: Schedule, step: int) -> None:
+        """Set every member's learning rate to its peak times the schedule's shape at ``step``."""
+        self.lr = self.opt.lr * sched.lr(step, self.specs[0], peak=1.0)
+
+    def loss(self, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        """Return the (K,) mean cross-entropies of the members on their batches."""
+        return F.cross_entropy(self.stack(xb).transpose(1, 2), yb, reduction="none").mean(1)
+
+    def step(self, loss: torch.Tensor) -> None:
+        """Back-propagate the sum of the members' losses and update them all at once."""
+        for p in self.stack.params.values():
+            p.grad = None
+        loss.sum().backward()
+        _sgd_step(self.params, self.bufs, self.opt, self.lr)
+
+    def diverged(self, losses: torch.Tensor, sched: Schedule) -> bool:
+        """Mark the members with a non-finite loss so far; return True once every member has diverged."""
+        self.dead |= ~torch.isfinite(losses).all(0)
+        return bool(self.dead.all())
+
+    def momentum_buffers(self, member: int) -> dict[str, torch.Tensor]:
+        """Return a copy of member ``member``'s momentum buffers by MLP parameter name."""
+        return {name.replace("__", "."): self.bufs[name][member].clone() for name, _ in self.params
+                if self.bufs[name] is not None}
+
+    def save(self, path: Path, losses: torch.Tensor, step: int, sched: Schedule) -> None:
+        """Raise: a stack is not checkpointed (train_many passes no checkpoint to the loop)."""
+        raise NotImplementedError("a stack of runs is not checkpointed; train its runs alone to checkpoint them")
+
+
 def train_many(specs: list[RunSpec], data: Dataset, starts: list[TrainedRun | None] | None = None,
                inits: list[TrainedRun | None] | None = None,
                progress: bool | None = None) -> list[TrainedRun | DivergedError]:
@@ -140,6 +198,8 @@ def train_many(specs: list[RunSpec], data: Dataset, starts: list[TrainedRun | No
     ``starts`` and ``inits`` give, per spec, the parent run (children) or the run to
     fine-tune from, as in :func:`lmcbook.train.train`.  A model whose loss becomes
     non-finite is reported as a :class:`~lmcbook.train.DivergedError` in its place; the others finish.
+    The steps are :func:`lmcbook.train.train_loop`'s, with a :class:`StackStepper`.  A stack is not
+    checkpointed: a stack killed mid-way trains again from its first step.
     """
     if not specs:
         return []
@@ -147,46 +207,21 @@ def train_many(specs: list[RunSpec], data: Dataset, starts: list[TrainedRun | No
     if None in keys or len(keys) != 1:
         raise SpecError("train_many needs specs with one group_key (same MLP shape, batch size and schedule); "
                         "use lmcbook.train.train for the others")
-    k, spec0 = len(specs), specs[0]
+    k = len(specs)
     starts, inits = starts or [None] * k, inits or [None] * k
     sched = [schedule(s, data, st) for s, st in zip(specs, starts)][0]  # one group_key: one schedule
     models = [starting_model(s, data, st, ini) for s, st, ini in zip(specs, starts, inits)]
-    stack = StackedMLP(models).to(data.device)
-    params = list(stack.params.items())
-    opt = _Opt(*(torch.tensor([getattr(s.train, a) for s in specs], device=data.device, dtype=torch.float32)
-                 for a in ("lr", "momentum", "weight_decay")))
-    bufs = _inherited_buffers(params, specs, starts)
+    stepper = StackStepper(specs, StackedMLP(models).to(data.device), starts)
     losses = torch.zeros(sched.stop - sched.first, k, device=data.device)
-    dead = torch.zeros(k, dtype=torch.bool, device=data.device)
-    t_start = time.perf_counter()
-    idx = None
-    for t in range(sched.first, sched.stop):
-        epoch, i = divmod(t, sched.per_epoch)
-        if idx is None or i == 0:
-            idx = torch.stack([sched.batches(s, data, epoch) for s in specs])
-        xb, yb = data.x_train[idx[:, i]].float(), data.y_train[idx[:, i]]  # (K, B, ...), (K, B)
-        if spec0.data.augment:
-            xb = torch.stack([augment_batch(xb[j], s.data.name, s.train.aug_seed, t) for j, s in enumerate(specs)])
-        per_model = F.cross_entropy(stack(xb).transpose(1, 2), yb, reduction="none").mean(1)  # (K,)
-        for p in stack.params.values():
-            p.grad = None
-        per_model.sum().backward()
-        _sgd_step(params, bufs, opt, opt.lr * sched.lr(t, spec0, peak=1.0))
-        losses[t - sched.first] = per_model.detach()
-        if sched.end_of_epoch(t):
-            dead |= ~torch.isfinite(losses[: t - sched.first + 1]).all(0)
-            if bool(dead.all()):
-                break
-    elapsed = time.perf_counter() - t_start
+    elapsed = train_loop(stepper, data, sched, losses, progress=progress)
     out: list[TrainedRun | DivergedError] = []
     loss_cpu = losses.cpu()
-    for j, (s, state) in enumerate(zip(specs, stack.state_dicts())):
+    for j, (s, state) in enumerate(zip(specs, stepper.stack.state_dicts())):
         if (err := divergence(s, loss_cpu[:, j], sched)) is not None:
             out.append(err)
             continue
         models[j].load_state_dict(state)
-        buffers = {name.replace("__", "."): bufs[name][j].clone() for name, _ in params
-                   if bufs[name] is not None} if keeps_momentum(s) else None
+        buffers = stepper.momentum_buffers(j) if keeps_momentum(s) else None
         out.append(finish(s, models[j], loss_cpu[:, j], sched, data, buffers, train_seconds=elapsed / k,
                           batched_with=k, batched_seconds=elapsed))
     return out

@@ -1,12 +1,22 @@
 """One training loop for every model: SGD with momentum, warm-up then linear decay.
 
-The loop reads top to bottom.  Batch t is a pure function of (data_seed, epoch),
-augmentation a pure function of (aug_seed, step), and the initial weights a
-pure function of ``seed``, so on the CPU two runs at the same thread count give
-identical weights, and a run stopped at step k and continued from its saved
-weights, momentum buffers and step reproduces the uninterrupted run bitwise.
-That is what checkpointing uses: ``train(spec, checkpoint=path)`` writes the
-state every few epochs and, started again after a kill, resumes from it.
+:func:`train_loop` is the only step loop in lmcbook, and it reads top to bottom:
+batch order, learning rate, batch and augmentation, forward and loss, SGD step,
+and once per epoch the NaN guard, the progress bar and a checkpoint.  What it
+trains is a :class:`Stepper`: :class:`ModuleStepper` for one model
+(:func:`train`, PyTorch's fused SGD) or :class:`lmcbook.batched.StackStepper` for
+same-shaped MLPs trained as one stack (:func:`lmcbook.batched.train_many`).  So a
+feature of the loop (schedule, batches, augmentation, NaN guard, bar, checkpoints)
+is one edit for both paths; only a change to the update itself touches the two
+Steppers.
+
+Batch t is a pure function of (data_seed, epoch), augmentation a pure function of
+(aug_seed, step), and the initial weights a pure function of ``seed``, so on the
+CPU two runs at the same thread count give identical weights, and a run stopped at
+step k and continued from its saved weights, momentum buffers and step reproduces
+the uninterrupted run bitwise.  That is what checkpointing uses:
+``train(spec, checkpoint=path)`` writes the state every few epochs and, started
+again after a kill, resumes from it.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -302,14 +312,14 @@ def optimizer(spec: RunSpec, model: nn.Module, start: TrainedRun | None, dev: to
     return opt
 
 
-def batch(spec: RunSpec, data: Dataset, rows: torch.Tensor, step: int,
-          channels_last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return step ``step``'s inputs (augmented, as float32) and labels from the training rows ``rows``."""
+def batch(specs: list[RunSpec], data: Dataset, rows: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return step ``step``'s inputs (augmented, as float32), (K, B, ...), and labels, (K, B), of the K members
+    ``specs`` from their training rows ``rows``, (K, B): member j's draws are a pure function of its aug_seed."""
     xb, yb = data.x_train[rows], data.y_train[rows]
-    if spec.data.augment:
-        xb = augment_batch(xb, spec.data.name, spec.train.aug_seed, step)
-    xb = xb.float()
-    return (xb.contiguous(memory_format=torch.channels_last) if channels_last else xb), yb
+    if specs[0].data.augment:  # augment, then cast: a shift is exact in the stored dtype (fp16 on CUDA)
+        shifted = [augment_batch(xb[j], s.data.name, s.train.aug_seed, step) for j, s in enumerate(specs)]
+        xb = shifted[0][None] if len(shifted) == 1 else torch.stack(shifted)
+    return xb.float(), yb
 
 
 def resume(checkpoint: str | Path | None, every: int, spec: RunSpec, model: nn.Module, opt: torch.optim.Optimizer,
@@ -339,6 +349,129 @@ def resume(checkpoint: str | Path | None, every: int, spec: RunSpec, model: nn.M
     return ckpt, first, {"resumed_from_step": first}
 
 
+class Stepper(Protocol):
+    """What :func:`train_loop` needs of the K models it trains together (its *members*, one spec each).
+
+    Two implementations: :class:`ModuleStepper` (one module, PyTorch's fused SGD) and
+    :class:`lmcbook.batched.StackStepper` (same-shaped MLPs stacked on a leading axis).
+    """
+
+    specs: list[RunSpec]
+
+    def set_lr(self, sched: Schedule, step: int) -> None:
+        """Set every member's learning rate to its schedule's at ``step``."""
+
+    def loss(self, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        """Return the members' training losses on a batch from :func:`batch`: shape () for one module, else (K,)."""
+
+    def step(self, loss: torch.Tensor) -> None:
+        """Back-propagate ``loss`` (from :meth:`loss`) and take one SGD step for every member."""
+
+    def diverged(self, losses: torch.Tensor, sched: Schedule) -> bool:
+        """Check the losses so far, per member; raise DivergedError, or return True once no member can go on."""
+
+    def momentum_buffers(self, member: int) -> dict[str, torch.Tensor]:
+        """Return a copy of member ``member``'s momentum buffers by parameter name (none before the first step)."""
+
+    def save(self, path: Path, losses: torch.Tensor, step: int, sched: Schedule) -> None:
+        """Write the training state before ``step`` to the checkpoint ``path`` (see :func:`resume`)."""
+
+
+class ModuleStepper:
+    """The :class:`Stepper` of one module: PyTorch's fused SGD; bf16 autocast if ``amp``; channels_last inputs if
+    ``channels_last`` (convolutions on CUDA)."""
+
+    def __init__(self, spec: RunSpec, model: nn.Module, opt: torch.optim.Optimizer, amp: bool = False,
+                 channels_last: bool = False) -> None:
+        self.specs, self.model, self.opt = [spec], model, opt
+        self.params = dict(model.named_parameters())
+        self.amp, self.channels_last = amp, channels_last
+        self.device_type = next(iter(self.params.values())).device.type
+        model.train()
+
+    def set_lr(self, sched: Schedule, step: int) -> None:
+        """Set the optimizer's learning rate to the schedule's at ``step``."""
+        for g in self.opt.param_groups:
+            g["lr"] = sched.lr(step, self.specs[0])
+
+    def loss(self, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        """Return the mean cross-entropy of the model on the batch (its one member's slice)."""
+        x = xb[0].contiguous(memory_format=torch.channels_last) if self.channels_last else xb[0]
+        with torch.autocast(self.device_type, dtype=torch.bfloat16, enabled=self.amp):
+            return F.cross_entropy(self.model(x), yb[0])
+
+    def step(self, loss: torch.Tensor) -> None:
+        """Back-propagate ``loss`` and take the optimizer's step."""
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+
+    def diverged(self, losses: torch.Tensor, sched: Schedule) -> bool:
+        """Raise the DivergedError of the first non-finite loss, if any; else return False."""
+        if (err := divergence(self.specs[0], losses, sched)) is not None:
+            raise err
+        return False
+
+    def momentum_buffers(self, member: int = 0) -> dict[str, torch.Tensor]:
+        """Return a copy of the optimizer's momentum buffers by parameter name."""
+        return {name: self.opt.state[p]["momentum_buffer"].detach().clone() for name, p in self.params.items()
+                if "momentum_buffer" in self.opt.state[p]}
+
+    def save(self, path: Path, losses: torch.Tensor, step: int, sched: Schedule) -> None:
+        """Write the weights, momentum buffers and losses before ``step`` to ``path`` atomically."""
+        _write_checkpoint(path, self.specs[0], self.model, self.opt, self.params, losses, step, sched)
+
+
+def _epoch_rows(specs: list[RunSpec], data: Dataset, sched: Schedule, epoch: int) -> torch.Tensor:
+    """Return the members' batch orders of ``epoch``: (K, steps per epoch, batch size) indices."""
+    orders = [sched.batches(s, data, epoch) for s in specs]
+    return orders[0][None] if len(orders) == 1 else torch.stack(orders)
+
+
+def train_loop(stepper: Stepper, data: Dataset, sched: Schedule, losses: torch.Tensor, first: int | None = None,
+               progress: bool | None = None, checkpoint: Path | None = None, checkpoint_every: int = 1,
+               checkpoint_seconds: float = 0.0) -> float:
+    """Train ``stepper``'s members from step ``first`` (default ``sched.first``) to ``sched.stop``; return the
+    seconds it took.  The one training loop of lmcbook: a training feature is one edit here.
+
+    Step t's loss goes to ``losses[t - sched.first]`` ((steps,) for one module, (steps, K)
+    for K members).  Per step: batch order, learning rate, batch and augmentation
+    (:func:`batch`), forward and loss, SGD step.  At the end of every epoch (one sync):
+    the NaN guard (:meth:`Stepper.diverged`; the loop stops once no member can go on),
+    the progress bar and, if ``checkpoint`` is given, a checkpoint every
+    ``checkpoint_every`` epochs at least ``checkpoint_seconds`` apart (never at the last step).
+    """
+    first = sched.first if first is None else first
+    specs = stepper.specs
+    desc = f"train {specs[0].short_id}" if len(specs) == 1 else f"train {len(specs)} stacked"
+    bar = tqdm(total=sched.stop - sched.first, initial=first - sched.first, desc=desc,
+               disable=not show_progress(progress), leave=False)
+    t0 = last_write = time.perf_counter()
+    rows = None
+    try:
+        for t in range(first, sched.stop):
+            epoch, i = divmod(t, sched.per_epoch)
+            if rows is None or i == 0:
+                rows = _epoch_rows(specs, data, sched, epoch)
+            stepper.set_lr(sched, t)
+            loss = stepper.loss(*batch(specs, data, rows[:, i], t))
+            stepper.step(loss)
+            losses[t - sched.first] = loss.detach()
+            if sched.end_of_epoch(t):  # one sync per epoch: the NaN guard, the bar, the checkpoint
+                if stepper.diverged(losses[: t - sched.first + 1], sched):
+                    break
+                bar.update(t + 1 - sched.first - bar.n)
+                if not bar.disable:
+                    bar.set_postfix(epoch=epoch, loss=f"{float(losses[t - sched.first].mean()):.3f}")
+                if (checkpoint is not None and (epoch + 1) % checkpoint_every == 0 and t + 1 < sched.stop
+                        and time.perf_counter() - last_write >= checkpoint_seconds):
+                    stepper.save(checkpoint, losses, t + 1, sched)
+                    last_write = time.perf_counter()
+    finally:
+        bar.close()
+    return time.perf_counter() - t0
+
+
 def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device = "auto",
           progress: bool | None = None, start: TrainedRun | None = None, amp: bool | None = None,
           init: TrainedRun | None = None, checkpoint: str | Path | None = None,
@@ -352,7 +485,8 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
     ``checkpoint`` (a file, or a directory for ``<run id>.ckpt.safetensors``) makes the
     run survive a kill: every ``checkpoint_every`` epochs, at least ``checkpoint_seconds``
     apart, the state is written there atomically, and a run started again resumes from it
-    bitwise (:func:`resume`).  The caller removes it (:func:`remove_checkpoint`) once stored.
+    bitwise (``resume``).  The caller removes it (:func:`remove_checkpoint`) once stored.
+    The steps are :func:`train_loop`'s, with a :class:`ModuleStepper`.
     """
     dev = resolve_device(device) if data is None else data.device
     data = load_spec(spec.data, dev) if data is None else data
@@ -362,44 +496,14 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
     channels_last = dev.type == "cuda" and spec.model.arch in ("vgg11", "resnet20")
     if channels_last:  # the layout tensor cores want for convolutions
         model = model.to(memory_format=torch.channels_last)
-    params = dict(model.named_parameters())
-    opt = optimizer(spec, model, start, dev)
+    stepper = ModuleStepper(spec, model, optimizer(spec, model, start, dev), use_amp, channels_last)
     losses = torch.zeros(sched.stop - sched.first, device=dev)
-    ckpt, first, extra = resume(checkpoint, checkpoint_every, spec, model, opt, losses, sched)
-    show = show_progress(progress)
-    bar = tqdm(total=sched.stop - sched.first, initial=first - sched.first, desc=f"train {spec.short_id}",
-               disable=not show, leave=False)
-    t0 = last_write = time.perf_counter()
-    model.train()
-    idx = None
-    for t in range(first, sched.stop):
-        epoch, i = divmod(t, sched.per_epoch)
-        if idx is None or i == 0:
-            idx = sched.batches(spec, data, epoch)
-        for g in opt.param_groups:
-            g["lr"] = sched.lr(t, spec)
-        xb, yb = batch(spec, data, idx[i], t, channels_last)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=use_amp):
-            loss = F.cross_entropy(model(xb), yb)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses[t - sched.first] = loss.detach()
-        if sched.end_of_epoch(t):  # one sync per epoch: the NaN guard and the bar
-            if (err := divergence(spec, losses[: t - sched.first + 1], sched)) is not None:
-                raise err
-            bar.update(t + 1 - sched.first - bar.n)
-            bar.set_postfix(epoch=epoch, loss=f"{float(losses[t - sched.first]):.3f}")
-            if (ckpt is not None and (epoch + 1) % checkpoint_every == 0 and t + 1 < sched.stop
-                    and time.perf_counter() - last_write >= checkpoint_seconds):
-                _write_checkpoint(ckpt, spec, model, opt, params, losses, t + 1, sched)
-                last_write = time.perf_counter()
-    bar.close()
-    elapsed = time.perf_counter() - t0
-    buffers = {name: opt.state[p]["momentum_buffer"].detach().clone() for name, p in params.items()
-               if "momentum_buffer" in opt.state[p]} if keeps_momentum(spec) else None
+    ckpt, first, extra = resume(checkpoint, checkpoint_every, spec, model, stepper.opt, losses, sched)
+    elapsed = train_loop(stepper, data, sched, losses, first, progress, ckpt, checkpoint_every, checkpoint_seconds)
+    buffers = stepper.momentum_buffers() if keeps_momentum(spec) else None
     return finish(spec, model, losses, sched, data, buffers, train_seconds=elapsed, **extra)
 
 
-__all__ = ["CHECKPOINT_SUFFIX", "DivergedError", "Schedule", "TrainedRun", "check_trainable", "checkpoint_path",
-           "finish", "init_model", "lr_at", "remove_checkpoint", "schedule", "starting_model", "train"]
+__all__ = ["CHECKPOINT_SUFFIX", "DivergedError", "ModuleStepper", "Schedule", "Stepper", "TrainedRun", "batch",
+           "check_trainable", "checkpoint_path", "finish", "init_model", "lr_at", "remove_checkpoint", "schedule",
+           "starting_model", "train", "train_loop"]

@@ -1,10 +1,12 @@
 """Batched (stacked) training matches training alone up to floating-point summation order.
 
 These are tolerance tests by design: a batched matrix product sums in another order,
-so batched runs are never compared bitwise (DESIGN.md §4, run identity).
+so batched runs are never compared bitwise with runs trained alone (a run's id names what
+it is, not how it was trained; see *How this book is built*).
 """
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -119,6 +121,10 @@ CASES = {
     "augmentation": lambda: [_spec(0, augment=True), _spec(1, augment=True, aug_seed=7)],
     "children of mu = 0 and mu > 0 parents": lambda: _children((0.0, 0.5, 0.9)),
     "fine-tuned runs on a transformed task": _fine_tuned,
+    "parents that stop early and keep momentum": lambda: [_spec(i, momentum=m, stop_step=25)
+                                                          for i, m in enumerate((0.0, 0.5, 0.9))],
+    "a constant schedule without warm-up": lambda: [_spec(0, schedule="constant", warmup=0.0, lr=0.02),
+                                                    _spec(1, schedule="constant", warmup=0.0, lr=0.05)],
 }
 
 
@@ -136,6 +142,11 @@ def test_stacked_training_equals_training_alone_for_every_kind_it_accepts(case, 
         ref = alone.get_or_train(spec, data=data)
         assert "batched_with" not in ref.provenance
         assert _close(run.model, ref.model, STACK_TOLERANCE), (case, spec.train)
+        assert run.step == ref.step and len(run.history["loss"]) == len(ref.history["loss"])
+        assert run.history["loss"] == pytest.approx(ref.history["loss"], abs=STACK_TOLERANCE)
+        assert (run.momentum_buffers is None) == (ref.momentum_buffers is None), case
+        for name, buf in (ref.momentum_buffers or {}).items():
+            assert float((run.momentum_buffers[name] - buf).abs().max()) < STACK_TOLERANCE, (case, name)
 
 
 def test_a_stacked_mu_half_child_keeps_its_parents_momentum(tmp_path):
@@ -200,3 +211,46 @@ def test_runs_too_wide_or_a_failed_pool_train_in_this_process(tmp_path, monkeypa
     specs = [replace(_spec(s, steps=3, warmup=0.0), model=wide) for s in (0, 1)]
     runs = store.get_or_train_many(specs, data=data)
     assert all(r.provenance["pid"] == os.getpid() for r in runs) and all(store.has(s) for s in specs)
+
+
+def test_train_and_train_many_run_one_and_the_same_loop(monkeypatch, tmp_path):
+    """The guard against two loops drifting apart: both paths call lmcbook.train.train_loop, once per run or stack,
+    and every step's batch (augmentation included) comes from lmcbook.train.batch."""
+    import lmcbook.batched as batched_mod
+    import lmcbook.train as train_mod
+
+    assert batched_mod.train_loop is train_mod.train_loop
+    real_loop, real_batch = train_mod.train_loop, train_mod.batch
+    loops, batches = [], []
+
+    def loop(stepper, *args, **kwargs):
+        loops.append(type(stepper).__name__)
+        return real_loop(stepper, *args, **kwargs)
+
+    def batch(specs, data, rows, step):
+        batches.append((len(specs), step))
+        return real_batch(specs, data, rows, step)
+
+    for mod in (train_mod, batched_mod):
+        monkeypatch.setattr(mod, "train_loop", loop)
+    monkeypatch.setattr(train_mod, "batch", batch)
+    data = load("digits", device="cpu")
+    specs = [_spec(0, augment=True, steps=8), _spec(1, augment=True, steps=8)]
+    train(specs[0], data, progress=True)
+    assert loops == ["ModuleStepper"] and batches == [(1, t) for t in range(8)]
+    loops.clear(), batches.clear()
+    train_many(specs, data, progress=True)
+    assert loops == ["StackStepper"] and batches == [(2, t) for t in range(8)]
+    loops.clear()
+    RunStore(tmp_path / "s").get_or_train_many(specs + [_spec(2, batch_size=32, steps=8)], data=data)
+    assert sorted(loops) == ["ModuleStepper", "StackStepper"]
+
+
+def test_a_stack_is_not_checkpointed():
+    from lmcbook.batched import StackStepper
+    from lmcbook.train import Schedule
+
+    specs = [_spec(0), _spec(1)]
+    stepper = StackStepper(specs, StackedMLP([MLP(64, 10, 32, depth=3) for _ in specs]), [None, None])
+    with pytest.raises(NotImplementedError, match="not checkpointed"):
+        stepper.save(Path("unused"), torch.zeros(1, 2), 1, Schedule(40, 19, 0, 40))

@@ -75,3 +75,9 @@ def test_batch_larger_than_training_set_fails_before_compute(digits, tmp_path):
     with pytest.raises(SpecError, match=r"batch_size=5000.*\[1, 1257\]"):
         store.get_or_train(spec, data=digits)
     assert store.ids() == []
+
+
+def test_the_progress_bar_does_not_change_the_run(digits):
+    spec = tiny_spec()
+    quiet, shown = train(spec, digits, progress=False), train(spec, digits, progress=True)
+    assert _same(quiet.model, shown.model) and quiet.history == shown.history

@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, replace
 import pandas as pd
 import torch
 
-from .claims import concat, last_hidden, select, to_long, to_long_frame
 from .data import Dataset, load
 from .merge import (
     add_vectors,
@@ -37,6 +36,7 @@ from .noise import effective_noise_scale, merging_gain
 from .probes import PairActivations, rank_profile
 from .profiles import TASKS, Cell, NoiseStudy, Pair, Recipe
 from .regime import regime_measures
+from .schema import concat, last_hidden, select, to_long, to_long_frame
 from .specs import RunSpec
 from .store import RunStore
 from .sweep import run_all

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .claims import cell_stats, cell_table, in_cell, pair_values, select
-from .stats import interval
+from .schema import cell_table, in_cell, pair_values, select
+from .stats import cell_stats, interval
 
 STYLE = {
     "figure.dpi": 110, "savefig.dpi": 110, "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10,
@@ -687,7 +687,7 @@ def _draw(ax, pts, **style) -> None:
 
 
 def _cells(long: pd.DataFrame) -> pd.DataFrame:
-    """Return the mechanism frame's cells (claims.cell_table) with the decay arm's length marked."""
+    """Return the mechanism frame's cells (schema.cell_table) with the decay arm's length marked."""
     cells = cell_table(long)
     base = cells.loc[cells["widest"].idxmax(), "epochs"]
     return cells.assign(decay_arm=np.isclose(cells["epochs"], base))

@@ -208,7 +208,8 @@ class PairActivations:
 
     # the probes, sharing this pair's records ----------------------------------------
     def lewc(self, lams=(0.5,)) -> pd.DataFrame:
-        """Return per layer and λ the cosine and relative error of θ(λ)'s f_l against the LEWC and LLFC predictions."""
+        """Return per layer and λ the cosine and relative error of θ(λ)'s f_l against the LEWC and LLFC predictions,
+        with each layer's ``role`` ("hidden" or "output", :attr:`Record.roles`)."""
         rows = []
         for lam in check_lams(lams):
             m = self.merged(lam)
@@ -217,8 +218,9 @@ class PairActivations:
                 for name, pred in (("lewc", lam ** l * fa + (1 - lam) ** l * fb),
                                    ("llfc", lam * fa + (1 - lam) * fb)):
                     c, n_ex = cosine(fm, pred)
-                    rows += [_row(l, lam, f"{name}_cos", c), _row(l, lam, f"{name}_rel_err", rel_err(fm, pred)),
-                             _row(l, lam, f"{name}_n_excluded", n_ex)]
+                    rows += [{**r, "role": self.rec_a.roles[l]} for r in (
+                        _row(l, lam, f"{name}_cos", c), _row(l, lam, f"{name}_rel_err", rel_err(fm, pred)),
+                        _row(l, lam, f"{name}_n_excluded", n_ex))]
         return pd.DataFrame(rows)
 
     def weak_additivity(self, lams=(0.5,), baseline_seed: int = 0) -> pd.DataFrame:

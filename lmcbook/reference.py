@@ -27,8 +27,8 @@ import pandas as pd
 import torch
 
 from . import __version__
-from .claims import read_results
 from .provenance import PACKAGE_DIR, git_sha
+from .schema import read_results
 from .specs import CODE_VERSION, SpecError
 from .store import RunStore
 

@@ -1,4 +1,4 @@
-"""Intervals over replicates: the statistics behind every verdict that reads one.
+"""Statistics over replicates: intervals, rank correlations, fits and spreads, behind every verdict.
 
 A replicate is a pair of independently trained networks (or a model, or a random
 draw, where those are the unit).  A verdict reads a 95% bootstrap interval of the
@@ -13,6 +13,10 @@ interval is not computed (its ends are NaN) and nothing can be decided.
 With 5 replicates a percentile bootstrap is narrower than a t interval (it treats
 the 5 values as the population), so these intervals are a floor on the
 uncertainty, not a ceiling; the book says so where it reads them.
+
+Beside the intervals: Spearman's rank correlation (:func:`spearman`, the ρ of every
+trend), per-cell summaries over replicates (:func:`cell_stats`, :func:`spread`) and
+the least-squares quadratic the noise rows read (:func:`quadratic_fit`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import bootstrap
+import pandas as pd
+from scipy.stats import bootstrap, spearmanr
+
+from .schema import replicate, select
 
 #: Confidence level of every interval.
 CONFIDENCE = 0.95
@@ -160,9 +167,66 @@ def trend_and_ends(rho: float, sign: int, ends: str, rho_min: float) -> str:
     Pass: sign·ρ ≥ rho_min and the ends moved the claimed way beyond their interval.  Fail: the ends moved the
     other way beyond it, or the trend is missing (sign·ρ < rho_min) and the ends did not move the claimed way
     beyond it.  Otherwise inconclusive."""
-    trend = bool(np.isfinite(rho) and sign * rho >= rho_min)
+    trended = bool(np.isfinite(rho) and sign * rho >= rho_min)
     if ends == FAIL:
         return FAIL
     if ends == PASS:
-        return PASS if trend else INCONCLUSIVE
-    return INCONCLUSIVE if trend else FAIL
+        return PASS if trended else INCONCLUSIVE
+    return INCONCLUSIVE if trended else FAIL
+
+
+# -- rank correlations, per-cell summaries and fits ------------------------------------
+def spearman(x: Iterable[float], y: Iterable[float]) -> float:
+    """Return Spearman's rank correlation of x and y (NaN when either is constant)."""
+    x, y = np.asarray(list(x), float), np.asarray(list(y), float)
+    if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
+        return float("nan")
+    # rounded so that a ρ that is exactly a threshold in exact arithmetic (0.9 for one swap of 5) stays on it
+    return round(float(spearmanr(x, y).statistic), 12)
+
+
+def trend(rho: float, up: str = "rises", down: str = "falls", flat: str = "shows no consistent trend") -> str:
+    """Return the word for a rank correlation: ``up`` for ρ ≥ 0.5, ``down`` for ρ ≤ −0.5, else ``flat``."""
+    return up if rho >= 0.5 else down if rho <= -0.5 else flat
+
+
+def cell_stats(df: pd.DataFrame, metric: str, by: str = "hidden_units", **filters) -> pd.DataFrame:
+    """Return, for each value of ``by``, the mean, min, max and spread (max − min) of ``metric`` over replicates.
+
+    A replicate is a model (``seed``) where every selected row names one, else a pair
+    (``pair``).  Rows with several values per (cell, replicate), e.g. several layers, are
+    averaged within each replicate first.
+    """
+    d = select(df, metric, **filters)
+    per_seed = d.groupby([by, replicate(d)])["value"].mean().reset_index()
+    g = per_seed.groupby(by)["value"]
+    out = pd.DataFrame({"mean": g.mean(), "lo": g.min(), "hi": g.max()})
+    out["spread"] = out["hi"] - out["lo"]
+    return out
+
+
+def quadratic_fit(x: Iterable[float], y: Iterable[float]) -> dict[str, float]:
+    """Return the least-squares quadratic y ≈ c2·x² + c1·x + c0 and what the claims read off it.
+
+    Keys: ``c0``, ``c1``, ``c2``, ``residual_var`` (mean squared residual), ``vertex`` (−c1/2c2, NaN if
+    c2 = 0), ``interior`` (1.0 if c2 < 0 and the vertex lies strictly inside [min x, max x]),
+    ``fit_vertex``, ``fit_lo`` and ``fit_hi`` (the fitted y at the vertex and at both ends of x).
+    """
+    x, y = np.asarray(list(x), float), np.asarray(list(y), float)
+    if len(x) < 3 or len(np.unique(x)) < 3:
+        raise ValueError(f"a quadratic fit needs at least 3 distinct x values; got {len(np.unique(x))}")
+    c2, c1, c0 = np.polyfit(x, y, 2)
+    resid = y - np.polyval([c2, c1, c0], x)
+    lo, hi = float(x.min()), float(x.max())
+    vertex = -c1 / (2 * c2) if c2 != 0 else float("nan")
+    interior = bool(c2 < 0 and lo < vertex < hi)
+    return {"c0": float(c0), "c1": float(c1), "c2": float(c2), "residual_var": float(np.mean(resid ** 2)),
+            "vertex": float(vertex), "interior": float(interior),
+            "fit_vertex": float(np.polyval([c2, c1, c0], vertex)) if np.isfinite(vertex) else float("nan"),
+            "fit_lo": float(np.polyval([c2, c1, c0], lo)), "fit_hi": float(np.polyval([c2, c1, c0], hi))}
+
+
+def spread(df: pd.DataFrame, cell: list[str], col: str = "value") -> float:
+    """Return the mean over cells of (max − min over seeds) of ``col``."""
+    g = df.groupby(cell)[col]
+    return float((g.max() - g.min()).mean())

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmcbook import claims
+from lmcbook import claims, schema, stats
 
 UNITS = [16, 64, 256, 1024]
 
@@ -225,7 +225,7 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
             claims.ClaimResult("W1", "width", "s", "m", "t", "fail", "p", regime="long", decay_integral=0.4),
             claims.ClaimResult("N4", "noise", "s", "m", "t", "n/a", "p")]
     long = claims.scoreboard_long(rows)
-    claims.validate_results(long, "claims")
+    schema.validate_results(long, "claims")
     assert claims.state_of(long, "W2", "short") == "inconclusive"
     assert claims.state_of(long, "W1", "long") == "fail"
     assert claims.state_of(long, "N4") == "n/a"
@@ -286,12 +286,12 @@ def _regime_frame(rank_of, acc_of, units=(16, 64, 256, 1024), lengths=(60, 600),
 
 def test_regime_rows_name_their_regime_and_d():
     tr = _regime_frame(lambda d, u: 0.8 - d / u, lambda d, u: 0.3 + 0.1 * np.log2(u) + d)
-    longest = claims.at_length(tr, strongest=True)
+    longest = schema.at_length(tr, strongest=True)
     assert set(longest["epochs"]) == {600} and set(longest["weight_decay"]) == {3e-3}
     r = claims.claim_w1(longest, "long", "mechanism")
     assert r.passed and r.regime == "long" and r.decay_integral == pytest.approx(3e-3 * 600)
-    assert claims.claim_w1(claims.at_length(tr, 60, strongest=True)).regime == "short"
-    w7 = claims.claim_w7(claims.at_length(tr), "long", "mechanism")
+    assert claims.claim_w1(schema.at_length(tr, 60, strongest=True)).regime == "short"
+    w7 = claims.claim_w7(schema.at_length(tr), "long", "mechanism")
     assert w7.passed and w7.decay_integral == pytest.approx(1.8)  # the strong decay's D
     with pytest.raises(ValueError, match="regime"):
         claims.claim_w1(longest, "medium")
@@ -302,10 +302,10 @@ def test_w6_and_w7_can_disagree_between_regimes():
     acted = lambda d: d > 1  # noqa: E731
     tr = _regime_frame(lambda d, u: 0.8 - 0.01 * np.log2(u) * acted(d), lambda d, u: 0.5 + 0.01 * np.log2(u)
                        + 0.3 * acted(d))
-    assert not claims.claim_w6(claims.at_length(tr, 60, strongest=True)).passed
-    assert claims.claim_w6(claims.at_length(tr, 600, strongest=True), "long").passed
-    assert not claims.claim_w7(claims.at_length(tr, 60)).passed
-    assert claims.claim_w7(claims.at_length(tr, 600), "long").passed
+    assert not claims.claim_w6(schema.at_length(tr, 60, strongest=True)).passed
+    assert claims.claim_w6(schema.at_length(tr, 600, strongest=True), "long").passed
+    assert not claims.claim_w7(schema.at_length(tr, 60)).passed
+    assert claims.claim_w7(schema.at_length(tr, 600), "long").passed
 
 
 def test_r1_and_r2_pass_and_fail():
@@ -317,7 +317,7 @@ def test_r1_and_r2_pass_and_fail():
     assert claims.claim_r1(both).values["units"] == 1024
     low_rank_but_worse = _regime_frame(rank_falls, acc_falls)
     assert claims.claim_r1(low_rank_but_worse).passed and not claims.claim_r2(low_rank_but_worse).passed
-    assert claims.trend(claims.claim_r2(low_rank_but_worse).values["rho"]) == "falls"
+    assert stats.trend(claims.claim_r2(low_rank_but_worse).values["rho"]) == "falls"
     no_low_rank = _regime_frame(lambda d, u: 0.8 + 0.01 * d, acc_rises)
     assert not claims.claim_r1(no_low_rank).passed
     # the trend holds, but with 2 replicates in the end cells their interval cannot decide

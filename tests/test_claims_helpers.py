@@ -9,35 +9,35 @@ from lmcbook import claims, stats
 
 def test_quadratic_fit_recovers_a_planted_parabola():
     x = np.linspace(-3, 1, 9)
-    fit = claims.quadratic_fit(x, -2 * (x + 1) ** 2 + 0.5)
+    fit = stats.quadratic_fit(x, -2 * (x + 1) ** 2 + 0.5)
     assert fit["c2"] == pytest.approx(-2) and fit["vertex"] == pytest.approx(-1)
     assert fit["interior"] == 1.0 and fit["fit_vertex"] == pytest.approx(0.5)
     assert fit["residual_var"] < 1e-20
-    up = claims.quadratic_fit(x, (x + 1) ** 2)
+    up = stats.quadratic_fit(x, (x + 1) ** 2)
     assert up["interior"] == 0.0  # a minimum is not an interior optimum
-    edge = claims.quadratic_fit(x, -(x - 5) ** 2)
+    edge = stats.quadratic_fit(x, -(x - 5) ** 2)
     assert edge["interior"] == 0.0 and edge["vertex"] == pytest.approx(5)
     with pytest.raises(ValueError, match="3 distinct"):
-        claims.quadratic_fit([1, 1, 2], [0, 1, 2])
+        stats.quadratic_fit([1, 1, 2], [0, 1, 2])
 
 
 def test_spread_and_cell_stats():
     df = pd.DataFrame({"hidden_units": [16, 16, 64, 64], "seed": [0, 1, 0, 1], "metric": "m",
                        "value": [0.1, 0.3, 0.5, 0.6]})
-    assert claims.spread(df, ["hidden_units"]) == pytest.approx((0.2 + 0.1) / 2)
-    st = claims.cell_stats(df, "m")
+    assert stats.spread(df, ["hidden_units"]) == pytest.approx((0.2 + 0.1) / 2)
+    st = stats.cell_stats(df, "m")
     assert st.loc[16, "mean"] == pytest.approx(0.2) and st.loc[64, "spread"] == pytest.approx(0.1)
 
 
 def test_spearman():
-    assert claims.spearman([1, 2, 3], [3, 5, 9]) == pytest.approx(1.0)
-    assert claims.spearman([1, 2, 3], [9, 5, 3]) == pytest.approx(-1.0)
-    assert np.isnan(claims.spearman([1, 2, 3], [1, 1, 1]))
+    assert stats.spearman([1, 2, 3], [3, 5, 9]) == pytest.approx(1.0)
+    assert stats.spearman([1, 2, 3], [9, 5, 3]) == pytest.approx(-1.0)
+    assert np.isnan(stats.spearman([1, 2, 3], [1, 1, 1]))
 
 
 def test_spearman_is_exact_at_a_threshold():
     # one adjacent swap among 5 points: ρ = 1 − 6·2/(5·24) = 0.9 exactly, so "ρ ≥ 0.9" must hold
-    assert claims.spearman([1, 2, 3, 4, 5], [1, 2, 3, 5, 4]) >= 0.9
+    assert stats.spearman([1, 2, 3, 4, 5], [1, 2, 3, 5, 4]) >= 0.9
 
 
 def test_methods_page_states_the_rules_the_claims_apply():

@@ -81,7 +81,7 @@ def test_theory_logit_scale_consequences(depth):
 def test_theory_check_pair_frame():
     df = theory.check_pair("disjoint_rows", depth=3, hidden=16, n_inputs=64)
     assert set(df["method"]) == {"disjoint_rows"}
-    from lmcbook.claims import METRICS
+    from lmcbook.schema import METRICS
 
     assert set(df["metric"]) <= METRICS
     with pytest.raises(ValueError, match="kind"):

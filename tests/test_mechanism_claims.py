@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmcbook import claims, stats
+from lmcbook import claims, schema, stats
 from lmcbook.claims import FAIL, INCONCLUSIVE, NA, PASS
 
 UNITS = (64, 256, 1024)
@@ -91,7 +91,7 @@ def at_strong_wide(fn, otherwise):
 
 
 def test_the_synthetic_frame_follows_the_schema():
-    claims.validate_results(mech_frame(), "mechanism")
+    schema.validate_results(mech_frame(), "mechanism")
 
 
 def test_m1_gives_each_verdict():
@@ -184,7 +184,7 @@ def test_mechanism_page_claims_mark_their_data_set_and_skip_long_rows_without_a_
     assert all(r.dataset == "mnist_standin" for r in rows if r.id.startswith("M"))
     assert all(r.regime is None for r in rows if r.id.startswith("M"))
     board = claims.scoreboard_long([*rows])
-    claims.validate_results(board, "claims")
+    schema.validate_results(board, "claims")
 
 
 def test_reference_rows_get_their_own_keys_and_scoreboard_lines():

@@ -157,7 +157,7 @@ def test_a_cell_that_misses_the_convergence_rule_trains_again_longer(tmp_path, m
 def test_a_diverged_noise_cell_is_reported_and_excluded_never_merged(tmp_path, caplog):
     """A learning rate that blows up: its cell's rows say so, carry no gain, count as missing the rule, and the other
     cells are trained, stored and merged as usual."""
-    from lmcbook import claims, experiments
+    from lmcbook import claims, experiments, schema
     from lmcbook.profiles import NoiseStudy, resolve
 
     study = resolve(NoiseStudy, "smoke", steps=20, lrs=(0.05, 1e4), batch_sizes=(32,))
@@ -167,9 +167,9 @@ def test_a_diverged_noise_cell_is_reported_and_excluded_never_merged(tmp_path, c
     assert (bad["diverged"] == 1).all() and bad["gain"].isna().all() and (bad["train_acc_min"] == 0).all()
     assert (good["diverged"] == 0).all() and good["gain"].notna().all()
     assert "diverged and is excluded" in caplog.text
-    long = claims.to_long(frame.assign(method="grid"), "n", ["gain", "train_acc_min", "diverged"],
+    long = schema.to_long(frame.assign(method="grid"), "n", ["gain", "train_acc_min", "diverged"],
                           ["lr", "batch_size", "method"], drop_missing=True)
-    claims.validate_results(long)
+    schema.validate_results(long)
     cells = claims.noise_cells(claims.noise_pairs(long, ["lr", "batch_size"]), ["lr", "batch_size"])
     assert cells.loc[(1e4, 32), "diverged"] and not cells.loc[(1e4, 32), "converged"]
     assert "1 of them diverged" in claims._rule_text(cells)

@@ -45,7 +45,7 @@ bench: env
 	$(VENV)/bin/lmcbook bench --json bench.json --book
 
 lint: env
-	$(VENV)/bin/ruff check lmcbook tests
+	$(VENV)/bin/ruff check lmcbook tests notebooks
 
 clean:
 	rm -rf _build book/generated

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from . import reference
 from .page import file_sha, reads_path, record_path
-from .parts import PARTS, all_notebooks, part_of
+from .parts import all_notebooks, part_of
 from .paths import OUT_ENV, PROGRESS_ENV, STORE_ENV, checked_out_dir, checked_path
 from .profiles import PROFILES
 from .provenance import source_hash
@@ -124,18 +124,54 @@ def notebook_parameters(path: str | Path) -> dict[str, Any]:
     raise SpecError(f"notebook {str(path)!r} has no cell tagged 'parameters'")
 
 
+def study_fields(name: str) -> list[str]:
+    """Return the parameters of notebook ``name``: its study's fields but ``profile`` (its parameters cell lists
+    exactly these, and ``profile``; a test checks it)."""
+    cls = part_of(name).study_type
+    return [f.name for f in fields(cls) if f.name != "profile" and f.name not in getattr(cls, "unused_fields", {})]
+
+
 def check_parameters(name: str, profile: str, params: dict[str, Any], notebooks: str | Path = "notebooks") -> None:
-    """Raise SpecError, before any compute, if ``params`` are unknown to the notebook or invalid for its study."""
+    """Raise SpecError, before any compute, if ``params`` are unknown to the notebook's study or invalid for it."""
     if profile not in PROFILES:
         raise SpecError(f"profile={profile!r} is not allowed: expected one of {', '.join(map(repr, PROFILES))}")
-    allowed = notebook_parameters(notebook_source(name, notebooks))
+    notebook_source(name, notebooks)
     if "profile" in params:
         raise SpecError("parameter 'profile' is set with --profile, not with -p")
-    unknown = sorted(set(params) - set(allowed))
+    unknown = sorted(set(params) - set(study_fields(name)))
     if unknown:
         raise SpecError(f"unknown parameter(s) {unknown} for notebook {name!r}: expected some of "
-                        f"{sorted(k for k in allowed if k != 'profile')}")
+                        f"{sorted(study_fields(name))}")
     part_of(name).resolve(profile, params)
+
+
+def plan(names: list[str] | None, profile: str, params: dict[str, Any],
+         notebooks: str | Path = "notebooks") -> dict[str, dict[str, Any]]:
+    """Return each notebook's own parameters (by notebook, in execution order), checked before any compute.
+
+    A parameter given to several notebooks (``-p NAME VALUE`` without ``--only``) goes to
+    those whose study has that field, and only to them; a name that no selected
+    notebook's study has is refused, naming the selected notebooks' parameters.
+    """
+    names = list(names) if names else all_notebooks()
+    for name in names:
+        notebook_source(name, notebooks)
+    if "profile" in params:
+        raise SpecError("parameter 'profile' is set with --profile, not with -p")
+    known = {name: set(study_fields(name)) for name in names}
+    unknown = sorted(set(params) - set().union(*known.values()))
+    if unknown:
+        by_part: dict[str, list[str]] = {}
+        for name in names:
+            by_part.setdefault(part_of(name).name, []).append(name)
+        listing = "; ".join(f"{', '.join(nbs)}: {', '.join(study_fields(nbs[0])) or '(none)'}"
+                            for nbs in by_part.values())
+        raise SpecError(f"unknown parameter(s) {unknown}: no selected notebook has them; the selected notebooks' "
+                        f"parameters are {listing}")
+    out = {name: {k: v for k, v in params.items() if k in known[name]} for name in names}
+    for name, own in out.items():
+        check_parameters(name, profile, own, notebooks)
+    return out
 
 
 def parse_param(value: str) -> Any:
@@ -162,17 +198,16 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
             store: str | Path | None = None, force: bool = False) -> list[Outcome]:
     """Execute notebooks with papermill into ``out``; return one Outcome per notebook.
 
-    Every notebook's parameters are checked before the first one runs.  Notebooks
+    Every notebook's parameters are checked before the first one runs (:func:`plan`: each
+    notebook gets the parameters its study has).  Notebooks
     run in dependency order (the book's part order).  A notebook is skipped, and
     says so, when its source, parameters, profile and the library's source are
     unchanged since its last output, and so is every store entry and CSV it read
     (``force`` re-executes).  A failing notebook is reported with its failing
     cell, and the rest still run.  A notebook that never saves its page fails.
     """
-    params = dict(params or {})
-    names = list(names) if names else all_notebooks()
-    for name in names:
-        check_parameters(name, profile, params, notebooks)
+    own = plan(names, profile, dict(params or {}), notebooks)
+    names = list(own)
     store_path = checked_path(store, "--store") if store is not None else None
     out = checked_out_dir(out)
     env_before = {k: os.environ.get(k) for k in (OUT_ENV, STORE_ENV, SESSION_ENV, PROGRESS_ENV)}
@@ -185,6 +220,7 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
         bar = tqdm(names, desc="notebooks", unit="nb", disable=None)
         for name in bar:
             bar.set_postfix_str(name)
+            params = own[name]
             key = cache_key(name, profile, params, notebooks)
             if not force and is_cached(name, key, out):
                 outcomes.append(Outcome(name, True, 0.0, cached=True))
@@ -356,11 +392,5 @@ def build(src: str | Path = ".", generated: str | Path | None = None, builddir: 
     return root / "_build" / "html" / "index.html"
 
 
-def parts_summary() -> str:
-    """Return a one-line-per-part listing of notebooks and quick-profile budgets."""
-    return "\n".join(f"{p.name}: {', '.join(p.notebooks)} (quick budget {p.budget_s.get('quick', 0) / 60:.0f} min)"
-                     for p in PARTS.values())
-
-
 __all__ = ["Outcome", "build", "check_parameters", "execute", "failed_notebook", "is_cached", "notebook_parameters",
-           "page_files", "parse_param", "parts_summary", "regenerate_reference"]
+           "page_files", "parse_param", "plan", "regenerate_reference", "study_fields"]

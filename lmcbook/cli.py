@@ -12,13 +12,13 @@ from tqdm.auto import tqdm
 
 from . import __version__, parts, reference
 from .bench import run as run_bench
-from .book import build, execute, parse_param, regenerate_reference
+from .book import build, execute, parse_param, plan, regenerate_reference
 from .data import DataError
 from .explore import launch
-from .paths import STORE_ENV
+from .paths import STORE_ENV, checked_path
 from .specs import SpecError
 from .store import RunStore, StoreError, describe
-from .sweep import run_all
+from .sweep import check_scheduler, run_all
 from .train import DivergedError
 
 
@@ -181,8 +181,8 @@ def cmd_bench(args) -> int:
     return 0 if all(t["met"] for t in report["targets"]) else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+def parser() -> argparse.ArgumentParser:
+    """Return the command line's parser."""
     ap = argparse.ArgumentParser(prog="lmcbook", description="Reproduce the width and noise papers on merging.")
     ap.add_argument("--version", action="version", version=f"lmcbook {__version__}")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every run loaded or trained")
@@ -251,7 +251,31 @@ def main(argv: list[str] | None = None) -> int:
     be.add_argument("--quick", action="store_true", help="three small widths, one repeat (a smoke test)")
     be.set_defaults(func=cmd_bench)
 
-    args = ap.parse_args(argv)
+    return ap
+
+
+def check(argv: list[str]) -> None:
+    """Parse a command line and check its parameters as the command would, without computing anything: raise
+    SpecError (or exit as argparse does) on what the command would refuse.  The README's commands are checked so."""
+    args = parser().parse_args(argv)
+    if args.command == "execute":
+        plan(args.only, args.profile, _params(args.p), args.notebooks)
+    elif args.command in ("train", "sweep"):
+        parts.study(args.part, args.profile, **_params(args.p))
+        if args.command == "sweep":
+            check_scheduler(args.scheduler)
+    elif args.command == "store" and args.older_than is not None:
+        _parse_age(args.older_than)
+    elif args.command == "reference" and args.name is not None:
+        reference.get(args.name)
+    for name in ("store", "out"):
+        if getattr(args, name, None) is not None:
+            checked_path(getattr(args, name), f"--{name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     try:

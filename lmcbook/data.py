@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from .paths import dataset_cache
-from .specs import DATASETS, TRANSFORMS, DataSpec, SpecError, check_device
+from .specs import DATASETS, EMBEDDED, TRANSFORMS, DataSpec, SpecError, check_device
 
 log = logging.getLogger("lmcbook.data")
 
@@ -143,14 +143,14 @@ def load(name: str = "digits", root: str | Path | None = None, device: str | tor
             else:
                 arrays = _torchvision_arrays(name, root, download)
             # on the GPU, image sets are kept in fp16 (half the memory and bandwidth); batches are cast on use
-            store_half = dev.type == "cuda" and name not in ("digits", "mnist1d")
+            store_half = dev.type == "cuda" and name not in EMBEDDED
             _CACHE[key] = _to_dataset(name, *arrays, device=dev, dtype=torch.float16 if store_half else torch.float32)
     return _CACHE[key]
 
 
 def load_spec(spec: DataSpec, device: str | torch.device = "auto") -> Dataset:
-    """Return the data set a :class:`~lmcbook.specs.DataSpec` names."""
-    return load(spec.name, spec.root, device, transform=spec.transform)
+    """Return the data set a :class:`~lmcbook.specs.DataSpec` names (downloaded into its root if it says so)."""
+    return load(spec.name, spec.root, device, download=spec.download, transform=spec.transform)
 
 
 def _apply_transform(x: torch.Tensor, transform: str) -> torch.Tensor:

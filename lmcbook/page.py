@@ -36,24 +36,26 @@ from .claims import (
     NA,
     PAGE_CLAIMS,
     PASS,
-    REGIME_KEYS,
     ClaimResult,
-    cell_table,
-    concat,
-    in_cell,
     noise_grid_cells,
     page_claims,
-    read_results,
-    select,
-    spearman,
-    to_long_frame,
-    trend,
-    validate_results,
 )
 from .data import DATASET_LABELS
 from .parts import part_of
 from .paths import out_dir
+from .profiles import Study
 from .provenance import git_sha
+from .schema import (
+    REGIME_KEYS,
+    cell_table,
+    concat,
+    in_cell,
+    read_results,
+    select,
+    to_long_frame,
+    validate_results,
+)
+from .stats import spearman, trend
 from .store import RunStore
 
 
@@ -248,14 +250,14 @@ Run ids (first 12 hex digits): {ids}
 """
 
 
-def open_page(name: str, namespace: dict[str, Any], store: RunStore | None = None) -> tuple[Page, Any]:
+def open_page(name: str, namespace: dict[str, Any], store: RunStore | None = None) -> tuple[Page, Study]:
     """Return the page of notebook ``name`` and its validated study, from the notebook's namespace.
 
     Call it right after the ``parameters`` cell with ``globals()``: ``profile`` and every
     parameter the notebook's study accepts are read from there (None keeps the profile's value).
     """
     part = part_of(name)
-    keys = [f.name for f in fields(part.config) if f.name != "profile"]
+    keys = [f.name for f in fields(part.study_type) if f.name != "profile"]
     params = {k: namespace[k] for k in keys if k in namespace}
     profile = namespace.get("profile", "quick")
     study = part.resolve(profile, params)
@@ -333,7 +335,8 @@ def describe_regime(regime: pd.DataFrame, brief: bool = False) -> str:
 def describe_noise(study: Any) -> str:
     """Return a one-sentence Markdown description of what the noise study trained (for captions)."""
     m = study.spec(study.grid_cells()[0], 0).model
-    return (f"bias-free ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden units on {study.dataset}; "
+    return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden "
+            f"units on {DATASET_LABELS[study.dataset]}; "
             f"{study.steps} SGD steps per run (linear warm-up then decay), spawn-and-merge pairs from their own "
             f"parents; {study.seeds} pair(s) per cell")
 
@@ -366,7 +369,8 @@ def describe_mechanism(study: Any) -> str:
     cells = study.cells()
     m, t = cells[0].pair(cells[0].widths[0], 0).a.model, cells[0].pair(cells[0].widths[0], 0).a.train
     units = sorted({int(round(study.base_width * w)) for w in study.widths})
-    return (f"bias-free ReLU MLP with L = {m.depth} linear layers on {DATASET_LABELS[study.dataset]}; SGD (peak lr "
+    return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers on "
+            f"{DATASET_LABELS[study.dataset]}; SGD (peak lr "
             f"{t.lr:g}, momentum {t.momentum:g}, batch {t.batch_size}); {', '.join(map(str, units))} hidden units; "
             f"{len(cells)} cells of (length, weight decay, initial-weight factor); {study.seeds} pair(s) per cell and "
             f"width, {max(study.seeds, study.decisive_seeds)} in the cells that decide a verdict")

@@ -8,7 +8,7 @@ both find a notebook's study here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Literal, overload
 
 from .profiles import (
     ControlsStudy,
@@ -16,6 +16,7 @@ from .profiles import (
     ExplorerStudy,
     MechanismStudy,
     NoiseStudy,
+    Study,
     SummaryStudy,
     TheoryStudy,
     TutorialStudy,
@@ -32,17 +33,18 @@ class Part:
     name: str
     title: str
     notebooks: tuple[str, ...]
-    #: The study dataclass its notebooks resolve (:func:`lmcbook.profiles.resolve`).
-    config: type
+    #: The study class its notebooks resolve (:func:`lmcbook.profiles.resolve`).
+    study_type: type
     budget_s: dict[str, float] = field(default_factory=dict)
 
-    def resolve(self, profile: str, params: dict[str, Any]) -> Any:
+    def resolve(self, profile: str, params: dict[str, Any]) -> Study:
         """Return the study for ``profile``, taking from ``params`` only the study's own fields."""
-        keys = {f.name for f in fields(self.config)} - {"profile"}
-        return resolve(self.config, profile, **{k: v for k, v in params.items() if k in keys})
+        keys = {f.name for f in fields(self.study_type)} - {"profile"}
+        return resolve(self.study_type, profile, **{k: v for k, v in params.items() if k in keys})
 
 
-#: The book's notebook groups, in execution order. Budgets are the quick profile's estimates (DESIGN.md §5).
+#: The book's notebook groups, in execution order. Budgets are each profile's estimated execution time in seconds
+#: (the quick book is held to 15 minutes cold on 2 cores).
 PARTS: dict[str, Part] = {p.name: p for p in (
     Part("width", "Width and linear mode connectivity", ("width_accuracy", "loss_barrier_calibration"),
          WidthStudy, {"smoke": 30, "quick": 240, "paper": 7 * 24 * 3600}),
@@ -88,10 +90,30 @@ def all_notebooks() -> list[str]:
     return [nb for part in PARTS.values() for nb in part.notebooks]
 
 
-def study(part: str, profile: str = "quick", **overrides: Any) -> Any:
+@overload
+def study(part: Literal["width", "probes"], profile: str = ..., **overrides: Any) -> WidthStudy: ...
+@overload
+def study(part: Literal["controls"], profile: str = ..., **overrides: Any) -> ControlsStudy: ...
+@overload
+def study(part: Literal["mechanism"], profile: str = ..., **overrides: Any) -> MechanismStudy: ...
+@overload
+def study(part: Literal["depth"], profile: str = ..., **overrides: Any) -> DepthStudy: ...
+@overload
+def study(part: Literal["noise"], profile: str = ..., **overrides: Any) -> NoiseStudy: ...
+@overload
+def study(part: Literal["theory"], profile: str = ..., **overrides: Any) -> TheoryStudy: ...
+@overload
+def study(part: Literal["tutorial"], profile: str = ..., **overrides: Any) -> TutorialStudy: ...
+@overload
+def study(part: Literal["explore"], profile: str = ..., **overrides: Any) -> ExplorerStudy: ...
+@overload
+def study(part: Literal["summary"], profile: str = ..., **overrides: Any) -> SummaryStudy: ...
+@overload
+def study(part: str, profile: str = ..., **overrides: Any) -> Study: ...
+def study(part: str, profile: str = "quick", **overrides: Any) -> Study:
     """Return the validated study of a part (``"width"``, ``"noise"``, ...) at ``profile``, with overrides
     (unknown names raise SpecError)."""
-    return resolve(_part(part).config, profile, **overrides)
+    return resolve(_part(part).study_type, profile, **overrides)
 
 
 def part_specs(profile: str, part: str, **overrides: Any) -> list[RunSpec]:

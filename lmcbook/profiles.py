@@ -204,7 +204,7 @@ class Recipe(Study):
         """Return the RunSpec of one model (init and data seed ``seed``), at ``depth`` if given."""
         depth = depth if depth is not None else self.depth
         return RunSpec(
-            data=DataSpec(self.dataset, self.data_root),
+            data=DataSpec(self.dataset, self.data_root, download=self.download),
             model=ModelSpec(self.arch, width, self.base_width, depth if self.arch == "mlp" else None,
                             self.norm, self.bias, self.init_scale),
             train=TrainSpec(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, momentum=self.momentum,
@@ -336,7 +336,7 @@ class MechanismStudy(WidthStudy):
     """
 
     #: Fields of Recipe this study does not read; setting one is an error that names its replacement.
-    unused_fields = {"weight_decay": "weight_decays", "init_scale": "init_scales"}
+    unused_fields = {"weight_decay": "it sweeps weight_decays", "init_scale": "it sweeps init_scales"}
 
     #: Widths of the width study (16 to 1024 units): their runs are reused here.
     widths: tuple[float, ...] = (0.25, 0.5, 1.0, 4.0, 16.0)
@@ -470,6 +470,9 @@ class MechanismStudy(WidthStudy):
 class DepthStudy(Recipe):
     """The depth sweep: bias-free MLPs of L = 2..6 linear layers at one width."""
 
+    #: Fields of Recipe this study does not read (not parameters of its page; setting one is an error).
+    unused_fields = {"depth": "it sweeps depths", "arch": "it trains MLPs only"}
+
     width: float = field(default=8.0, metadata={"ok": lambda v: v > 0, "allowed": "a width multiplier > 0"})
     depths: tuple[int, ...] = (2, 3, 4, 5, 6)
     seeds: int = field(default=1, metadata=_at_least(1))
@@ -573,7 +576,7 @@ class NoiseStudy(Study):
         """Return the full run of one cell (init and data seed ``seed``), ``steps`` long (default: the study's);
         spawning cuts it at the cell's fraction."""
         return RunSpec(
-            data=DataSpec(self.dataset, self.data_root, augment=cell.augment),
+            data=DataSpec(self.dataset, self.data_root, augment=cell.augment, download=self.download),
             model=ModelSpec("mlp", self.width, self.base_width, self.depth, cell.norm, self.bias),
             train=TrainSpec(steps=steps or self.steps, batch_size=cell.batch_size, lr=cell.lr,
                             momentum=cell.momentum, weight_decay=cell.weight_decay, warmup=self.warmup, seed=seed,
@@ -673,7 +676,8 @@ class SummaryStudy(Study):
 class TutorialStudy(Study):
     """The own-models tutorial: a user-defined MLP on digits, trained with a plain loop (nothing in the store)."""
 
-    width: int = field(default=256, metadata=_at_least(2))
+    #: Hidden units of each of the tutorial network's two hidden layers (a count, not a width multiplier).
+    hidden_units: int = field(default=256, metadata=_at_least(2))
     epochs: int = field(default=40, metadata=_at_least(1))
     #: The pair index p: model a trains from seed 2p, model b from seed 2p+1.
     pair: int = field(default=0, metadata=_at_least(0))
@@ -710,7 +714,7 @@ _TABLES: dict[type, dict[str, dict[str, Any]]] = {
                  "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=5)},  # W10: 5 pairs
     TheoryStudy: {"smoke": dict(hidden=16, inputs=64), "paper": dict(hidden=256, inputs=1024)},
     ExplorerStudy: {"paper": dict(dataset="cifar10")},
-    TutorialStudy: {"smoke": dict(width=32, epochs=3), "paper": dict(width=1024, epochs=60)},
+    TutorialStudy: {"smoke": dict(hidden_units=32, epochs=3), "paper": dict(hidden_units=1024, epochs=60)},
     NoiseStudy: {
         "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.05, 0.1), batch_sizes=(32, 128),
                       spawn_fractions=(0.1, 0.5), momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
@@ -729,6 +733,39 @@ _PAPER_ARCH = {
 }
 
 
+def _cell(v: Any) -> str:
+    """Return a profile value as a short table cell (a long even grid as "a to b by d")."""
+    if isinstance(v, tuple):
+        steps = {round(b - a, 12) for a, b in zip(v, v[1:])}
+        if len(v) > 6 and len(steps) == 1:
+            return f"{v[0]:g} to {v[-1]:g} by {steps.pop():g}"
+        return "[" + ", ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v) + "]"
+    return "None" if v is None else (f"{v:g}" if isinstance(v, float) else str(v))
+
+
+def profile_table() -> str:
+    """Return a Markdown table of what the smoke and paper profiles change in each study (the quick profile is
+    each field's default), generated from the studies themselves; the README and the book's *How this book is
+    built* carry it between ``<!-- profile-table -->`` markers, and a test checks that they match."""
+    rows = ["| study | parameter | quick | smoke | paper |", "|---|---|---|---|---|"]
+    shown: dict[tuple[type, str], list[str]] = {}
+    for cls, table in _TABLES.items():
+        changed = list(dict.fromkeys([*table.get("smoke", {}), *table.get("paper", {})]))
+        defaults = {f.name: f.default for f in fields(cls)}
+        for name in changed:
+            vals = [_cell(v) for v in (defaults[name], *(table.get(p, {}).get(name, defaults[name])
+                                                          for p in ("smoke", "paper")))]
+            if any(issubclass(cls, base) and shown.get((base, name)) == vals for base, _ in shown):
+                continue  # as in the study it extends
+            shown[(cls, name)] = vals
+            rows.append(f"| {cls.__name__} | `{name}` | " + " | ".join(vals) + " |")
+    rows.append("")
+    rows.append("In the paper profile, `arch` also picks its recipe: " + "; ".join(
+        f"`{arch}`: " + (", ".join(f"{k} {_cell(v)}" for k, v in vals.items()) or "the rows above")
+        for arch, vals in _PAPER_ARCH.items()) + ".")
+    return "\n".join(rows)
+
+
 def resolve(cls: type, profile: str = "quick", **overrides: Any) -> Any:
     """Return the study ``cls`` at ``profile``; overrides that are None keep the profile's value."""
     _check_profile(profile)
@@ -739,8 +776,8 @@ def resolve(cls: type, profile: str = "quick", **overrides: Any) -> Any:
     given = {k: v for k, v in overrides.items() if v is not None}
     for name, instead in getattr(cls, "unused_fields", {}).items():
         if name in given:
-            raise SpecError(f"{name}={given[name]!r} is not allowed: {cls.__name__} does not use {name}; "
-                            f"set {instead} instead")
+            raise SpecError(f"{name}={given[name]!r} is not allowed: {cls.__name__} does not use {name} "
+                            f"({instead})")
     values: dict[str, Any] = dict(_TABLES.get(cls, {}).get(profile, {}))
     if issubclass(cls, WidthStudy) and profile == "paper":
         values.update(_PAPER_ARCH.get(given.get("arch", values.get("arch")), {}))

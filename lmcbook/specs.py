@@ -114,6 +114,8 @@ class DataSpec:
     augment: bool = False
     #: An input transform applied to every split: a task for task arithmetic.
     transform: str = "none"
+    #: Let torchvision download a missing data set into ``root``. Provenance only: not hashed.
+    download: bool = False
 
     def __post_init__(self) -> None:
         check_choice("dataset", self.name, DATASETS)
@@ -121,6 +123,7 @@ class DataSpec:
             raise _fail("data_root", self.root, "a directory path (string) or None")
         check_bool("augment", self.augment)
         check_choice("transform", self.transform, TRANSFORMS)
+        check_bool("download", self.download)
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,7 @@ class TrainSpec:
 
 
 #: Fields that are provenance (where, not what): excluded from the hash.
-_PROVENANCE = {"DataSpec": ("root",)}
+_PROVENANCE = {"DataSpec": ("root", "download")}
 #: Fields added after the first CODE_VERSION, left out of the hash while at these defaults, so
 #: that runs made before the field existed keep their ids.  A new field whose default
 #: reproduces the old behaviour goes here.

@@ -377,7 +377,10 @@ class RunStore:
     def load(self, spec: RunSpec, device: str | torch.device = "auto", record: bool = True) -> TrainedRun:
         """Return the stored run of ``spec`` on ``device``, after checking its files' hashes.
 
-        ``record`` logs a "loaded" event, which the book counts in each page's provenance.
+        ``record`` appends a "loaded" event to ``events.jsonl``, which ``lmcbook execute`` counts in its summary
+        line; ``record=False`` is for loads that are part of training (a parent, a run trained side by side).
+        Either way the read log (:attr:`reads`) notes the run: that is what a page's provenance and its cache
+        record read.
         """
         path = self.path(spec)
         self.verify(spec)

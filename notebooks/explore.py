@@ -23,18 +23,14 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-width = None
-pair = None
-lam = None
-layer = None
-interactive = None
+# ExplorerStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = width = pair = lam = layer = interactive = None
 
 # %% tags=["hide-input"]
 import pandas as pd
 
 import lmcbook as lb
-from lmcbook import claims, explore
+from lmcbook import explore, schema
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("explore", globals())
@@ -86,11 +82,11 @@ page.glue_md("setup", describe_study(lb.study("width", profile, dataset=study.da
 if view is not None and not view.message:
     curve = view.curve.assign(pair=study.pair)
     layers = view.layers.reset_index().melt(id_vars="layer", var_name="metric", value_name="value")
-    page.save(claims.concat([
-        claims.to_long(curve, "explore", ["acc", "loss", "loss_cal"], ["lam"]),
-        claims.to_long_frame(layers.assign(pair=study.pair, lam=study.lam), "explore", ["layer", "lam"]),
+    page.save(schema.concat([
+        schema.to_long(curve, "explore", ["acc", "loss", "loss_cal"], ["lam"]),
+        schema.to_long_frame(layers.assign(pair=study.pair, lam=study.lam), "explore", ["layer", "lam"]),
     ]))
 else:  # the runs are missing (or the controls are live): the page records that it needs them
-    page.save(claims.to_long(pd.DataFrame([{"pair": study.pair, "runs_missing": float(view is not None)}]),
+    page.save(schema.to_long(pd.DataFrame([{"pair": study.pair, "runs_missing": float(view is not None)}]),
                              "explore", ["runs_missing"]))
 display(page.provenance())  # noqa: F821 (inside a block, an expression is not shown by itself)

@@ -30,21 +30,13 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-lams = None
+# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots
+from lmcbook import claims, experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("lewc", globals())
@@ -56,14 +48,14 @@ lewc, scale = frames["lewc"], frames["scale_law"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_lewc", plots.plot_lewc_vs_llfc(lewc))
 page.glue_figure("fig_scale", plots.plot_scale_law(scale))
-last = claims.last_hidden(lewc)
-tr = claims.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="trained")
-un = claims.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="untrained")
-llfc = claims.cell_stats(lewc, "llfc_rel_err", layer=last, lam=0.5, method="trained")
-q_tr = claims.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.25, method="trained")
-q_llfc = claims.cell_stats(lewc, "llfc_rel_err", layer=last, lam=0.25, method="trained")
-beta = claims.cell_stats(scale, "scale_beta", method="trained")
-beta_un = claims.cell_stats(scale, "scale_beta", method="untrained")
+last = schema.last_hidden(lewc)
+tr = stats.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="trained")
+un = stats.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="untrained")
+llfc = stats.cell_stats(lewc, "llfc_rel_err", layer=last, lam=0.5, method="trained")
+q_tr = stats.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.25, method="trained")
+q_llfc = stats.cell_stats(lewc, "llfc_rel_err", layer=last, lam=0.25, method="trained")
+beta = stats.cell_stats(scale, "scale_beta", method="trained")
+beta_un = stats.cell_stats(scale, "scale_beta", method="untrained")
 narrow, wide = tr.index.min(), tr.index.max()
 page.glue("last", int(last))
 page.glue("n_narrow", int(narrow))
@@ -78,7 +70,7 @@ page.glue("q_llfc_wide", q_llfc.loc[wide, "mean"])
 page.glue("beta_wide", beta.loc[wide, "mean"])
 page.glue("beta_wide_spread", beta.loc[wide, "spread"])
 page.glue("beta_untrained_wide", beta_un.loc[wide, "mean"])
-why = claims.lewc_setting_missing(claims.to_long_frame(regime, "lewc", claims.REGIME_KEYS))
+why = claims.lewc_setting_missing(schema.to_long_frame(regime, "lewc", schema.REGIME_KEYS))
 page.glue_md("scale_applies", "These networks are bias-free MLPs without normalisation, the setting the law is "
              "derived for." if why is None else f"The law does not apply here (n/a): {why}.")
 tr.join(un, rsuffix="_untrained")[["mean", "spread", "mean_untrained"]].round(4)
@@ -132,9 +124,9 @@ tr.join(un, rsuffix="_untrained")[["mean", "spread", "mean_untrained"]].round(4)
 # tests the same law at one width and several depths.
 
 # %%
-long = claims.concat([
-    claims.to_long_frame(lewc, "lewc", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
-    claims.to_long_frame(scale, "lewc", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
+long = schema.concat([
+    schema.to_long_frame(lewc, "lewc", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
+    schema.to_long_frame(scale, "lewc", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
 ])
 page.save(long, regime)
 page.provenance()

@@ -26,23 +26,14 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-base_width = None
-width = None
-depths = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-scheduler = None
-lams = None
+# DepthStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = base_width = norm = bias = init_scale = weight_decay = epochs = None
+batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = width = depths = None
 
 # %%
 import numpy as np
 
-from lmcbook import claims, experiments, plots, probes
+from lmcbook import claims, experiments, plots, probes, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("lewc_depth", globals())
@@ -57,8 +48,8 @@ page.glue_figure("fig_depth", plots.plot_depth(summary, scale))
 by_depth = summary.groupby("depth").mean(numeric_only=True)
 by_depth["norm_pred"] = 2.0 ** (1 - by_depth.index)
 by_depth["tau_pred"] = 2.0 ** (by_depth.index - 1)
-beta = claims.cell_stats(scale, "scale_beta", by="depth", method="trained")
-alpha = claims.cell_stats(scale, "scale_alpha", by="depth", method="trained")
+beta = stats.cell_stats(scale, "scale_beta", by="depth", method="trained")
+alpha = stats.cell_stats(scale, "scale_alpha", by="depth", method="trained")
 by_depth["beta"], by_depth["alpha"] = beta["mean"], alpha["mean"]
 # across depths: log2(logit norm ratio) = a - b (L - 1); LEWC: a = 0, b = 1
 alpha_depth, beta_depth = probes.fit_scale_law(summary["depth"], np.log2(summary["logit_norm_ratio"]))
@@ -104,11 +95,11 @@ by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "be
 # predictions pulls it below the prediction.
 
 # %%
-long = claims.concat([
-    claims.to_long(summary, "lewc_depth", ["logit_norm_ratio", "tau_ratio", "acc_merged", "acc_ensemble",
+long = schema.concat([
+    schema.to_long(summary, "lewc_depth", ["logit_norm_ratio", "tau_ratio", "acc_merged", "acc_ensemble",
                                            "acc_endpoints", "loss_barrier_cal_mid", "loss_barrier_mid"],
                    ["width", "hidden_units", "depth"]),
-    claims.to_long_frame(scale, "lewc_depth", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
+    schema.to_long_frame(scale, "lewc_depth", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
 ])
 page.save(long, regime)
 page.provenance()

@@ -26,33 +26,25 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-match_iterations = None
+# ControlsStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = weak_weight_decay = draws = match_iterations = None
 
 # %%
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("llfc_vs_lewc", globals())
 frames = experiments.probe_frames(study, page.store, matched=True)
 regime = experiments.regime_frame(study, page.store)
 keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]
-long = claims.concat([claims.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys),
-                      claims.to_long_frame(claims.select(frames["reciprocal_orthogonality"], lam=0.5),
+long = schema.concat([schema.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys),
+                      schema.to_long_frame(schema.select(frames["reciprocal_orthogonality"], lam=0.5),
                                            "llfc_vs_lewc", keys)])
 
 # %% tags=["hide-input"]
-last = claims.last_hidden(frames["lewc"])
+last = schema.last_hidden(frames["lewc"])
 names = {"trained": "unpermuted", "weight_matched": "weight-matched", "untrained": "untrained pair"}
 panels = [dict(metric="lewc_cos", title=rf"cosine to LEWC, layer {last}, $\lambda=\frac{{1}}{{4}}$",
                filters=dict(layer=last, lam=0.25)),
@@ -75,7 +67,7 @@ for method in ("trained", "weight_matched", "untrained"):
     for metric, f in (("lewc_rel_err", dict(layer=last, lam=0.25)), ("llfc_rel_err", dict(layer=last, lam=0.25)),
                       ("lewc_cos", dict(layer=last, lam=0.25)), ("llfc_cos", dict(layer=last, lam=0.25)),
                       ("commutativity_rel_err", {}), ("orth_ratio", {})):
-        st = claims.cell_stats(long, metric, method=method, **f)
+        st = stats.cell_stats(long, metric, method=method, **f)
         page.glue(f"{method}_{metric}_narrow", st.loc[narrow, "mean"])
         page.glue(f"{method}_{metric}_wide", st.loc[wide, "mean"])
 

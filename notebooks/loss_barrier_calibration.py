@@ -32,22 +32,13 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-scheduler = None
-lams = None
+# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots, stats
+from lmcbook import claims, experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("loss_barrier_calibration", globals())
@@ -170,10 +161,10 @@ page.glue_md("norm_specific",
 # the ensemble's.
 
 # %%
-long = claims.concat([
-    claims.to_long(curves, "loss_barrier_calibration", ["loss", "loss_cal", "tau"],
+long = schema.concat([
+    schema.to_long(curves, "loss_barrier_calibration", ["loss", "loss_cal", "tau"],
                    ["width", "hidden_units", "lam"]),
-    claims.to_long(summary.assign(depth=L), "loss_barrier_calibration",
+    schema.to_long(summary.assign(depth=L), "loss_barrier_calibration",
                    ["loss_barrier", "loss_barrier_mid", "loss_barrier_cal", "loss_barrier_cal_mid",
                     "loss_merged", "loss_cal_merged", "loss_ensemble", "loss_cal_ensemble", "loss_endpoints",
                     "loss_cal_endpoints", "tau_merged", "tau_ensemble", "tau_ratio", "logit_norm_ratio",

@@ -28,23 +28,15 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-lams = None
+# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = None
 
 # %%
 import numpy as np
 
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_regime, describe_study, open_page
 
 page, study = open_page("low_rank", globals())
@@ -56,10 +48,10 @@ rank = frames["rank"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_rank", plots.plot_rank(rank))
 hid = rank[rank["role"] == "hidden"]
-er = claims.cell_stats(hid, "rel_effective_rank", method="trained")  # mean over matrices and both models
-er_un = claims.cell_stats(hid, "rel_effective_rank", method="untrained")
-sr = claims.cell_stats(hid, "rel_stable_rank", method="trained")
-abs_er = claims.cell_stats(hid, "effective_rank", method="trained")
+er = stats.cell_stats(hid, "rel_effective_rank", method="trained")  # mean over matrices and both models
+er_un = stats.cell_stats(hid, "rel_effective_rank", method="untrained")
+sr = stats.cell_stats(hid, "rel_stable_rank", method="trained")
+abs_er = stats.cell_stats(hid, "effective_rank", method="trained")
 narrow, wide = er.index.min(), er.index.max()
 page.glue("n_narrow", int(narrow))
 page.glue("n_wide", int(wide))
@@ -67,13 +59,13 @@ for key, frame in (("er", er), ("er_un", er_un), ("sr", sr), ("abs_er", abs_er))
     page.glue(f"{key}_narrow", frame.loc[narrow, "mean"])
     page.glue(f"{key}_wide", frame.loc[wide, "mean"])
 page.glue("er_wide_spread", er.loc[wide, "spread"])
-upd = claims.hidden_to_hidden(regime[regime["metric"].str.startswith("delta_rel")])  # what training added, W − W₀
+upd = schema.hidden_to_hidden(regime[regime["metric"].str.startswith("delta_rel")])  # what training added, W − W₀
 for key, metric in (("upd_er", "delta_rel_effective_rank"), ("upd_sr", "delta_rel_stable_rank")):
-    st = claims.cell_stats(upd, metric)
+    st = stats.cell_stats(upd, metric)
     page.glue(f"{key}_narrow", st["mean"].iloc[0])
     page.glue(f"{key}_wide", st["mean"].iloc[-1])
 page.glue("n_inputs", int(np.prod(experiments.study_data(study).input_shape)))
-page.glue("shrink", claims.select(regime, "decay_shrinkage")["value"].mean())
+page.glue("shrink", schema.select(regime, "decay_shrinkage")["value"].mean())
 page.glue_md("regime", describe_regime(regime))
 er.join(er_un, rsuffix="_untrained").join(abs_er, rsuffix="_abs")[["mean", "spread", "mean_untrained",
                                                                   "mean_abs"]].round(4)
@@ -125,5 +117,5 @@ er.join(er_un, rsuffix="_untrained").join(abs_er, rsuffix="_abs")[["mean", "spre
 # claims scoreboard scores this claim in both regimes.
 
 # %%
-page.save(claims.to_long_frame(rank, "low_rank", ["width", "hidden_units", "depth", "layer", "method"]), regime)
+page.save(schema.to_long_frame(rank, "low_rank", ["width", "hidden_units", "depth", "layer", "method"]), regime)
 page.provenance()

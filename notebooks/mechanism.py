@@ -58,32 +58,10 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-download = None
-arch = None
-base_width = None
-depth = None
-norm = None
-bias = None
-epochs = None
-batch_size = None
-lr = None
-momentum = None
-warmup = None
-seeds = None
-device = None
-lams = None
-scheduler = None
-widths = None
-weight_decays = None
-wide_decays = None
-regimes = None
-regime_weight_decays = None
-long_max_width = None
-init_scales = None
-decisive_seeds = None
-match_iterations = None
+# MechanismStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = epochs = batch_size = lr = None
+momentum = warmup = seeds = device = lams = scheduler = widths = decisive_seeds = weight_decays = None
+wide_decays = regimes = regime_weight_decays = long_max_width = init_scales = match_iterations = None
 show_references = None
 
 # %% tags=["remove-cell"]

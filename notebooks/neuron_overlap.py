@@ -41,23 +41,15 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-lams = None
+# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = None
 
 # %%
 import pandas as pd
 
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("neuron_overlap", globals())
@@ -68,9 +60,9 @@ nm = frames["neuron_moments"]
 # %% tags=["hide-input"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
-jac = claims.cell_stats(nm, "jaccard", method="trained")  # mean over hidden layers
-chance = claims.cell_stats(nm, "jaccard_chance", method="trained")
-jac_un = claims.cell_stats(nm, "jaccard", method="untrained")
+jac = stats.cell_stats(nm, "jaccard", method="trained")  # mean over hidden layers
+chance = stats.cell_stats(nm, "jaccard_chance", method="trained")
+jac_un = stats.cell_stats(nm, "jaccard", method="untrained")
 table = jac.join(chance, rsuffix="_chance").join(jac_un, rsuffix="_untrained")[
     ["mean", "lo", "hi", "mean_chance", "mean_untrained"]]
 narrow, wide = jac.index.min(), jac.index.max()
@@ -83,12 +75,12 @@ page.glue("jac_wide_spread", jac.loc[wide, "spread"])
 conc = {}
 for metric in ("top_share", "participation_ratio"):
     for method in ("trained", "untrained"):
-        st = claims.cell_stats(nm, metric, method=method)
+        st = stats.cell_stats(nm, metric, method=method)
         conc[f"{metric} ({method})"] = st["mean"]
         page.glue(f"{metric}_{method}_narrow", st.loc[narrow, "mean"])
         page.glue(f"{metric}_{method}_wide", st.loc[wide, "mean"])
-    st = claims.cell_stats(nm, metric, method="trained")
-    page.glue_md(f"{metric}_trend", claims.trend(claims.spearman(st.index, st["mean"]), "rises", "falls"))
+    st = stats.cell_stats(nm, metric, method="trained")
+    page.glue_md(f"{metric}_trend", stats.trend(stats.spearman(st.index, st["mean"]), "rises", "falls"))
 table.join(pd.DataFrame(conc)).round(4)
 
 # %% [markdown]
@@ -124,5 +116,5 @@ table.join(pd.DataFrame(conc)).round(4)
 # with width. The right panel shows the sorted second moments at the widest width.
 
 # %%
-page.save(claims.to_long_frame(nm, "neuron_overlap", ["width", "hidden_units", "depth", "layer", "method"]), regime)
+page.save(schema.to_long_frame(nm, "neuron_overlap", ["width", "hidden_units", "depth", "layer", "method"]), regime)
 page.provenance()

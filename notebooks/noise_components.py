@@ -33,29 +33,16 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-width = None
-depth = None
-steps = None
-max_steps = None
-momentum = None
-weight_decay = None
-spawn_fraction = None
-row_batch_size = None
-momenta = None
-component_lrs = None
-weight_decays = None
-component_lr = None
-pair_lrs = None
-seeds = None
-device = None
-scheduler = None
+# NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = None
+batch_sizes = momentum = weight_decay = spawn_fraction = spawn_fractions = row_batch_size = momenta = None
+component_lrs = weight_decays = component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = None
+ties_keep = seeds = device = scheduler = show_references = None
 
 # %%
 import numpy as np
 
-from lmcbook import claims, experiments, plots
+from lmcbook import claims, experiments, plots, schema, stats
 from lmcbook.data import max_shift
 from lmcbook.page import describe_noise, open_page
 
@@ -129,7 +116,7 @@ g = wd.groupby(["norm", "weight_decay"])[["gain", "acc_endpoints", "train_acc_mi
 none = g.loc["none"]
 page.glue("wd_dgain_none", 100 * (none["gain"].max() - none["gain"].min()))
 page.glue("wd_dgain_layer", 100 * (g.loc["layer"]["gain"].max() - g.loc["layer"]["gain"].min()))
-page.glue("wd_spread", 100 * claims.spread(wd, ["norm", "weight_decay"], "gain"))
+page.glue("wd_spread", 100 * stats.spread(wd, ["norm", "weight_decay"], "gain"))
 page.glue("wd_lr", study.component_lr)
 g.round(4)
 
@@ -198,7 +185,7 @@ page.glue("best_a", m.index[best[0]])
 page.glue("best_b", m.columns[best[1]])
 page.glue("best_gain", 100 * m.to_numpy()[best])
 page.glue("pair_parent_lr", study.component_lr)
-rho = claims.spearman(m.index, diag)
+rho = stats.spearman(m.index, diag)
 page.glue("rho_diag", rho)
 
 # %% [markdown]
@@ -224,11 +211,11 @@ page.glue("rho_diag", rho)
 keys = ["lr", "batch_size", "momentum", "weight_decay", "spawn_fraction", "norm", "augment", "method"]
 metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged",
            "train_acc_min", "train_steps", "diverged"]
-page.save(claims.concat([
-    claims.to_long(mom.assign(method="momentum"), "noise_components", metrics, keys, drop_missing=True),
-    claims.to_long(wd.assign(method="weight_decay"), "noise_components", metrics, keys, drop_missing=True),
-    claims.to_long(aug.assign(method="augmentation"), "noise_components", metrics, keys, drop_missing=True),
-    claims.to_long(pairs.assign(method="lr_pairs"), "noise_components", ["gain", "gain_best", "loss_gain",
+page.save(schema.concat([
+    schema.to_long(mom.assign(method="momentum"), "noise_components", metrics, keys, drop_missing=True),
+    schema.to_long(wd.assign(method="weight_decay"), "noise_components", metrics, keys, drop_missing=True),
+    schema.to_long(aug.assign(method="augmentation"), "noise_components", metrics, keys, drop_missing=True),
+    schema.to_long(pairs.assign(method="lr_pairs"), "noise_components", ["gain", "gain_best", "loss_gain",
                                                                           "acc_endpoints", "acc_merged",
                                                                           "train_acc_min", "train_steps", "diverged"],
                    ["lr", "lr_b", "method"], drop_missing=True),

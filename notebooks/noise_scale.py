@@ -33,8 +33,9 @@
 #
 # **Why MNIST-1D.** The digits test split has {glue:text}`digits_test` images, so one
 # image is {glue:text}`digits_point:.2f` points, while the gains the paper reports are
-# about a point. MNIST-1D (Greydanus 2020) is generated offline at any size. Here its
-# test split has {glue:text}`n_test` signals, so one signal is
+# about a point. MNIST-1D (Greydanus 2020) is generated offline at any size, and the
+# quick and paper profiles use it. Here the data set is {glue:text}`data_name`, whose
+# test split has {glue:text}`n_test` examples, so one example is
 # {glue:text}`signal_point:.3f` points. The MLPs here reach only {glue:text}`acc_lo:.2f` to
 # {glue:text}`acc_hi:.2f` test accuracy on it (cell means), and the weaker child of a pair
 # reaches {glue:text}`train_lo:.3f` to {glue:text}`train_hi:.3f` training accuracy:
@@ -52,30 +53,19 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-width = None
-depth = None
-steps = None
-max_steps = None
-lrs = None
-batch_sizes = None
-momentum = None
-weight_decay = None
-spawn_fraction = None
-spawn_fractions = None
-row_batch_size = None
-seeds = None
-device = None
-scheduler = None
-show_references = None
+# NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = None
+batch_sizes = momentum = weight_decay = spawn_fraction = spawn_fractions = row_batch_size = momenta = None
+component_lrs = weight_decays = component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = None
+ties_keep = seeds = device = scheduler = show_references = None
 
 # %%
 import numpy as np
 import pandas as pd
 
-from lmcbook import claims, experiments, plots
+from lmcbook import claims, experiments, plots, schema
 from lmcbook.bench import BOOK_TARGETS
+from lmcbook.data import DATASET_SHORT
 from lmcbook.data import load as load_data
 from lmcbook.page import describe_noise, open_page
 
@@ -110,6 +100,8 @@ digits_test = len(load_data("digits", device="cpu").y_test)
 page.glue("digits_test", digits_test)
 page.glue("digits_point", 100 / digits_test)
 page.glue("units", study.spec(study.grid_cells()[0], 0).model.channels)
+page.glue("data_name", DATASET_SHORT[study.dataset])
+page.glue("bias_word", "Biased" if study.spec(study.grid_cells()[0], 0).model.bias else "Bias-free")
 page.glue("L", study.depth)
 page.glue("steps", study.steps)
 page.glue("n_lrs", len(study.lrs))
@@ -153,7 +145,8 @@ rows = []
 for f, g in spawn.groupby("spawn_fraction"):
     best = g.groupby("noise_scale")["gain"].mean()
     conv = claims.noise_cells(g, ["lr", "batch_size"])["converged"]
-    rows.append({"spawn at": f"{f:.0%}", "cells converged": f"{int(conv.sum())} of {len(conv)}", "mean gain (points)": 100 * g["gain"].mean(),
+    rows.append({"spawn at": f"{f:.0%}", "cells converged": f"{int(conv.sum())} of {len(conv)}",
+                 "mean gain (points)": 100 * g["gain"].mean(),
                  "best S on the row": best.idxmax(), "gain there (points)": 100 * best.max(),
                  "best S interior (cell means)": bool(best.index.min() < best.idxmax() < best.index.max()),
                  "endpoint acc": g["acc_endpoints"].mean()})
@@ -165,8 +158,8 @@ page.glue_md("spawn_points", ", ".join(f"{100 * f:.0f}%" for f in study.spawn_fr
 spawn_table.round(4)
 
 # %% [markdown]
-# **Setup.** Bias-free ReLU MLPs with $L =$ {glue:text}`L` layers and
-# {glue:text}`units` hidden units on MNIST-1D, {glue:text}`steps` SGD steps per run
+# **Setup.** {glue:text}`bias_word` ReLU MLPs with $L =$ {glue:text}`L` layers and
+# {glue:text}`units` hidden units on {glue:text}`data_name`, {glue:text}`steps` SGD steps per run
 # (momentum {glue:text}`mu`, weight decay {glue:text}`wd`, linear warm-up then decay).
 # The grid has {glue:text}`n_lrs` peak learning rates × {glue:text}`n_bs` batch sizes,
 # with children spawned at {glue:text}`k_grid:.0f`% of training. $S$ spans
@@ -276,9 +269,9 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 keys = ["lr", "batch_size", "momentum", "spawn_fraction"]
 metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged",
            "train_acc_min", "train_steps", "diverged"]
-verdicts = page.save(claims.concat([
-    claims.to_long(grid.assign(method="grid"), "noise_scale", metrics, keys + ["method"], drop_missing=True),
-    claims.to_long(spawn.assign(method="spawn_sweep"), "noise_scale", metrics, keys + ["method"],
+verdicts = page.save(schema.concat([
+    schema.to_long(grid.assign(method="grid"), "noise_scale", metrics, keys + ["method"], drop_missing=True),
+    schema.to_long(spawn.assign(method="spawn_sweep"), "noise_scale", metrics, keys + ["method"],
                    drop_missing=True)]))
 for v in verdicts:  # the grid has one spawn point: its rows also under the keys n1 and n2
     page.glue_claim(v, key=v.key.split("_")[0])

@@ -30,7 +30,7 @@ profile = "quick"
 # %% tags=["remove-input"]
 import numpy as np
 
-from lmcbook import claims, plots
+from lmcbook import claims, plots, schema, stats
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import describe_regime, describe_study, open_page, study_of
 
@@ -44,12 +44,12 @@ summary = acc[acc["lam"].isna() & acc["metric"].str.startswith("acc")]
 summary = summary.pivot_table(index=["hidden_units", "pair"], columns="metric", values="value")
 summary = summary.reset_index()
 page.glue_figure("fig_headline", plots.plot_width_accuracy(summary))
-merged = claims.cell_stats(acc, "acc_merged")
-ens = claims.cell_stats(acc, "acc_ensemble")
-cal = claims.cell_stats(bar, "loss_barrier_cal_mid")
-raw = claims.cell_stats(bar, "loss_barrier_mid")
-norm = claims.cell_stats(bar, "logit_norm_ratio")
-L = int(claims.select(bar, "logit_norm_ratio")["depth"].iloc[0])
+merged = stats.cell_stats(acc, "acc_merged")
+ens = stats.cell_stats(acc, "acc_ensemble")
+cal = stats.cell_stats(bar, "loss_barrier_cal_mid")
+raw = stats.cell_stats(bar, "loss_barrier_mid")
+norm = stats.cell_stats(bar, "logit_norm_ratio")
+L = int(schema.select(bar, "logit_norm_ratio")["depth"].iloc[0])
 narrow, wide = merged.index.min(), merged.index.max()
 page.glue("n_narrow", int(narrow))
 page.glue("n_wide", int(wide))
@@ -95,17 +95,17 @@ page.glue_md("noise_ref_rows", " ".join(
     f"On the committed reference run `{src}` (each cell trained until its children meet the rule or reach a step "
     f"cap, with more pairs per cell; its excluded cells counted): "
     + ", ".join(f"{c} {claims.MARKS[claims.state_of(board, c, source=src)]}"
-                for c in sorted(set(rows.loc[rows["metric"] == claims.CLAIM_STATE, "method"]))) + "."
+                for c in sorted(set(rows.loc[rows["metric"] == schema.CLAIM_STATE, "method"]))) + "."
     for src, rows in ref_noise.groupby("source")) or "No noise reference run is committed.")
 ref_gain = []
 for name, (frame, _) in page.references("noise_scale").items():  # what the converged cells gain, against the paper
-    cells = claims.noise_grid_cells(frame).rename(columns={claims.NOISE_SCALE: "S"})
+    cells = claims.noise_grid_cells(frame).rename(columns={schema.NOISE_SCALE: "S"})
     s_of, ok = cells["S"], cells[cells["converged"]]
     if len(ok) >= 2:
         ref_gain.append(f"On `{name}`'s {len(ok)} converged cells merging gains {100 * ok['gain'].min():.2f} to "
                         f"{100 * ok['gain'].max():.2f} points, against the paper's gains of about a point, and the "
-                        f"gain {claims.trend(claims.spearman(ok['S'], ok['gain']))} with S (Spearman ρ = "
-                        f"{claims.spearman(ok['S'], ok['gain']):.2f}) up to "
+                        f"gain {stats.trend(stats.spearman(ok['S'], ok['gain']))} with S (Spearman ρ = "
+                        f"{stats.spearman(ok['S'], ok['gain']):.2f}) up to "
                         + ("the largest converged S, where its best cell is: the optimum the paper places in "
                            "between is not seen" + (", and every cell beyond it missed the convergence rule."
                                                     if (s_of > ok["S"].max() * (1 + 1e-9)).any() else ".")
@@ -176,5 +176,5 @@ page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board
 # trains nothing.
 
 # %% tags=["remove-input"]
-page.save(claims.to_long(summary, "overview", ["acc_merged", "acc_ensemble", "acc_endpoints"], ["hidden_units"]))
+page.save(schema.to_long(summary, "overview", ["acc_merged", "acc_ensemble", "acc_endpoints"], ["hidden_units"]))
 page.provenance()

@@ -24,9 +24,8 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-width = None
-epochs = None
-pair = None
+# TutorialStudy's fields (lmcbook.profiles); None keeps the profile's value
+hidden_units = epochs = pair = None
 
 # %%
 import torch
@@ -34,7 +33,7 @@ import torch.nn.functional as F
 from sklearn.datasets import load_digits
 from torch import nn
 
-from lmcbook import claims, data, merge, metrics, models, probes
+from lmcbook import data, merge, metrics, models, probes, schema
 from lmcbook.page import open_page
 
 page, study = open_page("own_models", globals())
@@ -89,7 +88,7 @@ class TinyNet(nn.Module):
 
 spec = merge.PermutationSpec.from_axes(
     {"encoder.weight": ("h1", None), "mixer.weight": ("h2", "h1"), "readout.weight": (None, "h2")},
-    TinyNet(study.width))
+    TinyNet(study.hidden_units))
 spec.sizes
 
 # %% [markdown]
@@ -102,7 +101,7 @@ spec.sizes
 # %%
 def fit(seed: int) -> TinyNet:
     torch.manual_seed(seed)
-    model = TinyNet(study.width)
+    model = TinyNet(study.hidden_units)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=3e-3)
     for epoch in range(study.epochs):
         for idx in data.epoch_batches(len(digits.y_train), 128, seed, epoch):
@@ -126,6 +125,8 @@ with torch.no_grad():
 moved = (b.mixer.weight - b_perm.mixer.weight).abs().max().item()
 page.glue("perm_gap", gap)
 page.glue("perm_moved", moved)
+# Known answer: the permuted network computes the same function (to float32 rounding), with other weights.
+assert gap < 1e-4 and moved > 0, f"a permutation changed the function (largest logit change {gap:.1e})"
 
 # %% [markdown]
 # After a random permutation the largest weight change is {glue:text}`perm_moved:.3f`.
@@ -153,7 +154,7 @@ page.glue("acc_wm", table.loc["weight_matching", "acc_merged"])
 page.glue("cal_none", table.loc["none", "loss_barrier_cal_mid"])
 page.glue("cal_wm", table.loc["weight_matching", "loss_barrier_cal_mid"])
 page.glue("sweeps", match.iterations)
-page.glue("width_", study.width)
+page.glue("width_", study.hidden_units)
 table[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "loss_barrier_mid", "loss_barrier_cal_mid", "tau_ratio"]]
 
 # %% [markdown]
@@ -186,7 +187,7 @@ class ReadoutFirst(nn.Module):
 
 
 def readout_first(net: TinyNet) -> ReadoutFirst:
-    out = ReadoutFirst(study.width)
+    out = ReadoutFirst(study.hidden_units)
     out.load_state_dict({"readout.weight": net.readout.weight, "body.0.weight": net.encoder.weight,
                          "body.2.weight": net.mixer.weight})
     return out.eval()
@@ -216,10 +217,10 @@ lewc.pivot_table(index="layer", columns="metric", values="value")[["lewc_rel_err
 # largest difference is {glue:text}`reorder_gap:.1e`.
 
 # %%
-long = claims.concat([
-    claims.to_long(table.reset_index(), "own_models", ["acc_merged", "acc_endpoints", "loss_barrier_cal_mid",
+long = schema.concat([
+    schema.to_long(table.reset_index(), "own_models", ["acc_merged", "acc_endpoints", "loss_barrier_cal_mid",
                                                        "loss_barrier_mid"], ["method"]),
-    claims.to_long_frame(lewc.assign(pair=study.pair), "own_models", ["layer", "lam"]),
+    schema.to_long_frame(lewc.assign(pair=study.pair), "own_models", ["layer", "lam"]),
 ])
 page.save(long)
 page.provenance()

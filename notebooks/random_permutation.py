@@ -32,22 +32,13 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-draws = None
-match_iterations = None
+# ControlsStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = weak_weight_decay = draws = match_iterations = None
 
 # %%
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("random_permutation", globals())
@@ -110,7 +101,7 @@ means.assign(spread_over_draws=spread).round(4)
 # widest (to {glue:text}`weight_matching_wide:.3f`): {glue:md}`wm_wide_reading`.
 
 # %%
-long = claims.to_long(perm, "random_permutation", ["acc_merged", "loss_barrier_cal_mid", "loss_barrier_mid",
+long = schema.to_long(perm, "random_permutation", ["acc_merged", "loss_barrier_cal_mid", "loss_barrier_mid",
                                                    "acc_endpoints"], ["width", "hidden_units", "depth", "method",
                                                                       "index"])
 page.save(long, regime)

@@ -30,21 +30,13 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-lams = None
+# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("reciprocal_orthogonality", globals())
@@ -55,10 +47,10 @@ orth = frames["reciprocal_orthogonality"]
 # %% tags=["hide-input"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_orth", plots.plot_orthogonality(orth, 0.5))
-ratio = claims.cell_stats(orth, "orth_ratio", lam=0.5, method="trained")  # mean over both directions and layers
-ratio_un = claims.cell_stats(orth, "orth_ratio", lam=0.5, method="untrained")
-cross = claims.cell_stats(orth, "cross_rel_err", lam=0.5, method="trained")
-cross_un = claims.cell_stats(orth, "cross_rel_err", lam=0.5, method="untrained")
+ratio = stats.cell_stats(orth, "orth_ratio", lam=0.5, method="trained")  # mean over both directions and layers
+ratio_un = stats.cell_stats(orth, "orth_ratio", lam=0.5, method="untrained")
+cross = stats.cell_stats(orth, "cross_rel_err", lam=0.5, method="trained")
+cross_un = stats.cell_stats(orth, "cross_rel_err", lam=0.5, method="untrained")
 narrow, wide = ratio.index.min(), ratio.index.max()
 page.glue("n_narrow", int(narrow))
 page.glue("n_wide", int(wide))
@@ -95,6 +87,6 @@ ratio.join(ratio_un, rsuffix="_untrained").join(cross, rsuffix="_cross")[
 #   {glue:md}`w14_mark`, {glue:md}`w14_measured`.
 
 # %%
-page.save(claims.to_long_frame(orth, "reciprocal_orthogonality",
+page.save(schema.to_long_frame(orth, "reciprocal_orthogonality",
                                ["width", "hidden_units", "depth", "layer", "lam", "method"]), regime)
 page.provenance()

@@ -31,23 +31,16 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-width = None
-depth = None
-steps = None
-finetune_steps = None
-finetune_lrs = None
-alphas = None
-ties_keep = None
-seeds = None
-device = None
-scheduler = None
+# NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = None
+batch_sizes = momentum = weight_decay = spawn_fraction = spawn_fractions = row_batch_size = momenta = None
+component_lrs = weight_decays = component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = None
+ties_keep = seeds = device = scheduler = show_references = None
 
 # %%
 import pandas as pd
 
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema
 from lmcbook.page import describe_noise, open_page
 from lmcbook.profiles import TASKS
 
@@ -108,6 +101,6 @@ best.round(4)
 #   {glue:text}`ties_worst_loss:.3f`.
 
 # %%
-page.save(claims.to_long(ta, "task_arithmetic", ["task_loss", "task_acc", "task_cal_loss"],
+page.save(schema.to_long(ta, "task_arithmetic", ["task_loss", "task_acc", "task_cal_loss"],
                          ["lr", "alpha", "task", "method"]))
 page.provenance()

@@ -61,17 +61,13 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-depth = None
-hidden = None
-in_features = None
-inputs = None
-seed = None
-lams = None
+# TheoryStudy's fields (lmcbook.profiles); None keeps the profile's value
+depth = hidden = in_features = inputs = seed = lams = None
 
 # %%
 import pandas as pd
 
-from lmcbook import claims, plots, theory
+from lmcbook import plots, schema, theory
 from lmcbook.page import open_page
 
 page, study = open_page("theory_lewc", globals())
@@ -89,7 +85,7 @@ page.glue("tau_pred", 2.0 ** (L - 1))
 
 
 def worst(kind, metric, **f):
-    return float(claims.select(checks, metric, method=kind, **f)["value"].abs().max())
+    return float(schema.select(checks, metric, method=kind, **f)["value"].abs().max())
 
 
 for kind in theory.KINDS:
@@ -99,13 +95,19 @@ for kind in theory.KINDS:
     page.glue(f"{kind}_sign", worst(kind, "sign_conflict"))
     page.glue(f"{kind}_orth", worst(kind, "orth_ratio"))
     page.glue(f"{kind}_cross", worst(kind, "cross_rel_err"))
-    norm = float(claims.select(checks, "logit_norm_ratio", method=kind)["value"].iloc[0])
-    tau = float(claims.select(checks, "tau_ratio", method=kind)["value"].iloc[0])
+    norm = float(schema.select(checks, "logit_norm_ratio", method=kind)["value"].iloc[0])
+    tau = float(schema.select(checks, "tau_ratio", method=kind)["value"].iloc[0])
     page.glue(f"{kind}_norm", norm)
     page.glue(f"{kind}_tau", tau)
     page.glue(f"{kind}_norm_err", abs(norm - 2.0 ** (1 - L)))
     page.glue(f"{kind}_tau_relerr", abs(tau / 2.0 ** (L - 1) - 1))
-    page.glue(f"{kind}_beta_err", abs(float(claims.select(checks, "scale_beta", method=kind)["value"].iloc[0]) - 1))
+    page.glue(f"{kind}_beta_err", abs(float(schema.select(checks, "scale_beta", method=kind)["value"].iloc[0]) - 1))
+
+# The theorem's answer is known for the block-diagonal pair: exact LEWC, and the logit norm ratio 2^(1-L).
+# A page whose construction misses it fails to execute.
+assert worst("block_diagonal", "lewc_rel_err") < 1e-12, "LEWC is not exact for the block-diagonal pair"
+assert abs(float(schema.select(checks, "logit_norm_ratio", method="block_diagonal")["value"].iloc[0])
+           - 2.0 ** (1 - L)) < 1e-12, "the block-diagonal pair's logit norm ratio is not 2^(1-L)"
 
 # %% [markdown]
 # ## Checking it in float64
@@ -153,5 +155,5 @@ for kind in theory.KINDS:
 # following pages measure how close they come as width grows.
 
 # %%
-page.save(claims.to_long_frame(checks, "theory_lewc", ["hidden_units", "depth", "layer", "lam", "method"]))
+page.save(schema.to_long_frame(checks, "theory_lewc", ["hidden_units", "depth", "layer", "lam", "method"]))
 page.provenance()

@@ -27,21 +27,13 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-lams = None
+# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("weak_additivity", globals())
@@ -52,13 +44,13 @@ add = frames["weak_additivity"]
 # %% tags=["hide-input"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_add", plots.plot_additivity(add, 0.5))
-err = claims.cell_stats(add, "additivity_rel_err", lam=0.5, method="trained")  # mean over hidden layers
-base = claims.cell_stats(add, "baseline_additivity_rel_err", lam=0.5, method="trained")
-un = claims.cell_stats(add, "additivity_rel_err", lam=0.5, method="untrained")
-sign = claims.cell_stats(add, "sign_conflict", lam=0.5, method="trained")
-sign_un = claims.cell_stats(add, "sign_conflict", lam=0.5, method="untrained")
-cos = claims.cell_stats(add, "additivity_cos", lam=0.5, method="trained")
-cos_base = claims.cell_stats(add, "baseline_additivity_cos", lam=0.5, method="trained")
+err = stats.cell_stats(add, "additivity_rel_err", lam=0.5, method="trained")  # mean over hidden layers
+base = stats.cell_stats(add, "baseline_additivity_rel_err", lam=0.5, method="trained")
+un = stats.cell_stats(add, "additivity_rel_err", lam=0.5, method="untrained")
+sign = stats.cell_stats(add, "sign_conflict", lam=0.5, method="trained")
+sign_un = stats.cell_stats(add, "sign_conflict", lam=0.5, method="untrained")
+cos = stats.cell_stats(add, "additivity_cos", lam=0.5, method="trained")
+cos_base = stats.cell_stats(add, "baseline_additivity_cos", lam=0.5, method="trained")
 narrow, wide = err.index.min(), err.index.max()
 page.glue("n_narrow", int(narrow))
 page.glue("n_wide", int(wide))
@@ -96,5 +88,6 @@ err.join(base, rsuffix="_gauss").join(un, rsuffix="_untrained")[["mean", "spread
 # {glue:md}`w4_test`): {glue:md}`w4_mark`, {glue:md}`w4_measured`.
 
 # %%
-page.save(claims.to_long_frame(add, "weak_additivity", ["width", "hidden_units", "depth", "layer", "lam", "method"]), regime)
+page.save(schema.to_long_frame(add, "weak_additivity", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
+          regime)
 page.provenance()

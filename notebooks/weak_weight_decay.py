@@ -22,25 +22,15 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-weak_weight_decay = None
-epochs = None
-seeds = None
-device = None
-scheduler = None
-lams = None
+# ControlsStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = weak_weight_decay = draws = match_iterations = None
 
 # %%
 import pandas as pd
 
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_regime, describe_study, open_page
 
 page, study = open_page("weak_weight_decay", globals())
@@ -49,19 +39,19 @@ for s in (study, study.weak()):
     res = experiments.pair_frames(s, page.store)
     probes = experiments.probe_frames(s, page.store)
     regimes.append(experiments.regime_frame(s, page.store))
-    summ = claims.to_long(res.summary, "weak_weight_decay", ["acc_merged", "acc_endpoints", "acc_ensemble",
+    summ = schema.to_long(res.summary, "weak_weight_decay", ["acc_merged", "acc_endpoints", "acc_ensemble",
                                                              "loss_barrier_cal_mid", "loss_barrier_mid",
                                                              "logit_norm_ratio", "tau_ratio"],
                           ["width", "hidden_units", "depth"])
-    last = claims.last_hidden(probes["lewc"])
-    lewc = claims.to_long_frame(claims.select(probes["lewc"], "lewc_rel_err", lam=0.5, layer=last,
+    last = schema.last_hidden(probes["lewc"])
+    lewc = schema.to_long_frame(schema.select(probes["lewc"], "lewc_rel_err", lam=0.5, layer=last,
                                               method="trained"), "weak_weight_decay",
                                 ["width", "hidden_units", "depth", "layer", "lam"])
-    rank = claims.select(probes["rank"], "rel_effective_rank", method="trained")
-    rank = claims.to_long_frame(rank[rank["role"] == "hidden"], "weak_weight_decay",
+    rank = schema.select(probes["rank"], "rel_effective_rank", method="trained")
+    rank = schema.to_long_frame(rank[rank["role"] == "hidden"], "weak_weight_decay",
                                 ["width", "hidden_units", "depth", "layer"])
-    frames.append(claims.concat([summ, lewc, rank]).assign(weight_decay=s.weight_decay))
-long = claims.concat(frames)
+    frames.append(schema.concat([summ, lewc, rank]).assign(weight_decay=s.weight_decay))
+long = schema.concat(frames)
 regime = pd.concat(regimes, ignore_index=True)
 
 # %% tags=["hide-input"]
@@ -73,7 +63,7 @@ panels = [
     dict(metric="loss_barrier_cal_mid", title="calibrated midpoint loss barrier (nats)"),
     dict(metric="lewc_rel_err", title=rf"LEWC relative error, layer {last}, $\lambda=\frac{{1}}{{2}}$"),
     dict(metric="rel_effective_rank", title="relative effective rank (hidden-to-hidden)"),
-    dict(metric="logit_norm_ratio", title="logit norm ratio", hline=(2.0 ** (1 - L), f"LEWC: $2^{{1-L}}$"),
+    dict(metric="logit_norm_ratio", title="logit norm ratio", hline=(2.0 ** (1 - L), "LEWC: $2^{1-L}$"),
          logy=True),
     dict(metric="acc_endpoints", title="endpoint accuracy (mean of a, b)"),
 ]
@@ -84,7 +74,7 @@ page.glue("wd_strong", wds["strong"])
 page.glue("wd_weak", wds["weak"])
 page.glue("norm_pred", 2.0 ** (1 - L))
 for name, wd in wds.items():
-    page.glue(f"shrink_{name}", claims.select(regime, "decay_shrinkage", weight_decay=wd)["value"].mean())
+    page.glue(f"shrink_{name}", schema.select(regime, "decay_shrinkage", weight_decay=wd)["value"].mean())
 units = sorted(long["hidden_units"].unique())
 page.glue("n_wide", int(units[-1]))
 page.glue("n_wide2", int(units[-2]) if len(units) > 1 else int(units[-1]))
@@ -92,13 +82,13 @@ table = {}
 for name, wd in wds.items():
     for metric in ("acc_merged", "logit_norm_ratio", "loss_barrier_cal_mid", "lewc_rel_err", "rel_effective_rank",
                    "acc_endpoints"):
-        st = claims.cell_stats(long, metric, weight_decay=wd)
+        st = stats.cell_stats(long, metric, weight_decay=wd)
         table[(metric, name)] = st["mean"]
         for i, u in enumerate(units[::-1][:2]):
             page.glue(f"{metric}_{name}_{i}", st.loc[u, "mean"])
             page.glue(f"{metric}_{name}_{i}_spread", st.loc[u, "spread"])
-strong = claims.cell_stats(long, "acc_merged", weight_decay=wds["strong"]).loc[units[-1]]
-weak = claims.cell_stats(long, "acc_merged", weight_decay=wds["weak"]).loc[units[-1]]
+strong = stats.cell_stats(long, "acc_merged", weight_decay=wds["strong"]).loc[units[-1]]
+weak = stats.cell_stats(long, "acc_merged", weight_decay=wds["weak"]).loc[units[-1]]
 gap = strong["mean"] - weak["mean"]
 page.glue("gap", gap)
 pd.DataFrame(table).round(4)

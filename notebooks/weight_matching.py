@@ -32,22 +32,13 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-lams = None
-match_iterations = None
+# ControlsStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = weak_weight_decay = draws = match_iterations = None
 
 # %%
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("weight_matching", globals())
@@ -55,9 +46,9 @@ curves, summary = experiments.method_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 metrics = ["acc_barrier", "loss_barrier", "loss_barrier_cal", "acc_barrier_mid", "loss_barrier_mid",
            "loss_barrier_cal_mid", "acc_merged"]
-long = claims.concat([
-    claims.to_long(summary, "weight_matching", metrics, ["width", "hidden_units", "depth", "method"]),
-    claims.to_long(summary[summary["method"] == "weight_matching"], "weight_matching",
+long = schema.concat([
+    schema.to_long(summary, "weight_matching", metrics, ["width", "hidden_units", "depth", "method"]),
+    schema.to_long(summary[summary["method"] == "weight_matching"], "weight_matching",
                    ["match_seconds", "match_iterations", "match_objective"],
                    ["width", "hidden_units", "depth", "method"]),
 ])

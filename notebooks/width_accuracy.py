@@ -23,22 +23,13 @@
 
 # %% tags=["parameters"]
 profile = "quick"
-dataset = None
-data_root = None
-arch = None
-base_width = None
-widths = None
-depth = None
-bias = None
-weight_decay = None
-epochs = None
-seeds = None
-device = None
-scheduler = None
-lams = None
+# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
+epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
+decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots
+from lmcbook import experiments, plots, schema
 from lmcbook.page import describe_regime, describe_study, open_page
 
 page, study = open_page("width_accuracy", globals())
@@ -105,8 +96,8 @@ means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barri
 # temperature correction follows from the LEWC theory.
 
 # %%
-long = claims.to_long(curves, "width_accuracy", ["acc"], ["width", "hidden_units", "lam"])
-long = claims.concat([long, claims.to_long(summary, "width_accuracy",
+long = schema.to_long(curves, "width_accuracy", ["acc"], ["width", "hidden_units", "lam"])
+long = schema.concat([long, schema.to_long(summary, "width_accuracy",
                                               ["acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble",
                                                "acc_barrier", "acc_barrier_mid"], ["width", "hidden_units"])])
 page.save(long, regime)

@@ -6,6 +6,7 @@ store and all outputs live in a temporary directory.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -16,8 +17,8 @@ import pandas as pd
 import pytest
 
 from lmcbook import book, reference
-from lmcbook.claims import read_results
 from lmcbook.parts import all_notebooks
+from lmcbook.schema import read_results
 from lmcbook.store import RunStore
 
 pytestmark = pytest.mark.integration
@@ -63,6 +64,26 @@ def test_every_csv_follows_the_schema(executed):
     for name in all_notebooks():
         df = read_results(out / "data" / f"{name}.csv")
         assert len(df) > 0 and set(df["notebook"]) == {name}
+
+
+def test_every_notebook_records_what_it_read(executed):
+    """Each page's cache record names every run it loaded or trained (its execution's events say which), with the
+    hash of that run's manifest, and every other page's CSV it read, with that CSV's hash."""
+    _, out, store, _ = executed
+    st = RunStore(store)
+    events = st.events()
+    for name in all_notebooks():
+        reads = json.loads((out / ".cache" / f"{name}.json").read_text())["reads"]
+        touched = {e["id"] for e in events if str(e.get("session", "")).startswith(f"{name}-")}
+        assert touched <= set(reads["runs"]), (name, sorted(touched - set(reads["runs"]))[:3])
+        for rid, sha in reads["runs"].items():
+            assert sha is None or sha == hashlib.sha256((st.path(rid) / "manifest.json").read_bytes()).hexdigest()
+        for page, sha in reads["csv"].items():
+            assert sha == hashlib.sha256((out / "data" / f"{page}.csv").read_bytes()).hexdigest(), (name, page)
+        assert "page.provenance()" in (ROOT / "notebooks" / f"{name}.py").read_text(), name
+    # the pages that train read runs; the scoreboard reads every other page's CSV
+    assert len(json.loads((out / ".cache" / "width_accuracy.json").read_text())["reads"]["runs"]) >= 2
+    assert set(json.loads((out / ".cache" / "claims.json").read_text())["reads"]["csv"]) >= {"width_accuracy"}
 
 
 def test_second_execution_trains_nothing(executed, monkeypatch):
@@ -214,13 +235,6 @@ def test_notebook_cache_skips_unchanged_and_reruns_on_any_change(executed, tmp_p
     # --force re-executes whatever the cache says
     forced = book.execute(["theory_lewc"], "smoke", {"seed": 3}, out, nb_dir, store, force=True)
     assert forced[0].cached is False
-
-
-def test_every_notebook_records_what_it_read():
-    for name in all_notebooks():
-        text = (ROOT / "notebooks" / f"{name}.py").read_text()
-        assert "page.provenance()" in text, name
-        assert text.count('tags=["parameters"]') == 1, name
 
 
 def _glued(nb) -> dict[str, set[str]]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from lmcbook import claims, data, experiments, reference
+from lmcbook import claims, data, experiments, reference, schema
 from lmcbook.models import build
 from lmcbook.parts import study as part_study
 from lmcbook.profiles import MechanismStudy, resolve
@@ -127,9 +127,9 @@ def test_quick_study_cells_arms_and_decisive_pairs():
 
 
 @pytest.mark.parametrize("overrides, match", [
-    ({"weight_decay": 0.1}, "weight_decay=0.1 is not allowed: MechanismStudy does not use weight_decay; set "
-                            "weight_decays"),
-    ({"init_scale": 0.5}, "set init_scales"),
+    ({"weight_decay": 0.1}, r"weight_decay=0.1 is not allowed: MechanismStudy does not use weight_decay \(it "
+                            "sweeps weight_decays"),
+    ({"init_scale": 0.5}, "it sweeps init_scales"),
     ({"weight_decays": [3e-3]}, "at least two different weight decays"),
     ({"init_scales": [0.0]}, "init_scales=.*numbers > 0"),
     ({"regimes": [60, 2.5]}, "regimes="),
@@ -168,7 +168,7 @@ def test_mechanism_frames_measure_every_cell_once(tmp_path, monkeypatch):
     s = summary.set_index(["epochs", "weight_decay", "init_scale", "pair", "method"])
     assert np.allclose(s.xs("none", level="method")["acc_a"], s.xs("weight_matching", level="method")["acc_a"])
     long = experiments.mechanism_long(frames)
-    claims.validate_results(long, "mechanism")
+    schema.validate_results(long, "mechanism")
     assert set(long["dataset"]) == {"digits"}
     rows = claims.page_claims("mechanism", long)
     assert {r.id for r in rows} >= {"M1", "M2", "M3", "M4", "M5", "M6", "R1", "R2"}
@@ -186,7 +186,7 @@ def test_committed_references_are_what_execute_wrote_and_follow_the_schema(name)
     if not reference.csv_path(name).exists():
         pytest.fail(f"reference {name!r} is declared in lmcbook.reference but not committed in results/")
     frame, prov = reference.load(name)  # raises unless the CSV's SHA-256 is the one its provenance records
-    claims.validate_results(frame, reference.get(name).notebook)
+    schema.validate_results(frame, reference.get(name).notebook)
     for key in ("command", "execute_command", "data", "code_version", "git_commit", "machine", "date"):
         assert prov.get(key), key
     assert prov["command"].startswith(f"lmcbook reference {name}")

@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 
@@ -14,7 +15,8 @@ def test_hash_is_stable_across_processes():
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={"PYTHONHASHSEED": hashseed, "PATH": ""})
         assert out.stdout.strip() == spec.id
-    assert len(spec.id) == 64 and int(spec.id, 16) >= 0
+    assert re.fullmatch(r"[0-9a-f]{64}", spec.id)  # a SHA-256 in lowercase hex: the store's entry name
+    assert spec.id != RunSpec(model=ModelSpec(width=2.0), train=TrainSpec(seed=4, lr=0.1)).id
 
 
 def test_hash_changes_with_code_version_and_content():

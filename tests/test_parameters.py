@@ -1,0 +1,132 @@
+"""A page's parameters are its study's fields: the parameters cell lists exactly them, a parameter given to many
+notebooks reaches those that have it, `download` and `data_root` reach the data loader on every route, and every
+`lmcbook` command in the README passes the parameter check as written."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lmcbook import book, data, experiments, parts
+from lmcbook.cli import check, main
+from lmcbook.parts import all_notebooks
+from lmcbook.specs import SpecError
+from lmcbook.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", all_notebooks())
+def test_every_parameters_cell_lists_exactly_its_studys_fields(name):
+    cell = book.notebook_parameters(ROOT / "notebooks" / f"{name}.py")
+    assert list(cell) == ["profile", *book.study_fields(name)], name
+    assert all(v is None for k, v in cell.items() if k != "profile")  # None keeps the profile's value
+
+
+def test_a_parameter_given_to_every_notebook_reaches_only_those_whose_study_has_it():
+    own = book.plan(None, "paper", {"data_root": "~/data", "arch": "resnet20", "dataset": "cifar100"},
+                    ROOT / "notebooks")
+    assert list(own) == all_notebooks()
+    assert own["width_accuracy"] == {"data_root": "~/data", "arch": "resnet20", "dataset": "cifar100"}
+    assert own["theory_lewc"] == {} and own["overview"] == {}
+    assert "arch" not in own["lewc_depth"] and own["lewc_depth"]["data_root"] == "~/data"  # the depth sweep is MLPs
+    with pytest.raises(SpecError) as err:
+        book.plan(["theory_lewc", "width_accuracy"], "quick", {"colour": 1, "widths": [1.0]}, ROOT / "notebooks")
+    msg = str(err.value)
+    assert "['colour']" in msg and "theory_lewc: depth, hidden" in msg and "width_accuracy" in msg
+
+
+# -- download and data_root reach the loader --------------------------------------------------------------------
+class FakeMNIST:
+    """Stands in for torchvision.datasets.MNIST: records each call's ``download`` and serves a small fake set."""
+
+    calls: list[tuple[str, bool, bool]] = []
+
+    def __init__(self, root: str, train: bool, download: bool) -> None:
+        FakeMNIST.calls.append((root, train, download))
+        n = 400 if train else 100
+        rng = np.random.default_rng(int(train))
+        self.data = torch.from_numpy(rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        self.targets = torch.from_numpy(np.arange(n) % 10)
+
+
+@pytest.fixture
+def fake_mnist(monkeypatch, tmp_path):
+    import torchvision.datasets
+
+    FakeMNIST.calls = []
+    monkeypatch.setattr(torchvision.datasets, "MNIST", FakeMNIST)
+    monkeypatch.setattr(data, "_CACHE", {})
+    return str(tmp_path / "mnist-root")
+
+
+ROUTE = {"dataset": "mnist", "download": True, "widths": [0.25], "seeds": 1, "epochs": 1}
+
+
+def _asked(root: str) -> set[tuple[str, bool]]:
+    return {(r, d) for r, _, d in FakeMNIST.calls}
+
+
+def test_download_reaches_the_loader_through_the_python_api(fake_mnist, tmp_path):
+    study = parts.study("width", "smoke", data_root=fake_mnist, **ROUTE)
+    spec = study.specs()[0]
+    assert spec.data.download and spec.data.root == fake_mnist
+    assert spec.id == parts.study("width", "smoke", data_root="elsewhere", **{**ROUTE, "download": False}
+                                  ).specs()[0].id  # where the data come from is provenance, not the run's id
+    RunStore(tmp_path / "s").get_or_train(spec, device="cpu")
+    assert _asked(fake_mnist) == {(fake_mnist, True)}
+
+
+def test_download_reaches_the_loader_through_execute(fake_mnist):
+    """`lmcbook execute` hands each notebook its study's parameters; the notebook loads through the study."""
+    own = book.plan(["width_accuracy"], "smoke", {"data_root": fake_mnist, **ROUTE}, ROOT / "notebooks")
+    study = parts.part_of("width_accuracy").resolve("smoke", own["width_accuracy"])
+    experiments.study_data(study)
+    assert _asked(fake_mnist) == {(fake_mnist, True)}
+
+
+@pytest.mark.parametrize("command", ["train", "sweep"])
+def test_download_reaches_the_loader_through_train_and_sweep(command, fake_mnist, tmp_path):
+    argv = [command, "--profile", "smoke", "--part", "width", "--store", str(tmp_path / "s"),
+            "-p", "data_root", fake_mnist] + [a for k, v in ROUTE.items() for a in ("-p", k, str(v).lower())]
+    assert main(argv) == 0
+    assert _asked(fake_mnist) == {(fake_mnist, True)}
+
+
+# -- the README's commands ---------------------------------------------------------------------------------------
+def readme_commands(text: str) -> list[str]:
+    """Return every `lmcbook` command line of a Markdown text: in code blocks, and in inline code that is a whole
+    command (not one with an ellipsis or an optional [--flag])."""
+    found = []
+    for block in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, flags=re.S):
+        found += [ln for ln in block.splitlines() if re.match(r"\s*(\.venv/bin/)?lmcbook ", ln)]
+    found += [c for c in re.findall(r"`((?:\.venv/bin/)?lmcbook [^`]+)`", text) if "…" not in c and "[--" not in c]
+    return [re.sub(r"^\s*(\.venv/bin/)?lmcbook ", "", c.split(" # ")[0]).strip() for c in found]
+
+
+def test_the_readme_has_the_commands_this_test_checks():
+    cmds = readme_commands((ROOT / "README.md").read_text())
+    assert len(cmds) >= 15
+    assert any(c.startswith("execute --profile paper -p data_root") for c in cmds)
+    assert any(c.startswith("sweep ") for c in cmds) and any(c.startswith("store ") for c in cmds)
+
+
+@pytest.mark.parametrize("command", readme_commands((ROOT / "README.md").read_text()))
+def test_every_readme_command_passes_the_parameter_check(command, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    check(shlex.split(command))
+
+
+@pytest.mark.parametrize("doc", ["README.md", "book/building.md"])
+def test_the_profile_tables_are_generated_from_the_studies(doc):
+    from lmcbook.profiles import profile_table
+
+    text = (ROOT / doc).read_text()
+    found = re.search(r"<!-- profile-table:[^>]*-->\n(.*?)\n<!-- /profile-table -->", text, flags=re.S)
+    assert found, f"{doc} has no generated profile table"
+    assert found.group(1) == profile_table(), f"{doc}'s profile table is stale: paste profile_table() there"

@@ -13,6 +13,7 @@ warnings as errors.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -207,6 +208,9 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
     cell, and the rest still run.  A notebook that never saves its page fails.
     """
     own = plan(names, profile, dict(params or {}), notebooks)
+    # papermill's parameter inference reads one assignment per line; a parameters cell names its study's fields
+    # in chained assignments (`a = b = None`), which it would report on every execution
+    logging.getLogger("papermill.translators").setLevel(logging.ERROR)
     names = list(own)
     store_path = checked_path(store, "--store") if store is not None else None
     out = checked_out_dir(out)

@@ -1096,9 +1096,9 @@ def noise_cells(pairs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def cell_mean_fit(pairs: pd.DataFrame, keys: list[str]) -> dict[str, float] | None:
-    """Return the quadratic fit of the converged cells' mean gains on log10 S (:func:`quadratic_fit`), as N2 reads
-    them, or None with fewer than NOISE_MIN_CELLS converged cells or 3 values of S (a frame of :func:`noise_pairs`
-    or of the noise study, one row per cell and pair)."""
+    """Return the quadratic fit (:func:`lmcbook.stats.quadratic_fit`) of the converged cells' mean gains on log10 S,
+    as N2 reads them, or None with fewer than NOISE_MIN_CELLS converged cells or 3 values of S (a frame of
+    :func:`noise_pairs` or of the noise study, one row per cell and pair)."""
     cells = noise_cells(pairs, keys)
     means = pairs.groupby(keys)[[NOISE_SCALE, GAIN]].mean()[cells["converged"]]
     if len(means) < NOISE_MIN_CELLS or means[NOISE_SCALE].nunique() < 3:

@@ -505,5 +505,5 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
 
 
 __all__ = ["CHECKPOINT_SUFFIX", "DivergedError", "ModuleStepper", "Schedule", "Stepper", "TrainedRun", "batch",
-           "check_trainable", "checkpoint_path", "finish", "init_model", "lr_at", "remove_checkpoint", "schedule",
-           "starting_model", "train", "train_loop"]
+           "check_trainable", "checkpoint_path", "finish", "init_model", "lr_at", "optimizer", "remove_checkpoint",
+           "resume", "schedule", "starting_model", "train", "train_loop"]

@@ -46,15 +46,18 @@ from .paths import out_dir
 from .profiles import Study
 from .provenance import git_sha
 from .schema import (
+    KEY_COLUMNS,
     REGIME_KEYS,
     cell_table,
     concat,
     in_cell,
     read_results,
     select,
+    to_long,
     to_long_frame,
     validate_results,
 )
+from .specs import SpecError
 from .stats import spearman, trend
 from .store import RunStore
 
@@ -139,16 +142,27 @@ class Page:
         """Return every committed reference run of ``notebook`` (default: this page's), read and recorded."""
         return {n: self.read_reference(n) for n in reference.available(notebook or self.name)}
 
-    def save(self, long: pd.DataFrame, regime: pd.DataFrame | None = None) -> list[ClaimResult]:
+    def save(self, long: pd.DataFrame | None = None, regime: pd.DataFrame | None = None,
+             **frames: pd.DataFrame | tuple) -> list[ClaimResult]:
         """Validate the long-format frame, write it as this page's CSV, record what the page read, and glue the
         verdicts of the claims whose evidence this page is (:func:`lmcbook.claims.page_claims` on that frame);
         return them.
 
-        ``regime`` (:func:`lmcbook.experiments.regime_frame`) adds the runs' training regime
-        (decay integral, shrinkage, distance from initialisation, weight norms) to the CSV.
-        Each verdict is glued under its key (``w1``, ``w1_long``, ``n1_50``, ...) as
-        ``KEY_mark``, ``KEY_verdict``, ``KEY_measured``, ``KEY_test`` and ``KEY_state``.
+        Instead of (or after) a long frame, name the frames to melt: ``summary=(frame, metrics)``
+        melts those metric columns, keyed by every key column of the schema the frame has
+        (``(frame, metrics, keys)`` names the keys); ``lewc=frame`` takes a frame that
+        already has ``metric`` and ``value`` columns, with its key columns.  They are
+        stacked in the order given.  ``regime`` (:func:`lmcbook.experiments.regime_frame`)
+        adds the runs' training regime (decay integral, shrinkage, distance from
+        initialisation, weight norms) to the CSV.  Each verdict is glued under its key
+        (``w1``, ``w1_long``, ``n1_50``, ...) as ``KEY_mark``, ``KEY_verdict``,
+        ``KEY_measured``, ``KEY_test`` and ``KEY_state``.
         """
+        parts = ([] if long is None else [long]) + [self._melt(item) for item in frames.values()]
+        if not parts:
+            raise SpecError("page.save() is not allowed without results: pass a long frame or name frames to melt, "
+                            "e.g. page.save(summary=(frame, ['acc_merged']))")
+        long = parts[0] if len(parts) == 1 else concat(parts)
         if regime is not None:
             long = concat([long, to_long_frame(regime, self.name, REGIME_KEYS)])
         validate_results(long, self.name)
@@ -161,6 +175,27 @@ class Page:
         for r in verdicts:
             self.glue_claim(r)
         return verdicts
+
+    def _melt(self, item: pd.DataFrame | tuple) -> pd.DataFrame:
+        """Return one named frame of :meth:`save` in the long format."""
+        if isinstance(item, pd.DataFrame):
+            return to_long_frame(item, self.name, KEY_COLUMNS)
+        frame, metrics, *keys = item
+        return to_long(frame, self.name, metrics, keys[0] if keys else [k for k in KEY_COLUMNS if k in frame])
+
+    @classmethod
+    def glue_values(cls, **values: Any) -> None:
+        """Glue each keyword's value under its name (one call instead of a run of :meth:`glue`)."""
+        for key, value in values.items():
+            cls.glue(key, value)
+
+    @classmethod
+    def glue_rows(cls, frame: pd.DataFrame, rows: dict[str, Any], columns: list[str]) -> None:
+        """Glue ``frame.loc[row, column]`` under ``COLUMN_LABEL`` for each label and row of ``rows`` and each of
+        ``columns``: ``glue_rows(means, {"wide": 1024}, ["acc_merged"])`` glues ``acc_merged_wide``."""
+        for label, row in rows.items():
+            for col in columns:
+                cls.glue(f"{col}_{label}", frame.loc[row, col])
 
     @staticmethod
     def glue(key: str, value: Any) -> None:

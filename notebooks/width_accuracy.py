@@ -28,31 +28,33 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = None
 
-# %%
-from lmcbook import experiments, plots, schema
+# %% tags=["remove-cell"]
+from lmcbook import experiments, plots
 from lmcbook.page import describe_regime, describe_study, open_page
 
 page, study = open_page("width_accuracy", globals())
+
+# %% [markdown]
+# Every pair of the sweep is trained (or loaded from the run store), and the whole
+# line between each pair's two models is evaluated on the test split:
+
+# %%
 res = experiments.pair_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 summary, curves = res.summary, res.curves
+means = summary.groupby("hidden_units").mean(numeric_only=True)
+means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barrier_mid"]].round(3)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_md("regime", describe_regime(regime))
 page.glue_figure("fig_curves", plots.plot_interpolation(curves))
 page.glue_figure("fig_width", plots.plot_width_accuracy(summary))
-means = summary.groupby("hidden_units").mean(numeric_only=True)
 narrow, wide = means.index.min(), means.index.max()
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
-page.glue("acc_merged_narrow", means.loc[narrow, "acc_merged"])
-page.glue("acc_merged_wide", means.loc[wide, "acc_merged"])
-page.glue("acc_ensemble_narrow", means.loc[narrow, "acc_ensemble"])
-page.glue("acc_ensemble_wide", means.loc[wide, "acc_ensemble"])
-page.glue("acc_endpoints_wide", means.loc[wide, "acc_endpoints"])
-page.glue("gap_wide", means.loc[wide, "acc_ensemble"] - means.loc[wide, "acc_merged"])
-means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barrier_mid"]].round(3)
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide),
+                 gap_wide=means.loc[wide, "acc_ensemble"] - means.loc[wide, "acc_merged"])
+page.glue_rows(means, {"narrow": narrow, "wide": wide}, ["acc_merged", "acc_ensemble"])
+page.glue_rows(means, {"wide": wide}, ["acc_endpoints"])
 
 # %% [markdown]
 # ```{glue:figure} fig_curves
@@ -95,10 +97,9 @@ means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barri
 # barrier stays large until its temperature is refitted, and how the size of that
 # temperature correction follows from the LEWC theory.
 
-# %%
-long = schema.to_long(curves, "width_accuracy", ["acc"], ["width", "hidden_units", "lam"])
-long = schema.concat([long, schema.to_long(summary, "width_accuracy",
-                                              ["acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble",
-                                               "acc_barrier", "acc_barrier_mid"], ["width", "hidden_units"])])
-page.save(long, regime)
+# %% tags=["remove-input"]
+page.save(curves=(curves, ["acc"], ["width", "hidden_units", "lam"]),
+          summary=(summary, ["acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "acc_barrier",
+                             "acc_barrier_mid"], ["width", "hidden_units"]),
+          regime=regime)
 page.provenance()

@@ -119,6 +119,22 @@ def test_book_builds_with_warnings_as_errors(built):
         assert (built / "book" / "generated" / f"{name}.html").exists()
 
 
+#: The tables whose visible box (the table, or the nearest scrolling container it sits in) reaches beyond the
+#: text column; each is named by its first words.
+TABLES_WIDER_THAN_THE_COLUMN = """(() => {
+  const main = document.querySelector('article.bd-article') || document.querySelector('main');
+  if (!main) return [];
+  const right = main.getBoundingClientRect().right + 1;
+  return [...main.querySelectorAll('table')].filter(t => {
+    let box = t;
+    while (box && box !== main && !['auto', 'scroll', 'hidden'].includes(getComputedStyle(box).overflowX)) {
+      box = box.parentElement;
+    }
+    return ((box && box !== main) ? box : t).getBoundingClientRect().right > right;
+  }).map(t => t.innerText.slice(0, 60));
+})()"""
+
+
 def test_pages_render_in_a_browser(built):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: install the Debian package chromium-headless-shell (.ci/run does)")
@@ -139,11 +155,33 @@ def test_pages_render_in_a_browser(built):
             broken = page.evaluate("[...document.images].filter(i => !(i.complete && i.naturalWidth > 0))"
                                    ".map(i => i.src)")
             assert not broken, (html.name, broken)
+            wide = page.evaluate(TABLES_WIDER_THAN_THE_COLUMN)
+            assert not wide, (html.name, wide)
             if page.evaluate("document.querySelectorAll('.math, .MathJax, mjx-container').length"):
                 page.wait_for_selector("mjx-container", timeout=15000)
                 text = page.evaluate("document.querySelector('main').innerText")
                 assert "\\(" not in text and "$$" not in text, html.name
         browser.close()
+
+
+def test_the_table_width_check_can_fail(tmp_path):
+    """The check above flags a table that spills out of the column, and passes one in a scrolling container."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install the Debian package chromium-headless-shell (.ci/run does)")
+    from playwright.sync_api import sync_playwright
+
+    cells = "".join(f"<td>column{i:02d}</td>" for i in range(60))
+    html = tmp_path / "t.html"
+    html.write_text(f"<html><body><article class='bd-article' style='width:600px'>"
+                    f"<table id='spills'><tr>{cells}</tr></table>"
+                    f"<div style='overflow-x:auto'><table><tr>{cells}</tr></table></div></article></body></html>")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(html.as_uri())
+        wide = page.evaluate(TABLES_WIDER_THAN_THE_COLUMN)
+        browser.close()
+    assert len(wide) == 1 and wide[0].startswith("column00")
 
 
 FIGURELESS = {"claims"}  # the scoreboard is a table

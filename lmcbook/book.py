@@ -291,6 +291,9 @@ def _execute_one(name: str, key: dict[str, Any], profile: str, params: dict[str,
             err = f"cell {e.exec_count} (`{first.strip()[:80]}`): {e.ename}: {e.evalue}"
         except Exception as e:  # a dead kernel or a broken source: report it, run the rest
             err = f"{type(e).__name__}: {e}"
+        except BaseException:  # Ctrl-C or SystemExit: put the last good page back, then stop
+            _restore(page_files(out, name), out, backup, kept, partial, failed_notebook(out, name))
+            raise
         if not ok:
             err += "; " + _restore(page_files(out, name), out, backup, kept, partial, failed_notebook(out, name))
         else:

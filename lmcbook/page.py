@@ -211,9 +211,19 @@ class Page:
 
     @staticmethod
     def glue_figure(key: str, fig) -> None:
-        """Glue a matplotlib figure (use it with the ``glue:figure`` directive) and close it."""
-        glue(key, fig, display=False)
-        plt.close(fig)
+        """Glue a matplotlib figure (use it with the ``glue:figure`` directive) and close it.
+
+        The figure must be readable at the book's text width: if any of its texts would render below 9 pt there,
+        :func:`lmcbook.plots.check_legible` raises :class:`lmcbook.plots.IllegibleFigure`, naming ``key``, the
+        smallest text and its size, and nothing is glued (so the page fails to execute).
+        """
+        from .plots import check_legible  # only this method of page.py needs plots
+
+        try:
+            check_legible(fig, key)
+            glue(key, fig, display=False)
+        finally:
+            plt.close(fig)
 
     def glue_claim(self, result: ClaimResult, key: str | None = None) -> ClaimResult:
         """Glue one verdict of :mod:`lmcbook.claims` under ``key`` (default ``result.key``; see :meth:`save`) and

@@ -80,51 +80,50 @@
 # %% tags=["parameters"]
 profile = "quick"
 
-# %% tags=["remove-input"]
-from lmcbook import claims
+# %% tags=["remove-cell"]
+from IPython.display import Markdown
+
+from lmcbook import claims, reference
 from lmcbook.page import open_page
 
 page, study = open_page("claims", globals())
 frames = {name: page.read_csv(name) for name in claims.PAGE_CLAIMS}
-from lmcbook import reference  # noqa: E402
-
 references = {name: frame for nb in sorted({r.notebook for r in reference.REFERENCES.values()})
               for name, (frame, _) in page.references(nb).items()}
+
+# %% [markdown]
+# Every row is decided by `lmcbook.claims` from the evidence pages' CSVs and the
+# committed reference runs:
+
+# %%
 rows = claims.scoreboard(frames, references)
+Markdown(claims.scoreboard_markdown(rows))
 
-# %% tags=["remove-input"]
-from IPython.display import Markdown  # noqa: E402
-
+# %% tags=["remove-cell"]
 main_rows = [r for r in rows if not r.control and r.source is None]
 ref_rows = [r for r in rows if r.source is not None]
+tested = [r for r in rows if r.tested]
+expected, upper = claims.chance_passes(len(tested))
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 page.glue_md("min_trend", str(claims.MIN_TREND_POINTS))
 page.glue_md("noise_bar", f"{claims.NOISE_CONVERGED_TRAIN_ACC:g}")
-page.glue("n_ref_rows", len(ref_rows))
-page.glue("n_refs", len(references))
 page.glue_md("refs_phrase", "The committed reference run" if len(references) == 1 else
              f"The {len(references)} committed reference runs")
-page.glue("n_ref_pass", sum(r.passed for r in ref_rows))
-page.glue("n_claims", len(main_rows))
-tested = [r for r in rows if r.tested]
-expected, upper = claims.chance_passes(len(tested))
-page.glue("n_tested", len(tested))
-page.glue("n_tested_pass", sum(r.passed for r in tested))
-page.glue("chance_rate", f"{claims.CHANCE_RATE:.0%}")
-page.glue("chance_expected", f"{expected:.1f}")
-page.glue("chance_upper", upper)
-page.glue("fixed_before_ids", ", ".join(sorted(claims.FIXED_BEFORE, key=lambda c: ("WRMN".index(c[0]), int(c[1:]))))
-          + "".join(f", and {' and '.join(sorted(ids))} on reference `{name}`"
-                    for name, ids in claims.FIXED_BEFORE_SOURCE.items()))
-page.glue("n_fixed_before", sum(r.fixed_before for r in tested))
-page.glue("n_fixed_before_pass", sum(r.fixed_before and r.passed for r in tested))
+page.glue_values(
+    n_ref_rows=len(ref_rows), n_refs=len(references), n_ref_pass=sum(r.passed for r in ref_rows),
+    n_claims=len(main_rows), n_tested=len(tested), n_tested_pass=sum(r.passed for r in tested),
+    chance_rate=f"{claims.CHANCE_RATE:.0%}", chance_expected=f"{expected:.1f}", chance_upper=upper,
+    fixed_before_ids=", ".join(sorted(claims.FIXED_BEFORE, key=lambda c: ("WRMN".index(c[0]), int(c[1:]))))
+    + "".join(f", and {' and '.join(sorted(ids))} on reference `{name}`"
+              for name, ids in claims.FIXED_BEFORE_SOURCE.items()),
+    n_fixed_before=sum(r.fixed_before for r in tested),
+    n_fixed_before_pass=sum(r.fixed_before and r.passed for r in tested))
 for paper in ("width", "noise"):
     page.glue(f"n_{paper}", sum(r.paper == paper for r in main_rows))
     for state in claims.MARKS:
         page.glue(f"n_{paper}_{state.replace('/', '')}", sum(r.state == state for r in main_rows if r.paper == paper))
 for state in claims.MARKS:
     page.glue(f"n_{state.replace('/', '')}", sum(r.state == state for r in main_rows))
-Markdown(claims.scoreboard_markdown(rows))
 
 # %% [markdown]
 # **In this run**, of {glue:text}`n_claims` claim rows, {glue:text}`n_pass` pass,

@@ -26,11 +26,11 @@ profile = "quick"
 # ExplorerStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = width = pair = lam = layer = interactive = None
 
-# %% tags=["hide-input"]
+# %% tags=["remove-cell"]
 import pandas as pd
 
 import lmcbook as lb
-from lmcbook import explore, schema
+from lmcbook import explore
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("explore", globals())
@@ -46,7 +46,8 @@ def show(width, pair, lam, layer):
     return v
 
 
-if study.interactive:
+def live_controls():
+    """Show the controls, and redraw the view whenever one of them changes (run live by `lmcbook explore`)."""
     import ipywidgets as w
     from IPython.display import clear_output
 
@@ -68,9 +69,20 @@ if study.interactive:
         c.observe(update, names="value")
     display(w.HBox(list(controls.values())), out)  # noqa: F821
     update()
+
+
+# %% [markdown]
+# The view is `explore.view` of the chosen pair, read from the run store, drawn with the
+# page's parameters as the controls' values:
+
+# %%
+if study.interactive:
+    live_controls()
     view = None
 else:
     view = show(study.width, study.pair, study.lam, study.layer)
+
+# %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(lb.study("width", profile, dataset=study.dataset)))
 
 # %% [markdown]
@@ -78,15 +90,12 @@ page.glue_md("setup", describe_study(lb.study("width", profile, dataset=study.da
 # interpolation curve (left, middle; the dotted line marks $\lambda$), and the LEWC and
 # LLFC errors at every layer at that $\lambda$ (right). The width sweep: {glue:md}`setup`.
 
-# %%
+# %% tags=["remove-input"]
 if view is not None and not view.message:
-    curve = view.curve.assign(pair=study.pair)
     layers = view.layers.reset_index().melt(id_vars="layer", var_name="metric", value_name="value")
-    page.save(schema.concat([
-        schema.to_long(curve, "explore", ["acc", "loss", "loss_cal"], ["lam"]),
-        schema.to_long_frame(layers.assign(pair=study.pair, lam=study.lam), "explore", ["layer", "lam"]),
-    ]))
+    page.save(curve=(view.curve.assign(pair=study.pair), ["acc", "loss", "loss_cal"], ["lam"]),
+              layers=layers.assign(pair=study.pair, lam=study.lam))  # its keys: layer and lam
 else:  # the runs are missing (or the controls are live): the page records that it needs them
-    page.save(schema.to_long(pd.DataFrame([{"pair": study.pair, "runs_missing": float(view is not None)}]),
-                             "explore", ["runs_missing"]))
-display(page.provenance())  # noqa: F821 (inside a block, an expression is not shown by itself)
+    page.save(missing=(pd.DataFrame([{"pair": study.pair, "runs_missing": float(view is not None)}]),
+                       ["runs_missing"], []))
+page.provenance()

@@ -35,45 +35,45 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = None
 
-# %%
+# %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("lewc", globals())
+
+# %% [markdown]
+# The probes run on every trained pair of the width sweep and on the same pairs
+# untrained. The table gives the LEWC relative error at the last hidden layer and
+# $\lambda = \tfrac12$:
+
+# %%
 frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 lewc, scale = frames["lewc"], frames["scale_law"]
-
-# %% tags=["hide-input"]
-page.glue_md("setup", describe_study(study, regime))
-page.glue_figure("fig_lewc", plots.plot_lewc_vs_llfc(lewc))
-page.glue_figure("fig_scale", plots.plot_scale_law(scale))
 last = schema.last_hidden(lewc)
 tr = stats.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="trained")
 un = stats.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="untrained")
+tr.join(un, rsuffix="_untrained")[["mean", "spread", "mean_untrained"]].round(4)
+
+# %% tags=["remove-cell"]
+page.glue_md("setup", describe_study(study, regime))
+page.glue_figure("fig_lewc", plots.plot_lewc_vs_llfc(lewc))
+page.glue_figure("fig_scale", plots.plot_scale_law(scale))
 llfc = stats.cell_stats(lewc, "llfc_rel_err", layer=last, lam=0.5, method="trained")
 q_tr = stats.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.25, method="trained")
 q_llfc = stats.cell_stats(lewc, "llfc_rel_err", layer=last, lam=0.25, method="trained")
 beta = stats.cell_stats(scale, "scale_beta", method="trained")
 beta_un = stats.cell_stats(scale, "scale_beta", method="untrained")
 narrow, wide = tr.index.min(), tr.index.max()
-page.glue("last", int(last))
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
-page.glue("err_narrow", tr.loc[narrow, "mean"])
-page.glue("err_wide", tr.loc[wide, "mean"])
-page.glue("err_wide_spread", tr.loc[wide, "spread"])
-page.glue("err_untrained_wide", un.loc[wide, "mean"])
-page.glue("llfc_wide", llfc.loc[wide, "mean"])
-page.glue("q_err_wide", q_tr.loc[wide, "mean"])
-page.glue("q_llfc_wide", q_llfc.loc[wide, "mean"])
-page.glue("beta_wide", beta.loc[wide, "mean"])
-page.glue("beta_wide_spread", beta.loc[wide, "spread"])
-page.glue("beta_untrained_wide", beta_un.loc[wide, "mean"])
+page.glue_values(last=int(last), n_narrow=int(narrow), n_wide=int(wide), err_narrow=tr.loc[narrow, "mean"],
+                 err_wide=tr.loc[wide, "mean"], err_wide_spread=tr.loc[wide, "spread"],
+                 err_untrained_wide=un.loc[wide, "mean"], llfc_wide=llfc.loc[wide, "mean"],
+                 q_err_wide=q_tr.loc[wide, "mean"], q_llfc_wide=q_llfc.loc[wide, "mean"],
+                 beta_wide=beta.loc[wide, "mean"], beta_wide_spread=beta.loc[wide, "spread"],
+                 beta_untrained_wide=beta_un.loc[wide, "mean"])
 why = claims.lewc_setting_missing(schema.to_long_frame(regime, "lewc", schema.REGIME_KEYS))
 page.glue_md("scale_applies", "These networks are bias-free MLPs without normalisation, the setting the law is "
              "derived for." if why is None else f"The law does not apply here (n/a): {why}.")
-tr.join(un, rsuffix="_untrained")[["mean", "spread", "mean_untrained"]].round(4)
 
 # %% [markdown]
 # ```{glue:figure} fig_lewc
@@ -123,10 +123,8 @@ tr.join(un, rsuffix="_untrained")[["mean", "spread", "mean_untrained"]].round(4)
 # {glue:text}`beta_untrained_wide:.3f`. {glue:md}`scale_applies` The depth-sweep page
 # tests the same law at one width and several depths.
 
-# %%
-long = schema.concat([
-    schema.to_long_frame(lewc, "lewc", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
-    schema.to_long_frame(scale, "lewc", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
-])
-page.save(long, regime)
+# %% tags=["remove-input"]
+keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]  # weight decay and epochs: on the regime rows
+page.save(lewc=schema.to_long_frame(lewc, "lewc", keys), scale_law=schema.to_long_frame(scale, "lewc", keys),
+          regime=regime)
 page.provenance()

@@ -30,54 +30,54 @@ profile = "quick"
 dataset = data_root = download = base_width = norm = bias = init_scale = weight_decay = epochs = None
 batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = width = depths = None
 
-# %%
+# %% tags=["remove-cell"]
 import numpy as np
 
 from lmcbook import claims, experiments, plots, probes, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("lewc_depth", globals())
+
+# %% [markdown]
+# Every pair of the depth sweep is trained (or loaded from the run store) and evaluated
+# along the line between its two models, and the probes fit the scale law to each
+# pair. The table sets the two signatures beside their predictions:
+
+# %%
 res = experiments.pair_frames(study, page.store)
 frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 summary, scale = res.summary, frames["scale_law"]
+by_depth = summary.groupby("depth").mean(numeric_only=True)
+by_depth["norm_pred"], by_depth["tau_pred"] = 2.0 ** (1 - by_depth.index), 2.0 ** (by_depth.index - 1)  # LEWC
+beta = stats.cell_stats(scale, "scale_beta", by="depth", method="trained")
+by_depth["beta"] = beta["mean"]
+by_depth["alpha"] = stats.cell_stats(scale, "scale_alpha", by="depth", method="trained")["mean"]
+by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "beta", "acc_merged",
+          "acc_ensemble"]].round(4)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_depth", plots.plot_depth(summary, scale))
-by_depth = summary.groupby("depth").mean(numeric_only=True)
-by_depth["norm_pred"] = 2.0 ** (1 - by_depth.index)
-by_depth["tau_pred"] = 2.0 ** (by_depth.index - 1)
-beta = stats.cell_stats(scale, "scale_beta", by="depth", method="trained")
-alpha = stats.cell_stats(scale, "scale_alpha", by="depth", method="trained")
-by_depth["beta"], by_depth["alpha"] = beta["mean"], alpha["mean"]
 # across depths: log2(logit norm ratio) = a - b (L - 1); LEWC: a = 0, b = 1
 alpha_depth, beta_depth = probes.fit_scale_law(summary["depth"], np.log2(summary["logit_norm_ratio"]))
-page.glue("units", int(study.spec(study.width, 0, 2).model.channels))
-page.glue("beta_depth", beta_depth)
-page.glue("alpha_depth", alpha_depth)
-page.glue("beta_mean", float(beta["mean"].mean()))
-page.glue("beta_min", float(beta["mean"].min()))
-page.glue("beta_max", float(beta["mean"].max()))
-page.glue("L_min", int(by_depth.index.min()))
-page.glue("L_max", int(by_depth.index.max()))
 rel = np.abs(by_depth["logit_norm_ratio"] / by_depth["norm_pred"] - 1)
-page.glue("n_within", int((rel <= claims.LOGIT_SCALE_TOL).sum()))
+page.glue_values(units=int(study.spec(study.width, 0, 2).model.channels), beta_depth=beta_depth,
+                 alpha_depth=alpha_depth, beta_mean=float(beta["mean"].mean()), beta_min=float(beta["mean"].min()),
+                 beta_max=float(beta["mean"].max()), L_min=int(by_depth.index.min()), L_max=int(by_depth.index.max()),
+                 n_within=int((rel <= claims.LOGIT_SCALE_TOL).sum()), n_depths=len(by_depth))
 page.glue_md("tol_pct", f"{claims.LOGIT_SCALE_TOL:.0%}")
 page.glue_md("w10_pairs_text", "" if study.seeds >= claims.MIN_PAIRS else
              f"With {study.seeds} pair{'s' * (study.seeds != 1)} per depth (this profile's budget) the interval "
              f"over pairs that W10 reads needs {claims.MIN_PAIRS}, so it cannot decide here. ")
-page.glue("n_depths", len(by_depth))
-by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "beta", "acc_merged",
-          "acc_ensemble"]].round(4)
 
 # %% [markdown]
 # ```{glue:figure} fig_depth
 # :name: fig-depth-law
 #
-# Left: the logit norm ratio $\|f_L(\theta(\tfrac12))\| / \|\tfrac12(f_L^a+f_L^b)\|$ against
+# Top: the logit norm ratio $\|f_L(\theta(\tfrac12))\| / \|\tfrac12(f_L^a+f_L^b)\|$ against
 # depth, with the LEWC prediction $2^{1-L}$. Middle: $\tau_{merged}/\tau_{ens}$ with
-# $2^{L-1}$. Right: the per-network scale-law fit. Trained: {glue:md}`setup`.
+# $2^{L-1}$. Bottom: the per-network scale-law fit. Trained: {glue:md}`setup`.
 # ```
 #
 # **What this run shows.** Across depths {glue:text}`L_min` to {glue:text}`L_max` at
@@ -94,12 +94,10 @@ by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "be
 # ensemble's, so any disagreement between the merged model's and the ensemble's
 # predictions pulls it below the prediction.
 
-# %%
-long = schema.concat([
-    schema.to_long(summary, "lewc_depth", ["logit_norm_ratio", "tau_ratio", "acc_merged", "acc_ensemble",
-                                           "acc_endpoints", "loss_barrier_cal_mid", "loss_barrier_mid"],
-                   ["width", "hidden_units", "depth"]),
-    schema.to_long_frame(scale, "lewc_depth", ["width", "hidden_units", "depth", "layer", "lam", "method"]),
-])
-page.save(long, regime)
+# %% tags=["remove-input"]
+page.save(summary=(summary, ["logit_norm_ratio", "tau_ratio", "acc_merged", "acc_ensemble", "acc_endpoints",
+                             "loss_barrier_cal_mid", "loss_barrier_mid"], ["width", "hidden_units", "depth"]),
+          scale_law=schema.to_long_frame(scale, "lewc_depth",  # weight decay and epochs: on the regime rows
+                                         ["width", "hidden_units", "depth", "layer", "lam", "method"]),
+          regime=regime)
 page.provenance()

@@ -31,19 +31,25 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = weak_weight_decay = draws = match_iterations = None
 
-# %%
+# %% tags=["remove-cell"]
 from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("llfc_vs_lewc", globals())
+
+# %% [markdown]
+# The probes run on every pair as trained, on the same pair after weight matching, and
+# on the untrained pair:
+
+# %%
 frames = experiments.probe_frames(study, page.store, matched=True)
 regime = experiments.regime_frame(study, page.store)
+
+# %% tags=["remove-cell"]
 keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]
-long = schema.concat([schema.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys),
+long = schema.concat([schema.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys),  # the page's CSV; the figure reads it
                       schema.to_long_frame(schema.select(frames["reciprocal_orthogonality"], lam=0.5),
                                            "llfc_vs_lewc", keys)])
-
-# %% tags=["hide-input"]
 last = schema.last_hidden(frames["lewc"])
 names = {"trained": "unpermuted", "weight_matched": "weight-matched", "untrained": "untrained pair"}
 panels = [dict(metric="lewc_cos", title=rf"cosine to LEWC, layer {last}, $\lambda=\frac{{1}}{{4}}$",
@@ -58,11 +64,9 @@ panels = [dict(metric="lewc_cos", title=rf"cosine to LEWC, layer {last}, $\lambd
           dict(metric="orth_ratio", title="orthogonality ratio (layers 2..L)", logy=True)]
 page.glue_figure("fig_llfc", plots.plot_panels(long, panels, ncols=3, labels=names))
 page.glue_md("setup", describe_study(study, regime))
-page.glue("last", int(last))
 units = sorted(long["hidden_units"].unique())
 narrow, wide = units[0], units[-1]
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
+page.glue_values(last=int(last), n_narrow=int(narrow), n_wide=int(wide))
 for method in ("trained", "weight_matched", "untrained"):
     for metric, f in (("lewc_rel_err", dict(layer=last, lam=0.25)), ("llfc_rel_err", dict(layer=last, lam=0.25)),
                       ("lewc_cos", dict(layer=last, lam=0.25)), ("llfc_cos", dict(layer=last, lam=0.25)),
@@ -75,10 +79,10 @@ for method in ("trained", "weight_matched", "untrained"):
 # ```{glue:figure} fig_llfc
 # :name: fig-llfc-vs-lewc
 #
-# Cosine (top left, top middle) and relative error (top right, bottom left) of the
+# Cosine (top row) and relative error (middle row) of the
 # LEWC and LLFC predictions at the last hidden layer, $\lambda = \tfrac14$, where the two
 # predictions differ in direction as well as scale; commutativity error and
-# orthogonality ratio, averaged over layers $2..L$ (bottom). Unpermuted pairs, the
+# orthogonality ratio, averaged over layers $2..L$ (bottom row). Unpermuted pairs, the
 # same pairs after weight matching, and the untrained pairs (seed means; bars: min to
 # max over pairs). Trained: {glue:md}`setup`.
 # ```
@@ -112,6 +116,6 @@ for method in ("trained", "weight_matched", "untrained"):
 # {glue:text}`weight_matched_orth_ratio_wide:.3f` matched. Weight matching aligns
 # units, so it makes $W^a z^b$ large again by design.
 
-# %%
-page.save(long, regime)
+# %% tags=["remove-input"]
+page.save(long, regime=regime)
 page.provenance()

@@ -37,33 +37,38 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = None
 
-# %%
-from lmcbook import claims, experiments, plots, schema, stats
+# %% tags=["remove-cell"]
+from lmcbook import claims, experiments, plots, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("loss_barrier_calibration", globals())
+
+# %% [markdown]
+# Every pair of the width sweep is trained (or loaded from the run store), and every
+# model on the line between a pair's two models gets its own inverse temperature,
+# fitted on the calibration split:
+
+# %%
 res = experiments.pair_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 summary, curves = res.summary, res.curves
+means = summary.groupby("hidden_units").mean(numeric_only=True)
+means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal", "tau_merged", "tau_ensemble",
+       "logit_norm_ratio", "tau_ratio"]].round(3)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-cell"]
 L = study.layers
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_barriers", plots.plot_barriers(summary))
 page.glue_figure("fig_curves_cal", plots.plot_interpolation(curves, "loss_cal", "calibrated test loss (nats)"))
-means = summary.groupby("hidden_units").mean(numeric_only=True)
 narrow, wide = means.index.min(), means.index.max()
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
-for key in ("loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal"):
-    page.glue(f"{key}_narrow", means.loc[narrow, key])
-    page.glue(f"{key}_wide", means.loc[wide, key])
-page.glue("cal_over_raw_wide", means.loc[wide, "loss_barrier_cal_mid"] / means.loc[wide, "loss_barrier_mid"])
-page.glue("loss_ensemble_wide", means.loc[wide, "loss_cal_ensemble"])
-page.glue("loss_merged_cal_wide", means.loc[wide, "loss_cal_merged"])
-page.glue("n_at_bound", int(summary[["tau_at_bound_merged", "tau_at_bound_ensemble"]].to_numpy().sum()))
-means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal", "tau_merged", "tau_ensemble",
-       "logit_norm_ratio", "tau_ratio"]].round(3)
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide),
+                 cal_over_raw_wide=means.loc[wide, "loss_barrier_cal_mid"] / means.loc[wide, "loss_barrier_mid"],
+                 loss_ensemble_wide=means.loc[wide, "loss_cal_ensemble"],
+                 loss_merged_cal_wide=means.loc[wide, "loss_cal_merged"],
+                 n_at_bound=int(summary[["tau_at_bound_merged", "tau_at_bound_ensemble"]].to_numpy().sum()))
+page.glue_rows(means, {"narrow": narrow, "wide": wide},
+               ["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal"])
 
 # %% [markdown]
 # ```{glue:figure} fig_barriers
@@ -106,21 +111,15 @@ means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier
 # norm ratio then tends to $2^{1-L}$, and the merged model needs a $2^{L-1}$ times
 # larger inverse temperature than the ensemble.
 
-# %% tags=["hide-input"]
-fig = plots.plot_lewc_signatures(summary, L)
-page.glue_figure("fig_signatures", fig)
-page.glue("L", L)
-page.glue("norm_pred", 2.0 ** (1 - L))
-page.glue("tau_pred", 2.0 ** (L - 1))
-page.glue("norm_ratio_narrow", means.loc[narrow, "logit_norm_ratio"])
-page.glue("norm_ratio_wide", means.loc[wide, "logit_norm_ratio"])
-page.glue("tau_ratio_narrow", means.loc[narrow, "tau_ratio"])
-page.glue("tau_ratio_wide", means.loc[wide, "tau_ratio"])
-rel = abs(means.loc[wide, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1)
-rel_narrow = abs(means.loc[narrow, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1)
-page.glue("norm_rel_err_wide", rel)
-page.glue("norm_rel_err_narrow", rel_narrow)
-page.glue("merged_acc_narrow", means.loc[narrow, "acc_merged"])
+# %% tags=["remove-cell"]
+page.glue_figure("fig_signatures", plots.plot_lewc_signatures(summary, L))
+page.glue_values(L=L, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1),
+                 norm_ratio_narrow=means.loc[narrow, "logit_norm_ratio"],
+                 norm_ratio_wide=means.loc[wide, "logit_norm_ratio"],
+                 norm_rel_err_wide=abs(means.loc[wide, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1),
+                 norm_rel_err_narrow=abs(means.loc[narrow, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1),
+                 merged_acc_narrow=means.loc[narrow, "acc_merged"])
+page.glue_rows(means, {"narrow": narrow, "wide": wide}, ["tau_ratio"])
 # read the two widths apart only by their intervals over pairs, as W9 does
 per_pair = (summary.groupby(["hidden_units", "pair"])["logit_norm_ratio"].mean() / 2.0 ** (1 - L) - 1).abs()
 iv_n, iv_w = stats.interval(per_pair.loc[narrow]), stats.interval(per_pair.loc[wide])
@@ -160,15 +159,13 @@ page.glue_md("norm_specific",
 # model makes different predictions, so its best temperature is not a rescaling of
 # the ensemble's.
 
-# %%
-long = schema.concat([
-    schema.to_long(curves, "loss_barrier_calibration", ["loss", "loss_cal", "tau"],
-                   ["width", "hidden_units", "lam"]),
-    schema.to_long(summary.assign(depth=L), "loss_barrier_calibration",
-                   ["loss_barrier", "loss_barrier_mid", "loss_barrier_cal", "loss_barrier_cal_mid",
-                    "loss_merged", "loss_cal_merged", "loss_ensemble", "loss_cal_ensemble", "loss_endpoints",
-                    "loss_cal_endpoints", "tau_merged", "tau_ensemble", "tau_ratio", "logit_norm_ratio",
-                    "tau_at_bound_merged", "tau_at_bound_ensemble"], ["width", "hidden_units", "depth"]),
-])
-page.save(long, regime)
+# %% tags=["remove-input"]
+page.save(curves=(curves, ["loss", "loss_cal", "tau"], ["width", "hidden_units", "lam"]),
+          summary=(summary.assign(depth=L), ["loss_barrier", "loss_barrier_mid", "loss_barrier_cal",
+                                             "loss_barrier_cal_mid", "loss_merged", "loss_cal_merged",
+                                             "loss_ensemble", "loss_cal_ensemble", "loss_endpoints",
+                                             "loss_cal_endpoints", "tau_merged", "tau_ensemble", "tau_ratio",
+                                             "logit_norm_ratio", "tau_at_bound_merged", "tau_at_bound_ensemble"],
+                   ["width", "hidden_units", "depth"]),
+          regime=regime)
 page.provenance()

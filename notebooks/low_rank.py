@@ -33,50 +33,55 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = None
 
-# %%
+# %% tags=["remove-cell"]
 import numpy as np
 
 from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_regime, describe_study, open_page
 
 page, study = open_page("low_rank", globals())
+
+# %% [markdown]
+# The ranks are measured on every model of the width sweep, trained and at its
+# initialisation. The table gives the relative effective rank of the hidden-to-hidden
+# matrices, and the absolute effective rank beside it:
+
+# %%
 frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 rank = frames["rank"]
-
-# %% tags=["hide-input"]
-page.glue_md("setup", describe_study(study, regime))
-page.glue_figure("fig_rank", plots.plot_rank(rank))
 hid = rank[rank["role"] == "hidden"]
 er = stats.cell_stats(hid, "rel_effective_rank", method="trained")  # mean over matrices and both models
 er_un = stats.cell_stats(hid, "rel_effective_rank", method="untrained")
-sr = stats.cell_stats(hid, "rel_stable_rank", method="trained")
 abs_er = stats.cell_stats(hid, "effective_rank", method="trained")
+er.join(er_un, rsuffix="_untrained").join(abs_er, rsuffix="_abs")[["mean", "spread", "mean_untrained",
+                                                                  "mean_abs"]].round(4)
+
+# %% tags=["remove-cell"]
+page.glue_md("setup", describe_study(study, regime))
+page.glue_figure("fig_rank", plots.plot_rank(rank))
+sr = stats.cell_stats(hid, "rel_stable_rank", method="trained")
 narrow, wide = er.index.min(), er.index.max()
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide), er_wide_spread=er.loc[wide, "spread"])
 for key, frame in (("er", er), ("er_un", er_un), ("sr", sr), ("abs_er", abs_er)):
     page.glue(f"{key}_narrow", frame.loc[narrow, "mean"])
     page.glue(f"{key}_wide", frame.loc[wide, "mean"])
-page.glue("er_wide_spread", er.loc[wide, "spread"])
 upd = schema.hidden_to_hidden(regime[regime["metric"].str.startswith("delta_rel")])  # what training added, W − W₀
 for key, metric in (("upd_er", "delta_rel_effective_rank"), ("upd_sr", "delta_rel_stable_rank")):
     st = stats.cell_stats(upd, metric)
     page.glue(f"{key}_narrow", st["mean"].iloc[0])
     page.glue(f"{key}_wide", st["mean"].iloc[-1])
-page.glue("n_inputs", int(np.prod(experiments.study_data(study).input_shape)))
-page.glue("shrink", schema.select(regime, "decay_shrinkage")["value"].mean())
+page.glue_values(n_inputs=int(np.prod(experiments.study_data(study).input_shape)),
+                 shrink=schema.select(regime, "decay_shrinkage")["value"].mean())
 page.glue_md("regime", describe_regime(regime))
-er.join(er_un, rsuffix="_untrained").join(abs_er, rsuffix="_abs")[["mean", "spread", "mean_untrained",
-                                                                  "mean_abs"]].round(4)
 
 # %% [markdown]
 # ```{glue:figure} fig_rank
 # :name: fig-low-rank
 #
-# Relative effective rank (left) and relative stable rank (middle) of the
+# Relative effective rank (top) and relative stable rank (middle) of the
 # hidden-to-hidden weight matrices against width, one color per layer (solid:
-# trained; dashed: untrained). Right: normalised singular values of model $a$'s
+# trained; dashed: untrained). Bottom: normalised singular values of model $a$'s
 # hidden-to-hidden matrices at the widest width. Trained: {glue:md}`setup`.
 # ```
 #
@@ -116,6 +121,7 @@ er.join(er_un, rsuffix="_untrained").join(abs_er, rsuffix="_abs")[["mean", "spre
 # weight decay acts, and measures the rank of what training added, $W - W_0$; the
 # claims scoreboard scores this claim in both regimes.
 
-# %%
-page.save(schema.to_long_frame(rank, "low_rank", ["width", "hidden_units", "depth", "layer", "method"]), regime)
+# %% tags=["remove-input"]
+keys = ["width", "hidden_units", "depth", "layer", "method"]  # weight decay and epochs: on the regime rows
+page.save(low_rank=schema.to_long_frame(rank, "low_rank", keys), regime=regime)
 page.provenance()

@@ -65,7 +65,7 @@ wide_decays = regimes = regime_weight_decays = long_max_width = init_scales = ma
 show_references = None
 
 # %% tags=["remove-cell"]
-from lmcbook import claims, experiments, plots, stats
+from lmcbook import claims, experiments, plots, reference, stats
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import (
     claims_markdown,
@@ -79,14 +79,17 @@ from lmcbook.page import (
 
 page, study = open_page("mechanism", globals())
 
+# %% [markdown]
+# Every cell of the three arms below is trained (or loaded from the run store), and each
+# of its pairs is merged plainly and after weight matching, probed, and its training
+# regime measured:
+
 # %%
 frames = experiments.mechanism_frames(study, page.store)  # every cell's merges, probes and regime, cached
-long = experiments.mechanism_long(frames)
-references = page.references() if study.show_references else {}
 
 # %% tags=["remove-cell"]
-from lmcbook import reference  # noqa: E402
-
+long = experiments.mechanism_long(frames)  # the page's CSV, which the table, the figures and the verdicts read
+references = page.references() if study.show_references else {}
 label = claims.source_label(study.dataset, None, DATASET_SHORT)
 rows = {label: claims.page_claims(page.name, long)}
 ref_frames = {label: long}
@@ -143,10 +146,10 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 # :name: fig-mechanism-width
 #
 # Merged test accuracy at $\lambda=\frac12$ against width in each arm (means over
-# pairs with their 95% bootstrap interval). Left: the decay arm, one colour per weight
+# pairs with their 95% bootstrap interval). Top: the decay arm, one colour per weight
 # decay, plain averaging solid and averaging after weight matching dashed; the dotted
 # line is the logit ensemble at the strongest weight decay. Middle: standard against
-# small initial weights at the weakest weight decay. Right: the length arm.
+# small initial weights at the weakest weight decay. Bottom: the length arm.
 # Trained: {glue:md}`setup`.
 # ```
 #

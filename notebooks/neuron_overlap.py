@@ -46,51 +46,54 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = None
 
-# %%
+# %% tags=["remove-cell"]
 import pandas as pd
 
 from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("neuron_overlap", globals())
+
+# %% [markdown]
+# The second moments are measured on every trained pair of the width sweep and on the
+# same pairs untrained. The table gives the overlap and the two concentration
+# measures, each averaged over the hidden layers:
+
+# %%
 frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 nm = frames["neuron_moments"]
-
-# %% tags=["hide-input"]
-page.glue_md("setup", describe_study(study, regime))
-page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
 jac = stats.cell_stats(nm, "jaccard", method="trained")  # mean over hidden layers
 chance = stats.cell_stats(nm, "jaccard_chance", method="trained")
 jac_un = stats.cell_stats(nm, "jaccard", method="untrained")
-table = jac.join(chance, rsuffix="_chance").join(jac_un, rsuffix="_untrained")[
-    ["mean", "lo", "hi", "mean_chance", "mean_untrained"]]
+conc = pd.DataFrame({f"{metric} ({method})": stats.cell_stats(nm, metric, method=method)["mean"]
+                     for metric in ("top_share", "participation_ratio") for method in ("trained", "untrained")})
+jac.join(chance, rsuffix="_chance").join(jac_un, rsuffix="_untrained")[
+    ["mean", "lo", "hi", "mean_chance", "mean_untrained"]].join(conc).round(4)
+
+# %% tags=["remove-cell"]
+page.glue_md("setup", describe_study(study, regime))
+page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
 narrow, wide = jac.index.min(), jac.index.max()
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide), jac_wide_spread=jac.loc[wide, "spread"])
 for key, frame in (("jac", jac), ("chance", chance), ("jac_un", jac_un)):
     page.glue(f"{key}_narrow", frame.loc[narrow, "mean"])
     page.glue(f"{key}_wide", frame.loc[wide, "mean"])
-page.glue("jac_wide_spread", jac.loc[wide, "spread"])
-conc = {}
 for metric in ("top_share", "participation_ratio"):
     for method in ("trained", "untrained"):
-        st = stats.cell_stats(nm, metric, method=method)
-        conc[f"{metric} ({method})"] = st["mean"]
-        page.glue(f"{metric}_{method}_narrow", st.loc[narrow, "mean"])
-        page.glue(f"{metric}_{method}_wide", st.loc[wide, "mean"])
-    st = stats.cell_stats(nm, metric, method="trained")
-    page.glue_md(f"{metric}_trend", stats.trend(stats.spearman(st.index, st["mean"]), "rises", "falls"))
-table.join(pd.DataFrame(conc)).round(4)
+        page.glue(f"{metric}_{method}_narrow", conc.loc[narrow, f"{metric} ({method})"])
+        page.glue(f"{metric}_{method}_wide", conc.loc[wide, f"{metric} ({method})"])
+    trained = conc[f"{metric} (trained)"]
+    page.glue_md(f"{metric}_trend", stats.trend(stats.spearman(trained.index, trained), "rises", "falls"))
 
 # %% [markdown]
 # ```{glue:figure} fig_overlap
 # :name: fig-neuron-overlap
 #
-# Left: Jaccard index of the two models' top-10% neurons per hidden layer against
+# Top: Jaccard index of the two models' top-10% neurons per hidden layer against
 # width, with the exact chance level (dotted) and untrained pairs (dashed). Middle:
 # the share of $\sum_i E[z_i^2]$ held by the top 10% of neurons, with equal activity
-# (dotted). Right:
+# (dotted). Bottom:
 # the root second moments of the last hidden layer's neurons at the widest width,
 # sorted and divided by the largest. Trained: {glue:md}`setup`.
 # ```
@@ -115,6 +118,7 @@ table.join(pd.DataFrame(conc)).round(4)
 # {glue:text}`participation_ratio_untrained_wide:.3f`); it {glue:md}`participation_ratio_trend`
 # with width. The right panel shows the sorted second moments at the widest width.
 
-# %%
-page.save(schema.to_long_frame(nm, "neuron_overlap", ["width", "hidden_units", "depth", "layer", "method"]), regime)
+# %% tags=["remove-input"]
+keys = ["width", "hidden_units", "depth", "layer", "method"]  # weight decay and epochs: on the regime rows
+page.save(neuron_overlap=schema.to_long_frame(nm, "neuron_overlap", keys), regime=regime)
 page.provenance()

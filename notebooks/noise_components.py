@@ -39,7 +39,7 @@ batch_sizes = momentum = weight_decay = spawn_fraction = spawn_fractions = row_b
 component_lrs = weight_decays = component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = None
 ties_keep = seeds = device = scheduler = show_references = None
 
-# %%
+# %% tags=["remove-cell"]
 import numpy as np
 
 from lmcbook import claims, experiments, plots, schema, stats
@@ -47,26 +47,18 @@ from lmcbook.data import max_shift
 from lmcbook.page import describe_noise, open_page
 
 page, study = open_page("noise_components", globals())
-mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
-wd = experiments.noise_frame(study, study.weight_decay_cells(), page.store)
-aug = experiments.noise_frame(study, study.augment_cells(), page.store)
-pairs = experiments.lr_pair_frame(study, page.store)
-mom = claims.mark_converged(mom, ["lr", "momentum"])  # the figures grey the cells the rule excludes
-wd = claims.mark_converged(wd, ["norm", "weight_decay"])
-aug = claims.mark_converged(aug, ["lr", "augment"])
-pairs = claims.mark_converged(pairs, ["lr", "lr_b"])
-converged = {name: frame.groupby(keys)["converged"].first() for name, frame, keys in (
-    ("momentum", mom, ["lr", "momentum"]), ("weight_decay", wd, ["norm", "weight_decay"]),
-    ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
-page.glue("noise_bar", claims.NOISE_CONVERGED_TRAIN_ACC)
-page.glue_md("min_pairs", str(claims.MIN_PAIRS))
-page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"
-                                    for name, c in converged.items()))
 
 # %% [markdown]
 # ## Momentum
+#
+# Each cell of learning rate × momentum is trained as spawn-and-merge pairs, and the
+# convergence rule marks the cells it excludes:
 
-# %% tags=["hide-input"]
+# %%
+mom = claims.mark_converged(experiments.noise_frame(study, study.momentum_cells(), page.store), ["lr", "momentum"])
+mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean().round(4)
+
+# %% tags=["remove-cell"]
 page.glue_figure("fig_mom", plots.plot_momentum(mom))
 page.glue_md("setup", describe_noise(study))
 # descriptive, over every cell (converged or not): the collapse ratios N6 reads, with intervals over pairs
@@ -85,7 +77,6 @@ page.glue_md("mom_better", "the (1 − μ)² form collapses them better, beyond 
              "the main text's (1 − μ) form collapses them better, beyond the interval" if sq.excess.lo > 0 else
              "neither collapses them measurably better than the other: the interval of the difference holds 0")
 page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
-mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean().round(4)
 
 # %% [markdown]
 # ```{glue:figure} fig_mom
@@ -109,16 +100,21 @@ mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean()
 
 # %% [markdown]
 # ## Weight decay, with and without normalisation
+#
+# The same pairs, at one learning rate, for each weight decay, without normalisation
+# and with LayerNorm:
 
-# %% tags=["hide-input"]
-page.glue_figure("fig_wd", plots.plot_weight_decay(wd))
+# %%
+wd = claims.mark_converged(experiments.noise_frame(study, study.weight_decay_cells(), page.store),
+                           ["norm", "weight_decay"])
 g = wd.groupby(["norm", "weight_decay"])[["gain", "acc_endpoints", "train_acc_min"]].mean()
-none = g.loc["none"]
-page.glue("wd_dgain_none", 100 * (none["gain"].max() - none["gain"].min()))
-page.glue("wd_dgain_layer", 100 * (g.loc["layer"]["gain"].max() - g.loc["layer"]["gain"].min()))
-page.glue("wd_spread", 100 * stats.spread(wd, ["norm", "weight_decay"], "gain"))
-page.glue("wd_lr", study.component_lr)
 g.round(4)
+
+# %% tags=["remove-cell"]
+page.glue_figure("fig_wd", plots.plot_weight_decay(wd))
+gain_range = g["gain"].groupby(level="norm").agg(lambda v: v.max() - v.min())
+page.glue_values(wd_dgain_none=100 * gain_range["none"], wd_dgain_layer=100 * gain_range["layer"],
+                 wd_spread=100 * stats.spread(wd, ["norm", "weight_decay"], "gain"), wd_lr=study.component_lr)
 
 # %% [markdown]
 # ```{glue:figure} fig_wd
@@ -143,14 +139,18 @@ g.round(4)
 
 # %% [markdown]
 # ## Augmentation
+#
+# The same pairs with augmentation off and on, at each learning rate:
 
-# %% tags=["hide-input"]
+# %%
+aug = claims.mark_converged(experiments.noise_frame(study, study.augment_cells(), page.store), ["lr", "augment"])
+aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
+
+# %% tags=["remove-cell"]
 page.glue_figure("fig_aug", plots.plot_augment(aug))
 page.glue_md("aug_shift", f"{max_shift(study.dataset)} {'positions' if study.dataset == 'mnist1d' else 'pixels'}")
 a = aug.groupby(["augment"])["gain"].mean()
-page.glue("aug_off", 100 * a.loc[False])
-page.glue("aug_on", 100 * a.loc[True])
-aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
+page.glue_values(aug_off=100 * a.loc[False], aug_on=100 * a.loc[True])
 
 # %% [markdown]
 # ```{glue:figure} fig_aug
@@ -172,21 +172,31 @@ aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
 
 # %% [markdown]
 # ## Learning-rate pairs
+#
+# Two children of one parent, continued at peak learning rates $\eta_a$ (rows) and
+# $\eta_b$ (columns); the table gives their mean merging gain:
 
-# %% tags=["hide-input"]
-page.glue_figure("fig_pairs", plots.plot_lr_pairs(pairs))
+# %%
+pairs = claims.mark_converged(experiments.lr_pair_frame(study, page.store), ["lr", "lr_b"])
 m = pairs.groupby(["lr", "lr_b"])["gain"].mean().unstack()
+m.round(4)
+
+# %% tags=["remove-cell"]
+page.glue_figure("fig_pairs", plots.plot_lr_pairs(pairs))
 diag = np.diag(m.to_numpy())
 off = m.to_numpy()[~np.eye(len(m), dtype=bool)]
-page.glue("diag_mean", 100 * diag.mean())
-page.glue("off_mean", 100 * off.mean())
 best = np.unravel_index(np.nanargmax(m.to_numpy()), m.shape)
-page.glue("best_a", m.index[best[0]])
-page.glue("best_b", m.columns[best[1]])
-page.glue("best_gain", 100 * m.to_numpy()[best])
-page.glue("pair_parent_lr", study.component_lr)
-rho = stats.spearman(m.index, diag)
-page.glue("rho_diag", rho)
+page.glue_values(diag_mean=100 * diag.mean(), off_mean=100 * off.mean(), best_a=m.index[best[0]],
+                 best_b=m.columns[best[1]], best_gain=100 * m.to_numpy()[best], pair_parent_lr=study.component_lr,
+                 rho_diag=stats.spearman(m.index, diag))
+# the introduction's counts: the cells the convergence rule excludes, per section
+converged = {name: frame.groupby(keys)["converged"].first() for name, frame, keys in (
+    ("momentum", mom, ["lr", "momentum"]), ("weight_decay", wd, ["norm", "weight_decay"]),
+    ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
+page.glue("noise_bar", claims.NOISE_CONVERGED_TRAIN_ACC)
+page.glue_md("min_pairs", str(claims.MIN_PAIRS))
+page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"
+                                    for name, c in converged.items()))
 
 # %% [markdown]
 # ```{glue:figure} fig_pairs
@@ -207,17 +217,15 @@ page.glue("rho_diag", rho)
 # the diagonal at large $\eta$. Verdict N5, on the converged cells
 # ({glue:md}`n5_test`): {glue:md}`n5_mark`, {glue:md}`n5_measured`.
 
-# %%
+# %% tags=["remove-input"]
 keys = ["lr", "batch_size", "momentum", "weight_decay", "spawn_fraction", "norm", "augment", "method"]
 metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged",
            "train_acc_min", "train_steps", "diverged"]
-page.save(schema.concat([
-    schema.to_long(mom.assign(method="momentum"), "noise_components", metrics, keys, drop_missing=True),
-    schema.to_long(wd.assign(method="weight_decay"), "noise_components", metrics, keys, drop_missing=True),
-    schema.to_long(aug.assign(method="augmentation"), "noise_components", metrics, keys, drop_missing=True),
-    schema.to_long(pairs.assign(method="lr_pairs"), "noise_components", ["gain", "gain_best", "loss_gain",
-                                                                          "acc_endpoints", "acc_merged",
-                                                                          "train_acc_min", "train_steps", "diverged"],
-                   ["lr", "lr_b", "method"], drop_missing=True),
-]))
+# a diverged cell has no gain: its missing metrics are left out
+parts = [schema.to_long(frame.assign(method=name), page.name, metrics, keys, drop_missing=True)
+         for name, frame in (("momentum", mom), ("weight_decay", wd), ("augmentation", aug))]
+parts.append(schema.to_long(pairs.assign(method="lr_pairs"), page.name,
+                            [m for m in metrics if not m.startswith("noise_scale")], ["lr", "lr_b", "method"],
+                            drop_missing=True))
+page.save(schema.concat(parts))
 page.provenance()

@@ -34,7 +34,7 @@
 # **Why MNIST-1D.** The digits test split has {glue:text}`digits_test` images, so one
 # image is {glue:text}`digits_point:.2f` points, while the gains the paper reports are
 # about a point. MNIST-1D (Greydanus 2020) is generated offline at any size, and the
-# quick and paper profiles use it. Here the data set is {glue:text}`data_name`, whose
+# quick profile uses it (the paper profile trains on CIFAR-10). Here the data set is {glue:text}`data_name`, whose
 # test split has {glue:text}`n_test` examples, so one example is
 # {glue:text}`signal_point:.3f` points. The MLPs here reach only {glue:text}`acc_lo:.2f` to
 # {glue:text}`acc_hi:.2f` test accuracy on it (cell means), and the weaker child of a pair
@@ -59,74 +59,61 @@ batch_sizes = momentum = weight_decay = spawn_fraction = spawn_fractions = row_b
 component_lrs = weight_decays = component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = None
 ties_keep = seeds = device = scheduler = show_references = None
 
-# %%
+# %% tags=["remove-cell"]
 import numpy as np
 import pandas as pd
 
-from lmcbook import claims, experiments, plots, schema
+from lmcbook import claims, experiments, plots, reference, schema
 from lmcbook.bench import BOOK_TARGETS
 from lmcbook.data import DATASET_SHORT
 from lmcbook.data import load as load_data
-from lmcbook.page import describe_noise, open_page
+from lmcbook.page import claims_markdown, describe_noise, noise_reference_facts, open_page
 
 page, study = open_page("noise_scale", globals())
-grid = experiments.noise_frame(study, study.grid_cells(), page.store)
-spawn = experiments.noise_frame(study, study.spawn_cells(), page.store)
 
-# %% tags=["hide-input"]
-cells = claims.noise_cells(grid, ["lr", "batch_size"])
-grid = claims.mark_converged(grid, ["lr", "batch_size"])
-ok = grid[grid["converged"]]
-n_ok = int(cells["converged"].sum())
+# %% [markdown]
+# Every cell of the $\eta \times B$ grid is trained as spawn-and-merge pairs; the
+# convergence rule marks the cells it excludes, and the converged cells' mean gains are
+# fitted against $\log_{10} S$:
+
+# %%
+grid = claims.mark_converged(experiments.noise_frame(study, study.grid_cells(), page.store), ["lr", "batch_size"])
 fit_s = claims.cell_mean_fit(grid, ["lr", "batch_size"])  # on the converged cells' means, as N2 reads them
+
+# %% tags=["remove-cell"]
+cells = claims.noise_cells(grid, ["lr", "batch_size"])
+n_ok = int(cells["converged"].sum())
+per_cell = grid.groupby(["lr", "batch_size"])
+train_acc, cell_means = per_cell["train_acc_min"].mean(), per_cell["gain"].mean()
+s_of = per_cell["noise_scale"].first()
 page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
 page.glue_md("fit_caption", "dashed: a quadratic fit on $\\log_{10} S$ over the converged cells" if fit_s is not None
              else f"no fit: fewer than {claims.NOISE_MIN_CELLS} cells met the rule")
-page.glue("noise_bar", claims.NOISE_CONVERGED_TRAIN_ACC)
-page.glue("n_excluded", len(cells) - n_ok)
-page.glue("n_converged", n_ok)
-page.glue("n_pairs", study.seeds)
-longer = int((grid.groupby(["lr", "batch_size"])["train_steps"].first() > study.steps).sum())
+longer = int((per_cell["train_steps"].first() > study.steps).sum())
 page.glue_md("lengths_text", f"the study's {study.steps} steps" if len(study.lengths()) == 1 else
              f"{study.steps} steps, or for a cell that missed it at first {', '.join(map(str, study.lengths()[1:]))} "
              f"steps in turn ({longer} cells trained longer)")
-spawn = claims.mark_converged(spawn, ["lr", "batch_size", "spawn_fraction"])
-page.glue_figure("fig_spawn", plots.plot_spawn_points(spawn))
 page.glue_md("setup", describe_noise(study))
 data = experiments.study_data(study)
-page.glue("n_test", len(data.y_test))
-page.glue("signal_point", 100 / len(data.y_test))
 digits_test = len(load_data("digits", device="cpu").y_test)
-page.glue("digits_test", digits_test)
-page.glue("digits_point", 100 / digits_test)
-page.glue("units", study.spec(study.grid_cells()[0], 0).model.channels)
-page.glue("data_name", DATASET_SHORT[study.dataset])
-page.glue("bias_word", "Biased" if study.spec(study.grid_cells()[0], 0).model.bias else "Bias-free")
-page.glue("L", study.depth)
-page.glue("steps", study.steps)
-page.glue("n_lrs", len(study.lrs))
-page.glue("n_bs", len(study.batch_sizes))
-page.glue("mu", study.momentum)
-page.glue("wd", study.weight_decay)
-page.glue("k_grid", 100 * study.spawn_fraction)
-page.glue("acc_lo", grid.groupby(["lr", "batch_size"])["acc_endpoints"].mean().min())
-page.glue("acc_hi", grid.groupby(["lr", "batch_size"])["acc_endpoints"].mean().max())
-train_acc = grid.groupby(["lr", "batch_size"])["train_acc_min"].mean()
-page.glue("train_lo", train_acc.min())
-page.glue("train_hi", train_acc.max())
-page.glue("converged_bar", claims.CONVERGED_TRAIN_ACC)
-page.glue("n_short_cells", int((train_acc < claims.CONVERGED_TRAIN_ACC).sum()))
+model = study.spec(study.grid_cells()[0], 0).model
+page.glue_values(
+    noise_bar=claims.NOISE_CONVERGED_TRAIN_ACC, n_excluded=len(cells) - n_ok, n_converged=n_ok, n_pairs=study.seeds,
+    n_test=len(data.y_test), signal_point=100 / len(data.y_test), digits_test=digits_test,
+    digits_point=100 / digits_test, units=model.channels, data_name=DATASET_SHORT[study.dataset],
+    bias_word="Biased" if model.bias else "Bias-free", L=study.depth, steps=study.steps, n_lrs=len(study.lrs),
+    n_bs=len(study.batch_sizes), mu=study.momentum, wd=study.weight_decay, k_grid=100 * study.spawn_fraction,
+    acc_lo=per_cell["acc_endpoints"].mean().min(), acc_hi=per_cell["acc_endpoints"].mean().max(),
+    train_lo=train_acc.min(), train_hi=train_acc.max(), converged_bar=claims.CONVERGED_TRAIN_ACC,
+    n_short_cells=int((train_acc < claims.CONVERGED_TRAIN_ACC).sum()), n_cells=len(train_acc),
+    budget_min=BOOK_TARGETS["cold_s"] / 60, s_lo=grid["noise_scale"].min(), s_hi=grid["noise_scale"].max(),
+    decades=np.log10(grid["noise_scale"].max() / grid["noise_scale"].min()),
+    gain_min=100 * cell_means.min(), gain_max=100 * cell_means.max(),
+    best_cell_gain=100 * cell_means.max(), best_cell_s=s_of[cell_means.idxmax()])
 weak_lr, weak_b = train_acc.idxmin()
-weak_s = grid.groupby(["lr", "batch_size"])["noise_scale"].first()[(weak_lr, weak_b)]
+weak_s = s_of[(weak_lr, weak_b)]
 page.glue_md("weakest_cell", f"η {weak_lr:g} at B {weak_b:g} (S = {weak_s:.2e}"
              + (", the largest S of the grid)" if np.isclose(weak_s, grid["noise_scale"].max()) else ")"))
-page.glue("n_cells", len(train_acc))
-page.glue("budget_min", BOOK_TARGETS["cold_s"] / 60)
-page.glue("s_lo", grid["noise_scale"].min())
-page.glue("s_hi", grid["noise_scale"].max())
-page.glue("decades", np.log10(grid["noise_scale"].max() / grid["noise_scale"].min()))
-page.glue("gain_min", 100 * grid.groupby(["lr", "batch_size"])["gain"].mean().min())
-page.glue("gain_max", 100 * grid.groupby(["lr", "batch_size"])["gain"].mean().max())
 if fit_s is None:
     page.glue_md("fit_text", f"With {n_ok} converged cell{'s' * (n_ok != 1)} (fewer than "
                  f"{claims.NOISE_MIN_CELLS}, or fewer than 3 values of S) no fit is read.")
@@ -136,26 +123,8 @@ else:
                  f"$S^* =$ {10 ** fit_s['vertex']:.2e}"
                  + (" (inside their range)" if fit_s["interior"] else " (not an interior maximum)")
                  + f", where the fitted gain is {100 * fit_s['fit_vertex']:.2f} points.")
-cell_means = grid.groupby(["lr", "batch_size"])["gain"].mean()
-page.glue("best_cell_gain", 100 * cell_means.max())
-page.glue("best_cell_s", grid.groupby(["lr", "batch_size"])["noise_scale"].first()[cell_means.idxmax()])
 page.glue_md("best_cell_converged", "that converged" if bool(cells.loc[cell_means.idxmax(), "converged"]) else
-          "excluded by the convergence rule")
-rows = []
-for f, g in spawn.groupby("spawn_fraction"):
-    best = g.groupby("noise_scale")["gain"].mean()
-    conv = claims.noise_cells(g, ["lr", "batch_size"])["converged"]
-    rows.append({"spawn at": f"{f:.0%}", "cells converged": f"{int(conv.sum())} of {len(conv)}",
-                 "mean gain (points)": 100 * g["gain"].mean(),
-                 "best S on the row": best.idxmax(), "gain there (points)": 100 * best.max(),
-                 "best S interior (cell means)": bool(best.index.min() < best.idxmax() < best.index.max()),
-                 "endpoint acc": g["acc_endpoints"].mean()})
-spawn_table = pd.DataFrame(rows).set_index("spawn at")
-for f, g in spawn.groupby("spawn_fraction"):
-    page.glue(f"spawn_gain_{int(round(100 * f))}", 100 * g["gain"].mean())
-page.glue("row_b", study.row_batch_size)
-page.glue_md("spawn_points", ", ".join(f"{100 * f:.0f}%" for f in study.spawn_fractions))
-spawn_table.round(4)
+             "excluded by the convergence rule")
 
 # %% [markdown]
 # **Setup.** {glue:text}`bias_word` ReLU MLPs with $L =$ {glue:text}`L` layers and
@@ -197,9 +166,6 @@ spawn_table.round(4)
 # - **Collapse.** Verdict N2 ({glue:md}`n2_test`): {glue:md}`n2_mark`, {glue:md}`n2_measured`.
 
 # %% tags=["remove-cell"]
-from lmcbook import reference  # noqa: E402
-from lmcbook.page import claims_markdown, noise_reference_facts  # noqa: E402
-
 ref_blocks, ref_rows, ref_figure = [], {}, None
 for name, (frame, prov) in (page.references() if study.show_references else {}).items():
     ref = claims.mark_converged(claims.noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]),
@@ -251,7 +217,28 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 # {glue:md}`spawn_points` of training. To fit the time budget it does so on one row
 # of the grid, $B =$ {glue:text}`row_b`, and on one row $S$ is proportional to $\eta$, so the
 # row can show where the optimum sits but cannot test the collapse.
-#
+
+# %%
+spawn = claims.mark_converged(experiments.noise_frame(study, study.spawn_cells(), page.store),
+                              ["lr", "batch_size", "spawn_fraction"])
+
+# %% tags=["hide-input"]
+rows = []
+for f, g in spawn.groupby("spawn_fraction"):
+    best = g.groupby("noise_scale")["gain"].mean()
+    conv = claims.noise_cells(g, ["lr", "batch_size"])["converged"]
+    rows.append({"spawn at": f"{f:.0%}", "cells converged": f"{int(conv.sum())} of {len(conv)}",
+                 "mean gain (points)": 100 * g["gain"].mean(),
+                 "best S on the row": best.idxmax(), "gain there (points)": 100 * best.max(),
+                 "best S interior (cell means)": bool(best.index.min() < best.idxmax() < best.index.max()),
+                 "endpoint acc": g["acc_endpoints"].mean()})
+    page.glue(f"spawn_gain_{int(round(100 * f))}", 100 * g["gain"].mean())
+page.glue_figure("fig_spawn", plots.plot_spawn_points(spawn))
+page.glue("row_b", study.row_batch_size)
+page.glue_md("spawn_points", ", ".join(f"{100 * f:.0f}%" for f in study.spawn_fractions))
+pd.DataFrame(rows).set_index("spawn at").round(4)
+
+# %% [markdown]
 # ```{glue:figure} fig_spawn
 # :name: fig-spawn-point
 #
@@ -265,14 +252,13 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 # mean accuracy. No verdict reads this row: it is descriptive, and its unconverged cells
 # are in it.
 
-# %%
-keys = ["lr", "batch_size", "momentum", "spawn_fraction"]
+# %% tags=["remove-input"]
+keys = ["lr", "batch_size", "momentum", "spawn_fraction", "method"]
 metrics = ["gain", "gain_best", "loss_gain", "noise_scale", "noise_scale_sq", "acc_endpoints", "acc_merged",
            "train_acc_min", "train_steps", "diverged"]
-verdicts = page.save(schema.concat([
-    schema.to_long(grid.assign(method="grid"), "noise_scale", metrics, keys + ["method"], drop_missing=True),
-    schema.to_long(spawn.assign(method="spawn_sweep"), "noise_scale", metrics, keys + ["method"],
-                   drop_missing=True)]))
+verdicts = page.save(schema.concat([  # a diverged cell has no gain: its missing metrics are left out
+    schema.to_long(grid.assign(method="grid"), page.name, metrics, keys, drop_missing=True),
+    schema.to_long(spawn.assign(method="spawn_sweep"), page.name, metrics, keys, drop_missing=True)]))
 for v in verdicts:  # the grid has one spawn point: its rows also under the keys n1 and n2
     page.glue_claim(v, key=v.key.split("_")[0])
 page.provenance()

@@ -27,7 +27,7 @@
 # %% tags=["parameters"]
 profile = "quick"
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 import numpy as np
 
 from lmcbook import claims, plots, schema, stats
@@ -39,7 +39,7 @@ acc = page.read_csv("width_accuracy")
 bar = page.read_csv("loss_barrier_calibration")
 board = page.read_csv("claims")
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 summary = acc[acc["lam"].isna() & acc["metric"].str.startswith("acc")]
 summary = summary.pivot_table(index=["hidden_units", "pair"], columns="metric", values="value")
 summary = summary.reset_index()
@@ -51,30 +51,21 @@ raw = stats.cell_stats(bar, "loss_barrier_mid")
 norm = stats.cell_stats(bar, "logit_norm_ratio")
 L = int(schema.select(bar, "logit_norm_ratio")["depth"].iloc[0])
 narrow, wide = merged.index.min(), merged.index.max()
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
-page.glue("acc_narrow", merged.loc[narrow, "mean"])
-page.glue("acc_wide", merged.loc[wide, "mean"])
-page.glue("ens_wide", ens.loc[wide, "mean"])
-page.glue("cal_wide", cal.loc[wide, "mean"])
-page.glue("raw_wide", raw.loc[wide, "mean"])
-page.glue("norm_wide", norm.loc[wide, "mean"])
-page.glue("norm_pred", 2.0 ** (1 - L))
-page.glue("L", L)
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide), acc_narrow=merged.loc[narrow, "mean"],
+                 acc_wide=merged.loc[wide, "mean"], ens_wide=ens.loc[wide, "mean"], cal_wide=cal.loc[wide, "mean"],
+                 raw_wide=raw.loc[wide, "mean"], norm_wide=norm.loc[wide, "mean"], norm_pred=2.0 ** (1 - L), L=L)
 page.glue_md("setup", describe_study(study_of("width_accuracy")))
 page.glue_md("regime", describe_regime(acc[acc["metric"].isin(["decay_integral", "decay_shrinkage",
                                                                       "init_distance"])]))
 own = board[board["source"].isna()] if "source" in board.columns else board  # this build's rows, not references
 flags = own.fillna({"regime": "none"}).pivot_table(index=["method", "regime"], columns="metric", values="value")
 main = flags[flags["claim_control"] == 0]
-page.glue("n_pass", int(main["claim_passed"].sum()))
-page.glue("n_claims", len(main))
+long_rows = main.xs("long", level="regime")
+page.glue_values(n_pass=int(main["claim_passed"].sum()), n_claims=len(main), n_long=len(long_rows),
+                 n_long_pass=int(long_rows["claim_passed"].sum()))
 states = main["claim_state"].map({v: k for k, v in claims.STATE_CODES.items()})
 page.glue_md("n_undecided", f"{int((states == claims.NA).sum())} are *n/a* and "
              f"{int((states == claims.INCONCLUSIVE).sum())} *inconclusive*")
-long_rows = main.xs("long", level="regime")
-page.glue("n_long", len(long_rows))
-page.glue("n_long_pass", int(long_rows["claim_passed"].sum()))
 long_states = {c: claims.state_of(board, c, "long") for c in long_rows.index}
 page.glue_md("long_rows", "; ".join(f"{c} {claims.MARKS[s]} (short: {claims.MARKS[claims.state_of(board, c, 'short')]})"
                                      for c, s in long_states.items()) or "none")
@@ -176,5 +167,5 @@ page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board
 # trains nothing.
 
 # %% tags=["remove-input"]
-page.save(schema.to_long(summary, "overview", ["acc_merged", "acc_ensemble", "acc_endpoints"], ["hidden_units"]))
+page.save(summary=(summary, ["acc_merged", "acc_ensemble", "acc_endpoints"], ["hidden_units"]))
 page.provenance()

@@ -27,16 +27,20 @@ profile = "quick"
 # TutorialStudy's fields (lmcbook.profiles); None keeps the profile's value
 hidden_units = epochs = pair = None
 
+# %% tags=["remove-cell"]
+from lmcbook import schema
+from lmcbook.page import open_page
+
+page, study = open_page("own_models", globals())
+
 # %%
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from sklearn.datasets import load_digits
 from torch import nn
 
-from lmcbook import data, merge, metrics, models, probes, schema
-from lmcbook.page import open_page
-
-page, study = open_page("own_models", globals())
+from lmcbook import data, merge, metrics, models, probes
 
 # %% [markdown]
 # ## 1. Your data
@@ -55,8 +59,9 @@ x = images.reshape(-1, 1, 8, 8) / 16  # pixel values 0..16 scaled to [0, 1]
 train, cal, test = data.split_indices(len(labels), n_cal=180, n_test=360)
 digits = data.from_arrays("my_digits", x[train], labels[train], x[cal], labels[cal], x[test], labels[test],
                           num_classes=10, device="cpu")
-for split, n in digits.sizes().items():
-    page.glue(f"n_{split}", n)
+
+# %% tags=["remove-cell"]
+page.glue_values(**{f"n_{split}": n for split, n in digits.sizes().items()})
 
 # %% [markdown]
 # That gives {glue:text}`n_train` training, {glue:text}`n_cal` calibration and
@@ -123,10 +128,11 @@ b_perm = merge.permute(b, perms, spec)
 with torch.no_grad():
     gap = (b(digits.x_test) - b_perm(digits.x_test)).abs().max().item()
 moved = (b.mixer.weight - b_perm.mixer.weight).abs().max().item()
-page.glue("perm_gap", gap)
-page.glue("perm_moved", moved)
 # Known answer: the permuted network computes the same function (to float32 rounding), with other weights.
 assert gap < 1e-4 and moved > 0, f"a permutation changed the function (largest logit change {gap:.1e})"
+
+# %% tags=["remove-cell"]
+page.glue_values(perm_gap=gap, perm_moved=moved)
 
 # %% [markdown]
 # After a random permutation the largest weight change is {glue:text}`perm_moved:.3f`.
@@ -146,16 +152,14 @@ rows = []
 for method, other in (("none", b), ("weight_matching", b_matched)):
     curve, summary = metrics.pair_summary(a, other, digits)
     rows.append({"method": method, "pair": study.pair, **summary})
-import pandas as pd  # noqa: E402
-
 table = pd.DataFrame(rows).set_index("method")
-page.glue("acc_none", table.loc["none", "acc_merged"])
-page.glue("acc_wm", table.loc["weight_matching", "acc_merged"])
-page.glue("cal_none", table.loc["none", "loss_barrier_cal_mid"])
-page.glue("cal_wm", table.loc["weight_matching", "loss_barrier_cal_mid"])
-page.glue("sweeps", match.iterations)
-page.glue("width_", study.hidden_units)
 table[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "loss_barrier_mid", "loss_barrier_cal_mid", "tau_ratio"]]
+
+# %% tags=["remove-cell"]
+page.glue_values(acc_none=table.loc["none", "acc_merged"], acc_wm=table.loc["weight_matching", "acc_merged"],
+                 cal_none=table.loc["none", "loss_barrier_cal_mid"],
+                 cal_wm=table.loc["weight_matching", "loss_barrier_cal_mid"], sweeps=match.iterations,
+                 width_=study.hidden_units)
 
 # %% [markdown]
 # With {glue:text}`width_` hidden units, the plain average reaches
@@ -194,8 +198,10 @@ def readout_first(net: TinyNet) -> ReadoutFirst:
 
 
 points = models.probe_points(readout_first(a), digits.x_test[:1])
-page.glue("readout_layer", next(p.layer for p in points if p.name == "readout"))
 pd.DataFrame([(p.name, p.layer, p.role) for p in points], columns=["module", "layer", "role"])
+
+# %% tags=["remove-cell"]
+page.glue("readout_layer", next(p.layer for p in points if p.name == "readout"))
 
 # %% [markdown]
 # `readout` is defined first but called last, so it is layer
@@ -209,18 +215,17 @@ pd.DataFrame([(p.name, p.layer, p.role) for p in points], columns=["module", "la
 acts = probes.PairActivations(a, b, digits.x_test)
 lewc = acts.lewc([0.5])
 reordered = probes.PairActivations(readout_first(a), readout_first(b), digits.x_test).lewc([0.5])
-page.glue("reorder_gap", (reordered.value - lewc.value).abs().max())
 lewc.pivot_table(index="layer", columns="metric", values="value")[["lewc_rel_err", "llfc_rel_err"]]
+
+# %% tags=["remove-cell"]
+page.glue("reorder_gap", (reordered.value - lewc.value).abs().max())
 
 # %% [markdown]
 # Probing the pair as `ReadoutFirst` gives the same numbers at every layer: the
 # largest difference is {glue:text}`reorder_gap:.1e`.
 
-# %%
-long = schema.concat([
-    schema.to_long(table.reset_index(), "own_models", ["acc_merged", "acc_endpoints", "loss_barrier_cal_mid",
-                                                       "loss_barrier_mid"], ["method"]),
-    schema.to_long_frame(lewc.assign(pair=study.pair), "own_models", ["layer", "lam"]),
-])
-page.save(long)
+# %% tags=["remove-input"]
+page.save(table=(table.reset_index(), ["acc_merged", "acc_endpoints", "loss_barrier_cal_mid", "loss_barrier_mid"],
+                 ["method"]),
+          lewc=schema.to_long_frame(lewc.assign(pair=study.pair), "own_models", ["layer", "lam"]))
 page.provenance()

@@ -37,34 +37,37 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = weak_weight_decay = draws = match_iterations = None
 
-# %%
-from lmcbook import experiments, plots, schema
+# %% tags=["remove-cell"]
+from lmcbook import experiments, plots
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("random_permutation", globals())
+
+# %% [markdown]
+# Each pair is merged as it is, after weight matching, and after each of a number of
+# random permutations of $b$; the table gives the merged accuracy per width and method,
+# and the spread over the random draws:
+
+# %%
 perm = experiments.permutation_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
-
-# %% tags=["hide-input"]
-page.glue_figure("fig_draws", plots.plot_draws(perm))
-page.glue_md("setup", describe_study(study, regime))
-page.glue("draws", study.draws)
+means = perm.groupby(["hidden_units", "method"])["acc_merged"].mean().unstack()
 rnd = perm[perm["method"] == "random_permutation"]
 spread = rnd.groupby(["hidden_units", "pair"])["acc_merged"].agg(lambda v: v.max() - v.min()).groupby(level=0).mean()
-means = perm.groupby(["hidden_units", "method"])["acc_merged"].mean().unstack()
+means.assign(spread_over_draws=spread).round(4)
+
+# %% tags=["remove-cell"]
+page.glue_figure("fig_draws", plots.plot_draws(perm))
+page.glue_md("setup", describe_study(study, regime))
 narrow, wide = spread.index.min(), spread.index.max()
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
-page.glue("spread_narrow", 100 * spread.loc[narrow])
-page.glue("spread_wide", 100 * spread.loc[wide])
-page.glue("spread_ratio", spread.loc[wide] / spread.loc[narrow] if spread.loc[narrow] > 0 else float("nan"))
-for col in ("none", "random_permutation", "weight_matching"):
-    page.glue(f"{col}_narrow", means.loc[narrow, col])
-    page.glue(f"{col}_wide", means.loc[wide, col])
-page.glue("wm_gain_narrow", means.loc[narrow, "weight_matching"] - means.loc[narrow, "none"])
-page.glue("wm_gain_wide", means.loc[wide, "weight_matching"] - means.loc[wide, "none"])
 point = 100 / len(experiments.study_data(study).y_test)
-page.glue("point_per_image", point)
+page.glue_values(draws=study.draws, n_narrow=int(narrow), n_wide=int(wide),
+                 spread_narrow=100 * spread.loc[narrow], spread_wide=100 * spread.loc[wide],
+                 spread_ratio=spread.loc[wide] / spread.loc[narrow] if spread.loc[narrow] > 0 else float("nan"),
+                 wm_gain_narrow=means.loc[narrow, "weight_matching"] - means.loc[narrow, "none"],
+                 wm_gain_wide=means.loc[wide, "weight_matching"] - means.loc[wide, "none"],
+                 point_per_image=point)
+page.glue_rows(means, {"narrow": narrow, "wide": wide}, ["none", "random_permutation", "weight_matching"])
 wm_wide = 100 * (means.loc[wide, "weight_matching"] - means.loc[wide, "none"])
 page.glue_md("wm_wide_reading",
              f"alignment still adds {wm_wide:.1f} points at the widest width, so width has not made it irrelevant"
@@ -73,7 +76,6 @@ page.glue_md("wm_wide_reading",
              "which maximises weight similarity, is not what these wide pairs need" if wm_wide < -point else
              f"at the widest width alignment changes the merged accuracy by {wm_wide:.1f} points, within one test "
              "image, so there it no longer matters")
-means.assign(spread_over_draws=spread).round(4)
 
 # %% [markdown]
 # ```{glue:figure} fig_draws
@@ -100,9 +102,8 @@ means.assign(spread_over_draws=spread).round(4)
 # {glue:text}`weight_matching_narrow:.3f`) and by {glue:text}`wm_gain_wide:.3f` at the
 # widest (to {glue:text}`weight_matching_wide:.3f`): {glue:md}`wm_wide_reading`.
 
-# %%
-long = schema.to_long(perm, "random_permutation", ["acc_merged", "loss_barrier_cal_mid", "loss_barrier_mid",
-                                                   "acc_endpoints"], ["width", "hidden_units", "depth", "method",
-                                                                      "index"])
-page.save(long, regime)
+# %% tags=["remove-input"]
+page.save(perm=(perm, ["acc_merged", "loss_barrier_cal_mid", "loss_barrier_mid", "acc_endpoints"],
+                ["width", "hidden_units", "depth", "method", "index"]),
+          regime=regime)
 page.provenance()

@@ -35,31 +35,36 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = None
 
-# %%
+# %% tags=["remove-cell"]
 from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("reciprocal_orthogonality", globals())
+
+# %% [markdown]
+# The probes run on every trained pair of the width sweep and on the same pairs
+# untrained. The table gives, at $\lambda = \tfrac12$ and averaged over the layers
+# $l \ge 2$, the norm ratio (both directions) and the cross-term error:
+
+# %%
 frames = experiments.probe_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 orth = frames["reciprocal_orthogonality"]
-
-# %% tags=["hide-input"]
-page.glue_md("setup", describe_study(study, regime))
-page.glue_figure("fig_orth", plots.plot_orthogonality(orth, 0.5))
 ratio = stats.cell_stats(orth, "orth_ratio", lam=0.5, method="trained")  # mean over both directions and layers
 ratio_un = stats.cell_stats(orth, "orth_ratio", lam=0.5, method="untrained")
 cross = stats.cell_stats(orth, "cross_rel_err", lam=0.5, method="trained")
+ratio.join(ratio_un, rsuffix="_untrained").join(cross, rsuffix="_cross")[
+    ["mean", "spread", "mean_untrained", "mean_cross"]].round(4)
+
+# %% tags=["remove-cell"]
+page.glue_md("setup", describe_study(study, regime))
+page.glue_figure("fig_orth", plots.plot_orthogonality(orth, 0.5))
 cross_un = stats.cell_stats(orth, "cross_rel_err", lam=0.5, method="untrained")
 narrow, wide = ratio.index.min(), ratio.index.max()
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide), ratio_wide_spread=ratio.loc[wide, "spread"])
 for key, frame in (("ratio", ratio), ("ratio_un", ratio_un), ("cross", cross), ("cross_un", cross_un)):
     page.glue(f"{key}_narrow", frame.loc[narrow, "mean"])
     page.glue(f"{key}_wide", frame.loc[wide, "mean"])
-page.glue("ratio_wide_spread", ratio.loc[wide, "spread"])
-ratio.join(ratio_un, rsuffix="_untrained").join(cross, rsuffix="_cross")[
-    ["mean", "spread", "mean_untrained", "mean_cross"]].round(4)
 
 # %% [markdown]
 # ```{glue:figure} fig_orth
@@ -86,7 +91,7 @@ ratio.join(ratio_un, rsuffix="_untrained").join(cross, rsuffix="_cross")[
 # - W14, wide pairs are far more orthogonal than random ones ({glue:md}`w14_test`):
 #   {glue:md}`w14_mark`, {glue:md}`w14_measured`.
 
-# %%
-page.save(schema.to_long_frame(orth, "reciprocal_orthogonality",
-                               ["width", "hidden_units", "depth", "layer", "lam", "method"]), regime)
+# %% tags=["remove-input"]
+keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]  # weight decay and epochs: on the regime rows
+page.save(reciprocal_orthogonality=schema.to_long_frame(orth, "reciprocal_orthogonality", keys), regime=regime)
 page.provenance()

@@ -37,42 +37,36 @@ batch_sizes = momentum = weight_decay = spawn_fraction = spawn_fractions = row_b
 component_lrs = weight_decays = component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = None
 ties_keep = seeds = device = scheduler = show_references = None
 
-# %%
-import pandas as pd
-
-from lmcbook import experiments, plots, schema
+# %% tags=["remove-cell"]
+from lmcbook import experiments, plots
 from lmcbook.page import describe_noise, open_page
 from lmcbook.profiles import TASKS
 
 page, study = open_page("task_arithmetic", globals())
-ta = experiments.task_arithmetic_frame(study, page.store)
 
-# %% tags=["hide-input"]
+# %% [markdown]
+# Every fine-tuned model and every merge along $\alpha$ is evaluated on each task; for
+# each method and fine-tuning learning rate, $\alpha$ is chosen where the mean
+# calibration loss of the two new tasks is lowest:
+
+# %%
+ta = experiments.task_arithmetic_frame(study, page.store)
+merged = ta[ta["method"].isin(["task_arithmetic", "ties"]) & ta["task"].isin(TASKS)]
+joint = merged.groupby(["method", "lr", "alpha"])[["task_cal_loss", "task_loss"]].mean()
+best = joint.loc[joint.groupby(level=["method", "lr"])["task_cal_loss"].idxmin()].reset_index("alpha")
+best.round(4)
+
+# %% tags=["remove-cell"]
 page.glue_figure("fig_ta", plots.plot_task_arithmetic(ta))
 page.glue_md("setup", describe_noise(study))
-merged = ta[ta["method"].isin(["task_arithmetic", "ties"]) & ta["task"].isin(TASKS)]
-# the joint loss: mean over the two new tasks, per (method, lr, alpha); α is chosen on the calibration split
-joint = merged.groupby(["method", "lr", "alpha"])[["task_cal_loss", "task_loss"]].mean()
-rows = []
-for (method, lr), g in joint.groupby(level=["method", "lr"]):
-    pick = g["task_cal_loss"].idxmin()
-    rows.append({"method": method, "fine-tuning lr": lr, "alpha (chosen on cal)": pick[2],
-                 "mean test loss of the two tasks there": g.loc[pick, "task_loss"]})
-best = pd.DataFrame(rows).set_index(["method", "fine-tuning lr"])
 ft = ta[ta["method"] == "finetuned"].groupby("lr")["task_loss"].mean()
-page.glue("n_lrs", len(study.finetune_lrs))
-page.glue("ft_steps", study.finetune_steps)
-page.glue("keep", study.ties_keep)
-for method in ("task_arithmetic", "ties"):
-    sub = best.loc[method]
-    page.glue(f"{method}_best_lr", float(sub["mean test loss of the two tasks there"].idxmin()))
-    page.glue(f"{method}_best_loss", float(sub["mean test loss of the two tasks there"].min()))
-    page.glue(f"{method}_worst_loss", float(sub["mean test loss of the two tasks there"].max()))
-page.glue("ft_loss_lo", float(ft.min()))
-page.glue("ft_loss_hi", float(ft.max()))
 orig0 = ta[(ta["method"] == "task_arithmetic") & (ta["alpha"] == 0.0) & (ta["task"] != "original")]
-page.glue("base_loss", float(orig0["task_loss"].mean()))
-best.round(4)
+page.glue_values(n_lrs=len(study.finetune_lrs), ft_steps=study.finetune_steps, keep=study.ties_keep,
+                 ft_loss_lo=float(ft.min()), ft_loss_hi=float(ft.max()), base_loss=float(orig0["task_loss"].mean()))
+for method in ("task_arithmetic", "ties"):
+    loss = best.loc[method, "task_loss"]
+    page.glue_values(**{f"{method}_best_lr": float(loss.idxmin()), f"{method}_best_loss": float(loss.min()),
+                        f"{method}_worst_loss": float(loss.max())})
 
 # %% [markdown]
 # ```{glue:figure} fig_ta
@@ -100,7 +94,6 @@ best.round(4)
 #   ({glue:text}`ties_best_loss:.3f` nats), and its worst is
 #   {glue:text}`ties_worst_loss:.3f`.
 
-# %%
-page.save(schema.to_long(ta, "task_arithmetic", ["task_loss", "task_acc", "task_cal_loss"],
-                         ["lr", "alpha", "task", "method"]))
+# %% tags=["remove-input"]
+page.save(ta=(ta, ["task_loss", "task_acc", "task_cal_loss"], ["lr", "alpha", "task", "method"]))
 page.provenance()

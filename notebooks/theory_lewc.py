@@ -64,50 +64,46 @@ profile = "quick"
 # TheoryStudy's fields (lmcbook.profiles); None keeps the profile's value
 depth = hidden = in_features = inputs = seed = lams = None
 
-# %%
+# %% tags=["remove-cell"]
 import pandas as pd
 
 from lmcbook import plots, schema, theory
 from lmcbook.page import open_page
 
 page, study = open_page("theory_lewc", globals())
+
+# %% [markdown]
+# `lmcbook.theory.check_pair` builds each of the three pairs described below and
+# measures every quantity of the theorem on it, in float64:
+
+# %%
 checks = pd.concat([theory.check_pair(kind, study.depth, study.hidden, study.in_features, study.inputs, study.seed,
                                       study.lams) for kind in theory.KINDS], ignore_index=True)
-
-# %% tags=["hide-input"]
-page.glue_figure("fig_theory", plots.plot_theory(checks))
 L = study.depth
-page.glue("L", L)
-page.glue("hidden", study.hidden)
-page.glue("n_inputs", study.inputs)
-page.glue("norm_pred", 2.0 ** (1 - L))
-page.glue("tau_pred", 2.0 ** (L - 1))
 
 
 def worst(kind, metric, **f):
     return float(schema.select(checks, metric, method=kind, **f)["value"].abs().max())
 
 
-for kind in theory.KINDS:
-    page.glue(f"{kind}_lewc", worst(kind, "lewc_rel_err"))
-    page.glue(f"{kind}_lewc2", worst(kind, "lewc_rel_err", layer=2, lam=0.5))
-    page.glue(f"{kind}_add", worst(kind, "additivity_rel_err"))
-    page.glue(f"{kind}_sign", worst(kind, "sign_conflict"))
-    page.glue(f"{kind}_orth", worst(kind, "orth_ratio"))
-    page.glue(f"{kind}_cross", worst(kind, "cross_rel_err"))
-    norm = float(schema.select(checks, "logit_norm_ratio", method=kind)["value"].iloc[0])
-    tau = float(schema.select(checks, "tau_ratio", method=kind)["value"].iloc[0])
-    page.glue(f"{kind}_norm", norm)
-    page.glue(f"{kind}_tau", tau)
-    page.glue(f"{kind}_norm_err", abs(norm - 2.0 ** (1 - L)))
-    page.glue(f"{kind}_tau_relerr", abs(tau / 2.0 ** (L - 1) - 1))
-    page.glue(f"{kind}_beta_err", abs(float(schema.select(checks, "scale_beta", method=kind)["value"].iloc[0]) - 1))
-
 # The theorem's answer is known for the block-diagonal pair: exact LEWC, and the logit norm ratio 2^(1-L).
 # A page whose construction misses it fails to execute.
 assert worst("block_diagonal", "lewc_rel_err") < 1e-12, "LEWC is not exact for the block-diagonal pair"
 assert abs(float(schema.select(checks, "logit_norm_ratio", method="block_diagonal")["value"].iloc[0])
            - 2.0 ** (1 - L)) < 1e-12, "the block-diagonal pair's logit norm ratio is not 2^(1-L)"
+
+# %% tags=["remove-cell"]
+page.glue_figure("fig_theory", plots.plot_theory(checks))
+page.glue_values(L=L, hidden=study.hidden, n_inputs=study.inputs, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1))
+for kind in theory.KINDS:
+    norm = float(schema.select(checks, "logit_norm_ratio", method=kind)["value"].iloc[0])
+    tau = float(schema.select(checks, "tau_ratio", method=kind)["value"].iloc[0])
+    beta = float(schema.select(checks, "scale_beta", method=kind)["value"].iloc[0])
+    values = dict(lewc=worst(kind, "lewc_rel_err"), lewc2=worst(kind, "lewc_rel_err", layer=2, lam=0.5),
+                  add=worst(kind, "additivity_rel_err"), sign=worst(kind, "sign_conflict"),
+                  orth=worst(kind, "orth_ratio"), cross=worst(kind, "cross_rel_err"), norm=norm, tau=tau,
+                  norm_err=abs(norm - 2.0 ** (1 - L)), tau_relerr=abs(tau / 2.0 ** (L - 1) - 1), beta_err=abs(beta - 1))
+    page.glue_values(**{f"{kind}_{key}": value for key, value in values.items()})
 
 # %% [markdown]
 # ## Checking it in float64
@@ -154,6 +150,6 @@ assert abs(float(schema.select(checks, "logit_norm_ratio", method="block_diagona
 # The trained networks of the width sweep satisfy neither condition exactly. The
 # following pages measure how close they come as width grows.
 
-# %%
-page.save(schema.to_long_frame(checks, "theory_lewc", ["hidden_units", "depth", "layer", "lam", "method"]))
+# %% tags=["remove-input"]
+page.save(theory_lewc=schema.to_long_frame(checks, "theory_lewc", ["hidden_units", "depth", "layer", "lam", "method"]))
 page.provenance()

@@ -27,21 +27,28 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = weak_weight_decay = draws = match_iterations = None
 
-# %%
+# %% tags=["remove-cell"]
 import pandas as pd
 
 from lmcbook import experiments, plots, schema, stats
 from lmcbook.page import describe_regime, describe_study, open_page
 
 page, study = open_page("weak_weight_decay", globals())
-frames, regimes = [], []
-for s in (study, study.weak()):
-    res = experiments.pair_frames(s, page.store)
-    probes = experiments.probe_frames(s, page.store)
-    regimes.append(experiments.regime_frame(s, page.store))
-    summ = schema.to_long(res.summary, "weak_weight_decay", ["acc_merged", "acc_endpoints", "acc_ensemble",
-                                                             "loss_barrier_cal_mid", "loss_barrier_mid",
-                                                             "logit_norm_ratio", "tau_ratio"],
+
+# %% [markdown]
+# The sweep is trained (or loaded from the run store) at the two weight decays, from
+# the same seeds, and each pair is merged and probed as on the earlier pages:
+
+# %%
+sweeps = [(s.weight_decay, experiments.pair_frames(s, page.store).summary, experiments.probe_frames(s, page.store),
+           experiments.regime_frame(s, page.store)) for s in (study, study.weak())]
+
+# %% tags=["remove-cell"]
+frames = []
+for wd, summary, probes, _ in sweeps:  # the page's CSV, which the figures and the table read
+    summ = schema.to_long(summary, "weak_weight_decay", ["acc_merged", "acc_endpoints", "acc_ensemble",
+                                                         "loss_barrier_cal_mid", "loss_barrier_mid",
+                                                         "logit_norm_ratio", "tau_ratio"],
                           ["width", "hidden_units", "depth"])
     last = schema.last_hidden(probes["lewc"])
     lewc = schema.to_long_frame(schema.select(probes["lewc"], "lewc_rel_err", lam=0.5, layer=last,
@@ -50,11 +57,9 @@ for s in (study, study.weak()):
     rank = schema.select(probes["rank"], "rel_effective_rank", method="trained")
     rank = schema.to_long_frame(rank[rank["role"] == "hidden"], "weak_weight_decay",
                                 ["width", "hidden_units", "depth", "layer"])
-    frames.append(schema.concat([summ, lewc, rank]).assign(weight_decay=s.weight_decay))
+    frames.append(schema.concat([summ, lewc, rank]).assign(weight_decay=wd))
 long = schema.concat(frames)
-regime = pd.concat(regimes, ignore_index=True)
-
-# %% tags=["hide-input"]
+regime = pd.concat([r for *_, r in sweeps], ignore_index=True)
 L = study.layers
 wds = {"strong": study.weight_decay, "weak": study.weak_weight_decay}
 label = {wd: f"weight decay {wd:g}" for wd in wds.values()}
@@ -70,28 +75,30 @@ panels = [
 page.glue_figure("fig_wd", plots.plot_panels(long, panels, group="weight_decay", labels=label))
 page.glue_md("setup", describe_study(study, regime))
 page.glue_md("regime", describe_regime(regime))
-page.glue("wd_strong", wds["strong"])
-page.glue("wd_weak", wds["weak"])
-page.glue("norm_pred", 2.0 ** (1 - L))
-for name, wd in wds.items():
-    page.glue(f"shrink_{name}", schema.select(regime, "decay_shrinkage", weight_decay=wd)["value"].mean())
 units = sorted(long["hidden_units"].unique())
-page.glue("n_wide", int(units[-1]))
-page.glue("n_wide2", int(units[-2]) if len(units) > 1 else int(units[-1]))
-table = {}
+page.glue_values(wd_strong=wds["strong"], wd_weak=wds["weak"], norm_pred=2.0 ** (1 - L),
+                 **{f"shrink_{name}": schema.select(regime, "decay_shrinkage", weight_decay=wd)["value"].mean()
+                    for name, wd in wds.items()},
+                 n_wide=int(units[-1]), n_wide2=int(units[-2]) if len(units) > 1 else int(units[-1]))
+metrics = ["acc_merged", "logit_norm_ratio", "loss_barrier_cal_mid", "lewc_rel_err", "rel_effective_rank",
+           "acc_endpoints"]
 for name, wd in wds.items():
-    for metric in ("acc_merged", "logit_norm_ratio", "loss_barrier_cal_mid", "lewc_rel_err", "rel_effective_rank",
-                   "acc_endpoints"):
+    for metric in metrics:
         st = stats.cell_stats(long, metric, weight_decay=wd)
-        table[(metric, name)] = st["mean"]
         for i, u in enumerate(units[::-1][:2]):
             page.glue(f"{metric}_{name}_{i}", st.loc[u, "mean"])
             page.glue(f"{metric}_{name}_{i}_spread", st.loc[u, "spread"])
 strong = stats.cell_stats(long, "acc_merged", weight_decay=wds["strong"]).loc[units[-1]]
 weak = stats.cell_stats(long, "acc_merged", weight_decay=wds["weak"]).loc[units[-1]]
-gap = strong["mean"] - weak["mean"]
-page.glue("gap", gap)
-pd.DataFrame(table).round(4)
+page.glue("gap", strong["mean"] - weak["mean"])
+
+# %% [markdown]
+# Seed means per width of each quantity, at the sweep's weight decay (*strong*) and at
+# the weak one:
+
+# %%
+pd.DataFrame({(metric, name): stats.cell_stats(long, metric, weight_decay=wd)["mean"]
+              for name, wd in wds.items() for metric in metrics}).round(4)
 
 # %% [markdown]
 # ```{glue:figure} fig_wd
@@ -133,6 +140,6 @@ pd.DataFrame(table).round(4)
 # comparison on longer runs and with stronger weight decay, where weight decay has
 # acted, and the claims scoreboard scores this claim in both regimes.
 
-# %%
-page.save(long, regime)
+# %% tags=["remove-input"]
+page.save(long, regime=regime)
 page.provenance()

@@ -37,25 +37,29 @@ dataset = data_root = download = arch = base_width = depth = norm = bias = init_
 epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
 decisive_seeds = weak_weight_decay = draws = match_iterations = None
 
-# %%
+# %% tags=["remove-cell"]
 from lmcbook import experiments, plots, schema
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("weight_matching", globals())
+
+# %% [markdown]
+# Every pair of the sweep is merged by each of the four methods, and each merge is
+# evaluated along the whole line between the two models:
+
+# %%
 curves, summary = experiments.method_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
-metrics = ["acc_barrier", "loss_barrier", "loss_barrier_cal", "acc_barrier_mid", "loss_barrier_mid",
-           "loss_barrier_cal_mid", "acc_merged"]
-long = schema.concat([
-    schema.to_long(summary, "weight_matching", metrics, ["width", "hidden_units", "depth", "method"]),
-    schema.to_long(summary[summary["method"] == "weight_matching"], "weight_matching",
-                   ["match_seconds", "match_iterations", "match_objective"],
-                   ["width", "hidden_units", "depth", "method"]),
-])
-table = summary.groupby(["hidden_units", "method"])[["acc_barrier", "loss_barrier", "loss_barrier_cal"]].mean()
-table.round(3)
+summary.groupby(["hidden_units", "method"])[["acc_barrier", "loss_barrier", "loss_barrier_cal"]].mean().round(3)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-cell"]
+keys = ["width", "hidden_units", "depth", "method"]
+long = schema.concat([  # the page's CSV, which the figures read
+    schema.to_long(summary, page.name, ["acc_barrier", "loss_barrier", "loss_barrier_cal", "acc_barrier_mid",
+                                        "loss_barrier_mid", "loss_barrier_cal_mid", "acc_merged"], keys),
+    schema.to_long(summary[summary["method"] == "weight_matching"], page.name,
+                   ["match_seconds", "match_iterations", "match_objective"], keys),
+])
 page.glue_md("setup", describe_study(study, regime))
 panels = [dict(metric="acc_barrier", title="accuracy barrier"),
           dict(metric="loss_barrier", title="raw loss barrier (nats)"),
@@ -66,16 +70,14 @@ page.glue_figure("fig_time", plots.plot_panels(long, [
     dict(metric="match_iterations", title="coordinate-descent sweeps")], ncols=2))
 means = summary.groupby(["hidden_units", "method"]).mean(numeric_only=True)
 narrow, wide = summary["hidden_units"].min(), summary["hidden_units"].max()
-page.glue("n_narrow", int(narrow))
-page.glue("n_wide", int(wide))
+wm = means.xs("weight_matching", level="method")
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide), cap=study.match_iterations,
+                 t_narrow=wm.loc[narrow, "match_seconds"], t_wide=wm.loc[wide, "match_seconds"],
+                 it_wide=wm.loc[wide, "match_iterations"])
 for m in ("none", "weight_matching", "random_permutation", "repair"):
     for key in ("acc_barrier", "loss_barrier", "loss_barrier_cal"):
         page.glue(f"{m}_{key}_narrow", means.loc[(narrow, m), key])
         page.glue(f"{m}_{key}_wide", means.loc[(wide, m), key])
-page.glue("t_narrow", means.loc[(narrow, "weight_matching"), "match_seconds"])
-page.glue("t_wide", means.loc[(wide, "weight_matching"), "match_seconds"])
-page.glue("it_wide", means.loc[(wide, "weight_matching"), "match_iterations"])
-page.glue("cap", study.match_iterations)
 best = means.xs(wide, level="hidden_units")["loss_barrier_cal"].idxmin()
 page.glue_md("best_wide", best.replace("_", " "))
 
@@ -124,6 +126,6 @@ page.glue_md("best_wide", best.replace("_", " "))
 # and {glue:text}`t_wide:.2f` s at the widest, where it needed
 # {glue:text}`it_wide:.1f` sweeps on average.
 
-# %%
-page.save(long, regime)
+# %% tags=["remove-input"]
+page.save(long, regime=regime)
 page.provenance()

@@ -134,7 +134,7 @@ page.glue_md("best_cell_converged", "that converged" if bool(cells.loc[cell_mean
 # with children spawned at {glue:text}`k_grid:.0f`% of training. $S$ spans
 # {glue:text}`s_lo:.2e` to {glue:text}`s_hi:.2e` ({glue:text}`decades:.1f` decades).
 # There are {glue:text}`n_pairs` spawn-and-merge pairs per cell, each from its own
-# parent. The test split has {glue:text}`n_test` signals.
+# parent. The test split has {glue:text}`n_test` examples.
 #
 # **Settings that differ from the paper, and why.** The network is small and the
 # schedule short so that the whole quick book runs within its

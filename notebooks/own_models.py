@@ -135,13 +135,13 @@ assert gap < 1e-4 and moved > 0, f"a permutation changed the function (largest l
 page.glue_values(perm_gap=gap, perm_moved=moved)
 
 # %% [markdown]
-# After a random permutation the largest weight change is {glue:text}`perm_moved:.3f`.
+# After a random permutation the largest change in `mixer`'s weights is {glue:text}`perm_moved:.3f`.
 # The largest change in any test logit is {glue:text}`perm_gap:.1e`, which is rounding.
 #
 # ## 5. Merge, with and without weight matching, and calibrate
 #
-# `weight_matching` finds the permutation of `b` that best aligns its weights with
-# `a`'s. `pair_summary` evaluates the whole interpolation path. It fits an inverse
+# `weight_matching` searches, by coordinate descent, for the permutation of `b` that
+# aligns its weights with `a`'s. `pair_summary` evaluates the whole interpolation path. It fits an inverse
 # temperature for every model on the calibration split, and returns the barriers
 # and the logit-ensemble reference.
 
@@ -174,7 +174,9 @@ page.glue_values(acc_none=table.loc["none", "acc_merged"], acc_wm=table.loc["wei
 # model shrinks as $\lambda^l$. `models.probe_points(model, x)` lists the layers as the
 # probes number them. For a module that does not list its own, every `nn.Linear` and
 # `nn.Conv` is a layer, numbered in the order a forward pass on `x` calls it. The
-# order in which `__init__` defines the layers does not matter. The network below is
+# order in which `__init__` defines the layers does not matter (without `x`,
+# `probe_points` can only follow that order; `PairActivations` always traces a
+# forward pass). The network below is
 # `TinyNet` again, with its `readout` defined first and the rest in an `nn.Sequential`.
 
 

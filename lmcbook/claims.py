@@ -1028,37 +1028,31 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def conclusion_sentence(states: dict[str, dict[str, str]]) -> str:
-    """Return one plain sentence saying which account the data support, from :func:`hypothesis_states` per data set
-    (keyed by the data set's name as the book writes it)."""
-    names = list(states)
-    alt = {n: [h for h in ("H1", "H2", "H3") if s[h] == SUPPORTED] for n, s in states.items()}
+CONCLUSIONS = ("contradicted", "supported", "mixed", "undecided")  #: the outcomes :func:`conclusion` chooses among
+
+
+def conclusion(states: dict[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
+    """Return which account the data support, from :func:`hypothesis_states` per data set (keyed by the data set's
+    name as the book writes it): one of :data:`CONCLUSIONS`, and the lists the pages' sentences glue.
+
+    The outcome is ``contradicted`` when P is contradicted on some data set and supported on none, ``supported``
+    in the reverse case, ``mixed`` when both occur, and ``undecided`` when P is decided nowhere.  The lists:
+    ``against_sets`` and ``for_sets`` (the data sets that contradict or support P), ``open_sets`` (the others, or
+    "none"), and ``alternatives``: which of H1-H3 each data set that contradicts P supports ("none of H1-H3").
+    The sentences themselves are the pages' Markdown, one per outcome (``page.choose``).
+    """
     against = [n for n, s in states.items() if s["P"] == CONTRADICTED]
     for_p = [n for n, s in states.items() if s["P"] == SUPPORTED]
-    if against and not for_p:
-        groups: dict[tuple[str, ...], list[str]] = {}
-        for n in against:  # data sets that support the same alternatives share a clause
-            groups.setdefault(tuple(alt[n]), []).append(n)
-        clauses = []
-        for i, (hs, where) in enumerate(groups.items()):
-            undecided = [h for h in ("H1", "H2", "H3") if all(states[n][h] == UNDECIDED for n in where)]
-            who, account = ("the data", "the paper's account") if not i else ("they", "it")
-            what = f"support {_join(list(hs))} over {account}" if hs else f"contradict {account}"
-            clauses.append(f"{'On' if not i else 'on'} {_join(where)}, {who} {what}"
-                           + (f" ({_join(undecided)} undecided)" if undecided else ""))
-        rest = [n for n in names if n not in against]
-        tail = f"; on {_join(rest)} the verdicts do not decide" if rest else ""
-        return f"{'; '.join(clauses)}: once weight decay has acted, plain averaging does not merge wide " \
-               f"networks as the paper says it does{tail}."
-    if for_p and not against:
-        rest = [n for n in names if n not in for_p]
-        tail = f"; on {_join(rest)} the verdicts do not decide" if rest else ""
-        return f"On {_join(for_p)}, the data support the paper's account: once weight decay has acted, wide " \
-               f"networks merge without permutations{tail}."
-    if for_p and against:
-        return (f"The data support the paper's account on {_join(for_p)} and contradict it on {_join(against)}: "
-                "whether weight decay makes wide networks mergeable without permutations depends on the data.")
-    return f"On {_join(names)}, the verdicts do not decide between the paper's account and the alternatives."
+    rest = [n for n in states if n not in against and n not in for_p]
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for n in against:  # data sets that support the same alternatives share a clause
+        groups.setdefault(tuple(h for h in ("H1", "H2", "H3") if states[n][h] == SUPPORTED), []).append(n)
+    alternatives = "; ".join(f"{_join(list(hs)) if hs else 'none of H1-H3'} on {_join(where)}"
+                             for hs, where in groups.items())
+    outcome = ("mixed" if against and for_p else "contradicted" if against else "supported" if for_p
+               else "undecided")
+    return outcome, {"against_sets": _join(against) if against else "none", "for_sets": _join(for_p) if for_p
+                     else "none", "open_sets": _join(rest) if rest else "none", "alternatives": alternatives or "none"}
 
 
 # -- the noise rows (the verdicts issue) ----------------------------------------------------------------------

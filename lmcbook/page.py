@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from dataclasses import fields
@@ -210,6 +211,22 @@ class Page:
         glue(key, Markdown(text), display=False)
 
     @staticmethod
+    def choose(key: str, value: str | bool) -> None:
+        """Say which of the page's alternative Markdown cells the book shows: of the cells tagged
+        ``when:KEY=...``, the one tagged ``when:KEY=VALUE`` (a bool is ``true`` or ``false``).
+
+        Prose whose meaning depends on a verdict or a measurement is written in the notebook's Markdown, once per
+        outcome, and the computation only names the outcome.  After execution, :func:`lmcbook.book.show_chosen`
+        hides the other alternatives, and fails the page if it chose a value that no cell is written for.
+        """
+        text = ("true" if value else "false") if isinstance(value, bool) else value
+        if not isinstance(text, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", text) \
+                or not re.fullmatch(r"[A-Za-z0-9_]+", key):
+            raise SpecError(f"page.choose({key!r}, {value!r}): the key must be a name and the value a bool or a word "
+                            "of letters, digits, '_' and '-' (it is matched against cell tags when:KEY=VALUE)")
+        glue(key, text, display=False)
+
+    @staticmethod
     def glue_figure(key: str, fig) -> None:
         """Glue a matplotlib figure (use it with the ``glue:figure`` directive) and close it.
 
@@ -311,7 +328,7 @@ def open_page(name: str, namespace: dict[str, Any], store: RunStore | None = Non
 
 def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
     """Return a one-sentence Markdown description of what a study trained (for figure captions), ending with
-    its training regime (:func:`describe_regime`, brief) when ``regime`` is given."""
+    its training regime (:func:`describe_regime`) when ``regime`` is given."""
     pairs = study.pairs()
     units = sorted({p.hidden_units for p in pairs})
     depths = sorted({p.depth for p in pairs if p.depth is not None})
@@ -329,7 +346,7 @@ def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
             f"batch {t.batch_size}); {', '.join(map(str, units))} {unit}; "
             f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
             + _deciding_pairs(study, len(units) > 1)
-            + (f"; regime: {describe_regime(regime, brief=True)}" if regime is not None else ""))
+            + (f"; regime: {describe_regime(regime)}" if regime is not None else ""))
 
 
 def _deciding_pairs(study: Any, sweep: bool) -> str:
@@ -352,29 +369,41 @@ def _frac(x: float) -> str:
     return f"{x:.3f}" if x >= 0.01 else f"{x:.1e}"
 
 
-def describe_regime(regime: pd.DataFrame, brief: bool = False) -> str:
-    """Return one Markdown sentence saying which training regime a page's runs are in.
-
-    ``regime`` is :func:`lmcbook.experiments.regime_frame`'s output (or those rows of a page's CSV).
-    Per (length, weight decay) it states the decay integral D, what weight decay alone would leave
-    of a weight (momentum included), and the distance from initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the
-    narrowest and the widest width; ``brief`` gives D and the distances only, for captions.
-    """
+def _regime_cells(regime: pd.DataFrame):
+    """Yield (epochs, weight decay, metric means by hidden units, distance by hidden units) per cell of a regime
+    frame (:func:`lmcbook.experiments.regime_frame`'s output, or those rows of a page's CSV)."""
     whole = regime[regime["layer"].isna()]
-    parts = []
     for (epochs, wd), cell in whole.groupby(["epochs", "weight_decay"]):
         mean = cell.groupby(["metric", "hidden_units"])["value"].mean()
-        dist = mean["init_distance"]
+        yield epochs, wd, mean, mean["init_distance"]
+
+
+def describe_regime(regime: pd.DataFrame) -> str:
+    """Return one Markdown clause, for a figure caption, saying which training regime a page's runs are in: per
+    (length, weight decay) the decay integral D and the distance from initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the
+    narrowest and the widest width.  :func:`regime_table` gives the same cells in full."""
+    parts = []
+    for epochs, wd, mean, dist in _regime_cells(regime):
         lo, hi = dist.index.min(), dist.index.max()
-        d = f"{mean['decay_integral'].mean():.3g}"
         far = f"{dist[lo]:.2f} at {lo:g} hidden units" + (f" and {dist[hi]:.2f} at {hi:g}" if hi != lo else "")
-        if brief:
-            parts.append(f"{epochs:g} epochs at weight decay {wd:g}: D = {d}, ‖θ_T − θ_0‖/‖θ_0‖ = {far}")
-        else:
-            parts.append(f"{epochs:g} epochs at weight decay {wd:g} give a decay integral D = {d} (weight decay "
-                         f"alone, momentum included, would leave {_frac(mean['decay_shrinkage'].mean())} of a weight), "
-                         f"and the trained weights ended ‖θ_T − θ_0‖/‖θ_0‖ = {far} from their initialisation")
+        parts.append(f"{epochs:g} epochs at weight decay {wd:g}: D = {mean['decay_integral'].mean():.3g}, "
+                     f"‖θ_T − θ_0‖/‖θ_0‖ = {far}")
     return "; ".join(parts)
+
+
+def regime_table(regime: pd.DataFrame) -> str:
+    """Return a Markdown table of the training regime of a page's runs, one row per (length, weight decay): the
+    decay integral D, what weight decay alone would leave of a weight (momentum included), and the distance from
+    initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the narrowest and the widest width (hidden units in brackets)."""
+    rows = ["| epochs | weight decay | decay integral $D$ | left of a weight by weight decay alone "
+            "| distance from initialisation $\\lVert\\theta_T - \\theta_0\\rVert / \\lVert\\theta_0\\rVert$, "
+            "narrowest width | widest width |",
+            "|---:|---:|---:|---:|---:|---:|"]
+    for epochs, wd, mean, dist in _regime_cells(regime):
+        lo, hi = dist.index.min(), dist.index.max()
+        rows.append(f"| {epochs:g} | {wd:g} | {mean['decay_integral'].mean():.3g} "
+                    f"| {_frac(mean['decay_shrinkage'].mean())} | {dist[lo]:.2f} ({lo:g}) | {dist[hi]:.2f} ({hi:g}) |")
+    return "\n".join(rows)
 
 
 def describe_noise(study: Any) -> str:

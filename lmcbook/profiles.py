@@ -19,7 +19,7 @@ from __future__ import annotations
 import types
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from .metrics import DEFAULT_LAMS
 from .noise import spawn_pair, spawn_step
@@ -152,8 +152,14 @@ def check_fields(study: Any) -> None:
 
 @dataclass(frozen=True)
 class Study:
-    """What every study has: a profile, its resolved parameters, and the runs it trains (none by default)."""
+    """What every study has: a profile, its resolved parameters, and the runs it trains (none by default).
 
+    A study class states, beside its fields, what the smoke and paper profiles change (``profile_values``); the
+    quick profile is the fields' defaults.
+    """
+
+    #: What the smoke and paper profiles change in this study: {profile: {field: value}}.
+    profile_values: ClassVar[dict[str, dict[str, Any]]] = {}
     profile: str = "quick"
 
     def __post_init__(self) -> None:
@@ -229,9 +235,16 @@ class Recipe(Study):
         return {"mlp": self.depth, "vgg11": 9, "resnet20": 20}[self.arch]
 
 
+_WIDTH_SMOKE = dict(widths=(0.25, 1.0), epochs=4, seeds=1, decisive_seeds=1, lams=(0.0, 0.25, 0.5, 0.75, 1.0))
+_WIDTH_PAPER = dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch", bias=True, epochs=100, seeds=3,
+                    widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0))
+
+
 @dataclass(frozen=True)
 class WidthStudy(Recipe):
     """The width sweep: pairs of independently trained models at each width multiplier."""
+
+    profile_values = {"smoke": _WIDTH_SMOKE, "paper": _WIDTH_PAPER}
 
     widths: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
     #: Pairs at the widths where the width rows read intervals over pairs (``deciding_widths()``; ``seeds`` at
@@ -262,6 +275,8 @@ class WidthStudy(Recipe):
 @dataclass(frozen=True)
 class ControlsStudy(WidthStudy):
     """The width sweep plus its controls: a weak-weight-decay twin, random permutations, weight matching."""
+
+    profile_values = {"smoke": {**_WIDTH_SMOKE, "draws": 2, "match_iterations": 20}, "paper": _WIDTH_PAPER}
 
     weak_weight_decay: float = field(default=1e-4, metadata=_at_least(0))
     #: Random permutations drawn per pair.
@@ -334,6 +349,11 @@ class MechanismStudy(WidthStudy):
     arm's widest width in every pair of cells of equal D reached by length and by weight decay (M6).  The fields
     ``weight_decay`` and ``init_scale`` are unused: ``weight_decays`` and ``init_scales`` replace them.
     """
+
+    profile_values = {"smoke": {**_WIDTH_SMOKE, "regimes": (4, 8), "weight_decays": (3e-3, 6e-3),
+                                "regime_weight_decays": (3e-3, 6e-3), "long_max_width": None, "decisive_seeds": 2},
+                      "paper": {**_WIDTH_PAPER, "regimes": (100, 300, 1000),
+                                "weight_decays": (1e-4, 3e-3, 9e-3, 3e-2)}}
 
     #: Fields of Recipe this study does not read; setting one is an error that names its replacement.
     unused_fields = {"weight_decay": "it sweeps weight_decays", "init_scale": "it sweeps init_scales"}
@@ -470,6 +490,9 @@ class MechanismStudy(WidthStudy):
 class DepthStudy(Recipe):
     """The depth sweep: bias-free MLPs of L = 2..6 linear layers at one width."""
 
+    profile_values = {"smoke": dict(width=0.25, depths=(2, 3), epochs=4, lams=(0.0, 0.5, 1.0)),
+                      "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=5)}  # W10: 5 pairs
+
     #: Fields of Recipe this study does not read (not parameters of its page; setting one is an error).
     unused_fields = {"depth": "it sweeps depths", "arch": "it trains MLPs only"}
 
@@ -509,6 +532,15 @@ class Cell:
 class NoiseStudy(Study):
     """The optimizer-noise study: spawn-and-merge over learning rate, batch size, momentum, weight decay,
     augmentation and spawn point, plus the learning-rate-pair matrix and task arithmetic."""
+
+    profile_values = {
+        "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.05, 0.1), batch_sizes=(32, 128),
+                      spawn_fractions=(0.1, 0.5), momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
+                      weight_decays=(0.0, 5e-3), pair_lrs=(0.02, 0.1), finetune_steps=20, finetune_lrs=(0.05,),
+                      alphas=(0.0, 0.5, 1.0), seeds=1),
+        "paper": dict(dataset="cifar10", steps=20000, max_steps=80000, base_width=64, width=4.0,
+                      seeds=10),  # N1 reads 5 pairs on each half; the other noise rows 5 per cell
+    }
 
     dataset: str = "mnist1d"
     data_root: str | None = None
@@ -653,6 +685,8 @@ class NoiseStudy(Study):
 class TheoryStudy(Study):
     """The constructed networks of the theory section: sizes, seed and λ grid."""
 
+    profile_values = {"smoke": dict(hidden=16, inputs=64), "paper": dict(hidden=256, inputs=1024)}
+
     depth: int = field(default=4, metadata=_at_least(2))
     hidden: int = field(default=32, metadata=_at_least(2))
     in_features: int = field(default=16, metadata=_at_least(1))
@@ -676,6 +710,8 @@ class SummaryStudy(Study):
 class TutorialStudy(Study):
     """The own-models tutorial: a user-defined MLP on digits, trained with a plain loop (nothing in the store)."""
 
+    profile_values = {"smoke": dict(hidden_units=32, epochs=3), "paper": dict(hidden_units=1024, epochs=60)}
+
     #: Hidden units of each of the tutorial network's two hidden layers (a count, not a width multiplier).
     hidden_units: int = field(default=256, metadata=_at_least(2))
     epochs: int = field(default=40, metadata=_at_least(1))
@@ -686,6 +722,8 @@ class TutorialStudy(Study):
 @dataclass(frozen=True)
 class ExplorerStudy(Study):
     """The explorer's initial state: which pair of the width sweep, which λ and which layer (it trains nothing)."""
+
+    profile_values = {"paper": dict(dataset="cifar10")}
 
     dataset: str = _DATA.name
     width: float | None = field(default=None, metadata={"ok": lambda v: v > 0, "allowed": "a width multiplier > 0"})
@@ -699,31 +737,8 @@ class ExplorerStudy(Study):
         check_lams([self.lam])
 
 
-_WIDTH_SMOKE = dict(widths=(0.25, 1.0), epochs=4, seeds=1, decisive_seeds=1, lams=(0.0, 0.25, 0.5, 0.75, 1.0))
-_WIDTH_PAPER = dict(dataset="cifar10", arch="vgg11", base_width=64, norm="batch", bias=True, epochs=100, seeds=3,
-                    widths=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0))
-#: What the smoke and paper profiles change in each study; the quick profile is the dataclass defaults.
-_TABLES: dict[type, dict[str, dict[str, Any]]] = {
-    WidthStudy: {"smoke": _WIDTH_SMOKE, "paper": _WIDTH_PAPER},
-    ControlsStudy: {"smoke": {**_WIDTH_SMOKE, "draws": 2, "match_iterations": 20}, "paper": _WIDTH_PAPER},
-    MechanismStudy: {"smoke": {**_WIDTH_SMOKE, "regimes": (4, 8), "weight_decays": (3e-3, 6e-3),
-                                "regime_weight_decays": (3e-3, 6e-3), "long_max_width": None,
-                                "decisive_seeds": 2},
-                     "paper": {**_WIDTH_PAPER, "regimes": (100, 300, 1000), "weight_decays": (1e-4, 3e-3, 9e-3, 3e-2)}},
-    DepthStudy: {"smoke": dict(width=0.25, depths=(2, 3), epochs=4, lams=(0.0, 0.5, 1.0)),
-                 "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=5)},  # W10: 5 pairs
-    TheoryStudy: {"smoke": dict(hidden=16, inputs=64), "paper": dict(hidden=256, inputs=1024)},
-    ExplorerStudy: {"paper": dict(dataset="cifar10")},
-    TutorialStudy: {"smoke": dict(hidden_units=32, epochs=3), "paper": dict(hidden_units=1024, epochs=60)},
-    NoiseStudy: {
-        "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.05, 0.1), batch_sizes=(32, 128),
-                      spawn_fractions=(0.1, 0.5), momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
-                      weight_decays=(0.0, 5e-3), pair_lrs=(0.02, 0.1), finetune_steps=20, finetune_lrs=(0.05,),
-                      alphas=(0.0, 0.5, 1.0), seeds=1),
-        "paper": dict(dataset="cifar10", steps=20000, max_steps=80000, base_width=64, width=4.0,
-                      seeds=10),  # N1 reads 5 pairs on each half; the other noise rows 5 per cell
-    },
-}
+#: The studies whose profiles differ, in the order of the generated profile table.
+STUDIES = (WidthStudy, ControlsStudy, MechanismStudy, DepthStudy, TheoryStudy, ExplorerStudy, TutorialStudy, NoiseStudy)
 #: In the paper profile, choosing an architecture also picks its data set and recipe.
 _PAPER_ARCH = {
     "mlp": dict(dataset="mnist", base_width=512, depth=4, norm="none", bias=False, epochs=60,
@@ -749,7 +764,8 @@ def profile_table() -> str:
     built* carry it between ``<!-- profile-table -->`` markers, and a test checks that they match."""
     rows = ["| study | parameter | quick | smoke | paper |", "|---|---|---|---|---|"]
     shown: dict[tuple[type, str], list[str]] = {}
-    for cls, table in _TABLES.items():
+    for cls in STUDIES:
+        table = cls.profile_values
         changed = list(dict.fromkeys([*table.get("smoke", {}), *table.get("paper", {})]))
         defaults = {f.name: f.default for f in fields(cls)}
         for name in changed:
@@ -778,7 +794,7 @@ def resolve(cls: type, profile: str = "quick", **overrides: Any) -> Any:
         if name in given:
             raise SpecError(f"{name}={given[name]!r} is not allowed: {cls.__name__} does not use {name} "
                             f"({instead})")
-    values: dict[str, Any] = dict(_TABLES.get(cls, {}).get(profile, {}))
+    values: dict[str, Any] = dict(cls.profile_values.get(profile, {}))
     if issubclass(cls, WidthStudy) and profile == "paper":
         values.update(_PAPER_ARCH.get(given.get("arch", values.get("arch")), {}))
     values.update(given)

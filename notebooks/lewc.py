@@ -72,8 +72,8 @@ page.glue_values(last=int(last), n_narrow=int(narrow), n_wide=int(wide), err_nar
                  beta_wide=beta.loc[wide, "mean"], beta_wide_spread=beta.loc[wide, "spread"],
                  beta_untrained_wide=beta_un.loc[wide, "mean"])
 why = claims.lewc_setting_missing(schema.to_long_frame(regime, "lewc", schema.REGIME_KEYS))
-page.glue_md("scale_applies", "These networks are bias-free MLPs without normalisation, the setting the law is "
-             "derived for." if why is None else f"The law does not apply here (n/a): {why}.")
+page.choose("scale_applies", why is None)
+page.glue_values(scale_missing=why or "")
 
 # %% [markdown]
 # ```{glue:figure} fig_lewc
@@ -120,8 +120,15 @@ page.glue_md("scale_applies", "These networks are bias-free MLPs without normali
 #
 # At the widest width the fitted β is {glue:text}`beta_wide:.3f` (spread over
 # pairs {glue:text}`beta_wide_spread:.3f`); for the untrained pair it is
-# {glue:text}`beta_untrained_wide:.3f`. {glue:md}`scale_applies` The depth-sweep page
-# tests the same law at one width and several depths.
+# {glue:text}`beta_untrained_wide:.3f`. The depth-sweep page tests the same law at one
+# width and several depths.
+
+# %% [markdown] tags=["when:scale_applies=true"]
+# These networks are bias-free MLPs without normalisation, the setting the law is
+# derived for.
+
+# %% [markdown] tags=["when:scale_applies=false"]
+# The law does not apply here (*n/a*): {glue:text}`scale_missing`.
 
 # %% tags=["remove-input"]
 keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]  # weight decay and epochs: on the regime rows

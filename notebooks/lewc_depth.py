@@ -67,9 +67,8 @@ page.glue_values(units=int(study.spec(study.width, 0, 2).model.channels), beta_d
                  beta_max=float(beta["mean"].max()), L_min=int(by_depth.index.min()), L_max=int(by_depth.index.max()),
                  n_within=int((rel <= claims.LOGIT_SCALE_TOL).sum()), n_depths=len(by_depth))
 page.glue_md("tol_pct", f"{claims.LOGIT_SCALE_TOL:.0%}")
-page.glue_md("w10_pairs_text", "" if study.seeds >= claims.MIN_PAIRS else
-             f"With {study.seeds} pair{'s' * (study.seeds != 1)} per depth (this profile's budget) the interval "
-             f"over pairs that W10 reads needs {claims.MIN_PAIRS}, so it cannot decide here. ")
+page.choose("w10_enough_pairs", study.seeds >= claims.MIN_PAIRS)
+page.glue_values(depth_pairs=study.seeds, min_pairs=claims.MIN_PAIRS)
 
 # %% [markdown]
 # ```{glue:figure} fig_depth
@@ -85,7 +84,17 @@ page.glue_md("w10_pairs_text", "" if study.seeds >= claims.MIN_PAIRS else
 # $L - 1$ gives a slope β = {glue:text}`beta_depth:.3f` and an intercept α =
 # {glue:text}`alpha_depth:.3f`; LEWC predicts 1 and 0. Verdict W10, against the
 # untrained pairs ({glue:md}`w10_test`): {glue:md}`w10_mark`, {glue:md}`w10_measured`.
-# {glue:md}`w10_pairs_text`The norm ratio is
+
+# %% [markdown] tags=["when:w10_enough_pairs=false"]
+# With {glue:text}`depth_pairs` pair(s) per depth (this profile's budget), fewer than the
+# {glue:text}`min_pairs` the interval over pairs that W10 reads needs, it cannot decide here.
+
+# %% [markdown] tags=["when:w10_enough_pairs=true"]
+# With {glue:text}`depth_pairs` pairs per depth, W10's interval over pairs has the
+# {glue:text}`min_pairs` it needs to decide.
+
+# %% [markdown]
+# The norm ratio is
 # within {glue:md}`tol_pct` of $2^{1-L}$ at {glue:text}`n_within` of the {glue:text}`n_depths`
 # depths. Fitted layer by layer within each network, and averaged over the networks of
 # each depth, β lies between {glue:text}`beta_min:.3f` and {glue:text}`beta_max:.3f`

@@ -123,13 +123,9 @@ page.glue_rows(means, {"narrow": narrow, "wide": wide}, ["tau_ratio"])
 # read the two widths apart only by their intervals over pairs, as W9 does
 per_pair = (summary.groupby(["hidden_units", "pair"])["logit_norm_ratio"].mean() / 2.0 ** (1 - L) - 1).abs()
 iv_n, iv_w = stats.interval(per_pair.loc[narrow]), stats.interval(per_pair.loc[wide])
-page.glue_md("norm_specific",
-             "so the norm ratio is near the prediction even where merging fails, and nearness to $2^{1-L}$ alone "
-             "does not single out the pairs that merge" if iv_n.decided and iv_n.hi <= claims.LOGIT_SCALE_TOL else
-             "farther from the prediction than at the widest width, beyond both intervals" if iv_n.lo > iv_w.hi else
-             "no farther from the prediction than at the widest width" if iv_n.hi <= iv_w.lo else
-             f"but with {iv_n.n} pairs the intervals at the two widths ({iv_n.text('.2f')} and {iv_w.text('.2f')}) "
-             "overlap, so these pairs cannot tell whether the prediction belongs to the pairs that merge")
+page.choose("narrow_norm", "near" if iv_n.decided and iv_n.hi <= claims.LOGIT_SCALE_TOL else
+            "farther" if iv_n.lo > iv_w.hi else "no_farther" if iv_n.hi <= iv_w.lo else "overlap")
+page.glue_values(norm_pairs_narrow=iv_n.n, norm_iv_narrow=iv_n.text(".2f"), norm_iv_wide=iv_w.text(".2f"))
 
 # %% [markdown]
 # ```{glue:figure} fig_signatures
@@ -151,8 +147,24 @@ page.glue_md("norm_specific",
 # ({glue:md}`w9_test`): {glue:md}`w9_mark`, {glue:md}`w9_measured`. At
 # {glue:text}`n_narrow` hidden units, where the merged model reaches only
 # {glue:text}`merged_acc_narrow:.3f` accuracy, the norm ratio is
-# {glue:text}`norm_rel_err_narrow:.2f` off the prediction, {glue:md}`norm_specific`.
-#
+# {glue:text}`norm_rel_err_narrow:.2f` off the prediction.
+
+# %% [markdown] tags=["when:narrow_norm=near"]
+# So the norm ratio is near the prediction even where merging fails, and nearness to
+# $2^{1-L}$ alone does not single out the pairs that merge.
+
+# %% [markdown] tags=["when:narrow_norm=farther"]
+# That is farther from the prediction than at the widest width, beyond both intervals.
+
+# %% [markdown] tags=["when:narrow_norm=no_farther"]
+# That is no farther from the prediction than at the widest width.
+
+# %% [markdown] tags=["when:narrow_norm=overlap"]
+# With {glue:text}`norm_pairs_narrow` pairs, the intervals at the two widths
+# ({glue:text}`norm_iv_narrow` and {glue:text}`norm_iv_wide`) overlap, so these pairs
+# cannot tell whether the prediction belongs to the pairs that merge.
+
+# %% [markdown]
 # The two signatures need not agree at small width. The norm ratio is a pure
 # statement about logit scale. The temperature ratio equals $2^{L-1}$ only when the
 # merged logits are an exact multiple of the ensemble's: at narrow width the merged

@@ -37,7 +37,7 @@ decisive_seeds = None
 import numpy as np
 
 from lmcbook import experiments, plots, schema, stats
-from lmcbook.page import describe_regime, describe_study, open_page
+from lmcbook.page import describe_study, open_page, regime_table
 
 page, study = open_page("low_rank", globals())
 
@@ -73,7 +73,7 @@ for key, metric in (("upd_er", "delta_rel_effective_rank"), ("upd_sr", "delta_re
     page.glue(f"{key}_wide", st["mean"].iloc[-1])
 page.glue_values(n_inputs=int(np.prod(experiments.study_data(study).input_shape)),
                  shrink=schema.select(regime, "decay_shrinkage")["value"].mean())
-page.glue_md("regime", describe_regime(regime))
+page.glue_md("regime", regime_table(regime))
 
 # %% [markdown]
 # ```{glue:figure} fig_rank
@@ -116,7 +116,13 @@ page.glue_md("regime", describe_regime(regime))
 # values, which training grows. A longer schedule or stronger weight decay removes
 # more of the bulk; the paper profile trains for longer.
 #
-# **Training regime.** {glue:md}`regime`. The page {doc}`mechanism` trains the same
+# **Training regime** of these runs (hidden units in brackets):
+#
+# ```{glue:md} regime
+# :format: myst
+# ```
+#
+# The page {doc}`mechanism` trains the same
 # networks with stronger weight decay and for longer, shows whether the rank falls as
 # weight decay acts, and measures the rank of what training added, $W - W_0$; the
 # claims scoreboard scores this claim in both regimes.

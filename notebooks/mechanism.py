@@ -126,7 +126,9 @@ page.glue_figure("fig_width_ref", ref_figure or plots.placeholder("No reference 
 page.glue_md("ref_figure_name", f"`{next(iter(references))}`" if references else "(none)")
 states = claims.decide(m_rows)
 page.glue_md("hypotheses", hypotheses_markdown(states))
-page.glue_md("conclusion", claims.conclusion_sentence(states))
+outcome, conclusion_lists = claims.conclusion(states)
+page.choose("conclusion", outcome)  # the Markdown below has one sentence per outcome
+page.glue_values(**conclusion_lists)
 
 # %% [markdown]
 # ## The arms
@@ -138,7 +140,9 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 # weakest weight decay. Pairs trained for the width and control pages are the same
 # runs here, loaded from the store. One row per cell:
 #
-# {glue:md}`cells`
+# ```{glue:md} cells
+# :format: myst
+# ```
 #
 # The last columns are read at each cell's widest width. What was cut: {glue:md}`cut`.
 #
@@ -199,7 +203,9 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 # Each row gives the account it tests, the fixed test, what was measured (the interval
 # in brackets) and the verdict.
 #
-# {glue:md}`verdicts`
+# ```{glue:md} verdicts
+# :format: myst
+# ```
 #
 # ## Real data and wider networks: the reference runs
 #
@@ -209,7 +215,9 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 # the machine and the date. A test checks each against the results schema and its
 # provenance, and the page says when a reference is stale.
 #
-# {glue:md}`references`
+# ```{glue:md} references
+# :format: myst
+# ```
 #
 # ```{glue:figure} fig_width_ref
 # :name: fig-mechanism-reference
@@ -224,7 +232,9 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 # and R1 and R2 test the first and last links of the paper's chain across every
 # standard-initialisation cell, at the widest width trained in all of them:
 #
-# {glue:md}`regime_rows`
+# ```{glue:md} regime_rows
+# :format: myst
+# ```
 #
 # ## Conclusion
 #
@@ -232,9 +242,29 @@ page.glue_md("conclusion", claims.conclusion_sentence(states))
 # *undecided* when the rows it rests on are inconclusive or n/a; H4 compares the MNIST
 # reference with this build's digits):
 #
-# {glue:md}`hypotheses`
-#
-# **In one sentence:** {glue:md}`conclusion`
+# ```{glue:md} hypotheses
+# :format: myst
+# ```
+
+# %% [markdown] tags=["when:conclusion=contradicted"]
+# **In one sentence:** on {glue:text}`against_sets`, once weight decay has acted, plain
+# averaging does not merge wide networks as the paper says it does. The data support
+# instead {glue:text}`alternatives`. Where the verdicts do not decide:
+# {glue:text}`open_sets`.
+
+# %% [markdown] tags=["when:conclusion=supported"]
+# **In one sentence:** on {glue:text}`for_sets`, the data support the paper's account:
+# once weight decay has acted, wide networks merge without permutations. Where the
+# verdicts do not decide: {glue:text}`open_sets`.
+
+# %% [markdown] tags=["when:conclusion=mixed"]
+# **In one sentence:** the data support the paper's account on {glue:text}`for_sets` and
+# contradict it on {glue:text}`against_sets`: whether weight decay makes wide networks
+# mergeable without permutations depends on the data.
+
+# %% [markdown] tags=["when:conclusion=undecided"]
+# **In one sentence:** on {glue:text}`open_sets`, the verdicts do not decide between
+# the paper's account and the alternatives.
 
 # %% tags=["remove-input"]
 page.save(long)

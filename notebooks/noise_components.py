@@ -73,9 +73,7 @@ def times(c):  # a ratio of net residual variances, or why there is none
 page.glue_md("mom_ratio_eta", times(on_eta))
 page.glue_md("mom_ratio_sq", times(sq))
 page.glue_md("mom_diff_sq", sq.excess.text(".3g", 1e4))
-page.glue_md("mom_better", "the (1 − μ)² form collapses them better, beyond the interval" if sq.excess.hi < 0 else
-             "the main text's (1 − μ) form collapses them better, beyond the interval" if sq.excess.lo > 0 else
-             "neither collapses them measurably better than the other: the interval of the difference holds 0")
+page.choose("mom_better", "squared" if sq.excess.hi < 0 else "main" if sq.excess.lo > 0 else "neither")
 page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 
 # %% [markdown]
@@ -93,10 +91,22 @@ page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 # quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
 # {glue:md}`mom_ratio_eta` that on $\log_{10}\eta$ alone, which ignores momentum;
 # with $(1-\mu)^2$ in place of $(1-\mu)$ it is {glue:md}`mom_ratio_sq` that with
-# $(1-\mu)$, a difference of {glue:md}`mom_diff_sq` points² (95% interval over pairs). Of the
-# two forms, {glue:md}`mom_better`. Verdict
-# N6, on the converged cells and the
-# main text's $(1-\mu)$ form ({glue:md}`n6_test`): {glue:md}`n6_mark`, {glue:md}`n6_measured`.
+# $(1-\mu)$, a difference of {glue:md}`mom_diff_sq` points² (95% interval over pairs).
+
+# %% [markdown] tags=["when:mom_better=squared"]
+# Of the two forms, the $(1-\mu)^2$ form collapses them better, beyond the interval.
+
+# %% [markdown] tags=["when:mom_better=main"]
+# Of the two forms, the main text's $(1-\mu)$ form collapses them better, beyond the
+# interval.
+
+# %% [markdown] tags=["when:mom_better=neither"]
+# Neither form collapses them measurably better than the other: the interval of the
+# difference holds 0.
+
+# %% [markdown]
+# Verdict N6, on the converged cells and the main text's $(1-\mu)$ form
+# ({glue:md}`n6_test`): {glue:md}`n6_mark`, {glue:md}`n6_measured`.
 
 # %% [markdown]
 # ## Weight decay, with and without normalisation

@@ -114,15 +114,9 @@ weak_lr, weak_b = train_acc.idxmin()
 weak_s = s_of[(weak_lr, weak_b)]
 page.glue_md("weakest_cell", f"η {weak_lr:g} at B {weak_b:g} (S = {weak_s:.2e}"
              + (", the largest S of the grid)" if np.isclose(weak_s, grid["noise_scale"].max()) else ")"))
-if fit_s is None:
-    page.glue_md("fit_text", f"With {n_ok} converged cell{'s' * (n_ok != 1)} (fewer than "
-                 f"{claims.NOISE_MIN_CELLS}, or fewer than 3 values of S) no fit is read.")
-else:
-    page.glue_md("fit_text", f"Over the {n_ok} converged cells' means, a quadratic fit on $\\log_{{10}} S$ has its "
-                 "vertex at "
-                 f"$S^* =$ {10 ** fit_s['vertex']:.2e}"
-                 + (" (inside their range)" if fit_s["interior"] else " (not an interior maximum)")
-                 + f", where the fitted gain is {100 * fit_s['fit_vertex']:.2f} points.")
+page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else "edge")
+page.glue_values(min_cells=claims.NOISE_MIN_CELLS, fit_vertex_s=np.nan if fit_s is None else 10 ** fit_s["vertex"],
+                 fit_vertex_gain=np.nan if fit_s is None else 100 * fit_s["fit_vertex"])
 page.glue_md("best_cell_converged", "that converged" if bool(cells.loc[cell_means.idxmax(), "converged"]) else
              "excluded by the convergence rule")
 
@@ -162,8 +156,22 @@ page.glue_md("best_cell_converged", "that converged" if bool(cells.loc[cell_mean
 #
 # - **Optimum.** Verdict N1 ({glue:md}`n1_test`): {glue:md}`n1_mark`, {glue:md}`n1_measured`.
 #   Choosing the best cell on one half of the pairs and reading it on the other keeps the
-#   winner's curse out of the reading. {glue:md}`fit_text`
+#   winner's curse out of the reading.
 # - **Collapse.** Verdict N2 ({glue:md}`n2_test`): {glue:md}`n2_mark`, {glue:md}`n2_measured`.
+
+# %% [markdown] tags=["when:fit=none"]
+# **The fit.** With {glue:text}`n_converged` converged cell(s), fewer than
+# {glue:text}`min_cells` or fewer than 3 values of $S$, no fit is read.
+
+# %% [markdown] tags=["when:fit=interior"]
+# **The fit.** Over the {glue:text}`n_converged` converged cells' means, a quadratic fit
+# on $\log_{10} S$ has its vertex at $S^* =$ {glue:text}`fit_vertex_s:.2e`, inside their
+# range, where the fitted gain is {glue:text}`fit_vertex_gain:.2f` points.
+
+# %% [markdown] tags=["when:fit=edge"]
+# **The fit.** Over the {glue:text}`n_converged` converged cells' means, a quadratic fit
+# on $\log_{10} S$ has its vertex at $S^* =$ {glue:text}`fit_vertex_s:.2e`, which is not
+# an interior maximum; the fitted gain there is {glue:text}`fit_vertex_gain:.2f` points.
 
 # %% tags=["remove-cell"]
 ref_blocks, ref_rows, ref_figure = [], {}, None
@@ -200,7 +208,9 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 # verdicts are in the scoreboard beside this build's ({glue:md}`ref_summary`). The tests
 # that read it were fixed, and committed, before it ran (the scoreboard marks its rows so).
 #
-# {glue:md}`noise_references`
+# ```{glue:md} noise_references
+# :format: myst
+# ```
 #
 # ```{glue:figure} fig_grid_ref
 # :name: fig-noise-grid-reference

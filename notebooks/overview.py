@@ -32,7 +32,7 @@ import numpy as np
 
 from lmcbook import claims, plots, schema, stats
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import describe_regime, describe_study, open_page, study_of
+from lmcbook.page import describe_study, open_page, regime_table, study_of
 
 page, study = open_page("overview", globals())
 acc = page.read_csv("width_accuracy")
@@ -55,7 +55,7 @@ page.glue_values(n_narrow=int(narrow), n_wide=int(wide), acc_narrow=merged.loc[n
                  acc_wide=merged.loc[wide, "mean"], ens_wide=ens.loc[wide, "mean"], cal_wide=cal.loc[wide, "mean"],
                  raw_wide=raw.loc[wide, "mean"], norm_wide=norm.loc[wide, "mean"], norm_pred=2.0 ** (1 - L), L=L)
 page.glue_md("setup", describe_study(study_of("width_accuracy")))
-page.glue_md("regime", describe_regime(acc[acc["metric"].isin(["decay_integral", "decay_shrinkage",
+page.glue_md("regime", regime_table(acc[acc["metric"].isin(["decay_integral", "decay_shrinkage",
                                                                       "init_distance"])]))
 own = board[board["source"].isna()] if "source" in board.columns else board  # this build's rows, not references
 flags = own.fillna({"regime": "none"}).pivot_table(index=["method", "regime"], columns="metric", values="value")
@@ -78,8 +78,8 @@ page.glue_md("noise_rows", ", ".join(f"{noise_states.count(st)} {claims.MARKS[st
 page.glue("n_noise_rows", len(noise_rows))
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 noise_pairs = study_of("noise_scale").seeds
-page.glue_md("noise_pairs_text", f"With {noise_pairs} pairs per cell, this profile's noise study could not decide an "
-             "interval row even where its cells met the rule." if noise_pairs // 2 < claims.MIN_PAIRS else "")
+page.choose("noise_pairs_enough", noise_pairs // 2 >= claims.MIN_PAIRS)  # N1 reads each half of the pairs
+page.glue("noise_pairs", noise_pairs)
 ref_noise = (board[board["source"].notna() & board["method"].astype(str).str.startswith("N")]
              if "source" in board.columns else board.iloc[:0])
 page.glue_md("noise_ref_rows", " ".join(
@@ -103,7 +103,9 @@ for name, (frame, _) in page.references("noise_scale").items():  # what the conv
                            if np.isclose(ok["S"][ok["gain"].idxmax()], ok["S"].max()) else
                            "its best cell, inside the converged range of S."))
 page.glue_md("noise_ref_gain", " ".join(ref_gain))
-page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board_rows(board, DATASET_SHORT))))
+outcome, conclusion_lists = claims.conclusion(claims.decide(claims.board_rows(board, DATASET_SHORT)))
+page.choose("conclusion", outcome)  # the Markdown below has one paragraph per outcome
+page.glue_values(**conclusion_lists)
 
 # %% [markdown]
 # ```{glue:figure} fig_headline
@@ -114,10 +116,30 @@ page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board
 # (error bars span min to max over pairs). Trained: {glue:md}`setup`. The page
 # *Merged accuracy against width* has the details.
 # ```
-#
-# **What makes merging without permutations work.** {glue:md}`conclusion` The page
-# {doc}`mechanism` sets out the accounts, the runs that decide between them and the
-# verdicts, on this build's digits runs and on the committed reference runs.
+
+# %% [markdown] tags=["when:conclusion=contradicted"]
+# **What makes merging without permutations work: not what the paper says.** On
+# {glue:text}`against_sets`, once weight decay has acted, plain averaging does not merge
+# wide networks as the paper says it does; the data support {glue:text}`alternatives`.
+
+# %% [markdown] tags=["when:conclusion=supported"]
+# **What makes merging without permutations work: as the paper says.** On
+# {glue:text}`for_sets`, once weight decay has acted, wide networks merge without
+# permutations.
+
+# %% [markdown] tags=["when:conclusion=mixed"]
+# **What makes merging without permutations work: it depends on the data.** The data
+# support the paper's account on {glue:text}`for_sets` and contradict it on
+# {glue:text}`against_sets`.
+
+# %% [markdown] tags=["when:conclusion=undecided"]
+# **What makes merging without permutations work: not decided.** On
+# {glue:text}`open_sets`, the verdicts do not decide between the paper's account and
+# the alternatives.
+
+# %% [markdown]
+# The page {doc}`mechanism` sets out the accounts, the runs that decide between them
+# and the verdicts, on this build's digits runs and on the committed reference runs.
 #
 # **What this book's runs show.**
 #
@@ -130,23 +152,39 @@ page.glue_md("conclusion", claims.conclusion_sentence(claims.decide(claims.board
 #   {glue:text}`cal_wide:.2f` nats.
 # - **Logit scale.** The merged logits are {glue:text}`norm_wide:.3f` times the
 #   ensemble's, against LEWC's prediction of {glue:text}`norm_pred:.3f`.
-# - **Training regime.** {glue:md}`regime`. The page {doc}`mechanism` trains the
-#   same networks with stronger weight decay and for longer, and asks whether the
-#   paper's proposed cause, weight decay making the weights low-rank, is what makes
-#   merging work: low rank appears as weight decay acts longer, {glue:md}`r1_mark`;
-#   merging improves with it, {glue:md}`r2_mark`. On the longest runs
-#   {glue:text}`n_long_pass` of the {glue:text}`n_long` claims scored in both regimes
-#   pass: {glue:md}`long_rows`.
+# - **Training regime.** The table after this list gives how far weight decay acted
+#   in the width runs. The page {doc}`mechanism` trains the same networks with
+#   stronger weight decay and for longer, and asks whether the paper's proposed cause,
+#   weight decay making the weights low-rank, is what makes merging work: low rank
+#   appears as weight decay acts longer, {glue:md}`r1_mark`; merging improves with it,
+#   {glue:md}`r2_mark`. On the longest runs {glue:text}`n_long_pass` of the
+#   {glue:text}`n_long` claims scored in both regimes pass: {glue:md}`long_rows`.
+# - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows here pass;
+#   of the others, {glue:md}`n_undecided`. The scoreboard ({doc}`claims`) has each test
+#   and its evidence, including the ones this setting does not reproduce.
 # - **The noise paper.** Its {glue:text}`n_noise_rows` rows read only cells whose
 #   children met a convergence rule, and decide from intervals over at least
 #   {glue:md}`min_pairs` pairs per cell: {glue:md}`noise_rows`.
-#   {glue:md}`noise_pairs_text` Where a row is *n/a* or *inconclusive*, this build's runs
-#   neither confirm nor refute the paper; the pages {doc}`noise_scale` and
-#   {doc}`noise_components` say which cells the rule left out. {glue:md}`noise_ref_rows`
-#   {glue:md}`noise_ref_gain` The page {doc}`noise_scale` shows the reference run and all its cells.
-# - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows here pass;
-#   of the others, {glue:md}`n_undecided`. The scoreboard ({doc}`claims`) has each test and its evidence, including the ones
-#   this setting does not reproduce.
+
+# %% [markdown] tags=["when:noise_pairs_enough=false"]
+# With {glue:text}`noise_pairs` pairs per cell, this profile's noise study could not
+# decide an interval row even where its cells met the rule.
+
+# %% [markdown] tags=["when:noise_pairs_enough=true"]
+# With {glue:text}`noise_pairs` pairs per cell, this profile's noise study has the pairs
+# every interval row needs wherever its cells met the rule.
+
+# %% [markdown]
+# Where a noise row is *n/a* or *inconclusive*, this build's runs neither confirm nor
+# refute the paper; the pages {doc}`noise_scale` and {doc}`noise_components` say which
+# cells the rule left out. {glue:md}`noise_ref_rows` {glue:md}`noise_ref_gain` The page
+# {doc}`noise_scale` shows the reference run and all its cells.
+#
+# **Training regime** of the width runs (hidden units in brackets):
+#
+# ```{glue:md} regime
+# :format: myst
+# ```
 #
 # ## How to read this book
 #

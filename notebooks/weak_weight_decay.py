@@ -31,7 +31,7 @@ decisive_seeds = weak_weight_decay = draws = match_iterations = None
 import pandas as pd
 
 from lmcbook import experiments, plots, schema, stats
-from lmcbook.page import describe_regime, describe_study, open_page
+from lmcbook.page import describe_study, open_page, regime_table
 
 page, study = open_page("weak_weight_decay", globals())
 
@@ -74,7 +74,7 @@ panels = [
 ]
 page.glue_figure("fig_wd", plots.plot_panels(long, panels, group="weight_decay", labels=label))
 page.glue_md("setup", describe_study(study, regime))
-page.glue_md("regime", describe_regime(regime))
+page.glue_md("regime", regime_table(regime))
 units = sorted(long["hidden_units"].unique())
 page.glue_values(wd_strong=wds["strong"], wd_weak=wds["weak"], norm_pred=2.0 ** (1 - L),
                  **{f"shrink_{name}": schema.select(regime, "decay_shrinkage", weight_decay=wd)["value"].mean()
@@ -136,7 +136,13 @@ pd.DataFrame({(metric, name): stats.cell_stats(long, metric, weight_decay=wd)["m
 # weight decay has reshaped their spectra. The low-rank page shows how far the
 # strong setting gets.
 #
-# **Training regime.** {glue:md}`regime`. The page {doc}`mechanism` repeats this
+# **Training regime** of these runs (hidden units in brackets):
+#
+# ```{glue:md} regime
+# :format: myst
+# ```
+#
+# The page {doc}`mechanism` repeats this
 # comparison on longer runs and with stronger weight decay, where weight decay has
 # acted, and the claims scoreboard scores this claim in both regimes.
 

@@ -30,7 +30,7 @@ decisive_seeds = None
 
 # %% tags=["remove-cell"]
 from lmcbook import experiments, plots
-from lmcbook.page import describe_regime, describe_study, open_page
+from lmcbook.page import describe_study, open_page, regime_table
 
 page, study = open_page("width_accuracy", globals())
 
@@ -47,7 +47,7 @@ means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barri
 
 # %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, regime))
-page.glue_md("regime", describe_regime(regime))
+page.glue_md("regime", regime_table(regime))
 page.glue_figure("fig_curves", plots.plot_interpolation(curves))
 page.glue_figure("fig_width", plots.plot_width_accuracy(summary))
 narrow, wide = means.index.min(), means.index.max()
@@ -87,7 +87,13 @@ page.glue_rows(means, {"wide": wide}, ["acc_endpoints"])
 # - W11, a small accuracy barrier at the widest width ({glue:md}`w11_test`; the paper
 #   reports about 0.5 points for its MLP): {glue:md}`w11_mark`, {glue:md}`w11_measured`.
 #
-# **Training regime.** {glue:md}`regime`. Whether that is long enough for weight
+# **Training regime** of these runs (hidden units in brackets):
+#
+# ```{glue:md} regime
+# :format: myst
+# ```
+#
+# Whether that is long enough for weight
 # decay, the paper's proposed cause, to have acted is the question of the page
 # {doc}`mechanism`, which repeats this sweep with stronger weight decay, for longer and
 # from smaller initial weights.

@@ -295,7 +295,8 @@ def test_mechanism_page_has_its_figures_verdicts_and_conclusion(executed):
     glued = _glued(nbformat.read(out / "mechanism.ipynb", as_version=4))
     for fig in ("fig_width", "fig_d", "fig_width_ref"):
         assert "image/png" in glued[fig], (fig, glued.get(fig))
-    for key in ("cells", "verdicts", "regime_rows", "references", "hypotheses", "conclusion", "m1_mark", "m6_mark",
+    for key in ("cells", "verdicts", "regime_rows", "references", "hypotheses", "conclusion", "against_sets",
+                "alternatives", "open_sets", "m1_mark", "m6_mark",
                 "r1_mark", "r2_mark", "w1_long_mark"):
         assert key in glued, key
     tr = read_results(out / "data" / "mechanism.csv")
@@ -346,6 +347,34 @@ def test_no_page_shows_unrendered_myst(built):
         text = html.read_text()
         for raw in ("{glue:figure}", "{glue:md}", "{glue:text}", "{doc}`", "```{"):
             assert raw not in text, (html.name, raw)
+        # a glued Markdown table pasted inline prints as text: its rule row would show, and its pipes
+        assert not re.search(r"\|\s*(?:---|—):?\s*\|", text), (html.name, "a Markdown table printed as text")
+
+
+def test_alternative_prose_shows_one_sentence_per_choice(executed):
+    """Of a page's alternative cells (tagged when:KEY=VALUE), the executed notebook shows exactly the chosen one
+    per key; the mechanism page's conclusion is one of the outcomes claims.conclusion chooses among."""
+    import nbformat
+
+    from lmcbook import book, claims
+
+    _, out, _, _ = executed
+    seen = 0
+    for path in sorted(out.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        chosen = book.glued_words(nb)
+        shown: dict[str, list[str]] = {}
+        for cell in nb.cells:
+            for tag in cell.metadata.get("tags", []):
+                if tag.startswith(book.WHEN) and "remove-cell" not in cell.metadata.get("tags", []):
+                    key, _, value = tag[len(book.WHEN):].partition("=")
+                    shown.setdefault(key, []).append(value)
+        for key, values in shown.items():
+            assert values == [chosen[key]], (path.name, key, values)
+        seen += len(shown)
+    mech = book.glued_words(nbformat.read(out / "mechanism.ipynb", as_version=4))
+    assert mech["conclusion"] in claims.CONCLUSIONS
+    assert seen >= 9  # the conclusion (twice), and the pages' other alternatives
 
 
 def test_every_page_glues_the_scoreboards_verdict(executed):

@@ -212,22 +212,26 @@ def test_hypotheses_follow_the_verdicts():
     assert claims.data_hypothesis(h2, None) == "undecided"
 
 
-def test_the_conclusion_sentence_says_which_account_the_data_support():
+def test_the_conclusion_names_the_outcome_and_the_data_sets_its_sentence_glues():
     h2 = claims.hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS))
     p = claims.hypothesis_states(_rows(m1=PASS, m2=FAIL, m3=PASS, m4=FAIL, m5=PASS, m6=PASS))
     open_ = claims.hypothesis_states(_rows(m1=INCONCLUSIVE, m2=NA, m3=NA, m4=NA, m5=NA, m6=NA))
-    s = claims.conclusion_sentence({"digits": h2, "MNIST": h2})
-    assert s.startswith("On digits and MNIST, the data support H1 and H2 over the paper's account")
-    assert "support the paper's account" in claims.conclusion_sentence({"digits": p})
-    mixed = claims.conclusion_sentence({"digits": h2, "MNIST": p})
-    assert "support the paper's account on MNIST and contradict it on digits" in mixed
-    assert "do not decide" in claims.conclusion_sentence({"digits": open_})
-    assert "on MNIST the verdicts do not decide" in claims.conclusion_sentence({"digits": h2, "MNIST": open_})
-    # data sets that support different alternatives get their own clauses, with what stays undecided
+    outcome, lists = claims.conclusion({"digits": h2, "MNIST": h2})
+    assert outcome == "contradicted"
+    assert lists == {"against_sets": "digits and MNIST", "for_sets": "none", "open_sets": "none",
+                     "alternatives": "H1 and H2 on digits and MNIST"}
+    assert claims.conclusion({"digits": p})[0] == "supported"
+    outcome, lists = claims.conclusion({"digits": h2, "MNIST": p})
+    assert (outcome, lists["for_sets"], lists["against_sets"]) == ("mixed", "MNIST", "digits")
+    assert claims.conclusion({"digits": open_}) == ("undecided", {"against_sets": "none", "for_sets": "none",
+                                                                 "open_sets": "digits", "alternatives": "none"})
+    assert claims.conclusion({"digits": h2, "MNIST": open_})[1]["open_sets"] == "MNIST"
+    # data sets that support different alternatives get their own clauses
     only_h2 = claims.hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=INCONCLUSIVE, m4=INCONCLUSIVE, m5=NA, m6=NA))
-    both = claims.conclusion_sentence({"digits": h2, "MNIST": only_h2})
-    assert both.startswith("On digits, the data support H1 and H2 over the paper's account; on MNIST, they support "
-                           "H2 over it (H1 and H3 undecided): ")
+    assert claims.conclusion({"digits": h2, "MNIST": only_h2})[1]["alternatives"] == "H1 and H2 on digits; H2 on MNIST"
+    nothing = claims.hypothesis_states(_rows(m1=FAIL, m2=FAIL, m3=FAIL, m4=FAIL, m5=FAIL, m6=PASS))
+    assert claims.conclusion({"digits": nothing})[1]["alternatives"] == "none of H1-H3 on digits"
+    assert set(claims.CONCLUSIONS) == {"contradicted", "supported", "mixed", "undecided"}
 
 
 # -- the statistics behind them ---------------------------------------------------------

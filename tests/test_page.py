@@ -49,3 +49,63 @@ def test_glue_values_and_rows_glue_each_value_under_its_name(monkeypatch):
     assert glued == {"n_wide": 1024, "gap": 0.07, "acc_merged_narrow": 0.3, "acc_ensemble_narrow": 0.95,
                      "acc_merged_wide": 0.9, "acc_ensemble_wide": 0.97}
     assert type(glued["gap"]) is float  # numpy scalars are glued as Python numbers
+
+
+CHOICE_SOURCE = '''# %%
+from lmcbook.page import Page
+Page.choose("outcome", "against")
+Page.choose("enough", False)
+
+# %% [markdown] tags=["when:outcome=for"]
+# The data support the account.
+
+# %% [markdown] tags=["when:outcome=against"]
+# The data contradict the account.
+
+# %% [markdown] tags=["when:enough=true"]
+# Enough pairs.
+
+# %% [markdown] tags=["when:enough=false"]
+# Too few pairs.
+
+# %% [markdown]
+# Always shown.
+'''
+
+
+def _shown(nb) -> list[str]:
+    return [c.source for c in nb.cells if c.cell_type == "markdown" and "remove-cell" not in c.metadata.get("tags", [])]
+
+
+@pytest.mark.integration
+def test_alternative_prose_is_chosen_in_markdown_by_the_glued_outcome(tmp_path):
+    """Prose that depends on an outcome is written once per outcome in the Markdown; the executed page shows the
+    chosen one, and a page whose choices and cells do not fit fails with the key and the values written for it."""
+    import jupytext
+    import nbformat
+    import papermill
+
+    from lmcbook.book import ChoiceError, show_chosen
+
+    src = tmp_path / "choice.ipynb"
+    jupytext.write(jupytext.reads(CHOICE_SOURCE, fmt="py:percent"), str(src))
+    papermill.execute_notebook(str(src), str(tmp_path / "out.ipynb"), kernel_name="python3", progress_bar=False)
+    executed = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4)
+    nb = nbformat.from_dict(executed)
+    show_chosen(nb)
+    assert _shown(nb) == ["The data contradict the account.", "Too few pairs.", "Always shown."]
+
+    orphan = nbformat.from_dict(executed)
+    orphan.cells.append(nbformat.v4.new_markdown_cell("?", metadata={"tags": ["when:verdict=pass"]}))
+    with pytest.raises(ChoiceError, match=r"never chose 'verdict'.*page.choose\('verdict'"):
+        show_chosen(orphan)
+    unwritten = nbformat.from_dict(executed)
+    unwritten.cells = [c for c in unwritten.cells if "when:outcome=against" not in c.metadata.get("tags", [])]
+    with pytest.raises(ChoiceError, match=r"chose outcome = 'against'.*written for 'for'"):
+        show_chosen(unwritten)
+    malformed = nbformat.from_dict(executed)
+    malformed.cells[1].metadata["tags"] = ["when:outcome"]
+    with pytest.raises(ChoiceError, match="when:KEY=VALUE"):
+        show_chosen(malformed)
+    with pytest.raises(SpecError, match="page.choose"):
+        Page.choose("outcome", "two words")

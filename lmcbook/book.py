@@ -129,7 +129,7 @@ def study_fields(name: str) -> list[str]:
     """Return the parameters of notebook ``name``: its study's fields but ``profile`` (its parameters cell lists
     exactly these, and ``profile``; a test checks it)."""
     cls = part_of(name).study_type
-    return [f.name for f in fields(cls) if f.name != "profile" and f.name not in getattr(cls, "unused_fields", {})]
+    return [f.name for f in fields(cls) if f.name != "profile"]
 
 
 def check_parameters(name: str, profile: str, params: dict[str, Any], notebooks: str | Path = "notebooks") -> None:

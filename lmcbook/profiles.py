@@ -175,20 +175,17 @@ class Study:
 
 
 @dataclass(frozen=True)
-class Recipe(Study):
-    """The training recipe shared by the width and depth studies: data, model family, SGD, seeds."""
+class Training(Study):
+    """What every trained study shares: data, model size and options, SGD, seeds.  The model family (``arch``,
+    ``depth``) and the regularisation (``init_scale``, ``weight_decay``) are added by the studies that hold them
+    fixed (:class:`Recipe`); the depth and mechanism studies sweep one of them and add only the other."""
 
     dataset: str = _DATA.name
     data_root: str | None = None
     download: bool = False
-    arch: str = _MODEL.arch
     base_width: int = BASE_WIDTHS[_MODEL.arch]
-    depth: int | None = _MODEL.depth
     norm: str = _MODEL.norm
     bias: bool = _MODEL.bias
-    #: Factor on the initial weights (``ModelSpec.init_scale``); 1 is PyTorch's default initialisation.
-    init_scale: float = field(default=_MODEL.init_scale, metadata={"ok": lambda v: v > 0, "allowed": "a number > 0"})
-    weight_decay: float = field(default=_TRAIN.weight_decay, metadata=_at_least(0))
     epochs: int = field(default=_TRAIN.epochs, metadata=_at_least(1))
     batch_size: int = field(default=_TRAIN.batch_size, metadata=_at_least(1))
     lr: float = _TRAIN.lr
@@ -206,6 +203,39 @@ class Recipe(Study):
         check_scheduler(self.scheduler)
         object.__setattr__(self, "lams", check_lams(self.lams))
 
+    def pairs(self) -> list[Pair]:
+        """Return every pair of the study."""
+        raise NotImplementedError
+
+    def specs(self) -> list[RunSpec]:
+        """Return every run of the study."""
+        return [s for p in self.pairs() for s in (p.a, p.b)]
+
+    def training(self) -> dict[str, Any]:
+        """Return this study's :class:`Training` fields by name (to build the :class:`Recipe` of one cell)."""
+        return {f.name: getattr(self, f.name) for f in fields(Training)}
+
+
+def _init_scale() -> Any:
+    """The initial-weight factor's field (a :class:`Recipe`'s and the depth study's)."""
+    return field(default=_MODEL.init_scale, metadata={"ok": lambda v: v > 0, "allowed": "a number > 0"})
+
+
+def _weight_decay() -> Any:
+    """The weight decay's field (a :class:`Recipe`'s and the depth study's)."""
+    return field(default=_TRAIN.weight_decay, metadata=_at_least(0))
+
+
+@dataclass(frozen=True)
+class Recipe(Training):
+    """One training recipe: the shared fields with a model family and a regularisation."""
+
+    arch: str = _MODEL.arch
+    depth: int | None = _MODEL.depth
+    #: Factor on the initial weights (``ModelSpec.init_scale``); 1 is PyTorch's default initialisation.
+    init_scale: float = _init_scale()
+    weight_decay: float = _weight_decay()
+
     def spec(self, width: float, seed: int, depth: int | None = None) -> RunSpec:
         """Return the RunSpec of one model (init and data seed ``seed``), at ``depth`` if given."""
         depth = depth if depth is not None else self.depth
@@ -221,18 +251,17 @@ class Recipe(Study):
         """Return pair number ``p`` at ``width`` (and ``depth``): seeds 2p and 2p+1."""
         return Pair(width, p, self.spec(width, 2 * p, depth), self.spec(width, 2 * p + 1, depth))
 
-    def pairs(self) -> list[Pair]:
-        """Return every pair of the study."""
-        raise NotImplementedError
-
-    def specs(self) -> list[RunSpec]:
-        """Return every run of the study."""
-        return [s for p in self.pairs() for s in (p.a, p.b)]
-
     @property
     def layers(self) -> int:
         """Return the number L of linear/conv layers on the main path (MLP depth, 9 for VGG11, 20 for ResNet20)."""
         return {"mlp": self.depth, "vgg11": 9, "resnet20": 20}[self.arch]
+
+
+def deciding_widths(widths: tuple[float, ...]) -> tuple[float, ...]:
+    """Return the widths of a width sweep whose cells decide a width row: the widest (most rows), the second widest
+    (W1's last step of width) and the narrowest (W9 compares it with the widest)."""
+    ws = sorted(widths)
+    return tuple(sorted({ws[0], *ws[-2:]}))
 
 
 _WIDTH_SMOKE = dict(widths=(0.25, 1.0), epochs=4, seeds=1, decisive_seeds=1, lams=(0.0, 0.25, 0.5, 0.75, 1.0))
@@ -257,10 +286,8 @@ class WidthStudy(Recipe):
             self.spec(w, 0)
 
     def deciding_widths(self) -> tuple[float, ...]:
-        """Return the widths whose cells decide a width row: the widest (most rows), the second widest (W1's last
-        step of width) and the narrowest (W9 compares it with the widest)."""
-        ws = sorted(self.widths)
-        return tuple(sorted({ws[0], *ws[-2:]}))
+        """Return the widths whose cells decide a width row (:func:`deciding_widths`)."""
+        return deciding_widths(self.widths)
 
     def pairs_at(self, width: float) -> int:
         """Return the number of pairs trained at ``width``: ``decisive_seeds`` at a decisive width, else ``seeds``."""
@@ -329,7 +356,7 @@ def _positive(name: str, values: tuple, what: str = "numbers > 0") -> tuple[floa
 
 
 @dataclass(frozen=True)
-class MechanismStudy(WidthStudy):
+class MechanismStudy(Training):
     """What makes merging without permutations work: the width sweep in cells of three arms.
 
     - the *decay arm*: every weight decay of ``weight_decays`` at ``epochs`` (the cheap route to a large
@@ -346,18 +373,21 @@ class MechanismStudy(WidthStudy):
     they share: the narrowest and the two widest widths), in the small-initialisation arm, the longest length's
     two widest widths at every weight decay of the length arm (the long W1 and W7), the widest width all lengths
     share in the smallest-D cell (R1 and R2), the two widest at the strongest (M3 compares them), and the length
-    arm's widest width in every pair of cells of equal D reached by length and by weight decay (M6).  The fields
-    ``weight_decay`` and ``init_scale`` are unused: ``weight_decays`` and ``init_scales`` replace them.
+    arm's widest width in every pair of cells of equal D reached by length and by weight decay (M6).
+    It has no ``weight_decay`` or ``init_scale``: ``weight_decays`` and ``init_scales`` sweep them; each cell is a
+    :class:`CellStudy` built from this study's fields.
     """
 
+    #: What the smoke and paper profiles change; see :class:`Study`.
     profile_values = {"smoke": {**_WIDTH_SMOKE, "regimes": (4, 8), "weight_decays": (3e-3, 6e-3),
                                 "regime_weight_decays": (3e-3, 6e-3), "long_max_width": None, "decisive_seeds": 2},
                       "paper": {**_WIDTH_PAPER, "regimes": (100, 300, 1000),
                                 "weight_decays": (1e-4, 3e-3, 9e-3, 3e-2)}}
+    #: Parameters a width page has and this study does not, with what sweeps them instead.
+    not_fields = {"weight_decay": "it sweeps weight_decays", "init_scale": "it sweeps init_scales"}
 
-    #: Fields of Recipe this study does not read; setting one is an error that names its replacement.
-    unused_fields = {"weight_decay": "it sweeps weight_decays", "init_scale": "it sweeps init_scales"}
-
+    arch: str = _MODEL.arch
+    depth: int | None = _MODEL.depth
     #: Widths of the width study (16 to 1024 units): their runs are reused here.
     widths: tuple[float, ...] = (0.25, 0.5, 1.0, 4.0, 16.0)
     weight_decays: tuple[float, ...] = (1e-4, 3e-3, 1e-2, 3e-2)
@@ -405,10 +435,6 @@ class MechanismStudy(WidthStudy):
         for cell in self.cells():  # validates every spec
             cell.spec(cell.widths[0], 0)
 
-    def params(self) -> dict[str, Any]:
-        """Return the resolved parameters, without the unused ``weight_decay`` and ``init_scale``."""
-        return {k: v for k, v in super().params().items() if k not in self.unused_fields}
-
     def narrow_widths(self) -> tuple[float, ...]:
         """Return the widths up to ``long_max_width`` (every width if it is None)."""
         return tuple(w for w in self.widths if self.long_max_width is None or w <= self.long_max_width)
@@ -443,7 +469,7 @@ class MechanismStudy(WidthStudy):
         out.setdefault((self.epochs, hi, 1.0), set()).update(wide)
         # the width pages' own cell and their weak-weight-decay twin's share their runs: the same pairs where the
         # width rows decide (WidthStudy.deciding_widths on these widths)
-        shared = WidthStudy.deciding_widths(self)
+        shared = deciding_widths(self.widths)
         for wd in {_TRAIN.weight_decay, ControlsStudy.weak_weight_decay} & set(self.wide_decays):
             out.setdefault((self.epochs, wd, 1.0), set()).update(shared)
         for s in self.init_scales or ():
@@ -475,7 +501,7 @@ class MechanismStudy(WidthStudy):
         for s in self.init_scales or ():
             widths.setdefault((self.epochs, self.weight_decays[0], s), set()).update(self.widths)
         decisive = self._decisive()
-        keep = {f.name: getattr(self, f.name) for f in fields(WidthStudy)}
+        keep = {**self.training(), "arch": self.arch, "depth": self.depth}
         return [CellStudy(**{**keep, "epochs": e, "weight_decay": wd, "init_scale": s, "widths": tuple(sorted(ws)),
                              "decisive_widths": tuple(sorted(decisive.get((e, wd, s), ()))) or None,
                              "decisive_seeds": self.decisive_seeds, "match_iterations": self.match_iterations})
@@ -487,32 +513,42 @@ class MechanismStudy(WidthStudy):
 
 
 @dataclass(frozen=True)
-class DepthStudy(Recipe):
-    """The depth sweep: bias-free MLPs of L = 2..6 linear layers at one width."""
+class DepthStudy(Training):
+    """The depth sweep: bias-free MLPs of L = 2..6 linear layers at one width.  It has no ``arch`` or ``depth``:
+    it trains MLPs and sweeps ``depths``, each depth a :class:`Recipe` built from this study's fields."""
 
     profile_values = {"smoke": dict(width=0.25, depths=(2, 3), epochs=4, lams=(0.0, 0.5, 1.0)),
                       "paper": dict(dataset="mnist", base_width=512, width=2.0, epochs=60, seeds=5)}  # W10: 5 pairs
+    #: Parameters a width page has and this study does not, and why.
+    not_fields = {"depth": "it sweeps depths", "arch": "it trains MLPs only"}
 
-    #: Fields of Recipe this study does not read (not parameters of its page; setting one is an error).
-    unused_fields = {"depth": "it sweeps depths", "arch": "it trains MLPs only"}
-
+    #: Factor on the initial weights (``ModelSpec.init_scale``); 1 is PyTorch's default initialisation.
+    init_scale: float = _init_scale()
+    weight_decay: float = _weight_decay()
     width: float = field(default=8.0, metadata={"ok": lambda v: v > 0, "allowed": "a width multiplier > 0"})
     depths: tuple[int, ...] = (2, 3, 4, 5, 6)
     seeds: int = field(default=1, metadata=_at_least(1))
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.arch != "mlp":
-            raise SpecError(f"arch={self.arch!r} is not allowed in the depth study: expected 'mlp'")
         if any(not float(d).is_integer() or d < 2 for d in self.depths):
             raise SpecError(f"depths={list(self.depths)!r} is not allowed: expected integers >= 2")
         object.__setattr__(self, "depths", tuple(int(d) for d in self.depths))
         for d in self.depths:
             self.spec(self.width, 0, d)
 
+    def recipe(self, depth: int) -> Recipe:
+        """Return the recipe of one depth: an MLP of ``depth`` linear layers with this study's fields."""
+        return Recipe(**self.training(), arch="mlp", depth=depth, init_scale=self.init_scale,
+                      weight_decay=self.weight_decay)
+
+    def spec(self, width: float, seed: int, depth: int) -> RunSpec:
+        """Return the RunSpec of one model at ``depth``."""
+        return self.recipe(depth).spec(width, seed)
+
     def pairs(self) -> list[Pair]:
         """Return every pair of the sweep, depths outermost."""
-        return [self.pair(self.width, p, d) for d in self.depths for p in range(self.seeds)]
+        return [self.recipe(d).pair(self.width, p) for d in self.depths for p in range(self.seeds)]
 
 
 @dataclass(frozen=True)
@@ -771,8 +807,8 @@ def profile_table() -> str:
         for name in changed:
             vals = [_cell(v) for v in (defaults[name], *(table.get(p, {}).get(name, defaults[name])
                                                           for p in ("smoke", "paper")))]
-            if any(issubclass(cls, base) and shown.get((base, name)) == vals for base, _ in shown):
-                continue  # as in the study it extends
+            if cls is not WidthStudy and "widths" in defaults and shown.get((WidthStudy, name)) == vals:
+                continue  # a width sweep's row as in the width study
             shown[(cls, name)] = vals
             rows.append(f"| {cls.__name__} | `{name}` | " + " | ".join(vals) + " |")
     rows.append("")
@@ -786,16 +822,16 @@ def resolve(cls: type, profile: str = "quick", **overrides: Any) -> Any:
     """Return the study ``cls`` at ``profile``; overrides that are None keep the profile's value."""
     _check_profile(profile)
     allowed = {f.name for f in fields(cls)} - {"profile"}
+    for name, instead in getattr(cls, "not_fields", {}).items():
+        if overrides.get(name) is not None:
+            raise SpecError(f"{name}={overrides[name]!r} is not allowed: {cls.__name__} has no {name} ({instead})")
+        overrides.pop(name, None)
     unknown = set(overrides) - allowed
     if unknown:
         raise SpecError(f"unknown parameter(s) {sorted(unknown)}: expected some of {sorted(allowed)}")
     given = {k: v for k, v in overrides.items() if v is not None}
-    for name, instead in getattr(cls, "unused_fields", {}).items():
-        if name in given:
-            raise SpecError(f"{name}={given[name]!r} is not allowed: {cls.__name__} does not use {name} "
-                            f"({instead})")
     values: dict[str, Any] = dict(cls.profile_values.get(profile, {}))
-    if issubclass(cls, WidthStudy) and profile == "paper":
+    if issubclass(cls, (WidthStudy, MechanismStudy)) and profile == "paper":
         values.update(_PAPER_ARCH.get(given.get("arch", values.get("arch")), {}))
     values.update(given)
     if "arch" in allowed:

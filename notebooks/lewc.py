@@ -31,9 +31,8 @@
 # %% tags=["parameters"]
 profile = "quick"
 # WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
-dataset = data_root = download = arch = base_width = depth = norm = bias = init_scale = weight_decay = None
-epochs = batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = widths = None
-decisive_seeds = None
+dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
+seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots, schema, stats

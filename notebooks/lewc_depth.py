@@ -27,8 +27,8 @@
 # %% tags=["parameters"]
 profile = "quick"
 # DepthStudy's fields (lmcbook.profiles); None keeps the profile's value
-dataset = data_root = download = base_width = norm = bias = init_scale = weight_decay = epochs = None
-batch_size = lr = momentum = warmup = seeds = device = lams = scheduler = width = depths = None
+dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
+seeds = device = lams = scheduler = init_scale = weight_decay = width = depths = None
 
 # %% tags=["remove-cell"]
 import numpy as np

@@ -59,10 +59,9 @@
 # %% tags=["parameters"]
 profile = "quick"
 # MechanismStudy's fields (lmcbook.profiles); None keeps the profile's value
-dataset = data_root = download = arch = base_width = depth = norm = bias = epochs = batch_size = lr = None
-momentum = warmup = seeds = device = lams = scheduler = widths = decisive_seeds = weight_decays = None
-wide_decays = regimes = regime_weight_decays = long_max_width = init_scales = match_iterations = None
-show_references = None
+dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
+seeds = device = lams = scheduler = arch = depth = widths = weight_decays = wide_decays = regimes = None
+regime_weight_decays = long_max_width = init_scales = decisive_seeds = match_iterations = show_references = None
 
 # %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots, reference, stats

@@ -127,7 +127,7 @@ def test_quick_study_cells_arms_and_decisive_pairs():
 
 
 @pytest.mark.parametrize("overrides, match", [
-    ({"weight_decay": 0.1}, r"weight_decay=0.1 is not allowed: MechanismStudy does not use weight_decay \(it "
+    ({"weight_decay": 0.1}, r"weight_decay=0.1 is not allowed: MechanismStudy has no weight_decay \(it "
                             "sweeps weight_decays"),
     ({"init_scale": 0.5}, "it sweeps init_scales"),
     ({"weight_decays": [3e-3]}, "at least two different weight decays"),

@@ -144,7 +144,7 @@ class Page:
         return {n: self.read_reference(n) for n in reference.available(notebook or self.name)}
 
     def save(self, long: pd.DataFrame | None = None, regime: pd.DataFrame | None = None,
-             **frames: pd.DataFrame | tuple) -> list[ClaimResult]:
+             keys: list[str] | None = None, **frames: pd.DataFrame | tuple) -> list[ClaimResult]:
         """Validate the long-format frame, write it as this page's CSV, record what the page read, and glue the
         verdicts of the claims whose evidence this page is (:func:`lmcbook.claims.page_claims` on that frame);
         return them.
@@ -152,14 +152,15 @@ class Page:
         Instead of (or after) a long frame, name the frames to melt: ``summary=(frame, metrics)``
         melts those metric columns, keyed by every key column of the schema the frame has
         (``(frame, metrics, keys)`` names the keys); ``lewc=frame`` takes a frame that
-        already has ``metric`` and ``value`` columns, with its key columns.  They are
+        already has ``metric`` and ``value`` columns, with its key columns (``keys``, if
+        given: only those; the others are dropped).  They are
         stacked in the order given.  ``regime`` (:func:`lmcbook.experiments.regime_frame`)
         adds the runs' training regime (decay integral, shrinkage, distance from
         initialisation, weight norms) to the CSV.  Each verdict is glued under its key
         (``w1``, ``w1_long``, ``n1_50``, ...) as ``KEY_mark``, ``KEY_verdict``,
         ``KEY_measured``, ``KEY_test`` and ``KEY_state``.
         """
-        parts = ([] if long is None else [long]) + [self._melt(item) for item in frames.values()]
+        parts = ([] if long is None else [long]) + [self._melt(item, keys) for item in frames.values()]
         if not parts:
             raise SpecError("page.save() is not allowed without results: pass a long frame or name frames to melt, "
                             "e.g. page.save(summary=(frame, ['acc_merged']))")
@@ -177,10 +178,10 @@ class Page:
             self.glue_claim(r)
         return verdicts
 
-    def _melt(self, item: pd.DataFrame | tuple) -> pd.DataFrame:
+    def _melt(self, item: pd.DataFrame | tuple, keys: list[str] | None = None) -> pd.DataFrame:
         """Return one named frame of :meth:`save` in the long format."""
         if isinstance(item, pd.DataFrame):
-            return to_long_frame(item, self.name, KEY_COLUMNS)
+            return to_long_frame(item, self.name, KEY_COLUMNS if keys is None else keys)
         frame, metrics, *keys = item
         return to_long(frame, self.name, metrics, keys[0] if keys else [k for k in KEY_COLUMNS if k in frame])
 

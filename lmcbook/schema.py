@@ -25,6 +25,8 @@ KEY_COLUMNS = ("width", "hidden_units", "depth", "layer", "lam", "weight_decay",
                "init_scale", "dataset", "source")
 
 # -- interpolation curve (one value per λ) -------------------------------------------
+#: The key columns of a probe page's rows: weight decay and epochs are on its regime rows instead.
+PROBE_KEYS = ["width", "hidden_units", "depth", "layer", "lam", "method"]
 ACC = "acc"  #: test accuracy of θ(λ)
 LOSS = "loss"  #: test NLL of θ(λ), nats
 LOSS_CAL = "loss_cal"  #: test NLL at the model's own τ fitted on the calibration split

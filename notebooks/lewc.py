@@ -130,7 +130,5 @@ page.glue_values(scale_missing=why or "")
 # The law does not apply here (*n/a*): {glue:text}`scale_missing`.
 
 # %% tags=["remove-input"]
-keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]  # weight decay and epochs: on the regime rows
-page.save(lewc=schema.to_long_frame(lewc, "lewc", keys), scale_law=schema.to_long_frame(scale, "lewc", keys),
-          regime=regime)
+page.save(lewc=lewc, scale_law=scale, keys=schema.PROBE_KEYS, regime=regime)
 page.provenance()

@@ -106,7 +106,5 @@ page.glue_values(depth_pairs=study.seeds, min_pairs=claims.MIN_PAIRS)
 # %% tags=["remove-input"]
 page.save(summary=(summary, ["logit_norm_ratio", "tau_ratio", "acc_merged", "acc_ensemble", "acc_endpoints",
                              "loss_barrier_cal_mid", "loss_barrier_mid"], ["width", "hidden_units", "depth"]),
-          scale_law=schema.to_long_frame(scale, "lewc_depth",  # weight decay and epochs: on the regime rows
-                                         ["width", "hidden_units", "depth", "layer", "lam", "method"]),
-          regime=regime)
+          scale_law=scale, keys=schema.PROBE_KEYS, regime=regime)
 page.provenance()

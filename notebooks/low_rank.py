@@ -127,6 +127,5 @@ page.glue_md("regime", regime_table(regime))
 # claims scoreboard scores this claim in both regimes.
 
 # %% tags=["remove-input"]
-keys = ["width", "hidden_units", "depth", "layer", "method"]  # weight decay and epochs: on the regime rows
-page.save(low_rank=schema.to_long_frame(rank, "low_rank", keys), regime=regime)
+page.save(low_rank=rank, keys=schema.PROBE_KEYS, regime=regime)
 page.provenance()

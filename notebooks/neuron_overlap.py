@@ -48,7 +48,7 @@ seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = w
 # %% tags=["remove-cell"]
 import pandas as pd
 
-from lmcbook import experiments, plots, schema, stats
+from lmcbook import experiments, plots, stats
 from lmcbook.page import describe_study, open_page
 
 page, study = open_page("neuron_overlap", globals())
@@ -118,6 +118,5 @@ for metric in ("top_share", "participation_ratio"):
 # with width. The right panel shows the sorted second moments at the widest width.
 
 # %% tags=["remove-input"]
-keys = ["width", "hidden_units", "depth", "layer", "method"]  # weight decay and epochs: on the regime rows
-page.save(neuron_overlap=schema.to_long_frame(nm, "neuron_overlap", keys), regime=regime)
+page.save(neuron_overlap=nm, keys=["width", "hidden_units", "depth", "layer", "method"], regime=regime)
 page.provenance()

@@ -31,18 +31,19 @@
 #   trained again for longer (`max_steps`); its rows then come from the longer runs, so
 #   S and training length are no longer independent across such cells.
 #
-# **Why MNIST-1D.** The digits test split has {glue:text}`digits_test` images, so one
+# **The data set.** The digits test split has {glue:text}`digits_test` images, so one
 # image is {glue:text}`digits_point:.2f` points, while the gains the paper reports are
 # about a point. MNIST-1D (Greydanus 2020) is generated offline at any size, and the
-# quick profile uses it (the paper profile trains on CIFAR-10). Here the data set is {glue:text}`data_name`, whose
-# test split has {glue:text}`n_test` examples, so one example is
+# quick profile uses it (the smoke profile trains on digits, the paper profile on
+# CIFAR-10). This build ran the {glue:text}`profile_name` profile on
+# {glue:text}`data_name`, whose test split has {glue:text}`n_test` examples, so one example is
 # {glue:text}`signal_point:.3f` points. The MLPs here reach only {glue:text}`acc_lo:.2f` to
 # {glue:text}`acc_hi:.2f` test accuracy on it (cell means), and the weaker child of a pair
 # reaches {glue:text}`train_lo:.3f` to {glue:text}`train_hi:.3f` training accuracy:
 # {glue:text}`n_short_cells` of the {glue:text}`n_cells` grid cells end below the
 # {glue:text}`converged_bar:.2f` that the mechanism rows ask of every network they read.
 # The lowest is {glue:md}`weakest_cell`. A cell can miss because it had too few steps or
-# because its training was unstable, and the quick build cannot tell which; either way its
+# because its training was unstable, and this build cannot tell which; either way its
 # gain mixes merging with how far training got. So the noise rows read a cell only
 # when the weaker child of every pair reached {glue:text}`noise_bar:.2f` training accuracy
 # (the convergence rule, set after the noise study's first results and committed in
@@ -106,7 +107,8 @@ page.glue_values(
     acc_lo=per_cell["acc_endpoints"].mean().min(), acc_hi=per_cell["acc_endpoints"].mean().max(),
     train_lo=train_acc.min(), train_hi=train_acc.max(), converged_bar=claims.CONVERGED_TRAIN_ACC,
     n_short_cells=int((train_acc < claims.CONVERGED_TRAIN_ACC).sum()), n_cells=len(train_acc),
-    budget_min=BOOK_TARGETS["cold_s"] / 60, s_lo=grid["noise_scale"].min(), s_hi=grid["noise_scale"].max(),
+    budget_min=BOOK_TARGETS["cold_s"] / 60, profile_name=page.profile, min_pairs=claims.MIN_PAIRS,
+    s_lo=grid["noise_scale"].min(), s_hi=grid["noise_scale"].max(),
     decades=np.log10(grid["noise_scale"].max() / grid["noise_scale"].min()),
     gain_min=100 * cell_means.min(), gain_max=100 * cell_means.max(),
     best_cell_gain=100 * cell_means.max(), best_cell_s=s_of[cell_means.idxmax()])
@@ -130,12 +132,13 @@ page.glue_md("best_cell_converged", "that converged" if bool(cells.loc[cell_mean
 # There are {glue:text}`n_pairs` spawn-and-merge pairs per cell, each from its own
 # parent. The test split has {glue:text}`n_test` examples.
 #
-# **Settings that differ from the paper, and why.** The network is small and the
-# schedule short so that the whole quick book runs within its
+# **Settings that differ from the paper, and why.** At the quick profile the network is
+# small and the schedule short so that the whole quick book runs within its
 # {glue:text}`budget_min:.0f`-minute budget on two CPU cores; the paper profile trains
 # larger networks for longer, and the reference run below trains each cell until its
-# children meet the convergence rule or reach a step cap. Every run takes {glue:md}`lengths_text`, so cells end differently trained: the
-# children's mean accuracy ranges from
+# children meet the convergence rule or reach a step cap. Every run takes
+# {glue:md}`lengths_text`, so cells end differently trained: the children's mean
+# accuracy ranges from
 # {glue:text}`acc_lo:.3f` to {glue:text}`acc_hi:.3f` across cells. The grid and the
 # spawn points were set after a small pilot run.
 #
@@ -200,8 +203,9 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 # %% [markdown]
 # ## Trained to the rule: the reference run
 #
-# This build's grid cannot decide N1 or N2: its children train for the quick profile's
-# budget and most cells miss the convergence rule. A *reference run*, committed under
+# In this build's grid {glue:text}`n_excluded` of the {glue:text}`n_cells` cells miss the
+# convergence rule, and each cell has {glue:text}`n_pairs` pair(s) where an interval reads
+# at least {glue:text}`min_pairs`. A *reference run*, committed under
 # `results/` with its provenance and regenerated with the command it names, trains each
 # cell of a grid until its children meet the rule or reach the step cap, with enough
 # pairs for the intervals; cells that still miss the rule are excluded, as here. Its

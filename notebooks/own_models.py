@@ -34,6 +34,8 @@ from lmcbook.page import open_page
 page, study = open_page("own_models", globals())
 
 # %%
+import warnings
+
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -200,6 +202,7 @@ def readout_first(net: TinyNet) -> ReadoutFirst:
 
 
 points = models.probe_points(readout_first(a), digits.x_test[:1])
+assert points[-1].name == "readout", "the readout is called last, so it must be the last layer"
 pd.DataFrame([(p.name, p.layer, p.role) for p in points], columns=["module", "layer", "role"])
 
 # %% tags=["remove-cell"]
@@ -211,16 +214,33 @@ page.glue("readout_layer", next(p.layer for p in points if p.name == "readout"))
 # the same way, from the one hooked forward pass per model that then serves every
 # probe. A network with biases or normalisation layers gets a `probes.ScaleWarning`
 # that names them: biases merge linearly in $\lambda$ and a norm rescales its input, so
-# LEWC's $\lambda^l$ scale does not hold exactly there.
+# LEWC's $\lambda^l$ scale does not hold exactly there. For example, a small network with
+# biases and a LayerNorm:
 
 # %%
-acts = probes.PairActivations(a, b, digits.x_test)
+biased = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.LayerNorm(32), nn.Linear(32, 10))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    probes.PairActivations(biased, biased, digits.x_test[:8])
+scale_warnings = [str(w.message) for w in caught if issubclass(w.category, probes.ScaleWarning)]
+assert len(scale_warnings) == 1, "a biased, normalised network gets exactly one ScaleWarning"
+print(scale_warnings[0])
+
+# %% [markdown]
+# The tutorial's own networks are bias-free and unnormalised, so they get none:
+
+# %%
+with warnings.catch_warnings():
+    warnings.simplefilter("error", probes.ScaleWarning)  # a ScaleWarning here fails the page
+    acts = probes.PairActivations(a, b, digits.x_test)
 lewc = acts.lewc([0.5])
 reordered = probes.PairActivations(readout_first(a), readout_first(b), digits.x_test).lewc([0.5])
+reorder_gap = (reordered.value - lewc.value).abs().max()
+assert reorder_gap < 1e-9, f"defining the readout first changed the probes (by {reorder_gap:.1e})"
 lewc.pivot_table(index="layer", columns="metric", values="value")[["lewc_rel_err", "llfc_rel_err"]]
 
 # %% tags=["remove-cell"]
-page.glue("reorder_gap", (reordered.value - lewc.value).abs().max())
+page.glue("reorder_gap", reorder_gap)
 
 # %% [markdown]
 # Probing the pair as `ReadoutFirst` gives the same numbers at every layer: the

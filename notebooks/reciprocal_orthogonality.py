@@ -91,6 +91,5 @@ for key, frame in (("ratio", ratio), ("ratio_un", ratio_un), ("cross", cross), (
 #   {glue:md}`w14_mark`, {glue:md}`w14_measured`.
 
 # %% tags=["remove-input"]
-keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]  # weight decay and epochs: on the regime rows
-page.save(reciprocal_orthogonality=schema.to_long_frame(orth, "reciprocal_orthogonality", keys), regime=regime)
+page.save(reciprocal_orthogonality=orth, keys=schema.PROBE_KEYS, regime=regime)
 page.provenance()

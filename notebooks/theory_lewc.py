@@ -151,5 +151,5 @@ for kind in theory.KINDS:
 # following pages measure how close they come as width grows.
 
 # %% tags=["remove-input"]
-page.save(theory_lewc=schema.to_long_frame(checks, "theory_lewc", ["hidden_units", "depth", "layer", "lam", "method"]))
+page.save(theory_lewc=checks, keys=["hidden_units", "depth", "layer", "lam", "method"])
 page.provenance()

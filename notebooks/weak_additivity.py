@@ -92,6 +92,5 @@ for key, frame in (("err", err), ("base", base), ("un", un), ("sign", sign), ("s
 # {glue:md}`w4_test`): {glue:md}`w4_mark`, {glue:md}`w4_measured`.
 
 # %% tags=["remove-input"]
-keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]  # weight decay and epochs: on the regime rows
-page.save(weak_additivity=schema.to_long_frame(add, "weak_additivity", keys), regime=regime)
+page.save(weak_additivity=add, keys=schema.PROBE_KEYS, regime=regime)
 page.provenance()

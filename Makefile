@@ -66,8 +66,9 @@ lint-workflows: env
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 
 ## publish: push the rendered book (_build/html) to the gh-pages branch of $(PUBLISH_REMOTE) with ghp-import
-publish: env
+publish:
 	@test -f _build/html/index.html || { echo "_build/html/index.html is missing: run make book first"; exit 1; }
+	@test -x $(VENV)/bin/ghp-import || { echo "$(VENV)/bin/ghp-import is missing: run make env first"; exit 1; }
 	$(VENV)/bin/ghp-import --no-jekyll --push --force --remote $(PUBLISH_REMOTE) --branch gh-pages \
 	  --message "Publish the book ($$(git rev-parse --short HEAD 2>/dev/null || echo unknown))" _build/html
 

@@ -22,8 +22,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"
-# ExplorerStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and ExplorerStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = width = pair = lam = layer = interactive = None
 
 # %% tags=["remove-cell"]

@@ -25,8 +25,7 @@
 # $\log_2 r_l = \alpha - \beta(l-1)$ over its own layers (LEWC: $\alpha = 0$, $\beta = 1$).
 
 # %% tags=["parameters"]
-profile = "quick"
-# DepthStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and DepthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = init_scale = weight_decay = width = depths = None
 

@@ -31,8 +31,7 @@
 # $\tau$. See the methods page for the exact definitions.
 
 # %% tags=["parameters"]
-profile = "quick"
-# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 

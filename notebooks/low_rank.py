@@ -27,8 +27,7 @@
 # over every trained model (seed $2p$ for model $a$ of pair $p$, $2p+1$ for model $b$).
 
 # %% tags=["parameters"]
-profile = "quick"
-# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 

@@ -57,8 +57,7 @@
 # accuracy, a convergence rule fixed with the tests.
 
 # %% tags=["parameters"]
-profile = "quick"
-# MechanismStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and MechanismStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = widths = weight_decays = wide_decays = regimes = None
 regime_weight_decays = long_max_width = init_scales = decisive_seeds = match_iterations = show_references = None

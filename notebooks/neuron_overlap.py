@@ -40,8 +40,7 @@
 # neuron carries everything), each beside the untrained pair.
 
 # %% tags=["parameters"]
-profile = "quick"
-# WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 

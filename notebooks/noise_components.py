@@ -32,8 +32,7 @@
 # {glue:md}`excluded`.
 
 # %% tags=["parameters"]
-profile = "quick"
-# NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = None
 batch_sizes = momentum = weight_decay = spawn_fraction = spawn_fractions = row_batch_size = momenta = None
 component_lrs = weight_decays = component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = None

@@ -23,6 +23,9 @@
 # - **The noise paper** (Zhang et al. {cite}`zhang2026noise`). How much merging gains
 #   depends, non-monotonically, on the optimizer's effective noise scale
 #   $S = \eta / (B(1-\mu))$.
+#
+# ```{include} build_info.md
+# ```
 
 # %% tags=["parameters"]
 profile = "quick"
@@ -148,7 +151,7 @@ page.glue_values(**conclusion_lists)
 #   {glue:text}`n_wide`. The logit ensemble of the same two networks reaches
 #   {glue:text}`ens_wide:.2f` at the widest width.
 # - **Calibration.** At the widest width, refitting the merged model's temperature
-#   lowers the midpoint loss barrier from {glue:text}`raw_wide:.2f` to
+#   changes the midpoint loss barrier from {glue:text}`raw_wide:.2f` to
 #   {glue:text}`cal_wide:.2f` nats.
 # - **Logit scale.** The merged logits are {glue:text}`norm_wide:.3f` times the
 #   ensemble's, against LEWC's prediction of {glue:text}`norm_pred:.3f`.

@@ -23,8 +23,7 @@
 #    probes on the pair.
 
 # %% tags=["parameters"]
-profile = "quick"
-# TutorialStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and TutorialStudy's fields (lmcbook.profiles); None keeps the profile's value
 hidden_units = epochs = pair = None
 
 # %% tags=["remove-cell"]

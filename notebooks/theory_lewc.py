@@ -60,8 +60,7 @@
 #    calibration can remove the loss barrier entirely when LEWC holds.
 
 # %% tags=["parameters"]
-profile = "quick"
-# TheoryStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and TheoryStudy's fields (lmcbook.profiles); None keeps the profile's value
 depth = hidden = in_features = inputs = seed = lams = None
 
 # %% tags=["remove-cell"]

@@ -97,6 +97,34 @@ def test_every_notebook_records_what_it_read(executed):
     assert set(json.loads((out / ".cache" / "claims.json").read_text())["reads"]["csv"]) >= {"width_accuracy"}
 
 
+def test_the_execution_report_has_every_notebook_and_the_build(executed, built):
+    """The smoke book's execution report: a row per notebook with what its execution did, the totals, the build's
+    commit, profile and data sets; rendered in About this book, with the landing page's line linking it."""
+    import subprocess
+
+    from lmcbook.specs import CODE_VERSION
+
+    _, out, _, outcomes = executed
+    rep = json.loads((out / book.REPORT_JSON).read_text())
+    assert list(rep["notebooks"]) == all_notebooks()
+    for o in outcomes:
+        r = rep["notebooks"][o.name]
+        assert (r["status"], r["loaded"], r["trained"]) == ("executed", o.loaded, o.trained), o.name
+        assert r["seconds"] == round(o.seconds, 1) and r["code_version"] == CODE_VERSION
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    b = rep["build"]
+    assert (b["commit"], b["profile"], b["ci"]) == (head, "smoke", book.ci_run())
+    assert "digits" in b["datasets"]
+    html = (built / "book" / "generated" / "report.html").read_text()
+    for name in all_notebooks():
+        assert f'<span class="doc">{name}</span>' in html, name
+    assert html.count("<tr") == len(all_notebooks()) + 2  # the header, a row per notebook, the totals
+    total = sum(round(o.seconds, 1) for o in outcomes)
+    assert f"{len(outcomes)} executed, 0 cached, 0 failed" in html and f"{total:.1f}" in html
+    landing = (built / "book" / "generated" / "overview.html").read_text()
+    assert "This build:" in landing and "report.html" in landing and "profile <code" in landing
+
+
 def test_second_execution_trains_nothing(executed, monkeypatch):
     base, out, store, _ = executed
     monkeypatch.chdir(ROOT)

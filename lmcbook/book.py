@@ -496,7 +496,7 @@ def write_report(out: Path, outcomes: list[Outcome], profile: str, params: dict[
                         "datasets": sorted(datasets), "machine": _machine(),
                         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "lmcbook": __version__,
                         "code_version": CODE_VERSION, "ci": ci_run()}}
-    _write_atomic(path, json.dumps(report, indent=1, sort_keys=True))
+    _write_atomic(path, json.dumps(report, indent=1))  # notebooks in the book's order
     _write_atomic(out / REPORT_PAGE, report_markdown(report))
     _write_atomic(out / BUILD_LINE, build_line(report))
     return report

@@ -121,8 +121,9 @@ page.glue_rows(means, {"narrow": narrow, "wide": wide}, ["tau_ratio"])
 # read the two widths apart only by their intervals over pairs, as W9 does
 per_pair = (summary.groupby(["hidden_units", "pair"])["logit_norm_ratio"].mean() / 2.0 ** (1 - L) - 1).abs()
 iv_n, iv_w = stats.interval(per_pair.loc[narrow]), stats.interval(per_pair.loc[wide])
-page.choose("narrow_norm", "near" if iv_n.decided and iv_n.hi <= claims.LOGIT_SCALE_TOL else
-            "farther" if iv_n.lo > iv_w.hi else "no_farther" if iv_n.hi <= iv_w.lo else "overlap")
+page.choose("narrow_norm", "no_interval" if not (iv_n.decided and iv_w.decided) else
+            "near" if iv_n.hi <= claims.LOGIT_SCALE_TOL else "farther" if iv_n.lo > iv_w.hi else
+            "closer" if iv_n.hi < iv_w.lo else "overlap")
 page.glue_values(norm_pairs_narrow=iv_n.n, norm_iv_narrow=iv_n.text(".2f"), norm_iv_wide=iv_w.text(".2f"))
 
 # %% [markdown]
@@ -154,8 +155,13 @@ page.glue_values(norm_pairs_narrow=iv_n.n, norm_iv_narrow=iv_n.text(".2f"), norm
 # %% [markdown] tags=["when:narrow_norm=farther"]
 # That is farther from the prediction than at the widest width, beyond both intervals.
 
-# %% [markdown] tags=["when:narrow_norm=no_farther"]
-# That is no farther from the prediction than at the widest width.
+# %% [markdown] tags=["when:narrow_norm=closer"]
+# That is closer to the prediction than at the widest width, beyond both intervals.
+
+# %% [markdown] tags=["when:narrow_norm=no_interval"]
+# With {glue:text}`norm_pairs_narrow` pair(s) at that width there is no interval over
+# pairs, so these pairs cannot tell whether the prediction belongs to the pairs that
+# merge.
 
 # %% [markdown] tags=["when:narrow_norm=overlap"]
 # With {glue:text}`norm_pairs_narrow` pairs, the intervals at the two widths

@@ -72,7 +72,8 @@ def times(c):  # a ratio of net residual variances, or why there is none
 page.glue_md("mom_ratio_eta", times(on_eta))
 page.glue_md("mom_ratio_sq", times(sq))
 page.glue_md("mom_diff_sq", sq.excess.text(".3g", 1e4))
-page.choose("mom_better", "squared" if sq.excess.hi < 0 else "main" if sq.excess.lo > 0 else "neither")
+page.choose("mom_better", "no_interval" if not sq.excess.decided else "squared" if sq.excess.hi < 0 else
+            "main" if sq.excess.lo > 0 else "neither")
 page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 
 # %% [markdown]
@@ -98,6 +99,10 @@ page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 # %% [markdown] tags=["when:mom_better=main"]
 # Of the two forms, the main text's $(1-\mu)$ form collapses them better, beyond the
 # interval.
+
+# %% [markdown] tags=["when:mom_better=no_interval"]
+# With too few pairs for an interval of the difference, these runs cannot say which
+# form collapses them better.
 
 # %% [markdown] tags=["when:mom_better=neither"]
 # Neither form collapses them measurably better than the other: the interval of the

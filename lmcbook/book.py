@@ -545,6 +545,10 @@ def report_markdown(report: dict) -> str:
     lines.append(f"| **total** | {', '.join(f'{n} {s}' for s, n in counts.items())} | "
                  f"{sum(r['seconds'] for r in rows.values()):.1f} | {sum(r['loaded'] for r in rows.values())} | "
                  f"{sum(r['trained'] for r in rows.values())} | |")
+    profiles = sorted({str(r.get("profile")) for r in rows.values()})
+    if len(profiles) > 1:  # an `execute --only` at another profile replaced some pages
+        lines += ["", "**Mixed profiles.** These pages come from executions at different profiles: " + "; ".join(
+            f"`{p}`: {', '.join(n for n, r in rows.items() if str(r.get('profile')) == p)}" for p in profiles) + "."]
     failed = [(n, r["error"]) for n, r in rows.items() if r["status"] == "failed"]
     if failed:
         lines += ["", "Failures:", ""] + [f"- `{n}`: {e}" for n, e in failed]

@@ -50,6 +50,10 @@ def test_the_report_keeps_each_notebooks_latest_execution(tmp_path, monkeypatch)
     line = (tmp_path / book.BUILD_LINE).read_text()
     assert "profile `smoke`" in line and "CI run" not in line and "{doc}`execution report <report>`" in line
     assert "## Reference runs" in (tmp_path / book.REPORT_PAGE).read_text()
+    assert "Mixed profiles" not in (tmp_path / book.REPORT_PAGE).read_text()
+    book.write_report(tmp_path, [Outcome("claims", True, 2.0)], "quick", {"claims": {}})  # another profile
+    assert "**Mixed profiles.** These pages come from executions at different profiles: `quick`: claims; " \
+           "`smoke`: width_accuracy, overview." in (tmp_path / book.REPORT_PAGE).read_text()
 
 
 def test_the_report_and_the_landing_line_link_the_ci_run_only_when_one_builds(tmp_path, monkeypatch):

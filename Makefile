@@ -37,7 +37,7 @@ browser: env
 	  if [ "$$SUDO" != none ] && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	     $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	       chromium-headless-shell >/dev/null 2>&1; then :; \
-	  elif $(PY) -m playwright install --only-shell --with-deps chromium; then :; \
+	  elif $(PY) -m playwright install --only-shell $$( [ "$$SUDO" != none ] && echo --with-deps) chromium; then :; \
 	  else \
 	    echo "make test needs headless Chromium; install it once with:"; \
 	    echo "  sudo apt-get install -y --no-install-recommends chromium-headless-shell"; \

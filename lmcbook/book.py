@@ -483,14 +483,13 @@ def write_report(out: Path, outcomes: list[Outcome], profile: str, params: dict[
         except (OSError, ValueError):
             rec = {}
         status = "cached" if o.cached else "executed" if o.ok else "failed"
+        study = part_of(o.name).resolve(profile, params.get(o.name, {}))
+        # a failed execution keeps the last good output (if any): its record says what computed it
         rows[o.name] = {"status": status, "seconds": round(o.seconds, 1), "loaded": o.loaded, "trained": o.trained,
-                        "code_version": rec.get("code_version", prev.get("code_version")) if o.ok else CODE_VERSION,
-                        "error": o.error, "profile": profile}
-    datasets = set()
-    for name, p in params.items():
-        study = part_of(name).resolve(profile, p)
-        if getattr(study, "dataset", None):
-            datasets.add(study.dataset)
+                        "code_version": rec.get("code_version", prev.get("code_version")), "error": o.error,
+                        "profile": profile if o.ok else prev.get("profile"),
+                        "dataset": getattr(study, "dataset", None) if o.ok else prev.get("dataset")}
+    datasets = {r["dataset"] for r in rows.values() if r.get("dataset")}
     report = {"notebooks": {n: rows[n] for n in all_notebooks() if n in rows},
               "build": {"commit": git_sha(), "uncommitted_changes": _uncommitted(), "profile": profile,
                         "datasets": sorted(datasets), "machine": _machine(),
@@ -514,7 +513,10 @@ def build_line(report: dict) -> str:
     commit = f"commit `{(b['commit'] or 'unknown')[:10]}`" + (" with uncommitted changes" if b.get(
         "uncommitted_changes") else "")
     ci = f"; [CI run {b['ci']['run_id']}]({b['ci']['url']})" if b.get("ci") else ""
-    return (f"*This build: {commit}, profile `{b['profile']}`, {b['date']}{ci}. What each page did is in the "
+    profiles = sorted({str(r.get("profile")) for r in report["notebooks"].values() if r.get("profile")})
+    profile = f"profile `{b['profile']}`" if profiles in ([], [b["profile"]]) else \
+        "profiles " + ", ".join(f"`{p}`" for p in profiles) + " (mixed)"
+    return (f"*This build: {commit}, {profile}, {b['date']}{ci}. What each page did is in the "
             "{doc}`execution report <report>`.*\n")
 
 
@@ -540,15 +542,15 @@ def report_markdown(report: dict) -> str:
             lines.append(f"| {name} | not executed | | | | |")
             continue
         lines.append(f"| {{doc}}`{name} <{name}>` | {r['status']} | {r['seconds']:.1f} | {r['loaded']} | "
-                     f"{r['trained']} | {r['code_version']} |")
+                     f"{r['trained']} | {'–' if r['code_version'] is None else r['code_version']} |")
     counts = {s: sum(r["status"] == s for r in rows.values()) for s in ("executed", "cached", "failed")}
     lines.append(f"| **total** | {', '.join(f'{n} {s}' for s, n in counts.items())} | "
                  f"{sum(r['seconds'] for r in rows.values()):.1f} | {sum(r['loaded'] for r in rows.values())} | "
                  f"{sum(r['trained'] for r in rows.values())} | |")
-    profiles = sorted({str(r.get("profile")) for r in rows.values()})
+    profiles = sorted({str(r.get("profile")) for r in rows.values() if r.get("profile")})
     if len(profiles) > 1:  # an `execute --only` at another profile replaced some pages
         lines += ["", "**Mixed profiles.** These pages come from executions at different profiles: " + "; ".join(
-            f"`{p}`: {', '.join(n for n, r in rows.items() if str(r.get('profile')) == p)}" for p in profiles) + "."]
+            f"`{p}`: {', '.join(n for n, r in rows.items() if r.get('profile') == p)}" for p in profiles) + "."]
     failed = [(n, r["error"]) for n, r in rows.items() if r["status"] == "failed"]
     if failed:
         lines += ["", "Failures:", ""] + [f"- `{n}`: {e}" for n, e in failed]

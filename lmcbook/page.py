@@ -396,9 +396,10 @@ def regime_table(regime: pd.DataFrame) -> str:
     """Return a Markdown table of the training regime of a page's runs, one row per (length, weight decay): the
     decay integral D, what weight decay alone would leave of a weight (momentum included), and the distance from
     initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the narrowest and the widest width (hidden units in brackets)."""
-    rows = ["| epochs | weight decay | decay integral $D$ | left of a weight by weight decay alone "
-            "| distance from initialisation $\\lVert\\theta_T - \\theta_0\\rVert / \\lVert\\theta_0\\rVert$, "
-            "narrowest width | widest width |",
+    rows = ["| epochs | weight decay | decay integral $D$ | fraction of a weight left by weight decay alone "
+            "(momentum included) | distance from initialisation "
+            "$\\lVert\\theta_T - \\theta_0\\rVert / \\lVert\\theta_0\\rVert$ at the narrowest width (hidden units) "
+            "| distance at the widest width (hidden units) |",
             "|---:|---:|---:|---:|---:|---:|"]
     for epochs, wd, mean, dist in _regime_cells(regime):
         lo, hi = dist.index.min(), dist.index.max()

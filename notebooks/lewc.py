@@ -118,8 +118,7 @@ page.glue_values(scale_missing=why or "")
 #
 # At the widest width the fitted β is {glue:text}`beta_wide:.3f` (spread over
 # pairs {glue:text}`beta_wide_spread:.3f`); for the untrained pair it is
-# {glue:text}`beta_untrained_wide:.3f`. The depth-sweep page tests the same law at one
-# width and several depths.
+# {glue:text}`beta_untrained_wide:.3f`.
 
 # %% [markdown] tags=["when:scale_applies=true"]
 # These networks are bias-free MLPs without normalisation, the setting the law is
@@ -127,6 +126,9 @@ page.glue_values(scale_missing=why or "")
 
 # %% [markdown] tags=["when:scale_applies=false"]
 # The law does not apply here (*n/a*): {glue:text}`scale_missing`.
+
+# %% [markdown]
+# The depth-sweep page tests the same law at one width and several depths.
 
 # %% tags=["remove-input"]
 page.save(lewc=lewc, scale_law=scale, keys=schema.PROBE_KEYS, regime=regime)

@@ -85,8 +85,8 @@ page.glue_values(depth_pairs=study.seeds, min_pairs=claims.MIN_PAIRS)
 # untrained pairs ({glue:md}`w10_test`): {glue:md}`w10_mark`, {glue:md}`w10_measured`.
 
 # %% [markdown] tags=["when:w10_enough_pairs=false"]
-# With {glue:text}`depth_pairs` pair(s) per depth (this profile's budget), fewer than the
-# {glue:text}`min_pairs` the interval over pairs that W10 reads needs, it cannot decide here.
+# W10 reads an interval over at least {glue:text}`min_pairs` pairs per depth; this
+# profile's budget trains {glue:text}`depth_pairs` pair(s) per depth, so W10 cannot decide here.
 
 # %% [markdown] tags=["when:w10_enough_pairs=true"]
 # With {glue:text}`depth_pairs` pairs per depth, W10's interval over pairs has the

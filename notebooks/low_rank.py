@@ -114,7 +114,7 @@ page.glue_md("regime", regime_table(regime))
 # values, which training grows. A longer schedule or stronger weight decay removes
 # more of the bulk; the paper profile trains for longer.
 #
-# **Training regime** of these runs (hidden units in brackets):
+# **Training regime** of these runs:
 #
 # ```{glue:md} regime
 # :format: myst

@@ -246,14 +246,14 @@ page.glue_values(**conclusion_lists)
 
 # %% [markdown] tags=["when:conclusion=contradicted"]
 # **In one sentence:** on {glue:text}`against_sets`, once weight decay has acted, plain
-# averaging does not merge wide networks as the paper says it does. The data support
-# instead {glue:text}`alternatives`. Where the verdicts do not decide:
-# {glue:text}`open_sets`.
+# averaging does not merge wide networks as the paper says it does. Alternatives the
+# data support: {glue:text}`alternatives`. Data sets on which the verdicts do not
+# decide: {glue:text}`open_sets`.
 
 # %% [markdown] tags=["when:conclusion=supported"]
 # **In one sentence:** on {glue:text}`for_sets`, the data support the paper's account:
-# once weight decay has acted, wide networks merge without permutations. Where the
-# verdicts do not decide: {glue:text}`open_sets`.
+# once weight decay has acted, wide networks merge without permutations. Data sets on
+# which the verdicts do not decide: {glue:text}`open_sets`.
 
 # %% [markdown] tags=["when:conclusion=mixed"]
 # **In one sentence:** the data support the paper's account on {glue:text}`for_sets` and

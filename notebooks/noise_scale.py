@@ -115,7 +115,8 @@ weak_lr, weak_b = train_acc.idxmin()
 weak_s = s_of[(weak_lr, weak_b)]
 page.glue_md("weakest_cell", f"η {weak_lr:g} at B {weak_b:g} (S = {weak_s:.2e}"
              + (", the largest S of the grid)" if np.isclose(weak_s, grid["noise_scale"].max()) else ")"))
-page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else "edge")
+page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
+            "minimum" if fit_s["c2"] > 0 else "edge")
 page.glue_values(min_cells=claims.NOISE_MIN_CELLS, fit_vertex_s=np.nan if fit_s is None else 10 ** fit_s["vertex"],
                  fit_vertex_gain=np.nan if fit_s is None else 100 * fit_s["fit_vertex"])
 page.glue_md("best_cell_converged", "that converged" if bool(cells.loc[cell_means.idxmax(), "converged"]) else
@@ -170,10 +171,16 @@ page.glue_md("best_cell_converged", "that converged" if bool(cells.loc[cell_mean
 # on $\log_{10} S$ has its vertex at $S^* =$ {glue:text}`fit_vertex_s:.2e`, inside their
 # range, where the fitted gain is {glue:text}`fit_vertex_gain:.2f` points.
 
+# %% [markdown] tags=["when:fit=minimum"]
+# **The fit.** Over the {glue:text}`n_converged` converged cells' means, a quadratic fit
+# on $\log_{10} S$ curves upwards: it has a minimum, not an optimum, at
+# $S =$ {glue:text}`fit_vertex_s:.2e`, where the fitted gain is
+# {glue:text}`fit_vertex_gain:.2f` points.
+
 # %% [markdown] tags=["when:fit=edge"]
 # **The fit.** Over the {glue:text}`n_converged` converged cells' means, a quadratic fit
-# on $\log_{10} S$ has its vertex at $S^* =$ {glue:text}`fit_vertex_s:.2e`, which is not
-# an interior maximum; the fitted gain there is {glue:text}`fit_vertex_gain:.2f` points.
+# on $\log_{10} S$ has its maximum at $S =$ {glue:text}`fit_vertex_s:.2e`, outside the range
+# of the converged cells' $S$; the fitted gain there is {glue:text}`fit_vertex_gain:.2f` points.
 
 # %% tags=["remove-cell"]
 ref_blocks, ref_rows, ref_figure = [], {}, None
@@ -203,8 +210,9 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 # ## Trained to the rule: the reference run
 #
 # In this build's grid {glue:text}`n_excluded` of the {glue:text}`n_cells` cells miss the
-# convergence rule, and each cell has {glue:text}`n_pairs` pair(s) where an interval reads
-# at least {glue:text}`min_pairs`. A *reference run*, committed under
+# convergence rule, and each cell has {glue:text}`n_pairs` pair(s); an interval reads at
+# least {glue:text}`min_pairs` (N1: {glue:text}`min_pairs` on each half of the pairs). A
+# *reference run*, committed under
 # `results/` with its provenance and regenerated with the command it names, trains each
 # cell of a grid until its children meet the rule or reach the step cap, with enough
 # pairs for the intervals; cells that still miss the rule are excluded, as here. Its

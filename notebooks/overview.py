@@ -81,7 +81,9 @@ page.glue_md("noise_rows", ", ".join(f"{noise_states.count(st)} {claims.MARKS[st
 page.glue("n_noise_rows", len(noise_rows))
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 noise_pairs = study_of("noise_scale").seeds
-page.choose("noise_pairs_enough", noise_pairs // 2 >= claims.MIN_PAIRS)  # N1 reads each half of the pairs
+# N1 reads an interval on each half of the pairs; the other interval rows read all of them
+page.choose("noise_intervals", "all" if noise_pairs // 2 >= claims.MIN_PAIRS else
+            "not_n1" if noise_pairs >= claims.MIN_PAIRS else "none")
 page.glue("noise_pairs", noise_pairs)
 ref_noise = (board[board["source"].notna() & board["method"].astype(str).str.startswith("N")]
              if "source" in board.columns else board.iloc[:0])
@@ -123,7 +125,8 @@ page.glue_values(**conclusion_lists)
 # %% [markdown] tags=["when:conclusion=contradicted"]
 # **What makes merging without permutations work: not what the paper says.** On
 # {glue:text}`against_sets`, once weight decay has acted, plain averaging does not merge
-# wide networks as the paper says it does; the data support {glue:text}`alternatives`.
+# wide networks as the paper says it does. Alternatives the data support:
+# {glue:text}`alternatives`.
 
 # %% [markdown] tags=["when:conclusion=supported"]
 # **What makes merging without permutations work: as the paper says.** On
@@ -155,7 +158,7 @@ page.glue_values(**conclusion_lists)
 #   {glue:text}`cal_wide:.2f` nats.
 # - **Logit scale.** The merged logits are {glue:text}`norm_wide:.3f` times the
 #   ensemble's, against LEWC's prediction of {glue:text}`norm_pred:.3f`.
-# - **Training regime.** The table after this list gives how far weight decay acted
+# - **Training regime.** The table below gives how far weight decay acted
 #   in the width runs. The page {doc}`mechanism` trains the same networks with
 #   stronger weight decay and for longer, and asks whether the paper's proposed cause,
 #   weight decay making the weights low-rank, is what makes merging work: low rank
@@ -165,15 +168,28 @@ page.glue_values(**conclusion_lists)
 # - **Scoreboard.** {glue:text}`n_pass` of the {glue:text}`n_claims` claim rows here pass;
 #   of the others, {glue:md}`n_undecided`. The scoreboard ({doc}`claims`) has each test
 #   and its evidence, including the ones this setting does not reproduce.
-# - **The noise paper.** Its {glue:text}`n_noise_rows` rows read only cells whose
-#   children met a convergence rule, and decide from intervals over at least
-#   {glue:md}`min_pairs` pairs per cell: {glue:md}`noise_rows`.
+#
+# **Training regime** of the width runs:
+#
+# ```{glue:md} regime
+# :format: myst
+# ```
+#
+# **The noise paper.** Its {glue:text}`n_noise_rows` rows read only cells whose children
+# met a convergence rule, and decide from intervals over at least {glue:md}`min_pairs`
+# pairs per cell: {glue:md}`noise_rows`.
 
-# %% [markdown] tags=["when:noise_pairs_enough=false"]
-# With {glue:text}`noise_pairs` pairs per cell, this profile's noise study could not
-# decide an interval row even where its cells met the rule.
+# %% [markdown] tags=["when:noise_intervals=none"]
+# With {glue:text}`noise_pairs` pair(s) per cell, fewer than the {glue:md}`min_pairs` an
+# interval reads, this profile's noise study could not decide an interval row even where
+# its cells met the rule.
 
-# %% [markdown] tags=["when:noise_pairs_enough=true"]
+# %% [markdown] tags=["when:noise_intervals=not_n1"]
+# With {glue:text}`noise_pairs` pairs per cell, this profile's noise study has the pairs
+# its interval rows need where its cells met the rule, except N1, which reads
+# {glue:md}`min_pairs` on each half of the pairs.
+
+# %% [markdown] tags=["when:noise_intervals=all"]
 # With {glue:text}`noise_pairs` pairs per cell, this profile's noise study has the pairs
 # every interval row needs wherever its cells met the rule.
 
@@ -182,12 +198,6 @@ page.glue_values(**conclusion_lists)
 # refute the paper; the pages {doc}`noise_scale` and {doc}`noise_components` say which
 # cells the rule left out. {glue:md}`noise_ref_rows` {glue:md}`noise_ref_gain` The page
 # {doc}`noise_scale` shows the reference run and all its cells.
-#
-# **Training regime** of the width runs (hidden units in brackets):
-#
-# ```{glue:md} regime
-# :format: myst
-# ```
 #
 # ## How to read this book
 #

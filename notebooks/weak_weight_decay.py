@@ -135,7 +135,7 @@ pd.DataFrame({(metric, name): stats.cell_stats(long, metric, weight_decay=wd)["m
 # weight decay has reshaped their spectra. The low-rank page shows how far the
 # strong setting gets.
 #
-# **Training regime** of these runs (hidden units in brackets):
+# **Training regime** of these runs:
 #
 # ```{glue:md} regime
 # :format: myst

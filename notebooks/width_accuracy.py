@@ -85,7 +85,7 @@ page.glue_rows(means, {"wide": wide}, ["acc_endpoints"])
 # - W11, a small accuracy barrier at the widest width ({glue:md}`w11_test`; the paper
 #   reports about 0.5 points for its MLP): {glue:md}`w11_mark`, {glue:md}`w11_measured`.
 #
-# **Training regime** of these runs (hidden units in brackets):
+# **Training regime** of these runs:
 #
 # ```{glue:md} regime
 # :format: myst

@@ -9,7 +9,6 @@ from lmcbook import book
 from lmcbook.book import Outcome
 from lmcbook.page import record_path
 from lmcbook.parts import all_notebooks
-from lmcbook.specs import CODE_VERSION
 
 CI_VARS = ("GITHUB_SHA", "GITHUB_RUN_ID", "GITHUB_SERVER_URL", "GITHUB_REPOSITORY")
 
@@ -34,7 +33,7 @@ def test_the_report_keeps_each_notebooks_latest_execution(tmp_path, monkeypatch)
     rows = _rows((tmp_path / book.REPORT_PAGE).read_text())
     wa, ov = "{doc}`width_accuracy <width_accuracy>`", "{doc}`overview <overview>`"
     assert rows[wa] == ["executed", "12.3", "4", "2", "cv-test"]
-    assert rows[ov][0] == "failed" and rows[ov][-1] == str(CODE_VERSION)
+    assert rows[ov] == ["failed", "1.0", "0", "0", "–"]  # no earlier output was kept, so no code version
     assert rows["**total**"][:4] == ["1 executed, 0 cached, 1 failed", "13.3", "4", "2"]
     assert len([r for r in rows if r not in ("notebook", "---", "**total**")]) == len(all_notebooks())
     assert rows["claims"][0] == "not executed"  # no execution has included it yet
@@ -43,7 +42,8 @@ def test_the_report_keeps_each_notebooks_latest_execution(tmp_path, monkeypatch)
     book.write_report(tmp_path, [Outcome("width_accuracy", True, 0.0, cached=True)], "smoke", params)
     rep = json.loads((tmp_path / book.REPORT_JSON).read_text())
     assert rep["notebooks"]["width_accuracy"] == {"status": "cached", "seconds": 0.0, "loaded": 0, "trained": 0,
-                                                  "code_version": "cv-test", "error": "", "profile": "smoke"}
+                                                  "code_version": "cv-test", "error": "", "profile": "smoke",
+                                                  "dataset": "digits"}
     assert rep["notebooks"]["overview"]["status"] == "failed"
     assert rep["build"]["profile"] == "smoke" and rep["build"]["datasets"] == ["digits"]
     assert rep["build"]["ci"] is None
@@ -53,7 +53,8 @@ def test_the_report_keeps_each_notebooks_latest_execution(tmp_path, monkeypatch)
     assert "Mixed profiles" not in (tmp_path / book.REPORT_PAGE).read_text()
     book.write_report(tmp_path, [Outcome("claims", True, 2.0)], "quick", {"claims": {}})  # another profile
     assert "**Mixed profiles.** These pages come from executions at different profiles: `quick`: claims; " \
-           "`smoke`: width_accuracy, overview." in (tmp_path / book.REPORT_PAGE).read_text()
+           "`smoke`: width_accuracy." in (tmp_path / book.REPORT_PAGE).read_text()
+    assert "profiles `quick`, `smoke` (mixed)" in (tmp_path / book.BUILD_LINE).read_text()
 
 
 def test_the_report_and_the_landing_line_link_the_ci_run_only_when_one_builds(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ warnings as errors.
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -363,8 +364,6 @@ def _remove(cell: Any) -> None:
 
 def glued_words(nb: Any) -> dict[str, str]:
     """Return every value an executed notebook glued as a plain string (:meth:`lmcbook.page.Page.choose`), by key."""
-    import ast
-
     out = {}
     for cell in nb.cells:
         for o in cell.get("outputs", []):

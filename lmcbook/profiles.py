@@ -236,20 +236,19 @@ class Recipe(Training):
     init_scale: float = _init_scale()
     weight_decay: float = _weight_decay()
 
-    def spec(self, width: float, seed: int, depth: int | None = None) -> RunSpec:
-        """Return the RunSpec of one model (init and data seed ``seed``), at ``depth`` if given."""
-        depth = depth if depth is not None else self.depth
+    def spec(self, width: float, seed: int) -> RunSpec:
+        """Return the RunSpec of one model (init and data seed ``seed``)."""
         return RunSpec(
             data=DataSpec(self.dataset, self.data_root, download=self.download),
-            model=ModelSpec(self.arch, width, self.base_width, depth if self.arch == "mlp" else None,
+            model=ModelSpec(self.arch, width, self.base_width, self.depth if self.arch == "mlp" else None,
                             self.norm, self.bias, self.init_scale),
             train=TrainSpec(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, momentum=self.momentum,
                             weight_decay=self.weight_decay, warmup=self.warmup, seed=seed),
         )
 
-    def pair(self, width: float, p: int, depth: int | None = None) -> Pair:
-        """Return pair number ``p`` at ``width`` (and ``depth``): seeds 2p and 2p+1."""
-        return Pair(width, p, self.spec(width, 2 * p, depth), self.spec(width, 2 * p + 1, depth))
+    def pair(self, width: float, p: int) -> Pair:
+        """Return pair number ``p`` at ``width``: seeds 2p and 2p+1."""
+        return Pair(width, p, self.spec(width, 2 * p), self.spec(width, 2 * p + 1))
 
     @property
     def layers(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -317,16 +318,21 @@ def claim_w2(barrier: pd.DataFrame) -> ClaimResult:
                        values={"rho": rho, "ratio": iv.mean, "ratio_hi": iv.hi, "calibrated": cal["mean"].iloc[-1]})
 
 
+def _gap_at(df: pd.DataFrame, units: float, higher: tuple[str, dict], lower: tuple[str, dict]) -> Interval:
+    """Return the 95% interval over pairs, at ``units`` hidden units, of the per-pair difference higher − lower (each
+    a metric and its selection); empty when no pair has both."""
+    gap = (_per_pair(df, higher[0], **higher[1]) - _per_pair(df, lower[0], **lower[1])).dropna()
+    return interval(gap.loc[units] if units in gap.index.get_level_values(0) else [])
+
+
 def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
     """W3: ρ(width, LEWC relative error at λ=½, last hidden layer) ≤ −RHO_MIN, and at the widest width below the
     same pair's untrained error (the 95% interval over pairs of untrained − trained above 0; straddling it:
     inconclusive)."""
-    layer = last_hidden(lewc)
-    rho, tr = _rho_row(lewc, LEWC_REL_ERR, lam=0.5, layer=layer, method="trained")
-    margin = (_per_pair(lewc, LEWC_REL_ERR, lam=0.5, layer=layer, method="untrained")
-              - _per_pair(lewc, LEWC_REL_ERR, lam=0.5, layer=layer, method="trained")).dropna()
+    at = {"lam": 0.5, "layer": last_hidden(lewc)}
+    rho, tr = _rho_row(lewc, LEWC_REL_ERR, **at, method="trained")
     wide = tr.index[-1]
-    iv = interval(margin.loc[wide] if wide in margin.index.get_level_values(0) else [])
+    iv = _gap_at(lewc, wide, (LEWC_REL_ERR, {**at, "method": "untrained"}), (LEWC_REL_ERR, {**at, "method": "trained"}))
     return ClaimResult("W3", "width", "LEWC holds better as width grows.",
                        f"ρ = {rho:.2f}; at {wide} units error {tr.loc[wide, 'mean']:.3f}, below the untrained pair's "
                        f"by {iv.text()} ({iv.n} pairs)",
@@ -339,11 +345,10 @@ def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
 def claim_w4(add: pd.DataFrame) -> ClaimResult:
     """W4: ρ(width, additivity error at λ=½, mean over hidden layers) ≤ −RHO_MIN, and at the widest width below the
     Gaussian baseline (the 95% interval over pairs of baseline − error above 0)."""
-    rho, tr = _rho_row(add, ADDITIVITY_REL_ERR, lam=0.5, method="trained")
-    below = (_per_pair(add, BASELINE_ADDITIVITY_REL_ERR, lam=0.5, method="trained")
-             - _per_pair(add, ADDITIVITY_REL_ERR, lam=0.5, method="trained")).dropna()
+    at = {"lam": 0.5, "method": "trained"}
+    rho, tr = _rho_row(add, ADDITIVITY_REL_ERR, **at)
     wide = tr.index[-1]
-    iv = interval(below.loc[wide] if wide in below.index.get_level_values(0) else [])
+    iv = _gap_at(add, wide, (BASELINE_ADDITIVITY_REL_ERR, at), (ADDITIVITY_REL_ERR, at))
     return ClaimResult("W4", "width", "Weak additivity of the ReLU improves with width.",
                        f"ρ = {rho:.2f}; at {wide} units error {tr.loc[wide, 'mean']:.3f}, below the Gaussian baseline "
                        f"by {iv.text()} ({iv.n} pairs)",
@@ -716,14 +721,65 @@ def _dataset(df: pd.DataFrame) -> str | None:
     return str(df["dataset"].dropna().iloc[0]) if "dataset" in df.columns and df["dataset"].notna().any() else None
 
 
-def _m_row(cid: str, statement: str, measured: str, test: str, state: str, df: pd.DataFrame, d_value: float,
-           **values: float) -> ClaimResult:
-    return ClaimResult(cid, "width", statement, measured, test, state, "mechanism", values=dict(values),
-                       decay_integral=d_value, dataset=_dataset(df))
+class _NotApplicable(Exception):
+    """Raised by a mechanism claim's reading when its setting cannot be read: why, and the D of the cell it would
+    have read (NaN if none)."""
+
+    def __init__(self, why: str, d_value: float = float("nan")) -> None:
+        super().__init__(why)
+        self.why, self.d_value = why, d_value
+
+
+def _check(why: str | None, d_value: float = float("nan")) -> None:
+    """Raise :class:`_NotApplicable` when there is a reason (``why``) the setting cannot be read."""
+    if why is not None:
+        raise _NotApplicable(why, d_value)
+
+
+class _Reading(NamedTuple):
+    """What a mechanism claim measured: the sentence, the state, the D of the cell it read and its values."""
+
+    measured: str
+    state: str
+    d_value: float
+    values: dict[str, float]
+
+
+def _mechanism_claim(cid: str, statement: str, test: str) -> Callable[[Callable[[pd.DataFrame], _Reading]],
+                                                                      Callable[[pd.DataFrame], ClaimResult]]:
+    """Make the mechanism claim ``cid`` from its reading of a mechanism frame: the claim's row holds the reading, or
+    n/a and why when the reading raises :class:`_NotApplicable`."""
+
+    def make(read: Callable[[pd.DataFrame], _Reading]) -> Callable[[pd.DataFrame], ClaimResult]:
+        def claim(df: pd.DataFrame) -> ClaimResult:
+            try:
+                r = read(df)
+            except _NotApplicable as na:
+                r = _Reading(f"n/a: {na.why}", NA, na.d_value, {})
+            return ClaimResult(cid, "width", statement, r.measured, test, r.state, "mechanism", values=dict(r.values),
+                               decay_integral=r.d_value, dataset=_dataset(df))
+
+        claim.__name__, claim.__qualname__, claim.__doc__ = read.__name__, read.__qualname__, read.__doc__
+        return claim
+
+    return make
 
 
 def _too_few(*ivs: Interval) -> bool:
     return any(iv.n < MIN_PAIRS for iv in ivs)
+
+
+def _above_zero(measured: str, d_value: float, iv: Interval, units: float, **arms: pd.Series) -> _Reading:
+    """Return the reading of a claim that reads a difference of two arms as > 0 (pass when its interval lies above
+    0), with the interval and each arm's mean as values."""
+    return _Reading(measured, _decided(iv, above(iv, 0.0)), d_value,
+                    dict(diff=iv.mean, lo=iv.lo, hi=iv.hi, **{k: float(v.mean()) for k, v in arms.items()}, units=units,
+                         n=iv.n))
+
+
+def _decided(iv: Interval, state: str) -> str:
+    """Return ``state``, or inconclusive when the interval holds fewer than MIN_PAIRS pairs."""
+    return INCONCLUSIVE if _too_few(iv) else state
 
 
 def _extremes(df: pd.DataFrame) -> tuple[float, pd.Series, pd.Series] | None:
@@ -755,144 +811,128 @@ def _largest_d_gate(df: pd.DataFrame, need: list[float] | None = None) -> tuple[
     return widest, big, None
 
 
+def _largest_d(df: pd.DataFrame) -> tuple[float, pd.Series]:
+    """Return the widest width and the largest-D cell there (:func:`_largest_d_gate`); raise when it cannot be
+    read."""
+    widest, big, why = _largest_d_gate(df)
+    _check(why, big.get("D", float("nan")))
+    return widest, big
+
+
 _M_TEST_PAIRS = f"at least {MIN_PAIRS} pairs; 95% bootstrap interval over pairs"
 
 
-def claim_m1(df: pd.DataFrame) -> ClaimResult:
+@_mechanism_claim("M1", "Once weight decay has acted, wide networks merge without permutations: plain merged accuracy "
+                  "reaches the logit ensemble's.",
+                  f"merged/ensemble ≥ {MERGED_OVER_ENSEMBLE_MIN:g} at the widest width and largest D ({_M_TEST_PAIRS})")
+def claim_m1(df: pd.DataFrame) -> _Reading:
     """M1 (the paper's account against H2): at the widest width and the largest D, plain merged accuracy ≥ 0.95 ×
     the logit ensemble's: pass when the interval of the per-pair ratio lies at or above 0.95, fail when it lies
     below, else inconclusive; n/a when weight decay has not acted there or an endpoint did not converge."""
-    statement = ("Once weight decay has acted, wide networks merge without permutations: plain merged accuracy "
-                 "reaches the logit ensemble's.")
-    test = f"merged/ensemble ≥ {MERGED_OVER_ENSEMBLE_MIN:g} at the widest width and largest D ({_M_TEST_PAIRS})"
-    widest, big, why = _largest_d_gate(df)
-    if why is not None:
-        return _m_row("M1", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
-    merged = pair_values(df, ACC_MERGED, big, widest, method=PLAIN)
-    ens = pair_values(df, ACC_ENSEMBLE, big, widest, method=PLAIN)
+    widest, big = _largest_d(df)
+    merged, ens = (pair_values(df, metric, big, widest, method=PLAIN) for metric in (ACC_MERGED, ACC_ENSEMBLE))
     iv = interval(merged / ens)
-    state = INCONCLUSIVE if _too_few(iv) else at_least(iv, MERGED_OVER_ENSEMBLE_MIN)
     measured = (f"at {widest:g} units, D = {big['D']:.3g} ({_cell_name(big)}): merged/ensemble = {iv.text()} over "
                 f"{iv.n} pairs (merged {merged.mean():.3f}, ensemble {ens.mean():.3f})")
-    return _m_row("M1", statement, measured, test, state, df, big["D"], ratio=iv.mean, lo=iv.lo, hi=iv.hi,
-                  merged=float(merged.mean()), ensemble=float(ens.mean()), units=widest, n=iv.n)
+    return _Reading(measured, _decided(iv, at_least(iv, MERGED_OVER_ENSEMBLE_MIN)), big["D"],
+                    dict(ratio=iv.mean, lo=iv.lo, hi=iv.hi, merged=float(merged.mean()), ensemble=float(ens.mean()),
+                         units=widest, n=iv.n))
 
 
-def claim_m2(df: pd.DataFrame) -> ClaimResult:
+@_mechanism_claim("M2", "(H2, ours) Once weight decay has acted, the two networks are one solution up to a "
+                  "permutation: weight matching merges them better than plain averaging.",
+                  f"weight-matched − plain merged accuracy > 0 at the widest width and largest D ({_M_TEST_PAIRS})")
+def claim_m2(df: pd.DataFrame) -> _Reading:
     """M2 (H2, permutation collapse): at the widest width and the largest D, weight-matched minus plain merged
     accuracy > 0: pass when the interval of the per-pair difference lies above 0, fail when it lies at or below
     0, else inconclusive; n/a as M1."""
-    statement = ("(H2, ours) Once weight decay has acted, the two networks are one solution up to a permutation: "
-                 "weight matching merges them better than plain averaging.")
-    test = f"weight-matched − plain merged accuracy > 0 at the widest width and largest D ({_M_TEST_PAIRS})"
-    widest, big, why = _largest_d_gate(df)
-    if why is not None:
-        return _m_row("M2", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
-    plain = pair_values(df, ACC_MERGED, big, widest, method=PLAIN)
-    matched = pair_values(df, ACC_MERGED, big, widest, method=MATCHED)
-    diff = (matched - plain).dropna()
-    iv = interval(diff)
-    state = INCONCLUSIVE if _too_few(iv) else above(iv, 0.0)
+    widest, big = _largest_d(df)
+    plain, matched = (pair_values(df, ACC_MERGED, big, widest, method=method) for method in (PLAIN, MATCHED))
+    iv = interval((matched - plain).dropna())
     measured = (f"at {widest:g} units, D = {big['D']:.3g}: weight-matched {matched.mean():.3f} vs plain "
                 f"{plain.mean():.3f}; difference {iv.text()} over {iv.n} pairs")
-    return _m_row("M2", statement, measured, test, state, df, big["D"], diff=iv.mean, lo=iv.lo, hi=iv.hi,
-                  matched=float(matched.mean()), plain=float(plain.mean()), units=widest, n=iv.n)
+    return _above_zero(measured, big["D"], iv, widest, matched=matched, plain=plain)
 
 
-def claim_m3(df: pd.DataFrame) -> ClaimResult:
+@_mechanism_claim("M3", "(H3, ours) With large D, plain merging recovers as width grows, up to the widest width.",
+                  f"ρ(width, merged accuracy) ≥ {RHO_MIN:g} at the largest D, and the widest width above the next "
+                  f"narrower one ({_M_TEST_PAIRS})")
+def claim_m3(df: pd.DataFrame) -> _Reading:
     """M3 (H3, width truncation): at the largest D, plain merged accuracy rises with width up to the widest:
     ρ(width, mean merged accuracy) ≥ 0.9 over the widths whose endpoints converged, and the widest width above
     the next narrower one beyond the interval of their difference (lmcbook.stats.trend_and_ends); n/a as M1, or
     when the two widest widths did not converge."""
-    statement = "(H3, ours) With large D, plain merging recovers as width grows, up to the widest width."
-    test = (f"ρ(width, merged accuracy) ≥ {RHO_MIN:g} at the largest D, and the widest width above the next narrower "
-            f"one ({_M_TEST_PAIRS})")
-    widest, big, why = _largest_d_gate(df)
-    units = sorted(in_cell(df, big)["hidden_units"].dropna().unique()) if why is None else []
-    if why is None and len(units) < 2:
-        why = f"only one width was trained at the largest D ({_cell_name(big)})"
-    if why is None:
-        why = _unfit(df, big, units[-2])
-    if why is not None:
-        return _m_row("M3", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
+    widest, big = _largest_d(df)
+    units = sorted(in_cell(df, big)["hidden_units"].dropna().unique())
+    _check(f"only one width was trained at the largest D ({_cell_name(big)})" if len(units) < 2 else None, big["D"])
+    _check(_unfit(df, big, units[-2]), big["D"])
     fit = [u for u in units if _unfit(df, big, u) is None]
     means = [pair_values(df, ACC_MERGED, big, u, method=PLAIN).mean() for u in fit]
     rho = spearman(fit, means)
     wide, prev = (pair_values(df, ACC_MERGED, big, u, method=PLAIN) for u in (units[-1], units[-2]))
     iv = interval_diff(wide, prev)
-    state = INCONCLUSIVE if _too_few(iv) else trend_and_ends(rho, +1, above(iv, 0.0), RHO_MIN)
     dropped = f"; {len(units) - len(fit)} narrower width(s) left out by the convergence rule" if len(fit) < len(units) \
         else ""
     measured = (f"at D = {big['D']:.3g}: ρ = {rho:.2f} over {len(fit)} widths, merged accuracy {means[0]:.3f} at "
                 f"{fit[0]:g} → {means[-1]:.3f} at {fit[-1]:g} units; {units[-1]:g} minus {units[-2]:g} units: "
                 f"{iv.text()}{dropped}")
-    return _m_row("M3", statement, measured, test, state, df, big["D"], rho=rho, diff=iv.mean, lo=iv.lo, hi=iv.hi,
-                  units=widest, n=iv.n)
+    return _Reading(measured, _decided(iv, trend_and_ends(rho, +1, above(iv, 0.0), RHO_MIN)), big["D"],
+                    dict(rho=rho, diff=iv.mean, lo=iv.lo, hi=iv.hi, units=widest, n=iv.n))
 
 
-def claim_m4(df: pd.DataFrame) -> ClaimResult:
+@_mechanism_claim("M4", "(H1, ours) In short training the width effect comes from the random initialisation: with a "
+                  "small initialisation, wide networks merge worse.",
+                  f"standard − small-initialisation merged accuracy > 0 at the smallest D, widest width "
+                  f"({_M_TEST_PAIRS})")
+def claim_m4(df: pd.DataFrame) -> _Reading:
     """M4 (H1, near initialisation): at the smallest D and the widest width, plain merged accuracy with a small
     initialisation (the smallest init_scale) is below the standard initialisation's: pass when the interval of
     standard minus small lies above 0, fail when it lies at or below 0, else inconclusive; n/a without a
     small-initialisation arm, when weight decay has acted in the smallest-D cell, or when an endpoint did not
     converge."""
-    statement = ("(H1, ours) In short training the width effect comes from the random initialisation: with a small "
-                 "initialisation, wide networks merge worse.")
-    test = f"standard − small-initialisation merged accuracy > 0 at the smallest D, widest width ({_M_TEST_PAIRS})"
     ext = _extremes(df)
     cells = cell_table(df)
-    small = cells[cells["init_scale"] < 1.0].sort_values("init_scale")
-    why = None
-    if ext is None or small.empty:
-        why = "no small-initialisation arm was run"
-    else:
-        widest, low, _ = ext
-        small = small.iloc[0]
-        if not low["shrinkage"] >= DECAY_IDLE_MIN:
-            why = (f"weight decay has acted in the smallest-D cell ({_cell_name(low)}: alone it would leave "
-                   f"{low['shrinkage']:.2f} of a weight, < {DECAY_IDLE_MIN:g})")
-        elif not (np.isclose(small["epochs"], low["epochs"]) and np.isclose(small["weight_decay"],
-                                                                              low["weight_decay"])):
-            why = f"the small-initialisation arm ({_cell_name(small)}) is not at the smallest D ({_cell_name(low)})"
-        else:
-            why = _unfit(df, low, widest) or _unfit(df, small, widest)
-    if why is not None:
-        return _m_row("M4", statement, f"n/a: {why}", test, NA, df, float("nan"))
-    std = pair_values(df, ACC_MERGED, low, widest, method=PLAIN)
-    sml = pair_values(df, ACC_MERGED, small, widest, method=PLAIN)
+    smalls = cells[cells["init_scale"] < 1.0].sort_values("init_scale")
+    _check("no small-initialisation arm was run" if ext is None or smalls.empty else None)
+    widest, low, _ = ext
+    small = smalls.iloc[0]
+    if not low["shrinkage"] >= DECAY_IDLE_MIN:
+        _check(f"weight decay has acted in the smallest-D cell ({_cell_name(low)}: alone it would leave "
+               f"{low['shrinkage']:.2f} of a weight, < {DECAY_IDLE_MIN:g})")
+    if not (np.isclose(small["epochs"], low["epochs"]) and np.isclose(small["weight_decay"], low["weight_decay"])):
+        _check(f"the small-initialisation arm ({_cell_name(small)}) is not at the smallest D ({_cell_name(low)})")
+    _check(_unfit(df, low, widest) or _unfit(df, small, widest))
+    std, sml = (pair_values(df, ACC_MERGED, cell, widest, method=PLAIN) for cell in (low, small))
     iv = interval_diff(std, sml)
-    state = INCONCLUSIVE if _too_few(iv) else above(iv, 0.0)
-    measured = (f"at {widest:g} units, D = {low['D']:.3g}: merged accuracy {std.mean():.3f} (standard) vs "
-                f"{sml.mean():.3f} (initial weights ×{small['init_scale']:g}); difference {iv.text()}")
-    return _m_row("M4", statement, measured, test, state, df, low["D"], diff=iv.mean, lo=iv.lo, hi=iv.hi,
-                  standard=float(std.mean()), small=float(sml.mean()), units=widest, n=iv.n)
+    measured = (f"at {widest:g} units, D = {low['D']:.3g}: "
+                f"merged accuracy {std.mean():.3f} (standard) vs {sml.mean():.3f} (initial weights "
+                f"×{small['init_scale']:g}); difference {iv.text()}")
+    return _above_zero(measured, low["D"], iv, widest, standard=std, small=sml)
 
 
-def claim_m5(df: pd.DataFrame) -> ClaimResult:
+@_mechanism_claim("M5",
+                  "Weight decay brings reciprocal orthogonality: as D rises, ‖W_a z_b‖/‖W_a z_a‖ falls.",
+                  f"ρ(D, orthogonality ratio) ≤ −{RHO_MIN:g} at the widest width, and the largest-D cell below the "
+                  f"smallest-D cell ({_M_TEST_PAIRS})")
+def claim_m5(df: pd.DataFrame) -> _Reading:
     """M5 (the paper's chain): at the widest width the orthogonality ratio ‖W_a z_b‖/‖W_a z_a‖ (λ=½, mean over
     layers 2..L) falls as D rises: ρ(D, mean ratio) ≤ −0.9 over the standard-initialisation cells that reach the
     widest width, and the largest-D cell below the smallest-D cell beyond the interval of their difference; n/a
     as M1 (both end cells must converge)."""
-    statement = "Weight decay brings reciprocal orthogonality: as D rises, ‖W_a z_b‖/‖W_a z_a‖ falls."
-    test = (f"ρ(D, orthogonality ratio) ≤ −{RHO_MIN:g} at the widest width, and the largest-D cell below the "
-            f"smallest-D cell ({_M_TEST_PAIRS})")
-    widest, big, why = _largest_d_gate(df)
+    widest, big = _largest_d(df)
     ext = _extremes(df)
-    if why is None and ext is not None:
-        why = _unfit(df, ext[1], widest)
-    if why is not None:
-        return _m_row("M5", statement, f"n/a: {why}", test, NA, df, big.get("D", float("nan")))
+    if ext is not None:
+        _check(_unfit(df, ext[1], widest), big["D"])
     cells = cell_table(df)
     cells = cells[(cells["init_scale"] == 1.0) & (cells["widest"] == widest)].sort_values("D")
     per = [pair_values(df, ORTH_RATIO, c, widest, lam=0.5, method="trained") for _, c in cells.iterrows()]
     rho = spearman(cells["D"], [p.mean() for p in per])
     iv = interval_diff(per[0], per[-1])
-    state = INCONCLUSIVE if _too_few(iv) else trend_and_ends(rho, -1, above(iv, 0.0), RHO_MIN)
     measured = (f"at {widest:g} units: ratio {per[0].mean():.3f} at D = {cells['D'].iloc[0]:.3g} → "
                 f"{per[-1].mean():.3f} at D = {cells['D'].iloc[-1]:.3g} (ρ = {rho:.2f} over {len(per)} cells); "
                 f"smallest minus largest D: {iv.text()}")
-    return _m_row("M5", statement, measured, test, state, df, cells["D"].iloc[-1], rho=rho, diff=iv.mean, lo=iv.lo,
-                  hi=iv.hi, units=widest, n=iv.n)
+    return _Reading(measured, _decided(iv, trend_and_ends(rho, -1, above(iv, 0.0), RHO_MIN)), cells["D"].iloc[-1],
+                    dict(rho=rho, diff=iv.mean, lo=iv.lo, hi=iv.hi, units=widest, n=iv.n))
 
 
 def equal_d_couples(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
@@ -913,32 +953,29 @@ def equal_d_couples(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
     return out
 
 
-def claim_m6(df: pd.DataFrame) -> ClaimResult:
+@_mechanism_claim("M6", "(ours) The decay integral D is a fair axis: equal D reached by length or by weight decay "
+                  "merges alike.",
+                  f"|merged accuracy difference| ≤ {EQUAL_D_TOL:g} in every equal-D couple, equivalence "
+                  f"({_M_TEST_PAIRS})")
+def claim_m6(df: pd.DataFrame) -> _Reading:
     """M6 (D is a fair axis): in every couple of equal-D cells, one reached by training longer and one by a stronger
     weight decay, plain merged accuracy at their widest common width agrees within 5 points: an equivalence test
     on the interval of the difference (pass when every couple's interval lies within ±0.05, fail when one lies
     wholly outside, else inconclusive); n/a without such couples or when an endpoint did not converge."""
-    statement = "(ours) The decay integral D is a fair axis: equal D reached by length or by weight decay merges alike."
-    test = f"|merged accuracy difference| ≤ {EQUAL_D_TOL:g} in every equal-D couple, equivalence ({_M_TEST_PAIRS})"
     couples = equal_d_couples(df)
-    if not couples:
-        return _m_row("M6", statement, "n/a: no two cells of equal D, one by length and one by weight decay, were run",
-                      test, NA, df, float("nan"))
+    _check(None if couples else "no two cells of equal D, one by length and one by weight decay, were run")
     parts, states, worst = [], [], 0.0
     for lc, dc in couples:
         units = min(lc["widest"], dc["widest"])
-        why = _unfit(df, lc, units) or _unfit(df, dc, units)
-        if why is not None:
-            return _m_row("M6", statement, f"n/a: {why}", test, NA, df, lc["D"])
+        _check(_unfit(df, lc, units) or _unfit(df, dc, units), lc["D"])
         iv = interval_diff(pair_values(df, ACC_MERGED, lc, units, method=PLAIN),
                            pair_values(df, ACC_MERGED, dc, units, method=PLAIN))
-        states.append(INCONCLUSIVE if _too_few(iv) else within(iv, EQUAL_D_TOL))
+        states.append(_decided(iv, within(iv, EQUAL_D_TOL)))
         worst = max(worst, abs(iv.mean))
         parts.append(f"{_cell_name(lc)} (D = {lc['D']:.3g}) minus {_cell_name(dc)} (D = {dc['D']:.3g}) at "
                      f"{units:g} units: {iv.text()}")
     state = FAIL if FAIL in states else PASS if all(s == PASS for s in states) else INCONCLUSIVE
-    return _m_row("M6", statement, "; ".join(parts), test, state, df, float(couples[-1][0]["D"]),
-                  worst=worst, couples=len(couples))
+    return _Reading("; ".join(parts), state, float(couples[-1][0]["D"]), dict(worst=worst, couples=len(couples)))
 
 
 def mechanism_claims(df: pd.DataFrame) -> list[ClaimResult]:

@@ -16,6 +16,7 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import pandas as pd
 import torch
@@ -134,6 +135,40 @@ def pair_frames(study: Recipe, store: RunStore | None = None, runs: Runs | None 
         rows.append({**keys, **got["summary"].iloc[0].to_dict(), "run_a": ra.spec.short_id,
                      "run_b": rb.spec.short_id})
     return PairFrames(pd.concat(curves, ignore_index=True), pd.DataFrame(rows))
+
+
+@dataclass
+class Sweep:
+    """What a page reads of a study's pairs: its frames by name and every model's training regime.
+
+    ``sweep["summary"]`` is a frame; ``sweep.means`` averages the pair summaries per width.
+    """
+
+    frames: dict[str, pd.DataFrame]
+    regime: pd.DataFrame
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        return self.frames[name]
+
+    @property
+    def means(self) -> pd.DataFrame:
+        """The pair summaries' means per width (``hidden_units``)."""
+        return self.frames["summary"].groupby("hidden_units").mean(numeric_only=True)
+
+
+def pair_sweep(study: Recipe, store: RunStore | None = None) -> Sweep:
+    """Return every pair's interpolation ``curves`` and ``summary`` (:func:`pair_frames`) with every model's regime
+    (:func:`regime_frame`): what a width page reads."""
+    store = store or RunStore()
+    res = pair_frames(study, store)
+    return Sweep({"curves": res.curves, "summary": res.summary}, regime_frame(study, store))
+
+
+def probe_sweep(study: Recipe, store: RunStore | None = None, **options: Any) -> Sweep:
+    """Return every probe's frame (:func:`probe_frames`, with its ``options``) and every model's regime: what a probe
+    page reads."""
+    store = store or RunStore()
+    return Sweep(probe_frames(study, store, **options), regime_frame(study, store))
 
 
 def cached_pair_summary(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import types
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from .metrics import DEFAULT_LAMS
 from .noise import spawn_pair, spawn_step
@@ -172,6 +172,10 @@ class Study:
     def specs(self) -> list[RunSpec]:
         """Return every run the study trains."""
         return []
+
+
+#: Any study class; :func:`resolve` returns an instance of the class it is given.
+StudyT = TypeVar("StudyT", bound=Study)
 
 
 @dataclass(frozen=True)
@@ -718,16 +722,16 @@ class NoiseStudy(Study):
 
 @dataclass(frozen=True)
 class TheoryStudy(Study):
-    """The constructed networks of the theory section: sizes, seed and λ grid."""
+    """The constructed networks of the theory section: the λ grid, then the networks' sizes and seed."""
 
     profile_values = {"smoke": dict(hidden=16, inputs=64), "paper": dict(hidden=256, inputs=1024)}
 
+    lams: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
     depth: int = field(default=4, metadata=_at_least(2))
     hidden: int = field(default=32, metadata=_at_least(2))
     in_features: int = field(default=16, metadata=_at_least(1))
     inputs: int = field(default=256, metadata=_at_least(1))
     seed: int = field(default=0, metadata=_at_least(0))
-    lams: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -817,7 +821,7 @@ def profile_table() -> str:
     return "\n".join(rows)
 
 
-def resolve(cls: type, profile: str = "quick", **overrides: Any) -> Any:
+def resolve(cls: type[StudyT], profile: str = "quick", **overrides: Any) -> StudyT:
     """Return the study ``cls`` at ``profile``; overrides that are None keep the profile's value."""
     _check_profile(profile)
     allowed = {f.name for f in fields(cls)} - {"profile"}

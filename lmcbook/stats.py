@@ -205,6 +205,21 @@ def cell_stats(df: pd.DataFrame, metric: str, by: str = "hidden_units", **filter
     return out
 
 
+def cell_means(df: pd.DataFrame, metrics: dict[str, str], by: str = "hidden_units", **filters) -> pd.DataFrame:
+    """Return, for each value of ``by``, the :func:`cell_stats` mean of each metric on the trained pairs (column
+    ``KEY``) and on the untrained pairs (``KEY_un``), with the trained spread over replicates (``KEY_spread``).
+
+    ``metrics`` maps each key to a metric: ``cell_means(orth, {"ratio": "orth_ratio"}, lam=0.5)`` has columns
+    ``ratio``, ``ratio_spread`` and ``ratio_un``.  A metric measured only on trained pairs leaves ``KEY_un`` NaN.
+    """
+    out = {}
+    for key, metric in metrics.items():
+        trained = cell_stats(df, metric, by, **filters, method="trained")
+        out[key], out[f"{key}_spread"] = trained["mean"], trained["spread"]
+        out[f"{key}_un"] = cell_stats(df, metric, by, **filters, method="untrained")["mean"]
+    return pd.DataFrame(out)
+
+
 def quadratic_fit(x: Iterable[float], y: Iterable[float]) -> dict[str, float]:
     """Return the least-squares quadratic y ≈ c2·x² + c1·x + c0 and what the claims read off it.
 

@@ -45,30 +45,24 @@ page, study = open_page("lewc", globals())
 # $\lambda = \tfrac12$:
 
 # %%
-frames = experiments.probe_frames(study, page.store)
-regime = experiments.regime_frame(study, page.store)
-lewc, scale = frames["lewc"], frames["scale_law"]
+probes = experiments.probe_sweep(study, page.store)
+lewc, scale = probes["lewc"], probes["scale_law"]
 last = schema.last_hidden(lewc)
-tr = stats.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="trained")
-un = stats.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.5, method="untrained")
-tr.join(un, rsuffix="_untrained")[["mean", "spread", "mean_untrained"]].round(4)
+table = stats.cell_means(lewc, {"err": "lewc_rel_err", "llfc": "llfc_rel_err"}, layer=last, lam=0.5)
+table[["err", "err_spread", "err_un"]].round(4)  # _un: the untrained pairs
 
 # %% tags=["remove-cell"]
+regime = probes.regime
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_lewc", plots.plot_lewc_vs_llfc(lewc))
 page.glue_figure("fig_scale", plots.plot_scale_law(scale))
-llfc = stats.cell_stats(lewc, "llfc_rel_err", layer=last, lam=0.5, method="trained")
-q_tr = stats.cell_stats(lewc, "lewc_rel_err", layer=last, lam=0.25, method="trained")
-q_llfc = stats.cell_stats(lewc, "llfc_rel_err", layer=last, lam=0.25, method="trained")
-beta = stats.cell_stats(scale, "scale_beta", method="trained")
-beta_un = stats.cell_stats(scale, "scale_beta", method="untrained")
-narrow, wide = tr.index.min(), tr.index.max()
-page.glue_values(last=int(last), n_narrow=int(narrow), n_wide=int(wide), err_narrow=tr.loc[narrow, "mean"],
-                 err_wide=tr.loc[wide, "mean"], err_wide_spread=tr.loc[wide, "spread"],
-                 err_untrained_wide=un.loc[wide, "mean"], llfc_wide=llfc.loc[wide, "mean"],
-                 q_err_wide=q_tr.loc[wide, "mean"], q_llfc_wide=q_llfc.loc[wide, "mean"],
-                 beta_wide=beta.loc[wide, "mean"], beta_wide_spread=beta.loc[wide, "spread"],
-                 beta_untrained_wide=beta_un.loc[wide, "mean"])
+quarter = stats.cell_means(lewc, {"q_err": "lewc_rel_err", "q_llfc": "llfc_rel_err"}, layer=last, lam=0.25)
+beta = stats.cell_means(scale, {"beta": "scale_beta"})
+narrow, wide = table.index.min(), table.index.max()
+page.glue_values(last=int(last), n_narrow=int(narrow), n_wide=int(wide), err_wide_spread=table.loc[wide, "err_spread"],
+                 beta_wide_spread=beta.loc[wide, "beta_spread"])
+page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["err"])
+page.glue_rows(table.join(quarter).join(beta), {"wide": wide}, ["err_un", "llfc", "q_err", "q_llfc", "beta", "beta_un"])
 why = claims.lewc_setting_missing(schema.to_long_frame(regime, "lewc", schema.REGIME_KEYS))
 page.choose("scale_applies", why is None)
 page.glue_values(scale_missing=why or "")
@@ -87,7 +81,7 @@ page.glue_values(scale_missing=why or "")
 # $\lambda = \tfrac12$, the LEWC relative error goes from {glue:text}`err_narrow:.3f` at
 # {glue:text}`n_narrow` hidden units to {glue:text}`err_wide:.3f` (spread
 # {glue:text}`err_wide_spread:.3f`) at {glue:text}`n_wide`, where the untrained pair's
-# error is {glue:text}`err_untrained_wide:.3f`. The LLFC prediction's error at the same
+# error is {glue:text}`err_un_wide:.3f`. The LLFC prediction's error at the same
 # layer is {glue:text}`llfc_wide:.3f`. At $\lambda = \tfrac14$, where the two
 # predictions are no longer multiples of each other, the LEWC error at the
 # widest width is {glue:text}`q_err_wide:.3f` against {glue:text}`q_llfc_wide:.3f`
@@ -118,7 +112,7 @@ page.glue_values(scale_missing=why or "")
 #
 # At the widest width the fitted β is {glue:text}`beta_wide:.3f` (spread over
 # pairs {glue:text}`beta_wide_spread:.3f`); for the untrained pair it is
-# {glue:text}`beta_untrained_wide:.3f`.
+# {glue:text}`beta_un_wide:.3f`.
 
 # %% [markdown] tags=["when:scale_applies=true"]
 # These networks are bias-free MLPs without normalisation, the setting the law is

@@ -47,16 +47,13 @@ page, study = open_page("loss_barrier_calibration", globals())
 # fitted on the calibration split:
 
 # %%
-res = experiments.pair_frames(study, page.store)
-regime = experiments.regime_frame(study, page.store)
-summary, curves = res.summary, res.curves
-means = summary.groupby("hidden_units").mean(numeric_only=True)
-means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal", "tau_merged", "tau_ensemble",
-       "logit_norm_ratio", "tau_ratio"]].round(3)
+sweep = experiments.pair_sweep(study, page.store)
+sweep.means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal", "tau_merged",
+             "tau_ensemble", "logit_norm_ratio", "tau_ratio"]].round(3)
 
 # %% tags=["remove-cell"]
-L = study.layers
-page.glue_md("setup", describe_study(study, regime))
+L, summary, curves, means = study.layers, sweep["summary"], sweep["curves"], sweep.means
+page.glue_md("setup", describe_study(study, sweep.regime))
 page.glue_figure("fig_barriers", plots.plot_barriers(summary))
 page.glue_figure("fig_curves_cal", plots.plot_interpolation(curves, "loss_cal", "calibrated test loss (nats)"))
 narrow, wide = means.index.min(), means.index.max()
@@ -183,5 +180,5 @@ page.save(curves=(curves, ["loss", "loss_cal", "tau"], ["width", "hidden_units",
                                              "loss_cal_endpoints", "tau_merged", "tau_ensemble", "tau_ratio",
                                              "logit_norm_ratio", "tau_at_bound_merged", "tau_at_bound_ensemble"],
                    ["width", "hidden_units", "depth"]),
-          regime=regime)
+          regime=sweep.regime)
 page.provenance()

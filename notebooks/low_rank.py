@@ -45,25 +45,19 @@ page, study = open_page("low_rank", globals())
 # matrices, and the absolute effective rank beside it:
 
 # %%
-frames = experiments.probe_frames(study, page.store)
-regime = experiments.regime_frame(study, page.store)
-rank = frames["rank"]
-hid = rank[rank["role"] == "hidden"]
-er = stats.cell_stats(hid, "rel_effective_rank", method="trained")  # mean over matrices and both models
-er_un = stats.cell_stats(hid, "rel_effective_rank", method="untrained")
-abs_er = stats.cell_stats(hid, "effective_rank", method="trained")
-er.join(er_un, rsuffix="_untrained").join(abs_er, rsuffix="_abs")[["mean", "spread", "mean_untrained",
-                                                                  "mean_abs"]].round(4)
+probes = experiments.probe_sweep(study, page.store)
+# means over the hidden-to-hidden matrices and both models; _un: the untrained pairs
+table = stats.cell_means(probes["rank"], {"er": "rel_effective_rank", "abs_er": "effective_rank", "sr": "rel_stable_rank"},
+                         role="hidden")
+table[["er", "er_spread", "er_un", "abs_er"]].round(4)
 
 # %% tags=["remove-cell"]
+rank, regime = probes["rank"], probes.regime
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_rank", plots.plot_rank(rank))
-sr = stats.cell_stats(hid, "rel_stable_rank", method="trained")
-narrow, wide = er.index.min(), er.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), er_wide_spread=er.loc[wide, "spread"])
-for key, frame in (("er", er), ("er_un", er_un), ("sr", sr), ("abs_er", abs_er)):
-    page.glue(f"{key}_narrow", frame.loc[narrow, "mean"])
-    page.glue(f"{key}_wide", frame.loc[wide, "mean"])
+narrow, wide = table.index.min(), table.index.max()
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide), er_wide_spread=table.loc[wide, "er_spread"])
+page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["er", "er_un", "sr", "abs_er"])
 upd = schema.hidden_to_hidden(regime[regime["metric"].str.startswith("delta_rel")])  # what training added, W − W₀
 for key, metric in (("upd_er", "delta_rel_effective_rank"), ("upd_sr", "delta_rel_stable_rank")):
     st = stats.cell_stats(upd, metric)

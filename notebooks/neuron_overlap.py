@@ -45,8 +45,6 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %% tags=["remove-cell"]
-import pandas as pd
-
 from lmcbook import experiments, plots, stats
 from lmcbook.page import describe_study, open_page
 
@@ -58,31 +56,22 @@ page, study = open_page("neuron_overlap", globals())
 # measures, each averaged over the hidden layers:
 
 # %%
-frames = experiments.probe_frames(study, page.store)
-regime = experiments.regime_frame(study, page.store)
-nm = frames["neuron_moments"]
-jac = stats.cell_stats(nm, "jaccard", method="trained")  # mean over hidden layers
-chance = stats.cell_stats(nm, "jaccard_chance", method="trained")
-jac_un = stats.cell_stats(nm, "jaccard", method="untrained")
-conc = pd.DataFrame({f"{metric} ({method})": stats.cell_stats(nm, metric, method=method)["mean"]
-                     for metric in ("top_share", "participation_ratio") for method in ("trained", "untrained")})
-jac.join(chance, rsuffix="_chance").join(jac_un, rsuffix="_untrained")[
-    ["mean", "lo", "hi", "mean_chance", "mean_untrained"]].join(conc).round(4)
+probes = experiments.probe_sweep(study, page.store)
+measures = {"jac": "jaccard", "chance": "jaccard_chance", "top_share": "top_share",
+            "participation_ratio": "participation_ratio"}  # column: metric
+table = stats.cell_means(probes["neuron_moments"], measures)
+table.drop(columns="chance_un").round(4)  # means over the hidden layers; _un: the untrained pairs
 
 # %% tags=["remove-cell"]
-page.glue_md("setup", describe_study(study, regime))
+nm = probes["neuron_moments"]
+page.glue_md("setup", describe_study(study, probes.regime))
 page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
-narrow, wide = jac.index.min(), jac.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), jac_wide_spread=jac.loc[wide, "spread"])
-for key, frame in (("jac", jac), ("chance", chance), ("jac_un", jac_un)):
-    page.glue(f"{key}_narrow", frame.loc[narrow, "mean"])
-    page.glue(f"{key}_wide", frame.loc[wide, "mean"])
+narrow, wide = table.index.min(), table.index.max()
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide), jac_wide_spread=table.loc[wide, "jac_spread"])
+page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["jac", "chance", "jac_un", "top_share", "top_share_un",
+                                                         "participation_ratio", "participation_ratio_un"])
 for metric in ("top_share", "participation_ratio"):
-    for method in ("trained", "untrained"):
-        page.glue(f"{metric}_{method}_narrow", conc.loc[narrow, f"{metric} ({method})"])
-        page.glue(f"{metric}_{method}_wide", conc.loc[wide, f"{metric} ({method})"])
-    trained = conc[f"{metric} (trained)"]
-    page.glue_md(f"{metric}_trend", stats.trend(stats.spearman(trained.index, trained), "rises", "falls"))
+    page.glue_md(f"{metric}_trend", stats.trend(stats.spearman(table.index, table[metric]), "rises", "falls"))
 
 # %% [markdown]
 # ```{glue:figure} fig_overlap
@@ -105,17 +94,17 @@ for metric in ("top_share", "participation_ratio"):
 # argument above, these differ from chance only by sampling noise.
 #
 # **Concentration.** The share of activity held by the top 10% of neurons (mean over
-# hidden layers and the two models) is {glue:text}`top_share_trained_narrow:.3f` at
-# {glue:text}`n_narrow` hidden units and {glue:text}`top_share_trained_wide:.3f` at
-# {glue:text}`n_wide`, against {glue:text}`top_share_untrained_narrow:.3f` and
-# {glue:text}`top_share_untrained_wide:.3f` for the untrained pairs; across widths it
+# hidden layers and the two models) is {glue:text}`top_share_narrow:.3f` at
+# {glue:text}`n_narrow` hidden units and {glue:text}`top_share_wide:.3f` at
+# {glue:text}`n_wide`, against {glue:text}`top_share_un_narrow:.3f` and
+# {glue:text}`top_share_un_wide:.3f` for the untrained pairs; across widths it
 # {glue:md}`top_share_trend`. The relative participation ratio is
-# {glue:text}`participation_ratio_trained_narrow:.3f` and
-# {glue:text}`participation_ratio_trained_wide:.3f` (untrained
-# {glue:text}`participation_ratio_untrained_narrow:.3f` and
-# {glue:text}`participation_ratio_untrained_wide:.3f`); it {glue:md}`participation_ratio_trend`
+# {glue:text}`participation_ratio_narrow:.3f` and
+# {glue:text}`participation_ratio_wide:.3f` (untrained
+# {glue:text}`participation_ratio_un_narrow:.3f` and
+# {glue:text}`participation_ratio_un_wide:.3f`); it {glue:md}`participation_ratio_trend`
 # with width. The right panel shows the sorted second moments at the widest width.
 
 # %% tags=["remove-input"]
-page.save(neuron_overlap=nm, keys=["width", "hidden_units", "depth", "layer", "method"], regime=regime)
+page.save(neuron_overlap=nm, keys=["width", "hidden_units", "depth", "layer", "method"], regime=probes.regime)
 page.provenance()

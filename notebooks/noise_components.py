@@ -33,10 +33,9 @@
 
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
-dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = None
-batch_sizes = momentum = weight_decay = spawn_fraction = spawn_fractions = row_batch_size = momenta = None
-component_lrs = weight_decays = component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = None
-ties_keep = seeds = device = scheduler = show_references = None
+dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
+momentum = weight_decay = spawn_fraction = spawn_fractions = row_batch_size = momenta = component_lrs = weight_decays = None
+component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = device = scheduler = show_references = None
 
 # %% tags=["remove-cell"]
 import numpy as np
@@ -54,7 +53,8 @@ page, study = open_page("noise_components", globals())
 # convergence rule marks the cells it excludes:
 
 # %%
-mom = claims.mark_converged(experiments.noise_frame(study, study.momentum_cells(), page.store), ["lr", "momentum"])
+mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
+mom = claims.mark_converged(mom, ["lr", "momentum"])
 mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean().round(4)
 
 # %% tags=["remove-cell"]

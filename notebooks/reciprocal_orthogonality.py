@@ -45,24 +45,18 @@ page, study = open_page("reciprocal_orthogonality", globals())
 # $l \ge 2$, the norm ratio (both directions) and the cross-term error:
 
 # %%
-frames = experiments.probe_frames(study, page.store)
-regime = experiments.regime_frame(study, page.store)
-orth = frames["reciprocal_orthogonality"]
-ratio = stats.cell_stats(orth, "orth_ratio", lam=0.5, method="trained")  # mean over both directions and layers
-ratio_un = stats.cell_stats(orth, "orth_ratio", lam=0.5, method="untrained")
-cross = stats.cell_stats(orth, "cross_rel_err", lam=0.5, method="trained")
-ratio.join(ratio_un, rsuffix="_untrained").join(cross, rsuffix="_cross")[
-    ["mean", "spread", "mean_untrained", "mean_cross"]].round(4)
+probes = experiments.probe_sweep(study, page.store)
+# means over both directions and the layers l >= 2; _un: the untrained pairs
+table = stats.cell_means(probes["reciprocal_orthogonality"], {"ratio": "orth_ratio", "cross": "cross_rel_err"}, lam=0.5)
+table.round(4)
 
 # %% tags=["remove-cell"]
-page.glue_md("setup", describe_study(study, regime))
+orth = probes["reciprocal_orthogonality"]
+page.glue_md("setup", describe_study(study, probes.regime))
 page.glue_figure("fig_orth", plots.plot_orthogonality(orth, 0.5))
-cross_un = stats.cell_stats(orth, "cross_rel_err", lam=0.5, method="untrained")
-narrow, wide = ratio.index.min(), ratio.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), ratio_wide_spread=ratio.loc[wide, "spread"])
-for key, frame in (("ratio", ratio), ("ratio_un", ratio_un), ("cross", cross), ("cross_un", cross_un)):
-    page.glue(f"{key}_narrow", frame.loc[narrow, "mean"])
-    page.glue(f"{key}_wide", frame.loc[wide, "mean"])
+narrow, wide = table.index.min(), table.index.max()
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide), ratio_wide_spread=table.loc[wide, "ratio_spread"])
+page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["ratio", "ratio_un", "cross", "cross_un"])
 
 # %% [markdown]
 # ```{glue:figure} fig_orth
@@ -90,5 +84,5 @@ for key, frame in (("ratio", ratio), ("ratio_un", ratio_un), ("cross", cross), (
 #   {glue:md}`w14_mark`, {glue:md}`w14_measured`.
 
 # %% tags=["remove-input"]
-page.save(reciprocal_orthogonality=orth, keys=schema.PROBE_KEYS, regime=regime)
+page.save(reciprocal_orthogonality=orth, keys=schema.PROBE_KEYS, regime=probes.regime)
 page.provenance()

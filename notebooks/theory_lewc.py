@@ -61,7 +61,7 @@
 
 # %% tags=["parameters"]
 profile = "quick"  # and TheoryStudy's fields (lmcbook.profiles); None keeps the profile's value
-depth = hidden = in_features = inputs = seed = lams = None
+lams = depth = hidden = in_features = inputs = seed = None
 
 # %% tags=["remove-cell"]
 import pandas as pd

@@ -42,28 +42,19 @@ page, study = open_page("weak_additivity", globals())
 # averaged over the hidden layers:
 
 # %%
-frames = experiments.probe_frames(study, page.store)
-regime = experiments.regime_frame(study, page.store)
-add = frames["weak_additivity"]
-err = stats.cell_stats(add, "additivity_rel_err", lam=0.5, method="trained")  # mean over hidden layers
-base = stats.cell_stats(add, "baseline_additivity_rel_err", lam=0.5, method="trained")
-un = stats.cell_stats(add, "additivity_rel_err", lam=0.5, method="untrained")
-err.join(base, rsuffix="_gauss").join(un, rsuffix="_untrained")[["mean", "spread", "mean_gauss",
-                                                                "mean_untrained"]].round(4)
+probes = experiments.probe_sweep(study, page.store)
+table = stats.cell_means(probes["weak_additivity"], {"err": "additivity_rel_err", "base": "baseline_additivity_rel_err",
+                                                     "sign": "sign_conflict", "cos": "additivity_cos",
+                                                     "cos_base": "baseline_additivity_cos"}, lam=0.5)
+table[["err", "err_spread", "base", "err_un"]].round(4)  # means over the hidden layers; _un: the untrained pairs
 
 # %% tags=["remove-cell"]
-page.glue_md("setup", describe_study(study, regime))
+add = probes["weak_additivity"]
+page.glue_md("setup", describe_study(study, probes.regime))
 page.glue_figure("fig_add", plots.plot_additivity(add, 0.5))
-sign = stats.cell_stats(add, "sign_conflict", lam=0.5, method="trained")
-sign_un = stats.cell_stats(add, "sign_conflict", lam=0.5, method="untrained")
-cos = stats.cell_stats(add, "additivity_cos", lam=0.5, method="trained")
-cos_base = stats.cell_stats(add, "baseline_additivity_cos", lam=0.5, method="trained")
-narrow, wide = err.index.min(), err.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), err_wide_spread=err.loc[wide, "spread"])
-for key, frame in (("err", err), ("base", base), ("un", un), ("sign", sign), ("sign_un", sign_un), ("cos", cos),
-                   ("cos_base", cos_base)):
-    page.glue(f"{key}_narrow", frame.loc[narrow, "mean"])
-    page.glue(f"{key}_wide", frame.loc[wide, "mean"])
+narrow, wide = table.index.min(), table.index.max()
+page.glue_values(n_narrow=int(narrow), n_wide=int(wide), err_wide_spread=table.loc[wide, "err_spread"])
+page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["err", "base", "err_un", "sign", "sign_un", "cos", "cos_base"])
 
 # %% [markdown]
 # ```{glue:figure} fig_add
@@ -80,7 +71,7 @@ for key, frame in (("err", err), ("base", base), ("un", un), ("sign", sign), ("s
 # hidden units, and {glue:text}`err_wide:.3f` (spread {glue:text}`err_wide_spread:.3f`)
 # at {glue:text}`n_wide`, against a Gaussian baseline of {glue:text}`base_wide:.3f`
 # there; the untrained pair gives
-# {glue:text}`un_wide:.3f`. The sign-conflict fraction is
+# {glue:text}`err_un_wide:.3f`. The sign-conflict fraction is
 # {glue:text}`sign_narrow:.3f` at the narrowest and {glue:text}`sign_wide:.3f` at
 # the widest width, against {glue:text}`sign_un_wide:.3f` for the untrained pair
 # and ½ for independent Gaussians. The cosine goes from {glue:text}`cos_narrow:.3f`
@@ -91,5 +82,5 @@ for key, frame in (("err", err), ("base", base), ("un", un), ("sign", sign), ("s
 # {glue:md}`w4_test`): {glue:md}`w4_mark`, {glue:md}`w4_measured`.
 
 # %% tags=["remove-input"]
-page.save(weak_additivity=add, keys=schema.PROBE_KEYS, regime=regime)
+page.save(weak_additivity=add, keys=schema.PROBE_KEYS, regime=probes.regime)
 page.provenance()

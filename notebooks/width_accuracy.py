@@ -37,15 +37,13 @@ page, study = open_page("width_accuracy", globals())
 # line between each pair's two models is evaluated on the test split:
 
 # %%
-res = experiments.pair_frames(study, page.store)
-regime = experiments.regime_frame(study, page.store)
-summary, curves = res.summary, res.curves
-means = summary.groupby("hidden_units").mean(numeric_only=True)
-means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barrier_mid"]].round(3)
+sweep = experiments.pair_sweep(study, page.store)
+sweep.means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barrier_mid"]].round(3)
 
 # %% tags=["remove-cell"]
-page.glue_md("setup", describe_study(study, regime))
-page.glue_md("regime", regime_table(regime))
+summary, curves, means = sweep["summary"], sweep["curves"], sweep.means
+page.glue_md("setup", describe_study(study, sweep.regime))
+page.glue_md("regime", regime_table(sweep.regime))
 page.glue_figure("fig_curves", plots.plot_interpolation(curves))
 page.glue_figure("fig_width", plots.plot_width_accuracy(summary))
 narrow, wide = means.index.min(), means.index.max()
@@ -105,5 +103,5 @@ page.glue_rows(means, {"wide": wide}, ["acc_endpoints"])
 page.save(curves=(curves, ["acc"], ["width", "hidden_units", "lam"]),
           summary=(summary, ["acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "acc_barrier",
                              "acc_barrier_mid"], ["width", "hidden_units"]),
-          regime=regime)
+          regime=sweep.regime)
 page.provenance()

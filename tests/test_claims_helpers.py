@@ -29,6 +29,22 @@ def test_spread_and_cell_stats():
     assert st.loc[16, "mean"] == pytest.approx(0.2) and st.loc[64, "spread"] == pytest.approx(0.1)
 
 
+def test_cell_means_puts_trained_and_untrained_means_side_by_side():
+    rows = [{"hidden_units": u, "seed": seed, "method": method, "lam": lam, "metric": metric, "value": value}
+            for u in (16, 64) for seed in (0, 1) for lam in (0.25, 0.5)
+            for method, shift in (("trained", 0.0), ("untrained", 10.0))
+            for metric, value in (("a", u / 16 + seed + shift + lam), ("b", -u - seed))]
+    df = pd.DataFrame(rows).query("not (metric == 'b' and method == 'untrained')")  # b: measured when trained only
+    table = stats.cell_means(df, {"x": "a", "y": "b"}, lam=0.5)
+    assert list(table.columns) == ["x", "x_spread", "x_un", "y", "y_spread", "y_un"]
+    # a at λ=½: 16 units → 1 + ½ + seed (mean 2), 64 units → 4 + ½ + seed (mean 5); untrained 10 higher
+    assert table["x"].tolist() == [2.0, 5.0] and table["x_un"].tolist() == [12.0, 15.0]
+    assert table["x_spread"].tolist() == [1.0, 1.0] and table["y"].tolist() == [-16.5, -64.5]
+    assert table["y_un"].isna().all()
+    pd.testing.assert_series_equal(table["x"], stats.cell_stats(df, "a", lam=0.5, method="trained")["mean"],
+                                   check_names=False)
+
+
 def test_spearman():
     assert stats.spearman([1, 2, 3], [3, 5, 9]) == pytest.approx(1.0)
     assert stats.spearman([1, 2, 3], [9, 5, 3]) == pytest.approx(-1.0)

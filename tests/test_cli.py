@@ -43,6 +43,21 @@ def test_bad_study_parameters(kwargs, names):
         assert n in str(err.value)
 
 
+def test_each_part_resolves_its_own_study_class():
+    from lmcbook import parts, profiles
+
+    assert list(parts.PARTS.values()) == [parts.WIDTH, parts.PROBES, parts.DEPTH, parts.THEORY, parts.NOISE,
+                                          parts.CONTROLS, parts.MECHANISM, parts.TUTORIAL, parts.EXPLORE,
+                                          parts.SUMMARY]
+    for name, part in parts.PARTS.items():
+        got = part.study("smoke")
+        assert type(got) is part.study_type and got == part_study(name, "smoke")
+        assert got == profiles.resolve(part.study_type, "smoke")
+    assert parts.NOISE.study("quick", seeds=3).seeds == 3
+    with pytest.raises(SpecError, match="unknown parameter"):
+        parts.WIDTH.study("quick", colour=1)
+
+
 def test_unknown_profile():
     with pytest.raises(SpecError, match="profile='fast'.*'smoke', 'quick', 'paper'"):
         part_study("width", "fast")

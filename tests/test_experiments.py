@@ -57,6 +57,22 @@ def test_pair_frames_cache_matches_a_fresh_computation(tmp_path):
     assert bool(second.summary["tau_at_bound_merged"].iloc[0]) in (True, False)
 
 
+def test_sweeps_bundle_a_pages_frames_with_the_regime(tmp_path):
+    store = RunStore(tmp_path / "s")
+    study = _study()
+    pairs = experiments.pair_sweep(study, store)
+    pd.testing.assert_frame_equal(pairs["summary"], experiments.pair_frames(study, store).summary)
+    pd.testing.assert_frame_equal(pairs.regime, experiments.regime_frame(study, store))
+    means = pairs.means
+    assert list(means.index) == sorted(pairs["summary"]["hidden_units"].unique())
+    assert means["acc_merged"].iloc[0] == pytest.approx(pairs["summary"]["acc_merged"].mean())
+    probes = experiments.probe_sweep(study, store, baseline=False)
+    assert set(probes.frames) == set(experiments.PROBES) and set(probes["lewc"]["method"]) == {"trained"}
+    pd.testing.assert_frame_equal(probes.regime, pairs.regime)
+    with pytest.raises(KeyError):
+        _ = probes.means  # a probe sweep has no pair summaries
+
+
 def test_depth_study_pairs_share_the_width_recipe():
     depth = part_study("depth", "quick")
     assert [p.depth for p in depth.pairs()] == [2, 3, 4, 5, 6]

@@ -38,7 +38,7 @@ def test_a_parameter_given_to_every_notebook_reaches_only_those_whose_study_has_
     with pytest.raises(SpecError) as err:
         book.plan(["theory_lewc", "width_accuracy"], "quick", {"colour": 1, "widths": [1.0]}, ROOT / "notebooks")
     msg = str(err.value)
-    assert "['colour']" in msg and "theory_lewc: depth, hidden" in msg and "width_accuracy" in msg
+    assert "['colour']" in msg and "theory_lewc: lams, depth, hidden" in msg and "width_accuracy" in msg
 
 
 # -- download and data_root reach the loader --------------------------------------------------------------------

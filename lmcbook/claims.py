@@ -390,7 +390,15 @@ def _width_ends(d: pd.DataFrame, metric: str, sign: int, rho: float, n_points: i
     if len(units) < 2:
         return INCONCLUSIVE, interval([])
     ends, diff = _ends_state(sign, per.loc[units[-1]], per.loc[units[0]])
-    return (trend_and_ends(rho, sign, ends, RHO_MIN) if n_points >= MIN_TREND_POINTS else INCONCLUSIVE), diff
+    return _trend_verdict(rho, sign, ends, diff, n_points), diff
+
+
+def _trend_verdict(rho: float, sign: int, ends: str, diff: Interval, n_points: int) -> str:
+    """Return :func:`lmcbook.stats.trend_and_ends`, or inconclusive over fewer than MIN_TREND_POINTS points or with
+    fewer than MIN_PAIRS replicates at the ends: too few to decide either way, a missing trend included."""
+    if n_points < MIN_TREND_POINTS or diff.n < MIN_PAIRS:
+        return INCONCLUSIVE
+    return trend_and_ends(rho, sign, ends, RHO_MIN)
 
 
 def claim_w6(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") -> ClaimResult:
@@ -650,7 +658,7 @@ def _regime_claim(cid: str, statement: str, tr: pd.DataFrame, metric: str, sign:
         return d.groupby(replicate(d))["value"].mean()
 
     ends, diff = _ends_state(sign, reps(hi), reps(lo))
-    state = trend_and_ends(rho, sign, ends, RHO_MIN) if len(st) >= MIN_TREND_POINTS else INCONCLUSIVE
+    state = _trend_verdict(rho, sign, ends, diff, len(st))
     return ClaimResult(cid, "width", statement,
                        f"at {units} units, ρ(D, {what}) = {rho:.2f}; {what} {lo['mean']:.3f} at D = {lo['D']:.3g} → "
                        f"{hi['mean']:.3f} at D = {hi['D']:.3g}; largest-D minus smallest-D cell {diff.text()} "

@@ -408,13 +408,16 @@ def regime_table(regime: pd.DataFrame) -> str:
     return "\n".join(rows)
 
 
-def describe_noise(study: Any) -> str:
-    """Return a one-sentence Markdown description of what the noise study trained (for captions)."""
+def describe_noise(study: Any, spawned: bool = True) -> str:
+    """Return a one-sentence Markdown description of what the noise study trained (for captions): its
+    spawn-and-merge pairs, or with ``spawned=False`` the models it trained from scratch (task arithmetic's
+    pretrained models)."""
     m = study.spec(study.grid_cells()[0], 0).model
+    how = (f"spawn-and-merge pairs from their own parents; {study.seeds} pair(s) per cell" if spawned else
+           f"{study.seeds} such model(s), one per seed")
     return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden "
-            f"units on {DATASET_LABELS[study.dataset]}; "
-            f"{study.steps} SGD steps per run (linear warm-up then decay), spawn-and-merge pairs from their own "
-            f"parents; {study.seeds} pair(s) per cell")
+            f"units on {DATASET_LABELS[study.dataset]}; {study.steps} SGD steps per run (linear warm-up then decay), "
+            f"{how}")
 
 
 def _shell_yaml(v: Any) -> str:
@@ -529,15 +532,19 @@ _MECHANISM_NUMBERS = (
 def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
     """Return the numbers the mechanism page quotes: at the decay arm's widest width, in its smallest-D (``_lo``)
     and largest-D (``_hi``) cells, each measure's mean over pairs, the D values, the distance from initialisation,
-    and the direction of each change (``_dir``)."""
+    and the direction of each change (``_dir``); the largest-D cell's length and weight decay (``epochs_hi``,
+    ``wd_hi``), and the widest width of the cells trained longer than it (``length_widest``, 0 if none)."""
     cells = cell_table(long)
     std = cells[cells["init_scale"] == 1.0]
     widest = std["widest"].max()
     at = std[std["widest"] == widest].sort_values("D")
     lo, hi = at.iloc[0], at.iloc[-1]
     hidden = long[(long["layer"] > 1) & (long["layer"] < long["layer"].max())]
+    longer = std[std["epochs"] > hi["epochs"]]  # the length arm: the same weight decays, trained longer
     out: dict[str, Any] = {"units": int(widest), "d_lo": float(lo["D"]), "d_hi": float(hi["D"]),
-                           "shrink_lo": float(lo["shrinkage"]), "shrink_hi": float(hi["shrinkage"])}
+                           "shrink_lo": float(lo["shrinkage"]), "shrink_hi": float(hi["shrinkage"]),
+                           "epochs_hi": float(hi["epochs"]), "wd_hi": float(hi["weight_decay"]),
+                           "length_widest": int(longer["widest"].max()) if len(longer) else 0}
     whole = long[long["layer"].isna()]
     rows = _MECHANISM_NUMBERS + (("dist", "init_distance", {}, False),)
     for name, metric, filters, only_hidden in rows:

@@ -31,14 +31,15 @@
 # of the noise study, were set after a small pilot run or beside their first results,
 # so their verdicts are weaker evidence. Conventions:
 #
-# - numbers are seed means of this profile's runs;
+# - numbers are means over pairs (or models) of this profile's runs, or of the committed
+#   reference run a row names;
 # - ρ is Spearman's rank correlation across widths;
 # - every W, R and M row reads 95% percentile-bootstrap intervals over pairs (over random
 #   draws for W8, over models for the rank rows W6, W6 (update) and R1) at the width or cell the
 #   row is about, and decide only with at least {glue:md}`min_pairs` in every cell they
 #   read; the measured column gives the number of pairs;
 # - a W or R row's trend over fewer than {glue:md}`min_trend` widths or cells is *inconclusive*,
-#   whatever its ρ; M3 and M5 (fixed before their results) read ρ over the widths or
+#   whatever its ρ; M3 (fixed before its results) and M5 (after a pilot) read ρ over the widths or
 #   cells they have together with an interval between their ends, which decides;
 # - the noise rows read the same intervals, over at least {glue:md}`min_pairs` pairs in
 #   every cell they read, and every noise row reads only the cells whose children met the

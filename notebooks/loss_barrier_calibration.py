@@ -87,7 +87,7 @@ page.glue_rows(means, {"narrow": narrow, "wide": wide},
 # temperature fits ended at a bound of $[10^{-3}, 10^{3}]$.
 #
 # **Verdicts** (the scoreboard's, computed by `lmcbook.claims` on this page's CSV):
-# - W2, calibration removes the barrier as width grows ({glue:md}`w2_test`):
+# - W2, calibration removes most of the barrier as width grows ({glue:md}`w2_test`):
 #   {glue:md}`w2_mark`, {glue:md}`w2_measured`;
 # - W12, the calibrated barrier of the widest networks is near zero
 #   ({glue:md}`w12_test`): {glue:md}`w12_mark`, {glue:md}`w12_measured`.
@@ -143,7 +143,7 @@ page.glue_values(norm_pairs_narrow=iv_n.n, norm_iv_narrow=iv_n.text(".2f"), norm
 # ({glue:md}`w9_test`): {glue:md}`w9_mark`, {glue:md}`w9_measured`. At
 # {glue:text}`n_narrow` hidden units, where the merged model reaches only
 # {glue:text}`merged_acc_narrow:.3f` accuracy, the norm ratio is
-# {glue:text}`norm_rel_err_narrow:.2f` off the prediction.
+# {glue:text}`norm_rel_err_narrow:.0%` away from the prediction (relative difference).
 
 # %% [markdown] tags=["when:narrow_norm=near"]
 # So the norm ratio is near the prediction even where merging fails, and nearness to

@@ -31,9 +31,9 @@
 # - **H2, permutation collapse.** Once weight decay has acted, both networks reach the
 #   same low-rank solution up to a permutation of their hidden units. Then plain
 #   averaging fails at large $D$ (M1 fails) while weight matching succeeds (M2).
-# - **H3, width truncation.** With large $D$, plain merging keeps improving beyond the
-#   256 units where the first long runs stopped (M3: merged accuracy rises with width up
-#   to the widest). Whether it has *recovered*, near the ensemble, is M1's question.
+# - **H3, width truncation.** With large $D$, plain merging keeps improving with width
+#   beyond the widths where it first fails (M3: merged accuracy rises with width up to the
+#   widest). Whether it has *recovered*, near the ensemble, is M1's question.
 # - **H4, data.** Digits' 64 input dimensions force the two networks to share
 #   features; on 784-dimensional MNIST, large $D$ behaves as the paper says.
 #
@@ -102,7 +102,8 @@ for name, (frame, prov) in references.items():
     ref_figure = ref_figure or plots.plot_mechanism_width(frame, ref_label)  # the first reference's arms
     stale = reference.stale_note(prov)
     ref_notes.append(f"- {reference.describe(name, prov)}." + (f" **{stale}**" if stale else ""))
-for key, value in mechanism_numbers(long).items():
+page_numbers = mechanism_numbers(long)
+for key, value in page_numbers.items():
     if isinstance(value, str):
         page.glue_md(key, value)
     else:
@@ -126,6 +127,8 @@ states = claims.decide(m_rows)
 page.glue_md("hypotheses", hypotheses_markdown(states))
 outcome, conclusion_lists = claims.conclusion(states)
 page.choose("conclusion", outcome)  # the Markdown below has one sentence per outcome
+page.choose("length_reaches", "none" if not page_numbers["length_widest"] else
+            "widest" if page_numbers["length_widest"] >= page_numbers["units"] else "narrower")
 page.glue_values(**conclusion_lists)
 
 # %% [markdown]
@@ -263,6 +266,25 @@ page.glue_values(**conclusion_lists)
 # %% [markdown] tags=["when:conclusion=undecided"]
 # **In one sentence:** on {glue:text}`open_sets`, the verdicts do not decide between
 # the paper's account and the alternatives.
+
+# %% [markdown]
+# **What this rests on.** M1 and M2 read one cell: the largest $D$ at
+# {glue:text}`units` hidden units, reached in {glue:text}`epochs_hi:g` epochs at weight
+# decay {glue:text}`wd_hi:g`.
+
+# %% [markdown] tags=["when:length_reaches=narrower"]
+# The cells that reach a large $D$ by training longer at a weaker weight decay stop at
+# {glue:text}`length_widest` hidden units, so whether equal $D$ reached that way merges
+# as badly at the widest width is not tested here; where the two routes meet, M6 compares
+# them: {glue:md}`m6_mark`.
+
+# %% [markdown] tags=["when:length_reaches=widest"]
+# The cells that reach a large $D$ by training longer at a weaker weight decay reach the
+# same width; M6 compares the two routes at equal $D$: {glue:md}`m6_mark`.
+
+# %% [markdown] tags=["when:length_reaches=none"]
+# No cell reaches a large $D$ by training longer, so these runs cannot say whether the
+# route to $D$ matters.
 
 # %% tags=["remove-input"]
 page.save(long)

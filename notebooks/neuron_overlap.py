@@ -72,6 +72,10 @@ page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["jac", "chance", "jac_u
                                                          "participation_ratio", "participation_ratio_un"])
 for metric in ("top_share", "participation_ratio"):
     page.glue_md(f"{metric}_trend", stats.trend(stats.spearman(table.index, table[metric]), "rises", "falls"))
+# against the untrained pairs, at every width: does training concentrate the activity?
+more = (table["top_share"] > table["top_share_un"]) & (table["participation_ratio"] < table["participation_ratio_un"])
+less = (table["top_share"] < table["top_share_un"]) & (table["participation_ratio"] > table["participation_ratio_un"])
+page.choose("concentration", "more" if more.all() else "less" if less.all() else "mixed")
 
 # %% [markdown]
 # ```{glue:figure} fig_overlap
@@ -104,6 +108,21 @@ for metric in ("top_share", "participation_ratio"):
 # {glue:text}`participation_ratio_un_narrow:.3f` and
 # {glue:text}`participation_ratio_un_wide:.3f`); it {glue:md}`participation_ratio_trend`
 # with width. The right panel shows the sorted second moments at the widest width.
+
+# %% [markdown] tags=["when:concentration=less"]
+# **Against the paper.** At every width the trained networks spread their activity *more
+# evenly* than the untrained ones: a smaller top-10% share and a larger participation
+# ratio. In these runs training does not make a few neurons carry most of the activity,
+# which is the concentration the mechanism needs.
+
+# %% [markdown] tags=["when:concentration=more"]
+# At every width the trained networks concentrate their activity more than the untrained
+# ones: a larger top-10% share and a smaller participation ratio, as the mechanism needs.
+
+# %% [markdown] tags=["when:concentration=mixed"]
+# Against the untrained pairs the two measures do not agree at every width on whether
+# training concentrates the activity, so these runs do not show the concentration the
+# mechanism needs.
 
 # %% tags=["remove-input"]
 page.save(neuron_overlap=nm, keys=["width", "hidden_units", "depth", "layer", "method"], regime=probes.regime)

@@ -63,16 +63,17 @@ page.glue_md("setup", describe_noise(study))
 # descriptive, over every cell (converged or not): the collapse ratios N6 reads, with intervals over pairs
 on_eta = claims.collapse(mom, ["lr", "momentum"], "noise_scale", {"η": "lr"})
 sq = claims.collapse(mom, ["lr", "momentum"], "noise_scale_sq", {"S": "noise_scale"}, share=1.0)
-def times(c):  # a ratio of net residual variances, or why there is none
+def times(c, other):  # a ratio of net residual variances, or why there is none
     if np.isfinite(c.ratio):
-        return f"{c.ratio:.3g} times"
-    return "not comparable with (no variance is left beyond pair noise)"
+        return f"{c.ratio:.3g} times {other}"
+    return f"not comparable with {other}, since no variance is left beyond pair noise"
 
 
-page.glue_md("mom_ratio_eta", times(on_eta))
-page.glue_md("mom_ratio_sq", times(sq))
+page.glue_md("mom_ratio_eta", times(on_eta, "that on log₁₀ η alone, which ignores momentum"))
+page.glue_md("mom_ratio_sq", times(sq, "that with (1−μ)"))
 page.glue_md("mom_diff_sq", sq.excess.text(".3g", 1e4))
-page.choose("mom_better", "no_interval" if not sq.excess.decided else "squared" if sq.excess.hi < 0 else
+few = not sq.excess.decided or sq.excess.n < claims.MIN_PAIRS  # an interval over fewer pairs cannot decide
+page.choose("mom_better", "no_interval" if few else "squared" if sq.excess.hi < 0 else
             "main" if sq.excess.lo > 0 else "neither")
 page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 
@@ -89,9 +90,9 @@ page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 # If momentum acts only through $S$, the lines for different $\mu$ fall on one curve.
 # Over every cell, converged or not, the residual variance of the cell mean gains around a
 # quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
-# {glue:md}`mom_ratio_eta` that on $\log_{10}\eta$ alone, which ignores momentum;
-# with $(1-\mu)^2$ in place of $(1-\mu)$ it is {glue:md}`mom_ratio_sq` that with
-# $(1-\mu)$, a difference of {glue:md}`mom_diff_sq` points² (95% interval over pairs).
+# {glue:md}`mom_ratio_eta`; with $(1-\mu)^2$ in place of $(1-\mu)$ it is
+# {glue:md}`mom_ratio_sq`, a difference of {glue:md}`mom_diff_sq` points² (95% interval
+# over pairs).
 
 # %% [markdown] tags=["when:mom_better=squared"]
 # Of the two forms, the $(1-\mu)^2$ form collapses them better, beyond the interval.
@@ -101,8 +102,8 @@ page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 # interval.
 
 # %% [markdown] tags=["when:mom_better=no_interval"]
-# With too few pairs for an interval of the difference, these runs cannot say which
-# form collapses them better.
+# With too few pairs for a deciding interval of the difference (fewer than
+# {glue:md}`min_pairs` per cell), these runs cannot say which form collapses them better.
 
 # %% [markdown] tags=["when:mom_better=neither"]
 # Neither form collapses them measurably better than the other: the interval of the

@@ -97,9 +97,13 @@ ref_gain = []
 for name, (frame, _) in page.references("noise_scale").items():  # what the converged cells gain, against the paper
     cells = claims.noise_grid_cells(frame).rename(columns={schema.NOISE_SCALE: "S"})
     s_of, ok = cells["S"], cells[cells["converged"]]
+    n2 = next((r for r in claims.page_claims("noise_scale", frame) if r.id.startswith("N2")), None)
+    anova = n2.values.get("anova_p", float("nan")) if n2 is not None else float("nan")
     if len(ok) >= 2:
         ref_gain.append(f"On `{name}`'s {len(ok)} converged cells merging gains {100 * ok['gain'].min():.2f} to "
-                        f"{100 * ok['gain'].max():.2f} points, against the paper's gains of about a point, and the "
+                        f"{100 * ok['gain'].max():.2f} points, against the paper's gains of about a point; a one-way "
+                        "ANOVA finds " + ("no difference between the cells beyond pair noise" if not anova < 0.05
+                                          else "a difference between the cells") + f" (p = {anova:.2g}). The mean "
                         f"gain {stats.trend(stats.spearman(ok['S'], ok['gain']))} with S (Spearman ρ = "
                         f"{stats.spearman(ok['S'], ok['gain']):.2f}) up to "
                         + ("the largest converged S, where its best cell is: the optimum the paper places in "
@@ -108,6 +112,15 @@ for name, (frame, _) in page.references("noise_scale").items():  # what the conv
                            if np.isclose(ok["S"][ok["gain"].idxmax()], ok["S"].max()) else
                            "its best cell, inside the converged range of S."))
 page.glue_md("noise_ref_gain", " ".join(ref_gain))
+# where this build's width rows disagree with the paper: the failing short-regime rows, and the two thresholds
+short = main.xs("short", level="regime") if "short" in main.index.get_level_values("regime") else main.iloc[:0]
+failing = sorted((c for c in short.index if claims.state_of(board, c, "short") == claims.FAIL),
+                 key=lambda c: (c[0], int("".join(ch for ch in c[1:] if ch.isdigit()) or 0), c))
+page.glue_md("short_failing", ", ".join(failing) or "none")
+page.glue_md("w11_mark", claims.MARKS[claims.state_of(board, "W11", "short")])
+page.glue_md("w12_mark", claims.MARKS[claims.state_of(board, "W12", "short")])
+page.glue_values(acc_barrier_wide=100 * stats.cell_stats(acc, "acc_barrier").loc[wide, "mean"],
+                 acc_barrier_max=100 * claims.ACC_BARRIER_MAX, cal_barrier_max=claims.CAL_BARRIER_MAX)
 outcome, conclusion_lists = claims.conclusion(claims.decide(claims.board_rows(board, DATASET_SHORT)))
 page.choose("conclusion", outcome)  # the Markdown below has one paragraph per outcome
 page.glue_values(**conclusion_lists)
@@ -126,7 +139,8 @@ page.glue_values(**conclusion_lists)
 # **What makes merging without permutations work: not what the paper says.** On
 # {glue:text}`against_sets`, once weight decay has acted, plain averaging does not merge
 # wide networks as the paper says it does. Alternatives the data support:
-# {glue:text}`alternatives`.
+# {glue:text}`alternatives`. This rests on the cell of largest weight-decay integral at
+# the widest width; {doc}`mechanism` says which cell that is and what it leaves untested.
 
 # %% [markdown] tags=["when:conclusion=supported"]
 # **What makes merging without permutations work: as the paper says.** On
@@ -156,6 +170,12 @@ page.glue_values(**conclusion_lists)
 # - **Calibration.** At the widest width, refitting the merged model's temperature
 #   changes the midpoint loss barrier from {glue:text}`raw_wide:.2f` to
 #   {glue:text}`cal_wide:.2f` nats.
+# - **Against the paper, in this setting.** At the widest width the accuracy barrier is
+#   {glue:text}`acc_barrier_wide:.1f` points, where the paper reports about 0.5 for its MLP
+#   (W11, at most {glue:text}`acc_barrier_max:g` points: {glue:md}`w11_mark`), and the calibrated
+#   barrier is the {glue:text}`cal_wide:.2f` nats above, not near zero (W12, at most
+#   {glue:text}`cal_barrier_max:g` nats: {glue:md}`w12_mark`). The rows of this setting that fail:
+#   {glue:md}`short_failing`.
 # - **Logit scale.** The merged logits are {glue:text}`norm_wide:.3f` times the
 #   ensemble's, against LEWC's prediction of {glue:text}`norm_pred:.3f`.
 # - **Training regime.** The table below gives how far weight decay acted

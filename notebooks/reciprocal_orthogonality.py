@@ -78,9 +78,9 @@ page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["ratio", "ratio_un", "c
 # against {glue:text}`cross_un_wide:.3f` for the untrained pair at the widest width.
 #
 # **Verdicts** (the scoreboard's, computed by `lmcbook.claims` on this page's CSV):
-# - W5, orthogonality strengthens with width ({glue:md}`w5_test`): {glue:md}`w5_mark`,
+# - W5, orthogonality strengthens with width and the ratio itself becomes small ({glue:md}`w5_test`): {glue:md}`w5_mark`,
 #   {glue:md}`w5_measured`;
-# - W14, wide pairs are far more orthogonal than random ones ({glue:md}`w14_test`):
+# - W14, wide pairs are far more orthogonal than random ones, and the ratio itself is small ({glue:md}`w14_test`):
 #   {glue:md}`w14_mark`, {glue:md}`w14_measured`.
 
 # %% tags=["remove-input"]

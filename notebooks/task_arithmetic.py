@@ -36,6 +36,8 @@ momentum = weight_decay = spawn_fraction = spawn_fractions = row_batch_size = mo
 component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = device = scheduler = show_references = None
 
 # %% tags=["remove-cell"]
+import numpy as np
+
 from lmcbook import experiments, plots
 from lmcbook.page import describe_noise, open_page
 from lmcbook.profiles import TASKS
@@ -56,11 +58,19 @@ best.round(4)
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_ta", plots.plot_task_arithmetic(ta))
-page.glue_md("setup", describe_noise(study))
+page.glue_md("setup", describe_noise(study, spawned=False))
 ft = ta[ta["method"] == "finetuned"].groupby("lr")["task_loss"].mean()
 orig0 = ta[(ta["method"] == "task_arithmetic") & (ta["alpha"] == 0.0) & (ta["task"] != "original")]
 page.glue_values(n_lrs=len(study.finetune_lrs), ft_steps=study.finetune_steps, keep=study.ties_keep,
                  ft_loss_lo=float(ft.min()), ft_loss_hi=float(ft.max()), base_loss=float(orig0["task_loss"].mean()))
+alpha_max = max(study.alphas)
+at_edge = best[np.isclose(best["alpha"], alpha_max)].index
+names = {"task_arithmetic": "task arithmetic", "ties": "TIES"}
+edges = [f"{names[m]} with fine-tuning learning rate(s) " + ", ".join(f"{lr:g}" for mm, lr in at_edge if mm == m)
+         for m in dict.fromkeys(m for m, _ in at_edge)]
+page.glue_values(alpha_max=float(alpha_max))
+page.glue_md("edge_cases", "; ".join(edges) or "none")
+page.choose("alpha_edge", bool(edges))
 for method in ("task_arithmetic", "ties"):
     loss = best.loc[method, "task_loss"]
     page.glue_values(**{f"{method}_best_lr": float(loss.idxmin()), f"{method}_best_loss": float(loss.min()),
@@ -78,8 +88,8 @@ for method in ("task_arithmetic", "ties"):
 # ```
 #
 # **What this run shows.** The pretrained model's mean loss on the two new tasks is
-# {glue:text}`base_loss:.3f` nats, and the fine-tuned models reach between
-# {glue:text}`ft_loss_lo:.3f` and {glue:text}`ft_loss_hi:.3f` on their own task. The
+# {glue:text}`base_loss:.3f` nats, and the fine-tuned models reach a loss between
+# {glue:text}`ft_loss_lo:.3f` and {glue:text}`ft_loss_hi:.3f` nats on their own task. The
 # table above gives, for each method and fine-tuning learning rate, the $\alpha$ that
 # minimises the mean loss of the two tasks on their calibration splits (held out from
 # training, never the test set), and the mean test loss at that $\alpha$.
@@ -91,6 +101,15 @@ for method in ("task_arithmetic", "ties"):
 # - **TIES** does best at {glue:text}`ties_best_lr`
 #   ({glue:text}`ties_best_loss:.3f` nats), and its worst is
 #   {glue:text}`ties_worst_loss:.3f`.
+
+# %% [markdown] tags=["when:alpha_edge=true"]
+# For {glue:md}`edge_cases`, the best $\alpha$ is the largest of the grid
+# ({glue:text}`alpha_max:g`), so the best loss there is a bound set by the grid: a larger
+# $\alpha$ might do better.
+
+# %% [markdown] tags=["when:alpha_edge=false"]
+# Every best $\alpha$ lies inside the grid (its largest value is
+# {glue:text}`alpha_max:g`).
 
 # %% tags=["remove-input"]
 page.save(ta=(ta, ["task_loss", "task_acc", "task_cal_loss"], ["lr", "alpha", "task", "method"]))

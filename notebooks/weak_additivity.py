@@ -55,6 +55,10 @@ page.glue_figure("fig_add", plots.plot_additivity(add, 0.5))
 narrow, wide = table.index.min(), table.index.max()
 page.glue_values(n_narrow=int(narrow), n_wide=int(wide), err_wide_spread=table.loc[wide, "err_spread"])
 page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["err", "base", "err_un", "sign", "sign_un", "cos", "cos_base"])
+rho = stats.spearman(table.index, table["err"])
+page.glue_values(err_rho=rho)
+page.glue_md("err_trend", stats.trend(rho))
+page.choose("err_falls", bool(rho <= -0.5))
 
 # %% [markdown]
 # ```{glue:figure} fig_add
@@ -80,6 +84,14 @@ page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["err", "base", "err_un"
 #
 # **Verdict W4** (the scoreboard's, computed by `lmcbook.claims` on this page's CSV;
 # {glue:md}`w4_test`): {glue:md}`w4_mark`, {glue:md}`w4_measured`.
+
+# %% [markdown] tags=["when:err_falls=true"]
+# Across widths the error {glue:md}`err_trend` (Spearman ρ = {glue:text}`err_rho:.2f`), as
+# the paper says.
+
+# %% [markdown] tags=["when:err_falls=false"]
+# **Against the paper.** Across widths the error {glue:md}`err_trend` (Spearman ρ =
+# {glue:text}`err_rho:.2f`): weak additivity does not improve with width in these runs.
 
 # %% tags=["remove-input"]
 page.save(weak_additivity=add, keys=schema.PROBE_KEYS, regime=probes.regime)

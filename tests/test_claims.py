@@ -325,6 +325,16 @@ def test_r1_and_r2_pass_and_fail():
     assert claims.claim_r1(few).state == claims.claim_r2(few).state == claims.INCONCLUSIVE
 
 
+def test_too_few_replicates_cannot_fail_a_trend_either():
+    """A missing trend fails a row only where the ends could have decided it: with fewer than MIN_PAIRS models per
+    cell the row is inconclusive, as the claims page says ("decide only with at least 5")."""
+    zigzag = {0.006: 0.6, 0.06: 0.8, 0.18: 0.4, 1.8: 0.7}  # D → rank: no trend, ends up by 0.1
+    rank = lambda d, u: zigzag[round(d, 3)] + (0.0 if u < 1024 else 0.01)  # noqa: E731
+    acc = lambda d, u: 0.5  # noqa: E731
+    assert claims.claim_r1(_regime_frame(rank, acc, models=4)).state == claims.INCONCLUSIVE
+    assert claims.claim_r1(_regime_frame(rank, acc, models=5)).state == claims.FAIL  # enough models: it can fail
+
+
 def test_r_claims_use_the_widest_width_trained_at_every_length():
     tr = _regime_frame(lambda d, u: 0.8 * np.exp(-d), lambda d, u: 0.5 + 0.2 * d)
     extra = _regime_frame(lambda d, u: 0.9, lambda d, u: 0.1, units=(4096,), lengths=(60,))

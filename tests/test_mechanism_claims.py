@@ -263,3 +263,12 @@ def test_interval_of_a_difference_and_the_verdict_helpers():
     assert stats.trend_and_ends(-0.95, -1, FAIL, 0.9) == FAIL
     with pytest.raises(ValueError, match="finite"):
         stats.interval([0.1, float("nan")])
+
+
+def test_mechanism_numbers_name_the_cell_m1_reads_and_how_far_the_length_arm_reaches():
+    from lmcbook.page import mechanism_numbers
+
+    got = mechanism_numbers(mech_frame())
+    assert (got["units"], got["epochs_hi"], got["wd_hi"]) == (UNITS[-1], EPOCHS, DECAYS[-1])
+    assert got["length_widest"] == UNITS[1]  # the length arm stops at the second width
+    assert mechanism_numbers(mech_frame(length_arm=False))["length_widest"] == 0

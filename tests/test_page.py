@@ -109,3 +109,13 @@ def test_alternative_prose_is_chosen_in_markdown_by_the_glued_outcome(tmp_path):
         show_chosen(malformed)
     with pytest.raises(SpecError, match="page.choose"):
         Page.choose("outcome", "two words")
+
+
+def test_describe_noise_says_what_was_trained():
+    from lmcbook import parts
+    from lmcbook.page import describe_noise
+
+    study = parts.NOISE.study("smoke")
+    pairs, models = describe_noise(study), describe_noise(study, spawned=False)
+    assert "spawn-and-merge pairs" in pairs and f"{study.seeds} pair(s) per cell" in pairs
+    assert "spawn-and-merge" not in models and f"{study.seeds} such model(s), one per seed" in models

@@ -38,8 +38,8 @@
 #   draws for W8, over models for the rank rows W6, W6 (update) and R1) at the width or cell the
 #   row is about, and decide only with at least {glue:md}`min_pairs` in every cell they
 #   read; the measured column gives the number of pairs;
-# - a W or R row's trend over fewer than {glue:md}`min_trend` widths or cells is *inconclusive*,
-#   whatever its ρ; M3 (fixed before its results) and M5 (after a pilot) read ρ over the widths or
+# - a W or R row's trend over fewer than {glue:md}`min_trend` widths or cells, or with fewer
+#   than {glue:md}`min_pairs` replicates at either end, is *inconclusive*, whatever its ρ; M3 (fixed before its results) and M5 (after a pilot) read ρ over the widths or
 #   cells they have together with an interval between their ends, which decides;
 # - the noise rows read the same intervals, over at least {glue:md}`min_pairs` pairs in
 #   every cell they read, and every noise row reads only the cells whose children met the

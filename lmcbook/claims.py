@@ -91,6 +91,7 @@ CAL_OVER_RAW_MAX = 0.25  #: W2: calibrated/raw midpoint barrier at the widest wi
 LOGIT_SCALE_TOL = 0.25  #: W9: relative distance of the logit norm ratio from 2^(1−L); W10: distance of β from 1
 PERM_EQUIV_TOL = 0.01  #: W8: the largest mean change in merged accuracy that random permutations may make (1 point)
 ACC_BARRIER_MAX = 0.02  #: W11: accuracy barrier at the widest width (2 points)
+PAPER_MLP_ACC_BARRIER = 0.005  #: the accuracy barrier the width paper reports for its wide MLP (about 0.5 points)
 CAL_BARRIER_MAX = 0.1  #: W12: calibrated midpoint loss barrier at the widest width, nats
 LEWC_COS_MIN = 0.95  #: W13: cosine of the merged activations with LEWC's prediction (λ=½, last hidden layer, widest)
 ORTH_OVER_UNTRAINED_MAX = 0.5  #: W14: orthogonality ratio at the widest width over the untrained pair's
@@ -546,7 +547,8 @@ def claim_w10(depth: pd.DataFrame) -> ClaimResult:
 
 def claim_w11(width_accuracy: pd.DataFrame) -> ClaimResult:
     """W11: the accuracy barrier (max over λ) at the widest width is ≤ 2 points for every pair."""
-    return _widest_threshold("W11", "Wide networks merge with a small accuracy barrier (the paper: about 0.5 points "
+    return _widest_threshold("W11", "Wide networks merge with a small accuracy barrier (the paper: about "
+                             f"{100 * PAPER_MLP_ACC_BARRIER:g} points "
                              "for its MLP).", width_accuracy, ACC_BARRIER, ACC_BARRIER_MAX, "accuracy barrier",
                              "points", "width_accuracy", scale=100)
 
@@ -1553,9 +1555,13 @@ def _regime_rows(f: pd.DataFrame) -> list[ClaimResult]:
     return rows + regime
 
 
+def id_order(cid: str) -> tuple[int, int, str]:
+    """Return the sort key of a claim id: W, R, M, N rows in that order, then by number (W2 before W11)."""
+    return "WRMN".index(cid[0]), int("".join(c for c in cid.split(" ")[0][1:] if c.isdigit())), cid
+
+
 def _order(r: ClaimResult) -> tuple:
-    prefix, number = r.id[0], int("".join(c for c in r.id.split(" ")[0][1:] if c.isdigit()))
-    return (r.source is not None, r.source or "", "WRMN".index(prefix), number, r.regime == "long", r.id)
+    return (r.source is not None, r.source or "", *id_order(r.id)[:2], r.regime == "long", r.id)
 
 
 def scoreboard(frames: dict[str, pd.DataFrame],

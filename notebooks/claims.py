@@ -39,8 +39,9 @@
 #   row is about, and decide only with at least {glue:md}`min_pairs` in every cell they
 #   read; the measured column gives the number of pairs;
 # - a W or R row's trend over fewer than {glue:md}`min_trend` widths or cells, or with fewer
-#   than {glue:md}`min_pairs` replicates at either end, is *inconclusive*, whatever its ρ; M3 (fixed before its results) and M5 (after a pilot) read ρ over the widths or
-#   cells they have together with an interval between their ends, which decides;
+#   than {glue:md}`min_pairs` replicates at either end, is *inconclusive*, whatever its ρ;
+#   M3 (fixed before its results) and M5 (after a pilot) read ρ over the widths or cells
+#   they have together with an interval between their ends, which decides;
 # - the noise rows read the same intervals, over at least {glue:md}`min_pairs` pairs in
 #   every cell they read, and every noise row reads only the cells whose children met the
 #   convergence rule (the weaker child of every pair at {glue:md}`noise_bar` training

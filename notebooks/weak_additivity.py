@@ -58,7 +58,7 @@ page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["err", "base", "err_un"
 rho = stats.spearman(table.index, table["err"])
 page.glue_values(err_rho=rho)
 page.glue_md("err_trend", stats.trend(rho))
-page.choose("err_falls", bool(rho <= -0.5))
+page.choose("err_falls", stats.trend(rho) == "falls")
 
 # %% [markdown]
 # ```{glue:figure} fig_add

@@ -77,3 +77,8 @@ def test_methods_page_states_the_rules_the_claims_apply():
     paper = resolve(NoiseStudy, "paper")
     assert f"{paper.max_steps // paper.steps} times the steps in the paper profile" in text
     assert resolve(NoiseStudy, "quick").max_steps is None  # "unset in the quick profile"
+
+
+def test_claim_ids_sort_by_kind_then_number():
+    ids = ["N1 (50%)", "W11", "M2", "W6 (update)", "R1", "W2", "W4"]
+    assert sorted(ids, key=claims.id_order) == ["W2", "W4", "W6 (update)", "W11", "R1", "M2", "N1 (50%)"]

@@ -59,7 +59,7 @@ from .schema import (
     validate_results,
 )
 from .specs import SpecError
-from .stats import spearman, trend
+from .stats import CONFIDENCE, spearman, trend
 from .store import RunStore
 
 
@@ -582,7 +582,8 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
             f"On the converged cells the mean gain runs from {100 * ok['gain'].min():.2f} to "
             f"{100 * ok['gain'].max():.2f} points (one test signal is {signal_point:.3f} points), against the paper's "
             f"gains of about a point; a one-way ANOVA finds "
-            + ("no difference between them beyond pair noise" if not anova < 0.05 else "a difference between them")
+            + ("a difference between them" if anova < 1 - CONFIDENCE else
+               "no difference between them beyond pair noise")
             + f" (p = {anova:.2g}). Their mean gain {trend(rho)} with S (Spearman ρ = {rho:.2f} over "
             f"{len(ok)} cells), and the best of them is η {best[0]:g}, B {best[1]:g}"
             + (", at the largest converged S" if at_end else ", inside the converged range of S") + "."

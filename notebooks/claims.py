@@ -36,8 +36,8 @@
 # - ρ is Spearman's rank correlation across widths;
 # - every W, R and M row reads 95% percentile-bootstrap intervals over pairs (over random
 #   draws for W8, over models for the rank rows W6, W6 (update) and R1) at the width or cell the
-#   row is about, and decide only with at least {glue:md}`min_pairs` in every cell they
-#   read; the measured column gives the number of pairs;
+#   row is about, and decide only with at least {glue:md}`min_pairs` in every cell their
+#   interval reads (for a trend, both ends); the measured column gives the number of pairs;
 # - a W or R row's trend over fewer than {glue:md}`min_trend` widths or cells, or with fewer
 #   than {glue:md}`min_pairs` replicates at either end, is *inconclusive*, whatever its ρ;
 #   M3 (fixed before its results) and M5 (after a pilot) read ρ over the widths or cells

@@ -99,11 +99,13 @@ for name, (frame, _) in page.references("noise_scale").items():  # what the conv
     s_of, ok = cells["S"], cells[cells["converged"]]
     n2 = next((r for r in claims.page_claims("noise_scale", frame) if r.id.startswith("N2")), None)
     anova = n2.values.get("anova_p", float("nan")) if n2 is not None else float("nan")
+    differ = anova < 1 - stats.CONFIDENCE
     if len(ok) >= 2:
         ref_gain.append(f"On `{name}`'s {len(ok)} converged cells merging gains {100 * ok['gain'].min():.2f} to "
                         f"{100 * ok['gain'].max():.2f} points, against the paper's gains of about a point; a one-way "
-                        "ANOVA finds " + ("no difference between the cells beyond pair noise" if not anova < 0.05
-                                          else "a difference between the cells") + f" (p = {anova:.2g}). The mean "
+                        "ANOVA finds " + ("a difference between the cells" if differ else
+                                          "no difference between the cells beyond pair noise") + f" (p = {anova:.2g}). "
+                        + ("The" if differ else "Within that noise, the") + " cells' mean "
                         f"gain {stats.trend(stats.spearman(ok['S'], ok['gain']))} with S (Spearman ρ = "
                         f"{stats.spearman(ok['S'], ok['gain']):.2f}) up to "
                         + ("the largest converged S, where its best cell is: the optimum the paper places in "

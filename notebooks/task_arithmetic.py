@@ -88,8 +88,9 @@ for method in ("task_arithmetic", "ties"):
 # ```
 #
 # **What this run shows.** The pretrained model's mean loss on the two new tasks is
-# {glue:text}`base_loss:.3f` nats, and the fine-tuned models reach a loss between
-# {glue:text}`ft_loss_lo:.3f` and {glue:text}`ft_loss_hi:.3f` nats on their own task. The
+# {glue:text}`base_loss:.3f` nats, and the fine-tuned models reach, averaged over the two
+# tasks and per fine-tuning learning rate, a loss between {glue:text}`ft_loss_lo:.3f` and
+# {glue:text}`ft_loss_hi:.3f` nats on their own task. The
 # table above gives, for each method and fine-tuning learning rate, the $\alpha$ that
 # minimises the mean loss of the two tasks on their calibration splits (held out from
 # training, never the test set), and the mean test loss at that $\alpha$.

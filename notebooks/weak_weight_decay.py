@@ -150,7 +150,7 @@ pd.DataFrame({(metric, name): stats.cell_stats(long, metric, weight_decay=wd)["m
 
 # %% [markdown] tags=["when:weak_merges=true"]
 # **Against the paper.** Here the weak weight decay merges as well as the strong one or
-# better, and the width effect is there without it: with the weak weight decay the merged
+# better, and the width effect is there with almost no weight decay: with the weak weight decay the merged
 # model goes from {glue:text}`acc_merged_weak_narrow:.3f` at {glue:text}`n_narrow` hidden
 # units to {glue:text}`acc_merged_weak_0:.3f` at {glue:text}`n_wide`. In these runs weak
 # weight decay does not break merging without permutations.

@@ -57,7 +57,7 @@ def group_key(spec: RunSpec, n_train: int) -> tuple | None:
 
     Stackable: MLPs without BatchNorm of at most :data:`STACK_MAX_UNITS` hidden units whose
     shape, data set (and augmentation flag), batch size, schedule length, warm-up, schedule
-    shape, first step and stop step agree.
+    shape (and floor), first step and stop step agree.
     """
     m, t = spec.model, spec.train
     if m.arch != "mlp" or m.norm == "batch" or m.channels > STACK_MAX_UNITS:
@@ -65,7 +65,7 @@ def group_key(spec: RunSpec, n_train: int) -> tuple | None:
     first = spec.parent.train.stop_step if spec.parent is not None else 0
     return (spec.data.name, spec.data.transform, spec.data.augment, m.width, m.base_width, m.depth, m.norm, m.bias,
             t.batch_size,
-            spec.total_steps(n_train), t.stop_step, first, t.warmup, t.schedule)
+            spec.total_steps(n_train), t.stop_step, first, t.warmup, t.schedule, t.lr_floor)
 
 
 class StackedMLP(nn.Module):

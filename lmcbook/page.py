@@ -561,7 +561,7 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
     and its rows (N1, N2): the cells the rule excluded and why, the training lengths, the converged cells' gains
     against S, and how they compare with the paper's gains of about a point."""
     cells = noise_grid_cells(frame)
-    ok, out = cells[cells["converged"]], cells[~cells["converged"]]
+    ok, out = cells[cells["kept"]], cells[~cells["kept"]]
     cap = int(cells["train_steps"].max())
     excluded = "; ".join(
         f"η {lr:g}, B {b:g} (S = {c['noise_scale']:.1e}; weaker child {c['train_acc_mean']:.3f} on average, "

@@ -603,15 +603,15 @@ def plot_draws(perm: pd.DataFrame, metric: str = "acc_merged") -> Figure:
 
 def _gain_lines(ax, df: pd.DataFrame, x: str, by: str, fmt, logx: bool = True, y: str = "gain") -> None:
     """Plot the seed mean of ``y`` (in points) against ``x``, one line per value of ``by`` (min-max bars); with a
-    ``converged`` column, the means of cells that missed the convergence rule get a grey cross over their marker."""
+    ``kept`` column, the means of cells that the rule excluded get a grey cross over their marker."""
     vals = sorted(df[by].unique())
     cmap = plt.get_cmap("viridis")
     for i, v in enumerate(vals):
         st = seed_stats(df[df[by] == v], x, y)
         ax.errorbar(st[x], 100 * st["mean"], yerr=[100 * (st["mean"] - st["lo"]), 100 * (st["hi"] - st["mean"])],
                     marker="o", capsize=2, color=cmap(i / max(len(vals) - 1, 1)), label=fmt(v))
-    if "converged" in df and not df["converged"].astype(bool).all():
-        out = df[~df["converged"].astype(bool)].groupby([by, x])[y].mean().reset_index()
+    if "kept" in df and not df["kept"].astype(bool).all():
+        out = df[~df["kept"].astype(bool)].groupby([by, x])[y].mean().reset_index()
         ax.scatter(out[x], 100 * out[y], marker="x", s=60, color="0.5", zorder=5,
                    label="missed the convergence rule")
     if logx:
@@ -651,8 +651,8 @@ def placeholder(text: str) -> Figure:
 
 def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
     """Return gain against η (one line per B), against B (one line per η) and against S (all points, with the
-    quadratic fit on log10 S if given); with a ``converged`` column, the points of cells that missed the
-    convergence rule are grey crosses.  The three panels are stacked top to bottom."""
+    quadratic fit on log10 S if given); with a ``kept`` column, the points of cells that the rule excluded are
+    grey crosses.  The three panels are stacked top to bottom."""
     fig, axes = _stack(3)
     _gain_lines(axes[0], grid, "lr", "batch_size", lambda v: f"B = {v}")
     axes[0].set_xlabel(r"peak learning rate $\eta$")
@@ -660,7 +660,7 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
     axes[1].set_xscale("log", base=2)
     axes[1].set_xlabel("batch size $B$")
     ax = axes[2]
-    ok = grid["converged"].astype(bool) if "converged" in grid else pd.Series(True, index=grid.index)
+    ok = grid["kept"].astype(bool) if "kept" in grid else pd.Series(True, index=grid.index)
     logb = np.log2(grid["batch_size"])
     sc = ax.scatter(grid.loc[ok, "noise_scale"], 100 * grid.loc[ok, "gain"], c=logb[ok], cmap="viridis", s=14,
                     vmin=logb.min(), vmax=logb.max())
@@ -671,7 +671,7 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
         xs = np.linspace(np.log10(grid.loc[ok, "noise_scale"].min()), np.log10(grid.loc[ok, "noise_scale"].max()),
                          100)
         ax.plot(10 ** xs, 100 * np.polyval([fit_s["c2"], fit_s["c1"], fit_s["c0"]], xs), "k--",
-                label=r"quadratic fit on $\log_{10} S$ (converged cells)")
+                label=r"quadratic fit on $\log_{10} S$ (kept cells)")
     ax.set_xscale("log")
     ax.axhline(0, color="k", lw=0.6)
     ax.set_xlabel(r"$S = \eta / (B(1-\mu))$")
@@ -722,7 +722,7 @@ def plot_momentum(mom: pd.DataFrame) -> Figure:
 
 def plot_weight_decay(wd: pd.DataFrame) -> Figure:
     """Return merging gain and endpoint accuracy against weight decay, without normalisation and with LayerNorm;
-    with a ``converged`` column, the cells that missed the convergence rule get a grey cross."""
+    with a ``kept`` column, the cells that the rule excluded get a grey cross."""
     fig, axes = _figure(1, 2, 3.0)
     ax1, ax2 = axes[0]
     for norm, color in (("none", COLORS["ensemble"]), ("layer", COLORS["merged"])):
@@ -732,8 +732,8 @@ def plot_weight_decay(wd: pd.DataFrame) -> Figure:
             x = np.arange(len(st))
             ax.errorbar(x, scale * st["mean"], yerr=[scale * (st["mean"] - st["lo"]), scale * (st["hi"] - st["mean"])],
                         marker="o", capsize=2, color=color, label=f"norm = {norm}")
-            if "converged" in s:
-                miss = ~s.groupby("weight_decay")["converged"].all().reindex(st["weight_decay"]).to_numpy(bool)
+            if "kept" in s:
+                miss = ~s.groupby("weight_decay")["kept"].all().reindex(st["weight_decay"]).to_numpy(bool)
                 ax.scatter(x[miss], scale * st["mean"].to_numpy()[miss], marker="x", s=60, color="0.5", zorder=5,
                            label="missed the convergence rule" if norm == "none" and miss.any() else None)
             ax.set_xticks(x)
@@ -760,14 +760,14 @@ def plot_augment(aug: pd.DataFrame) -> Figure:
 
 def plot_lr_pairs(pairs: pd.DataFrame) -> Figure:
     """Return the matrix of merging gains for children continued at learning rates η_a (rows) and η_b (columns);
-    with a ``converged`` column, a cell that missed the convergence rule shows its number in grey, in brackets."""
+    with a ``kept`` column, a cell that the rule excluded shows its number in grey, in brackets."""
     m = pairs.groupby(["lr", "lr_b"])["gain"].mean().unstack() * 100
     fig, axes = _figure(1, 1, 4.0, width=4.8)
     ax = axes[0, 0]
     lim = float(np.nanmax(np.abs(m.to_numpy()))) or 1.0
     im = ax.imshow(m.to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim)
-    ok = (pairs.groupby(["lr", "lr_b"])["converged"].all().unstack().reindex_like(m)
-          if "converged" in pairs else m.notna())
+    ok = (pairs.groupby(["lr", "lr_b"])["kept"].all().unstack().reindex_like(m)
+          if "kept" in pairs else m.notna())
     for i in range(m.shape[0]):
         for j in range(m.shape[1]):
             good = bool(ok.iat[i, j])

@@ -54,7 +54,7 @@ page, study = open_page("noise_components", globals())
 
 # %%
 mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
-mom = claims.mark_converged(mom, ["lr", "momentum"])
+mom = claims.mark_kept(mom, ["lr", "momentum"])
 mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean().round(4)
 
 # %% tags=["remove-cell"]
@@ -120,7 +120,7 @@ page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 # and with LayerNorm:
 
 # %%
-wd = claims.mark_converged(experiments.noise_frame(study, study.weight_decay_cells(), page.store),
+wd = claims.mark_kept(experiments.noise_frame(study, study.weight_decay_cells(), page.store),
                            ["norm", "weight_decay"])
 g = wd.groupby(["norm", "weight_decay"])[["gain", "acc_endpoints", "train_acc_min"]].mean()
 g.round(4)
@@ -158,7 +158,7 @@ page.glue_values(wd_dgain_none=100 * gain_range["none"], wd_dgain_layer=100 * ga
 # The same pairs with augmentation off and on, at each learning rate:
 
 # %%
-aug = claims.mark_converged(experiments.noise_frame(study, study.augment_cells(), page.store), ["lr", "augment"])
+aug = claims.mark_kept(experiments.noise_frame(study, study.augment_cells(), page.store), ["lr", "augment"])
 aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
 
 # %% tags=["remove-cell"]
@@ -192,7 +192,7 @@ page.glue_values(aug_off=100 * a.loc[False], aug_on=100 * a.loc[True])
 # $\eta_b$ (columns); the table gives their mean merging gain:
 
 # %%
-pairs = claims.mark_converged(experiments.lr_pair_frame(study, page.store), ["lr", "lr_b"])
+pairs = claims.mark_kept(experiments.lr_pair_frame(study, page.store), ["lr", "lr_b"])
 m = pairs.groupby(["lr", "lr_b"])["gain"].mean().unstack()
 m.round(4)
 
@@ -205,7 +205,7 @@ page.glue_values(diag_mean=100 * diag.mean(), off_mean=100 * off.mean(), best_a=
                  best_b=m.columns[best[1]], best_gain=100 * m.to_numpy()[best], pair_parent_lr=study.component_lr,
                  rho_diag=stats.spearman(m.index, diag))
 # the introduction's counts: the cells the convergence rule excludes, per section
-converged = {name: frame.groupby(keys)["converged"].first() for name, frame, keys in (
+converged = {name: frame.groupby(keys)["kept"].first() for name, frame, keys in (
     ("momentum", mom, ["lr", "momentum"]), ("weight_decay", wd, ["norm", "weight_decay"]),
     ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
 page.glue("noise_bar", claims.NOISE_CONVERGED_TRAIN_ACC)

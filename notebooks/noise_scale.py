@@ -76,12 +76,12 @@ page, study = open_page("noise_scale", globals())
 # fitted against $\log_{10} S$:
 
 # %%
-grid = claims.mark_converged(experiments.noise_frame(study, study.grid_cells(), page.store), ["lr", "batch_size"])
+grid = claims.mark_kept(experiments.noise_frame(study, study.grid_cells(), page.store), ["lr", "batch_size"])
 fit_s = claims.cell_mean_fit(grid, ["lr", "batch_size"])  # on the converged cells' means, as N2 reads them
 
 # %% tags=["remove-cell"]
 cells = claims.noise_cells(grid, ["lr", "batch_size"])
-n_ok = int(cells["converged"].sum())
+n_ok = int(cells["kept"].sum())
 per_cell = grid.groupby(["lr", "batch_size"])
 train_acc, cell_means = per_cell["train_acc_min"].mean(), per_cell["gain"].mean()
 s_of = per_cell["noise_scale"].first()
@@ -184,7 +184,7 @@ page.glue_md("best_cell_converged", "that converged" if bool(cells.loc[cell_mean
 # %% tags=["remove-cell"]
 ref_blocks, ref_rows, ref_figure = [], {}, None
 for name, (frame, prov) in (page.references() if study.show_references else {}).items():
-    ref = claims.mark_converged(claims.noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]),
+    ref = claims.mark_kept(claims.noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]),
                                 ["lr", "batch_size"])
     ref_figure = ref_figure or plots.plot_noise_grid(ref, claims.cell_mean_fit(ref, ["lr", "batch_size"]))
     ref_rows[name] = claims.page_claims(page.name, frame)
@@ -239,14 +239,14 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 # row can show where the optimum sits but cannot test the collapse.
 
 # %%
-spawn = claims.mark_converged(experiments.noise_frame(study, study.spawn_cells(), page.store),
+spawn = claims.mark_kept(experiments.noise_frame(study, study.spawn_cells(), page.store),
                               ["lr", "batch_size", "spawn_fraction"])
 
 # %% tags=["hide-input"]
 rows = []
 for f, g in spawn.groupby("spawn_fraction"):
     best = g.groupby("noise_scale")["gain"].mean()
-    conv = claims.noise_cells(g, ["lr", "batch_size"])["converged"]
+    conv = claims.noise_cells(g, ["lr", "batch_size"])["kept"]
     rows.append({"spawn at": f"{f:.0%}", "cells converged": f"{int(conv.sum())} of {len(conv)}",
                  "mean gain (points)": 100 * g["gain"].mean(),
                  "best S on the row": best.idxmax(), "gain there (points)": 100 * best.max(),

@@ -96,7 +96,7 @@ page.glue_md("noise_ref_rows", " ".join(
 ref_gain = []
 for name, (frame, _) in page.references("noise_scale").items():  # what the converged cells gain, against the paper
     cells = claims.noise_grid_cells(frame).rename(columns={schema.NOISE_SCALE: "S"})
-    s_of, ok = cells["S"], cells[cells["converged"]]
+    s_of, ok = cells["S"], cells[cells["kept"]]
     n2 = next((r for r in claims.page_claims("noise_scale", frame) if r.id.startswith("N2")), None)
     anova = n2.values.get("anova_p", float("nan")) if n2 is not None else float("nan")
     differ = anova < 1 - stats.CONFIDENCE

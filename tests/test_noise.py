@@ -171,7 +171,7 @@ def test_a_diverged_noise_cell_is_reported_and_excluded_never_merged(tmp_path, c
                           ["lr", "batch_size", "method"], drop_missing=True)
     schema.validate_results(long)
     cells = claims.noise_cells(claims.noise_pairs(long, ["lr", "batch_size"]), ["lr", "batch_size"])
-    assert cells.loc[(1e4, 32), "diverged"] and not cells.loc[(1e4, 32), "converged"]
+    assert cells.loc[(1e4, 32), "diverged"] and not cells.loc[(1e4, 32), "kept"]
     assert "1 of them diverged" in claims._rule_text(cells)
 
 

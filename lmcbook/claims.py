@@ -1261,7 +1261,8 @@ def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[
         where = f"η {best[0]:g}, B {best[1]:g} (S = {ok.loc[best, 'S']:.2e}" + ("" if interior else
                                                                                   ", an end of the range") + ")"
         if all(absent(iv) for iv in _cell_intervals(pairs, keys, list(ok.index))):
-            state, versus = FAIL, f"{versus}; every kept cell's gain lies below {100 * NOISE_MIN_EFFECT:g} points: {ABSENT}"
+            state = FAIL
+            versus += f"; every kept cell's gain lies below {100 * NOISE_MIN_EFFECT:g} points: {ABSENT}"
         out.append(_noise_row(cid, "noise_scale", statement,
                               f"{rule_text}; best on the even pairs: {where}; on the odd pairs its gain "
                               f"{read.text('.2f', 100)} points, {versus}", test, state,

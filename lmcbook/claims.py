@@ -1176,13 +1176,13 @@ def cell_mean_fit(pairs: pd.DataFrame, keys: list[str]) -> dict[str, float] | No
     return quadratic_fit(np.log10(means[NOISE_SCALE]), means[GAIN])
 
 
-def noise_grid_cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """Return the η × B grid cells of a noise_scale CSV (:func:`noise_cells`) with each cell's S and training steps
-    (NaN where a CSV does not record them)."""
+def noise_grid_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return the η × B grid cells of a noise_scale CSV (:func:`noise_cells`, at the rule's threshold ``rule``) with
+    each cell's S and training steps (NaN where a CSV does not record them)."""
     keys = ["lr", "batch_size"]
     pairs = noise_pairs(frame[frame["method"] == "grid"], keys)
     first = pairs.reindex(columns=keys + [NOISE_SCALE, TRAIN_STEPS]).groupby(keys).first()
-    return noise_cells(pairs, keys).join(first)
+    return noise_cells(pairs, keys, rule).join(first)
 
 
 def mark_kept(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
@@ -1193,8 +1193,8 @@ def mark_kept(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAILED_T
 
 def _rule_text(cells: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> str:
     n_out, n_div = int((~cells["kept"]).sum()), int(cells["diverged"].sum()) if "diverged" in cells else 0
-    what = ("failed runs (a non-finite loss, or the weaker child's training accuracy < "
-            f"{rule:g})" if rule <= NOISE_FAILED_TRAIN_ACC else f"weaker child's training accuracy < {rule:g}")
+    what = ("failed: a non-finite loss, or the weaker child's training accuracy < "
+            f"{rule:g}" if rule <= NOISE_FAILED_TRAIN_ACC else f"the weaker child's training accuracy < {rule:g}")
     return (f"{n_out} of {len(cells)} cells excluded by the rule ({what}" + (f"; {n_div} of them diverged" if n_div
                                                                             else "") + ")")
 
@@ -1579,6 +1579,112 @@ def rule_sensitivity(noise_scale: pd.DataFrame | None, components: pd.DataFrame 
         for r in noise_claims(noise_scale, components, t):
             out.setdefault(r.id, {})[name] = r.mark
     return pd.DataFrame.from_dict(out, orient="index").rename_axis("claim")
+
+
+# -- the regime map (noise_regime): where can merging gain at all? ----------------------------------------------------
+#: The key columns of a map cell, as the regime map's CSV holds them.
+MAP_KEYS = ["augment", "lr_floor", "method", "spawn_fraction", "lr"]
+#: Pairs a map cell needs for a reading: the map describes where gains exist and decides no claim, so it reads
+#: intervals over fewer pairs than a verdict (MIN_PAIRS); the noise pages then decide where it points.
+MAP_MIN_PAIRS = 3
+#: A map cell's reading, from its intervals over pairs (:func:`map_cells`), in the order they are tried.
+MAP_READINGS = {
+    "failed": "excluded by the rule: a run diverged or ended near chance",
+    "paper": "merging gains at least the paper's size (its interval lies above half a point)",
+    "gains": "merging gains (its interval lies above 0), less than the paper's size",
+    "basins": "the children sit in different basins: the ensemble gains, the merge loses",
+    "harvest": "nothing to harvest: the children agree, and their ensemble gains less than half a point",
+    "undecided": "undecided: the intervals straddle",
+}
+
+
+def _map_reading(gain: Interval, ens: Interval, kept: bool) -> str:
+    if not kept:
+        return "failed"
+    if gain.n < MAP_MIN_PAIRS or not gain.decided:
+        return "undecided"
+    if gain.lo > NOISE_MIN_EFFECT:
+        return "paper"
+    if gain.lo > 0:
+        return "gains"
+    if gain.hi < 0 and ens.decided and ens.lo > 0:
+        return "basins"
+    if ens.decided and ens.hi < NOISE_MIN_EFFECT:
+        return "harvest"
+    return "undecided"
+
+
+def map_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return one row per cell of the regime map's long frame: its keys (:data:`MAP_KEYS`), pairs ``n``, the merging
+    gain and the ensemble gain with their intervals over pairs, the children's disagreement, distance and training and
+    test accuracy (means), ``kept`` by the rule, and its ``reading`` (:data:`MAP_READINGS`)."""
+    frame = frame.assign(augment=_as_bool(frame["augment"]))
+    pairs = noise_pairs(frame, MAP_KEYS)
+    cells = noise_cells(pairs, MAP_KEYS, rule)
+    rows = []
+    for key, g in pairs.groupby(MAP_KEYS):
+        gain, ens = interval(g[GAIN].dropna()), interval(g["ensemble_gain"].dropna()) if "ensemble_gain" in g \
+            else interval([])
+        kept = bool(cells.loc[key, "kept"])
+        rows.append({**dict(zip(MAP_KEYS, key)), "n": len(g), "gain": gain.mean, "gain_lo": gain.lo,
+                     "gain_hi": gain.hi, "ensemble_gain": ens.mean, "ensemble_gain_lo": ens.lo,
+                     "ensemble_gain_hi": ens.hi, "kept": kept, "reading": _map_reading(gain, ens, kept),
+                     **{c: g[c].mean() for c in ("disagreement", "pair_distance", "acc_endpoints", "train_acc_min")
+                        if c in g}})
+    return pd.DataFrame(rows)
+
+
+def map_settings(cells: pd.DataFrame) -> pd.DataFrame:
+    """Return one row per setting of the map (augmentation, floor, start) over its learning rates: how many cells
+    gain (``n_gain``: reading paper or gains), how many of the paper's size, the best cell's gain and its interval's
+    lower end, and its learning rate; sorted best first (most gaining cells, then the best lower end)."""
+    out = []
+    for key, g in cells.groupby(MAP_KEYS[:-1]):
+        best = g.loc[g["gain_lo"].fillna(-np.inf).idxmax()]
+        out.append({**dict(zip(MAP_KEYS[:-1], key)), "n_cells": len(g),
+                    "n_gain": int(g["reading"].isin(["paper", "gains"]).sum()),
+                    "n_paper": int((g["reading"] == "paper").sum()), "best_lr": best["lr"], "best_gain": best["gain"],
+                    "best_gain_lo": best["gain_lo"], "best_gain_hi": best["gain_hi"]})
+    return pd.DataFrame(out).sort_values(["n_gain", "best_gain_lo"], ascending=False, ignore_index=True)
+
+
+def describe_setting(setting: dict) -> str:
+    """Return a map setting (augmentation, floor, spawn point; :func:`pick_setting`) in words."""
+    floor = setting["lr_floor"]
+    sched = ("a learning rate that decays to zero" if floor == 0 else "a constant learning rate" if floor == 1 else
+             f"a learning rate that decays to {floor:g} of its peak")
+    start = ("independently initialised pairs" if setting.get("method") == "independent" else
+             "children from a shared initialisation" if setting["spawn_fraction"] == 0 else
+             f"children spawned at {setting['spawn_fraction']:.0%} of training")
+    return f"{start}, {sched}, {'with' if setting['augment'] else 'without'} augmentation"
+
+
+def _as_bool(col: pd.Series) -> pd.Series:
+    return col.astype(str).str.lower().isin(["true", "1", "1.0"])
+
+
+def map_spawn_sweep(frame: pd.DataFrame | None, study) -> pd.DataFrame:
+    """Return the regime map's spawned pairs (one row per cell and pair, every metric a column, ``kept`` by the rule)
+    at a noise study's data set, schedule floor and augmentation: the spawn sweep, read off the map (empty without a
+    map, or when the map has no such cells)."""
+    if frame is not None and "dataset" in frame:
+        frame = frame[frame["dataset"] == study.dataset]
+    if frame is not None:
+        frame = frame[(frame["method"] == "spawn") & np.isclose(frame["lr_floor"], study.lr_floor)
+                      & (_as_bool(frame["augment"]) == bool(study.augment))]
+    if frame is None or frame.empty:
+        return pd.DataFrame(columns=["spawn_fraction", "lr", GAIN, "ensemble_gain", "acc_endpoints", NOISE_SCALE])
+    return mark_kept(noise_pairs(frame, ["spawn_fraction", "lr"]), ["spawn_fraction", "lr"])
+
+
+def pick_setting(cells: pd.DataFrame) -> dict[str, object] | None:
+    """Return the spawn-and-merge setting (augmentation, floor, spawn point) where the map finds the most gaining
+    cells (then the best interval's lower end), or None when no spawned cell gains: the setting the noise study
+    moves to.  Independent pairs are the control, never picked."""
+    spawned = map_settings(cells[cells["method"] == "spawn"])
+    if spawned.empty or spawned["n_gain"].iloc[0] == 0:
+        return None
+    return {k: spawned[k].iloc[0] for k in ("augment", "lr_floor", "spawn_fraction")}
 
 
 #: Every page with claims, and the claims its verdicts come from (in the scoreboard's order).  A page glues

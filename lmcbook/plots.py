@@ -16,6 +16,7 @@ are stacked), and legends sit beside, below or under their panels instead of shr
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import matplotlib.pyplot as plt
@@ -613,7 +614,7 @@ def _gain_lines(ax, df: pd.DataFrame, x: str, by: str, fmt, logx: bool = True, y
     if "kept" in df and not df["kept"].astype(bool).all():
         out = df[~df["kept"].astype(bool)].groupby([by, x])[y].mean().reset_index()
         ax.scatter(out[x], 100 * out[y], marker="x", s=60, color="0.5", zorder=5,
-                   label="missed the convergence rule")
+                   label="excluded by the rule")
     if logx:
         ax.set_xscale("log")
     ax.axhline(0, color="k", lw=0.6)
@@ -683,6 +684,47 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
             _legend_below(a)
     _log_ticks(axes[0])
     _log_ticks(ax)
+    return fig
+
+
+def _start_label(method: str, fraction: float) -> str:
+    return "independent" if method == "independent" else "shared init" if fraction == 0 else f"spawn at {fraction:.0%}"
+
+
+def plot_noise_map(cells: pd.DataFrame) -> Figure:
+    """Return the regime map (:func:`lmcbook.claims.map_cells`): merging gain against η with its interval over pairs,
+    one line per start (spawn point, shared initialisation, independent pairs), one panel per schedule floor (rows)
+    and augmentation (columns); a grey cross marks a cell the rule excluded, and the band is ± half a point."""
+    from .claims import NOISE_MIN_EFFECT
+
+    floors, augs = sorted(cells["lr_floor"].unique()), sorted(cells["augment"].unique())
+    fig, axes = _figure(len(floors), len(augs), 2.3, sharex=True, sharey=True)
+    starts = sorted({(m, f) for m, f in zip(cells["method"], cells["spawn_fraction"])}, key=lambda t: (t[0], t[1]))
+    cmap = plt.get_cmap("viridis")
+    for (i, fl), (j, aug) in itertools.product(enumerate(floors), enumerate(augs)):
+        ax = axes[i, j]
+        ax.axhspan(-100 * NOISE_MIN_EFFECT, 100 * NOISE_MIN_EFFECT, color="0.92", lw=0)
+        for k, (m, f) in enumerate(starts):
+            d = cells[(cells["lr_floor"] == fl) & (cells["augment"] == aug) & (cells["method"] == m)
+                      & (cells["spawn_fraction"] == f)].sort_values("lr")
+            color = "0.35" if m == "independent" else cmap(k / max(len(starts) - 2, 1))
+            ax.errorbar(d["lr"], 100 * d["gain"], yerr=[100 * (d["gain"] - d["gain_lo"]).fillna(0),
+                                                        100 * (d["gain_hi"] - d["gain"]).fillna(0)],
+                        marker="o", ms=3, capsize=2, color=color, ls="--" if m == "independent" else "-",
+                        label=_start_label(m, f))
+            out = d[~d["kept"].astype(bool)]
+            ax.scatter(out["lr"], 100 * out["gain"].fillna(0), marker="x", s=40, color="0.5", zorder=5,
+                       label="excluded by the rule" if len(out) else None)
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=2)
+        floor = "decay to 0" if fl == 0 else "constant" if fl == 1 else f"floor {fl:g}"
+        ax.set_title(f"{floor}, {'augmented' if aug else 'no augmentation'}", fontsize=10)
+        if j == 0:
+            ax.set_ylabel("gain (points)")
+        if i == len(floors) - 1:
+            ax.set_xlabel(r"peak learning rate $\eta$")
+    _figure_legend(fig)
     return fig
 
 

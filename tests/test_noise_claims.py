@@ -47,7 +47,7 @@ def test_n1_every_verdict():
     assert claims.claim_n1(few)[0].state == claims.INCONCLUSIVE  # one pair in the reading half: no interval
     failed = grid(peaked, acc_of=lambda lr, b: 0.995 if lr == 0.2 and b > 32 else 0.15)
     r = claims.claim_n1(failed)[0]
-    assert r.state == claims.NA and "17 of 20 cells excluded by the rule (failed runs" in r.measured
+    assert r.state == claims.NA and "17 of 20 cells excluded by the rule (failed: a non-finite loss" in r.measured
 
 
 def test_n1_reads_an_absence_below_the_minimum_effect():
@@ -83,7 +83,7 @@ def test_the_rule_keeps_the_high_noise_side_that_the_old_rule_removed():
     acc = lambda lr, b: 0.9 if lr / (b * 0.1) > 0.01 else 0.995  # noqa: E731
     assert claims.claim_n1(grid(peaked, acc_of=acc))[0].state == claims.PASS
     old = claims.claim_n1(grid(peaked, acc_of=acc), rule=claims.NOISE_CONVERGED_TRAIN_ACC)[0]
-    assert old.values["n_kept"] < 20 and "weaker child's training accuracy < 0.99" in old.measured
+    assert old.values["n_kept"] < 20 and "the weaker child's training accuracy < 0.99" in old.measured
 
 
 def test_n1_chooses_on_one_half_and_reads_on_the_other():
@@ -309,5 +309,5 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
     text = noise_reference_facts(df, rows, 0.025)
     assert "15 of 20 cells met the rule" in text and "20 cells reached the 8000-step cap" in text
     assert "Excluded: η 0.01, B 32 (" in text and "weaker child 0.100 on average" in text
-    assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest converged S" in text
-    assert "gain falls beyond the best converged cell only where training failed" in text
+    assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest kept S" in text
+    assert "gain falls beyond the best kept cell only where the rule excluded cells" in text

@@ -49,7 +49,8 @@ def test_bad_study_parameters(kwargs, names):
 def test_each_part_resolves_its_own_study_class():
     from lmcbook import parts, profiles
 
-    assert list(parts.PARTS.values()) == [parts.WIDTH, parts.PROBES, parts.DEPTH, parts.THEORY, parts.NOISE,
+    assert list(parts.PARTS.values()) == [parts.WIDTH, parts.PROBES, parts.DEPTH, parts.THEORY, parts.NOISE_REGIME,
+                                          parts.NOISE,
                                           parts.CONTROLS, parts.MECHANISM, parts.TUTORIAL, parts.EXPLORE,
                                           parts.SUMMARY]
     for name, part in parts.PARTS.items():

@@ -1,5 +1,6 @@
 import copy
 
+import numpy as np
 import pytest
 import torch
 
@@ -191,3 +192,55 @@ def test_the_learning_rate_pair_matrix_trains_again_longer_as_a_whole(tmp_path, 
     cell = study.cell(study.component_lr)
     longer = [s for p in range(study.seeds) for lr in study.pair_lrs for s in study.children(cell, p, 40, lr=lr)]
     assert all(store.has(s) == (steps_used == 40) for s in longer)
+
+
+def test_a_shared_initialisation_and_independent_pairs():
+    """Spawn point 0: two runs from one initialisation with their own batch orders, no parent; an independent cell:
+    two seeds; a floor of 1 is a constant rate, a floor between is a linear decay to it."""
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    study = resolve(NoiseStudy, "smoke")
+    a, b = study.children(study.cell(0.05, spawn_fraction=0.0), 3)
+    assert a.parent is None and b.parent is None
+    assert a.train.seed == b.train.seed == 3 and (a.train.data_seed, b.train.data_seed) == (1006, 1007)
+    a, b = study.children(study.cell(0.05, independent=True), 3)
+    assert (a.train.seed, b.train.seed) == (6, 7) and a.parent is None
+    const = study.spec(study.cell(0.05, lr_floor=1.0), 0).train
+    floor = study.spec(study.cell(0.05, lr_floor=0.2), 0).train
+    assert const.schedule == "constant" and const.lr_floor == 0
+    assert floor.schedule == "linear" and floor.lr_floor == 0.2
+    spawned, _ = study.children(study.cell(0.05, lr_floor=0.2, spawn_fraction=0.25), 0)
+    assert spawned.parent.train.lr_floor == 0.2 and spawned.spawn_step == 15  # 25% of 60 steps
+
+
+@pytest.mark.parametrize("bad, allowed", [(dict(spawn_fraction=1.0), r"\[0, 1\)"), (dict(lr_floor=1.5), r"\[0, 1\]"),
+                                          (dict(lr_floor=-0.1), r"\[0, 1\]")])
+def test_noise_setting_bounds(bad, allowed):
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    with pytest.raises(SpecError, match=allowed):
+        resolve(NoiseStudy, "smoke", **bad)
+
+
+def test_the_regime_map_measures_every_pair(tmp_path):
+    """One learning rate, a shared initialisation and independent pairs: every pair gets its merging and ensemble
+    gains, disagreement and distance; the ensemble gain agrees with the pair summary's, and a shared-initialisation
+    pair's distance is measured from that initialisation."""
+    from lmcbook import experiments
+    from lmcbook.metrics import relative_distance
+    from lmcbook.profiles import NoiseRegimeStudy, resolve
+    from lmcbook.train import init_model
+
+    study = resolve(NoiseRegimeStudy, "smoke", steps=20, lrs=(0.05,), lr_floors=(0.0,), spawn_fractions=(0.0,),
+                    augment=False, seeds=1)
+    store = RunStore(tmp_path / "s")
+    frame = experiments.regime_map_frame(study, store)
+    assert sorted(frame["method"]) == ["independent", "spawn"]
+    for col in ("ensemble_gain", "disagreement", "pair_distance", "train_acc_a", "train_loss_merged", "loss_b"):
+        assert frame[col].notna().all(), col
+    assert np.allclose(frame["ensemble_gain"], frame["acc_ensemble"] - frame["acc_endpoints"], atol=1e-6)
+    shared = frame[frame["method"] == "spawn"].iloc[0]
+    data = experiments.study_data(study)
+    a, b = (store.load(s) for s in study.noise_study().children(study.cells()[0], 0))
+    assert shared["pair_distance"] == pytest.approx(relative_distance(a.model, b.model, init_model(a.spec, data)))
+    assert (frame["disagreement"] >= 0).all() and (frame["disagreement"] <= 1).all()

@@ -3,6 +3,7 @@ rule's exclusions and its sensitivity table."""
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from lmcbook import claims, schema
 
@@ -311,3 +312,76 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
     assert "Excluded: η 0.01, B 32 (" in text and "weaker child 0.100 on average" in text
     assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest kept S" in text
     assert "gain falls beyond the best kept cell only where the rule excluded cells" in text
+
+
+def _map(gain_of, ens_of, acc=0.995, pairs=range(3), jitter=1e-4):
+    """A regime map (one batch size): floors × starts × learning rates, gains from ``gain_of(floor, start, lr)``."""
+    cells = {}
+    for floor in (0.0, 0.2):
+        for method, frac in (("spawn", 0.0), ("spawn", 0.25), ("independent", 0.0)):
+            for lr in (0.01, 0.1, 1.0):
+                cells[(("augment", False), ("lr_floor", floor), ("method", method), ("spawn_fraction", frac),
+                       ("lr", lr))] = (gain_of(floor, method, frac, lr), acc(lr) if callable(acc) else acc,
+                                       {"ensemble_gain": ens_of(floor, method, frac, lr), "disagreement": 0.1})
+    return _rows(cells, pairs=pairs, jitter=jitter)
+
+
+def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
+    def gain(floor, method, frac, lr):
+        if method == "independent":
+            return -0.3  # different basins: the ensemble gains, the merge loses
+        return 0.01 if floor == 0.2 and frac == 0.25 and lr < 1 else 0.003 if floor == 0.2 else 0.0
+
+    def ens(floor, method, frac, lr):
+        return 0.02 if method == "independent" or floor == 0.2 else 0.001  # nothing to harvest where decay ends at 0
+
+    failed = claims.map_cells(_map(gain, ens, acc=lambda lr: 0.1 if lr == 1.0 else 0.995))
+    cells = claims.map_cells(_map(gain, ens))
+    read = cells.set_index(claims.MAP_KEYS)["reading"]
+    assert read[(False, 0.2, "spawn", 0.25, 0.1)] == "paper"  # above half a point
+    assert read[(False, 0.2, "spawn", 0.0, 0.1)] == "gains"  # above 0, below half a point
+    assert read[(False, 0.0, "spawn", 0.0, 0.1)] == "harvest"
+    assert read[(False, 0.0, "independent", 0.0, 0.1)] == "basins"
+    assert (failed.loc[failed["lr"] == 1.0, "reading"] == "failed").all()
+    assert claims.pick_setting(cells) == {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
+    # independent pairs are the control: a setting where only they "gain" is never picked
+    assert claims.pick_setting(claims.map_cells(_map(lambda *k: 0.02 if k[1] == "independent" else 0.0,
+                                                     lambda *k: 0.0))) is None
+    # two pairs: an interval, but fewer than the map reads
+    few = claims.map_cells(_map(gain, ens, pairs=range(2)))
+    assert (few["reading"] == "undecided").all()
+    text = claims.describe_setting({"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25})
+    assert text == "children spawned at 25% of training, a learning rate that decays to 0.2 of its peak, without " \
+                   "augmentation"
+
+
+def test_a_noise_page_says_where_it_runs_from_the_map():
+    from lmcbook.page import where_noise_runs
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
+                 lambda *k: 0.02).assign(dataset="digits")
+    here = resolve(NoiseStudy, "smoke", lr_floor=0.2, spawn_fraction=0.25)
+    text = where_noise_runs(here, frame)
+    assert text.startswith("This page runs children spawned at 25% of training, a learning rate that decays to 0.2")
+    assert "reads as gaining (an interval over at least 3 pairs above zero) at 2 of them" in text
+    assert "It is the setting the map picks" in text
+    other = where_noise_runs(resolve(NoiseStudy, "smoke", lr_floor=0.0, spawn_fraction=0.0), frame)
+    assert "would pick children spawned at 25% of training" in other
+    assert "No regime map of this data set" in where_noise_runs(here, frame.assign(dataset="mnist1d"))
+    assert "No regime map of this data set" in where_noise_runs(here, None)
+    sweep = claims.map_spawn_sweep(frame, here)
+    assert sorted(sweep["spawn_fraction"].unique()) == [0.0, 0.25] and sweep["kept"].all()
+    assert claims.map_spawn_sweep(None, here).empty
+
+
+def test_a_retired_reference_is_shown_but_neither_scored_nor_regenerated(tmp_path):
+    from lmcbook import reference
+    from lmcbook.specs import SpecError
+
+    retired = [n for n, r in reference.REFERENCES.items() if r.retired]
+    assert retired == ["noise-scale-converged"]
+    assert "noise-scale-converged" not in reference.available("noise_scale")
+    assert reference.available("noise_scale", retired=True) == ["noise-scale-converged"]
+    with pytest.raises(SpecError, match="retired and cannot be regenerated"):
+        reference.params_for("noise-scale-converged", None)

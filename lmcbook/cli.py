@@ -169,6 +169,7 @@ def cmd_reference(args) -> int:
     if args.list or args.name is None:
         for name, ref in reference.REFERENCES.items():
             have = "committed" if reference.csv_path(name).exists() else "not committed"
+            have += f", retired: {ref.retired}" if ref.retired else ""
             print(f"{name} ({have}): notebook {ref.notebook}; {ref.purpose}; data: {ref.data}")
         return 0
     path = regenerate_reference(args.name, args.data_root, args.store, notebooks=args.notebooks)

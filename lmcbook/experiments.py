@@ -551,14 +551,17 @@ def _train_reporting_divergence(kids: dict[tuple[Cell, int], tuple[RunSpec, RunS
         sweep_first(flat, study, store)
         try:
             return {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}, diverged
-        except DivergedError as err:
-            bad = {cell for (cell, _), pair in live.items()
-                   if any(err.run_id in (s.id, getattr(s.parent, "id", None)) for s in pair)}
-            if not bad:
+        except DivergedError as first:
+            found = 0
+            for err in [first, *getattr(first, "others", [])]:  # every divergence of the call, in one retry
+                bad = {cell for (cell, _), pair in live.items()
+                       if any(err.run_id in (s.id, getattr(s.parent, "id", None)) for s in pair)}
+                found += len(bad)
+                for cell in bad:
+                    diverged.setdefault(cell, str(err))
+                    log.warning("noise cell %s diverged and is excluded: %s", cell, err)
+            if not found:
                 raise
-            for cell in bad:
-                diverged[cell] = str(err)
-                log.warning("noise cell %s diverged and is excluded: %s", cell, err)
 
 
 def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:

@@ -479,6 +479,30 @@ def noise_reference_block(page: Page, name: str, frame: pd.DataFrame, prov: dict
     return text, rows
 
 
+def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
+    """Return one sentence on a regime map (the noise_regime page's CSV, this build's or a reference's): how its cells
+    read (:data:`lmcbook.claims.MAP_READINGS`) and the setting it picks, every number computed."""
+    from .claims import describe_setting, map_cells, map_settings, pick_setting
+
+    cells = map_cells(frame)
+    n = cells["reading"].value_counts()
+    data = DATASET_LABELS.get(str(frame["dataset"].iloc[0]), "its data") if "dataset" in frame else "its data"
+    words = {"paper": "gain at least the paper's size (half a point)", "gains": "gain less than that",
+             "basins": "lose because the children sit in different basins", "harvest": "have nothing to harvest",
+             "failed": "failed", "undecided": "are undecided"}
+    text = (f"On {label}'s regime map ({data}), of {len(cells)} cells " +
+            ", ".join(f"{int(n.get(k, 0))} {w}" for k, w in words.items()) + ".")
+    pick = pick_setting(cells)
+    if pick is None:
+        return text + " No spawned setting gains measurably."
+    best = map_settings(cells[(cells["method"] == "spawn") & (cells["augment"] == pick["augment"])
+                              & np.isclose(cells["lr_floor"], pick["lr_floor"])
+                              & np.isclose(cells["spawn_fraction"], pick["spawn_fraction"])]).iloc[0]
+    return text + (f" It picks {describe_setting(pick)}: its best gain is {100 * best['best_gain']:.2f} points "
+                   f"({100 * best['best_gain_lo']:.2f} to {100 * best['best_gain_hi']:.2f}) at η "
+                   f"{best['best_lr']:g}.")
+
+
 def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
     """Return, for a noise page, the paragraph that says in which setting it runs and what the regime map
     (``map_frame``: the noise_regime page's CSV, None if not executed beside it) measured there and where it would

@@ -801,6 +801,8 @@ class NoiseRegimeStudy(Study):
     device: str = field(default="auto", metadata={"check": check_device})
     #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
     scheduler: str | None = None
+    #: Show the committed reference maps (results/) beside this run's own.
+    show_references: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -812,7 +814,7 @@ class NoiseRegimeStudy(Study):
     def noise_study(self) -> NoiseStudy:
         """Return the noise study that trains and merges this map's cells (its shared fields; one batch size)."""
         same = {f.name: getattr(self, f.name) for f in fields(self) if f.name in NoiseStudy.__dataclass_fields__
-                and f.name not in ("lrs", "augment")}
+                and f.name not in ("lrs", "augment", "show_references")}
         return NoiseStudy(**same, lrs=self.lrs, batch_sizes=(self.batch_size,), row_batch_size=self.batch_size,
                           show_references=False)
 

@@ -73,10 +73,17 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
               purpose="the mechanism study's arms on 784-dimensional real data, every weight decay up to 2048 hidden "
                       "units (H3, H4)"),
     Reference("noise-regime-mnist-standin", "noise_regime", "quick",
-              {"dataset": "mnist_standin", "seeds": 3},
+              {"dataset": "mnist_standin", "lr_floors": [0.0, 0.2, 1.0], "spawn_fractions": [0.0, 0.1, 0.25, 0.5],
+               "independent": True, "augment": True, "seeds": 3, "show_references": False},
               _MNIST_STANDIN, needs_data_root=True,
               purpose="the regime map of merging gain (schedule floor × start × augmentation × η) on 784-dimensional "
                       "real data, to see whether MNIST-1D's map holds on another data set"),
+    Reference("noise-regime-mnist1d", "noise_regime", "quick",
+              {"lr_floors": [0.0, 0.2, 1.0], "spawn_fractions": [0.0, 0.1, 0.25, 0.5], "independent": True,
+               "augment": True, "seeds": 3, "show_references": False},
+              _MNIST1D,
+              purpose="the whole regime map of merging gain (three schedule floors × five starts × augmentation × "
+                      "five η) on the quick book's data, of which the quick book trains a part"),
     *(Reference(f"noise-{page.replace('noise_', '')}-{tag}", page, "quick",
                 {**({"dataset": "mnist_standin"} if tag == "mnist-standin" else {}), "seeds": 10,
                  "show_references": False},

@@ -52,6 +52,8 @@ class DivergedError(FloatingPointError):
 
     def __init__(self, run_id: str, step: int, value: float, lr: float) -> None:
         self.run_id, self.step, self.value, self.lr = run_id, step, value, lr
+        #: The other runs that diverged in the same call of :meth:`lmcbook.store.RunStore.get_or_train_many`.
+        self.others: list[DivergedError] = []
         super().__init__(
             f"run {run_id[:12]} diverged: the training loss was {value} at step {step} "
             f"(learning rate {lr:.4g} at that step). Nothing was stored. Lower lr or raise warmup."

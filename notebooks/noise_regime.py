@@ -47,10 +47,11 @@
 profile = "quick"  # and NoiseRegimeStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = warmup = batch_size = lrs = None
 momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = seeds = device = scheduler = None
+show_references = None
 
 # %% tags=["remove-cell"]
-from lmcbook import claims, experiments, plots, schema
-from lmcbook.page import map_table, open_page
+from lmcbook import claims, experiments, plots, reference, schema
+from lmcbook.page import map_table, noise_map_sentence, open_page
 
 page, study = open_page("noise_regime", globals())
 
@@ -148,6 +149,32 @@ page.save(long)
 # interval lies above zero: on this data set and at this length, two children never
 # measurably gain from merging. The next pages still run the noise paper's claims, at
 # the book's default setting, and read the absence there.
+
+# %% tags=["remove-cell"]
+ref_blocks, ref_fig = [], None
+for name, (frame, prov) in (page.references() if study.show_references else {}).items():
+    ref_cells = claims.map_cells(frame)
+    ref_fig = plots.plot_noise_map(ref_cells)  # the last one: the references are listed MNIST-1D first
+    ref_blocks.append(f"**Reference** {reference.describe(name, prov)}. {noise_map_sentence(f'`{name}`', frame)}\n\n"
+                      + map_table(claims.map_settings(ref_cells), ref_cells))
+page.glue_md("map_references", "\n\n".join(ref_blocks) or "No reference run of this page is committed.")
+page.glue_figure("fig_map_ref", ref_fig or plots.placeholder("No reference run of this page is committed."))
+
+# %% [markdown]
+# ## The reference maps
+#
+# The whole map on this book's data, and the same map on the 8k/2k MNIST stand-in (real
+# 784-dimensional images), are committed as reference runs with their provenance:
+#
+# ```{glue:md} map_references
+# :format: myst
+# ```
+#
+# ```{glue:figure} fig_map_ref
+# :name: fig-noise-map-reference
+#
+# The last reference map listed above, drawn as the map of this build.
+# ```
 
 # %% tags=["remove-input"]
 page.provenance()

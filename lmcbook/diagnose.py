@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from . import checkpoints, data, merge, metrics, models, probes
 from .autospec import SpecUnavailable, check_spec, derive_spec
 from .data import DataError, Dataset
+from .paths import show_progress
 from .specs import ARCHS, DATASETS, ModelSpec, SpecError
 
 CAL_FRACTION = 0.1  #: the share of an .npz's training split held out for calibration when it has no x_cal
@@ -267,13 +268,14 @@ def depth(net: nn.Module, x: torch.Tensor) -> int:
     return sum(p.layer is not None for p in models.probe_points(net, x))
 
 
-def diagnose(prep: Prepared, progress: bool = True) -> Diagnosis:
-    """Return every measurement of the report on the prepared checkpoints."""
+def diagnose(prep: Prepared, progress: bool | None = None) -> Diagnosis:
+    """Return every measurement of the report on the prepared checkpoints (with a progress bar: see
+    :func:`lmcbook.paths.show_progress`)."""
     ds, nets = prep.data, prep.models
     L = depth(nets[0], ds.x_test[:1])
     pairs = list(itertools.combinations(range(len(nets)), 2))
     untrained = [_untrained(prep, s) for s in UNTRAINED_SEEDS]
-    bar = tqdm(total=len(pairs) * 3 + 1, desc="diagnose", unit="step", disable=not progress or None)
+    bar = tqdm(total=len(pairs) * 3 + 1, desc="diagnose", unit="step", disable=not show_progress(progress))
     rows, curves, layers, theory = [], [], [], []
     caveats = probes.scale_caveats(nets[0])
     x_probe = ds.x_test[:PROBE_EXAMPLES]
@@ -396,8 +398,8 @@ def _residual(spec: merge.PermutationSpec) -> bool:
 
 def reading(diag: Diagnosis) -> list[str]:
     """Return the generated reading of the summary: one sentence per finding, each from a named threshold."""
-    out = []
     plain = diag.pairs[diag.pairs["method"] == "none"]
+    out = [f"Numbers below are means over the {len(plain)} pairs."] if len(plain) > 1 else []
     raw, cal = plain["loss_barrier_mid"].mean(), plain["loss_barrier_cal_mid"].mean()
     acc_gap = plain["acc_barrier"].mean()
     if acc_gap < SMALL_ACC_BARRIER:
@@ -409,8 +411,8 @@ def reading(diag: Diagnosis) -> list[str]:
         out.append(f"The calibrated midpoint loss barrier ({cal:.3f} nats) is less than {TEMPERATURE_SHARE:.0%} of "
                    f"the raw one ({raw:.3f}): most of the raw barrier is a temperature effect.")
     else:
-        out.append(f"Calibration does not remove the loss barrier ({raw:.3f} nats raw, {cal:.3f} calibrated): it "
-                   "is not only a temperature effect.")
+        out.append(f"Calibration does not remove the midpoint loss barrier ({raw:.3f} nats raw, {cal:.3f} "
+                   "calibrated): it is not only a temperature effect.")
     matched = diag.pairs[diag.pairs["method"] == "weight_matching"]
     if len(matched) and acc_gap >= SMALL_ACC_BARRIER:
         closed = 1 - matched["acc_barrier"].mean() / acc_gap

@@ -200,7 +200,8 @@ def cmd_diagnose(args) -> int:
     t0 = time.perf_counter()
     diagnose_report.check_out(args.out)  # before any compute, as every other input
     prep = diagnose.prepare(args.checkpoints, args.model, args.data, diagnose.parse_model_args(args.model_args),
-                            args.data_root, args.spec, args.limit, args.device, args.lams)
+                            args.data_root, args.spec, args.limit, args.device,
+                            args.lams or diagnose.DEFAULT_LAMS)
     diag = diagnose.diagnose(prep)
     command = "lmcbook diagnose " + " ".join(shlex.quote(a) for a in args.argv)
     path = diagnose_report.write(diag, args.out, command, time.perf_counter() - t0)
@@ -291,7 +292,7 @@ def parser() -> argparse.ArgumentParser:
     dg.add_argument("--data-root", default=None, help="folder of the torchvision data sets")
     dg.add_argument("--spec", default=None, metavar="MODULE:NAME", help="a PermutationSpec (default: derived)")
     dg.add_argument("--limit", type=int, default=None, help="use at most this many examples of each split")
-    dg.add_argument("--lams", type=int, default=21, help="points of the λ grid in [0, 1] (default 21)")
+    dg.add_argument("--lams", type=int, default=None, help="points of the λ grid in [0, 1] (default 11)")
     dg.add_argument("--device", default="auto", help="auto | cpu | cuda (default: auto)")
     dg.add_argument("--out", default="diagnose-report", help="the report folder (default: diagnose-report)")
     dg.set_defaults(func=cmd_diagnose)

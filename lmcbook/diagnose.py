@@ -36,6 +36,7 @@ from .data import DataError, Dataset
 from .paths import show_progress
 from .specs import ARCHS, DATASETS, ModelSpec, SpecError
 
+DEFAULT_LAMS = 11  #: λ points of a diagnosis (the book's pages use 21): each costs a pass per pair and method
 CAL_FRACTION = 0.1  #: the share of an .npz's training split held out for calibration when it has no x_cal
 PROBE_EXAMPLES = 512  #: test inputs the layer probes read (the whole test split when it is smaller)
 SPEC_TOL = 1e-4  #: the largest relative output change a random permutation of a derived spec may cause
@@ -191,7 +192,7 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
 
 def prepare(paths: list[str], model: str, data_name: str, model_args: dict[str, Any] | None = None,
             data_root: str | None = None, spec: str | None = None, limit: int | None = None, device: str = "auto",
-            lams: int = 21) -> Prepared:
+            lams: int = DEFAULT_LAMS) -> Prepared:
     """Return the checked inputs of a diagnosis, or raise SpecError (or DataError) naming what is wrong, before any
     compute: fewer than two checkpoints, a model that cannot be built, checkpoints that do not fit it or are not
     finite, data that the model cannot read or whose classes it does not output, a spec that does not fit."""
@@ -407,7 +408,11 @@ def reading(diag: Diagnosis) -> list[str]:
                    "these checkpoints.")
     else:
         out.append(f"Plain averaging loses accuracy: the accuracy barrier is {acc_gap:.3f}.")
-    if raw > 0 and cal < TEMPERATURE_SHARE * raw:
+    bound = diag.curves[diag.curves["method"] == "none"]["tau_at_bound"].astype(bool)
+    if bound.any():
+        out.append(f"{int(bound.sum())} of the plain merges' {len(bound)} temperature fits ended at a bound, so the "
+                   f"calibrated barrier ({cal:.3f} nats at the midpoint) cannot be read; the raw one is {raw:.3f}.")
+    elif raw > 0 and cal < TEMPERATURE_SHARE * raw:
         out.append(f"The calibrated midpoint loss barrier ({cal:.3f} nats) is less than {TEMPERATURE_SHARE:.0%} of "
                    f"the raw one ({raw:.3f}): most of the raw barrier is a temperature effect.")
     else:

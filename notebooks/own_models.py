@@ -110,11 +110,11 @@ spec.sizes
 
 
 # %%
-def fit(seed: int) -> TinyNet:
+def fit(seed: int, network=None, epochs: int | None = None) -> nn.Module:
     torch.manual_seed(seed)
-    model = TinyNet(study.hidden_units)
+    model = network() if network is not None else TinyNet(study.hidden_units)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=3e-3)
-    for epoch in range(study.epochs):
+    for epoch in range(epochs or study.epochs):
         for idx in data.epoch_batches(len(digits.y_train), 128, seed, epoch):
             loss = F.cross_entropy(model(digits.x_train[idx]), digits.y_train[idx])
             opt.zero_grad()
@@ -268,23 +268,30 @@ import contextlib
 import io
 import json
 import linecache
+import shlex
 
 import numpy as np
 from safetensors.torch import save_file
 
-from lmcbook import cli, diagnose, paths
+from lmcbook import cli, paths
 
 files = paths.out_dir() / "own_models_files"
 files.mkdir(parents=True, exist_ok=True)
-# the module holds TinyNet's cell as written above (IPython keeps every cell's text in linecache)
-cell = "".join(linecache.getlines(TinyNet.forward.__code__.co_filename))
-(files / "tinynet.py").write_text("import torch\nfrom torch import nn\n\n\n" + cell)
+
+
+def save_module(cls: type, path) -> None:
+    """Write the cell that defined ``cls`` as a module (IPython keeps every cell's text in linecache)."""
+    cell = "".join(linecache.getlines(cls.forward.__code__.co_filename))
+    path.write_text("import torch\nfrom torch import nn\n\n\n" + cell)
+
+
+save_module(TinyNet, files / "tinynet.py")
 for name, net in (("a", a), ("b", b)):
     save_file(net.state_dict(), str(files / f"{name}.safetensors"))
 np.savez(files / "digits.npz", **{f"{k}_{split}": t.numpy() for split in ("train", "cal", "test")
                                   for k, t in zip("xy", digits.split(split))})
 command = ["diagnose", "a.safetensors", "b.safetensors", "--model", "tinynet.py:TinyNet", "--model-args",
-           f"{{width: {study.hidden_units}}}", "--data", "digits.npz", "--out", "report"]
+           f"{{width: {study.hidden_units}}}", "--data", "digits.npz", "--lams", "21", "--out", "report"]
 with contextlib.chdir(files), contextlib.redirect_stdout(io.StringIO()):
     assert cli.main(command) == 0
 report = json.loads((files / "report" / "summary.json").read_text())
@@ -294,20 +301,15 @@ assert (same.loc["none", table.columns.drop("pair")] == table.loc["none"].drop("
 same[["acc_merged", "acc_ensemble", "loss_barrier_mid", "loss_barrier_cal_mid", "logit_norm_ratio"]]
 
 # %% tags=["remove-cell"]
-page.glue("diagnose_command", "lmcbook " + " ".join(command[:5] + [repr(command[5])] + command[6:]))
 page.glue_values(diagnose_seconds=report["seconds"])
 
 # %% [markdown]
-# The command, run in the folder holding the files:
-#
-# ```{glue:md} diagnose_command
-# ```
-#
-# It took {glue:text}`diagnose_seconds:.1f` s. Its plain merge is section 5's to the last
+# The command, run in the folder holding the files, is printed below. It took {glue:text}`diagnose_seconds:.1f` s. Its plain merge is section 5's to the last
 # digit (the page asserts it); its weight matching uses the spec it derived, which permutes
 # the same axes as the hand-written one. Its report's reading:
 
 # %%
+print("lmcbook", shlex.join(command), end="\n\n")
 for line in report["reading"]:
     print("-", line)
 
@@ -334,26 +336,12 @@ class SmallCNN(nn.Module):
         return self.head(nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
-def fit_cnn(seed: int) -> SmallCNN:
-    torch.manual_seed(seed)
-    model = SmallCNN()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    for epoch in range(max(1, study.epochs // 4)):
-        for idx in data.epoch_batches(len(digits.y_train), 128, seed, epoch):
-            loss = F.cross_entropy(model(digits.x_train[idx]), digits.y_train[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return model.eval()
-
-
+# %%
 c = fit(2 * study.pair + 2)
 save_file(c.state_dict(), str(files / "c.safetensors"))
-cnn = [fit_cnn(seed) for seed in (0, 1)]
-for k, net in enumerate(cnn):
-    save_file(net.state_dict(), str(files / f"cnn{k}.safetensors"))
-cell = "".join(linecache.getlines(SmallCNN.forward.__code__.co_filename))
-(files / "smallcnn.py").write_text("import torch\nfrom torch import nn\n\n\n" + cell.split("\n\n\ndef fit_cnn")[0])
+for seed in (0, 1):
+    save_file(fit(seed, SmallCNN, max(1, study.epochs // 4)).state_dict(), str(files / f"cnn{seed}.safetensors"))
+save_module(SmallCNN, files / "smallcnn.py")
 runs = {"three MLPs": command[:3] + ["c.safetensors"] + command[3:-1] + ["report_k3"],
         "CNN with BatchNorm": ["diagnose", "cnn0.safetensors", "cnn1.safetensors", "--model", "smallcnn.py:SmallCNN",
                                "--data", "digits.npz", "--out", "report_cnn"]}
@@ -364,23 +352,19 @@ soup = pd.Series(reports["three MLPs"]["soup"])
 soup
 
 # %% tags=["remove-cell"]
-page.glue("k3_command", "lmcbook " + " ".join(runs["three MLPs"][:6] + [repr(runs["three MLPs"][6])]
-                                              + runs["three MLPs"][7:]))
-page.glue("cnn_command", "lmcbook " + " ".join(runs["CNN with BatchNorm"]))
 page.glue_values(soup_acc=soup["acc_soup"], soup_ens=soup["acc_ensemble_K"], soup_best=soup["acc_best_single"],
                  soup_scale=soup["soup_logit_scale"], soup_pred=soup["soup_logit_scale_lewc"])
 
 # %% [markdown]
-# The three MLPs:
-#
-# ```{glue:md} k3_command
-# ```
-#
-# The soup of all three reaches {glue:text}`soup_acc:.3f` accuracy, against
+# The three MLPs, by the first command printed below. The soup of all three reaches {glue:text}`soup_acc:.3f` accuracy, against
 # {glue:text}`soup_ens:.3f` for the three-model logit ensemble and {glue:text}`soup_best:.3f`
 # for the best single model. Its logits are {glue:text}`soup_scale:.3f` of the ensemble's
 # in norm; the K-model LEWC form predicts {glue:text}`soup_pred:.3f`. Every pair's summary,
 # and the report's reading:
+
+# %%
+for argv in runs.values():
+    print("lmcbook", shlex.join(argv))
 
 # %%
 pd.DataFrame(reports["three MLPs"]["pairs"]).set_index(["pair", "method"])[
@@ -391,10 +375,7 @@ for line in reports["three MLPs"]["reading"]:
     print("-", line)
 
 # %% [markdown]
-# The CNN with BatchNorm:
-#
-# ```{glue:md} cnn_command
-# ```
+# The CNN with BatchNorm, by the second command:
 
 # %%
 pd.DataFrame(reports["CNN with BatchNorm"]["pairs"]).set_index("method")[

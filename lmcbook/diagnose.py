@@ -45,6 +45,7 @@ UNTRAINED_SEEDS = (0, 1)  #: seeds of the untrained baseline pair
 SMALL_ACC_BARRIER = 0.02  #: an accuracy barrier below this is "no barrier"
 TEMPERATURE_SHARE = 0.5  #: calibration removes "most" of the raw loss barrier when it keeps less than this share
 CLOSED_SHARE = 0.5  #: weight matching closes "most" of the gap when it removes more than this share
+LEWC_BETTER = 0.9  #: LEWC describes a trained pair "better" when its error is below this share of the untrained pair's
 SOUP_DROP = 0.05  #: a soup "falls" when it is this much below the best single model's accuracy
 
 
@@ -270,8 +271,8 @@ def depth(net: nn.Module, x: torch.Tensor) -> int:
 
 
 def diagnose(prep: Prepared, progress: bool | None = None) -> Diagnosis:
-    """Return every measurement of the report on the prepared checkpoints (with a progress bar: see
-    :func:`lmcbook.paths.show_progress`)."""
+    """Return every measurement of the report on the prepared checkpoints (with a progress bar on a terminal or in a
+    notebook, unless ``progress`` or $LMCBOOK_PROGRESS says otherwise)."""
     ds, nets = prep.data, prep.models
     L = depth(nets[0], ds.x_test[:1])
     pairs = list(itertools.combinations(range(len(nets)), 2))
@@ -400,7 +401,7 @@ def _residual(spec: merge.PermutationSpec) -> bool:
 def reading(diag: Diagnosis) -> list[str]:
     """Return the generated reading of the summary: one sentence per finding, each from a named threshold."""
     plain = diag.pairs[diag.pairs["method"] == "none"]
-    out = [f"Numbers below are means over the {len(plain)} pairs."] if len(plain) > 1 else []
+    out = [f"The numbers in these sentences are means over the {len(plain)} pairs."] if len(plain) > 1 else []
     raw, cal = plain["loss_barrier_mid"].mean(), plain["loss_barrier_cal_mid"].mean()
     acc_gap = plain["acc_barrier"].mean()
     if acc_gap < SMALL_ACC_BARRIER:
@@ -431,9 +432,10 @@ def reading(diag: Diagnosis) -> list[str]:
                                                              if abs(math.log2(ratio / pred)) < 1 else "."))
     lw = diag.layers[(diag.layers["metric"] == "lewc_rel_err") & (diag.layers["layer"] > 1)]
     trained, base = (lw[lw["model"] == k]["value"].mean() for k in ("trained", "untrained"))
+    verdict = ("LEWC describes the trained pair better than an untrained one." if trained < LEWC_BETTER * base
+               else "LEWC describes it about as well as, or worse than, an untrained pair.")
     out.append(f"LEWC's mean relative error over layers 2 to L is {trained:.3f} for these checkpoints against "
-               f"{base:.3f} for an untrained pair: " + ("LEWC describes the trained pair better than chance." if
-                                                       trained < base else "no better than an untrained pair."))
+               f"{base:.3f} for an untrained pair: {verdict}")
     if diag.soup:
         s = diag.soup
         drop = s["acc_best_single"] - s["acc_soup"]

@@ -3,6 +3,7 @@ the report's files, and the report in a browser."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import pickle
 
@@ -122,6 +123,7 @@ class Payload:
         return (print, ("unpickled!",))
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_a_checkpoint_holding_objects_is_never_unpickled(tmp_path, capsys):
     path = tmp_path / "evil.pt"
     with open(path, "wb") as f:
@@ -290,3 +292,34 @@ def test_the_report_renders_in_a_browser(report):
         browser.close()
     assert len(widths) == 2 and min(widths) > 100, widths
     assert rows == 6 and len(reading) >= 4 and not errors
+
+
+def test_a_user_spec_and_a_data_function_are_used_and_a_wrong_spec_is_refused(files, monkeypatch):
+    root, nets = files
+    monkeypatch.chdir(root)
+    (root / "mine.py").write_text(
+        "import numpy as np\nfrom lmcbook import merge, models\n\n"
+        f"SPEC = merge.permutation_spec(models.MLP({D}, {C}, 16, 3))\n"
+        "WRONG = merge.PermutationSpec.from_axes({'layers.0.weight': ('P', None), 'layers.1.weight': (None, None), "
+        "'layers.2.weight': (None, 'P')}, models.MLP(" + f"{D}, {C}, 16, 3))\n\n\n"
+        "def arrays():\n    z = np.load('task.npz')\n    return {k: z[k] for k in z.files}\n")
+    args = {"width": 0.25, "depth": 3}
+    prep = diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "mine.py:arrays", args, spec="mine.py:SPEC", lams=3)
+    assert "--spec mine.py:SPEC" in prep.spec_note and prep.data.sizes() == {"train": 360, "cal": 40, "test": 200}
+    with pytest.raises(autospec.SpecUnavailable, match="changed"):
+        diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz", args, spec="mine.py:WRONG", lams=3)
+
+
+def test_without_a_spec_the_report_skips_only_the_matched_merge(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    header = f"import torch\nfrom torch import nn\n\nD, C = {D}, {C}\n\n\n"
+    (tmp_path / "cat.py").write_text(header + inspect.getsource(Concat))
+    x, y = _task()
+    np.savez(tmp_path / "task.npz", x_train=x[:400], y_train=y[:400], x_test=x[400:], y_test=y[400:])
+    for k in range(2):
+        torch.manual_seed(k)
+        save_file(Concat().state_dict(), str(tmp_path / f"c{k}.safetensors"))
+    prep = diagnose.prepare(["c0.safetensors", "c1.safetensors"], "cat.py:Concat", "task.npz", lams=3)
+    diag = diagnose.diagnose(prep, progress=False)
+    assert prep.spec is None and "node 'cat'" in diag.notes[0]
+    assert list(diag.pairs["method"]) == ["none"] and len(diag.layers) and len(diag.ranks)

@@ -105,7 +105,7 @@ def _list(items: list[str], cls: str) -> str:
 STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
 table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}th,td{padding:.25rem .6rem;border-bottom:1px solid #ddd;
 text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:.1rem .3rem}img{max-width:100%}
-.reading li{margin:.3rem 0}"""
+.reading li{margin:.3rem 0}table.meanings td{text-align:left}"""
 
 
 def render(diag: Diagnosis, command: str, seconds: float) -> str:

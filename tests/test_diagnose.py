@@ -323,3 +323,15 @@ def test_without_a_spec_the_report_skips_only_the_matched_merge(tmp_path, monkey
     diag = diagnose.diagnose(prep, progress=False)
     assert prep.spec is None and "node 'cat'" in diag.notes[0]
     assert list(diag.pairs["method"]) == ["none"] and len(diag.layers) and len(diag.ranks)
+
+
+def test_models_by_name_are_built_for_the_data():
+    pytest.importorskip("torchvision")
+    ds = _dataset()
+    net = diagnose.model_factory("torchvision:resnet18", {}, ds)()
+    assert net.fc.out_features == C  # num_classes from the data
+    assert diagnose.model_factory("mlp", {"width": 0.25, "depth": 3}, ds)().layers[0].in_features == D
+    for name, message in (("torchvision:resnet9000", "torchvision has no classification model 'resnet9000'"),
+                          ("transformer", "expected one of mlp, vgg11, resnet20, torchvision:NAME or MODULE:FACTORY")):
+        with pytest.raises(diagnose.SpecError, match=message):
+            diagnose.model_factory(name, {}, ds)

@@ -16,16 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
 
-matplotlib.use("Agg")  # a report renders without a display
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from . import __version__, plots  # noqa: E402
-from .diagnose import Diagnosis, long_frame, summary_table  # noqa: E402
-from .specs import SpecError  # noqa: E402
+from . import __version__, plots
+from .diagnose import Diagnosis, long_frame, summary_table
+from .specs import SpecError
 
 FILES = ("report.html", "report.csv", "summary.json")  #: what a report folder holds
 

@@ -276,6 +276,7 @@ def test_weight_matching_undoes_a_known_permutation(files, tmp_path, monkeypatch
     assert abs(matched["acc_barrier"]) <= 1e-6 and matched["acc_merged"] == matched["acc_a"]
 
 
+@pytest.mark.integration  # needs the headless Chromium of `make browser`, as the book's browser checks do
 def test_the_report_renders_in_a_browser(report):
     sync_api = pytest.importorskip("playwright.sync_api")
     from tests.test_book import _launch

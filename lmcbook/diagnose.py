@@ -134,7 +134,10 @@ def load_data(name: str, root: str | None = None, limit: int | None = None, devi
     """Return the data: one of lmcbook's data sets, an .npz (x_train, y_train, x_test, y_test, optionally x_cal, y_cal)
     or ``MODULE:FUNCTION`` returning those arrays as a dict; at most ``limit`` examples per split."""
     if name in DATASETS:
-        ds = data.load(name, root, device)
+        try:
+            ds = data.load(name, root, device)
+        except ImportError as err:  # scikit-learn, mnist1d and torchvision are the [data] extra
+            raise SpecError(f"--data {name} needs {err.name or err}: pip install 'lmcbook[data]'") from err
     elif name.endswith(".npz"):
         path = Path(name)
         if not path.is_file():

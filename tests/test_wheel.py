@@ -114,3 +114,10 @@ def test_the_wheel_runs_diagnose_without_extras(tmp_path):
           "--model-args", "{width: 0.125, depth: 3}", "--data", "task.npz", "--lams", "5", "--out", "report"],
          cwd=tmp_path)
     assert (tmp_path / "report" / "report.html").stat().st_size > 10_000
+    # a data set of the [data] extra is refused with the command that installs it, before any compute
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([str(fresh / "bin" / "lmcbook"), "diagnose", "m0.safetensors", "m1.safetensors", "--model",
+                           "mlp", "--data", "digits", "--out", "other"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode == 2 and "pip install 'lmcbook[data]'" in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "other").exists()

@@ -336,3 +336,30 @@ def test_models_by_name_are_built_for_the_data():
                           ("transformer", "expected one of mlp, vgg11, resnet20, torchvision:NAME or MODULE:FACTORY")):
         with pytest.raises(diagnose.SpecError, match=message):
             diagnose.model_factory(name, {}, ds)
+
+
+def test_a_failed_write_keeps_the_earlier_report_and_leaves_no_temporary(files, report, tmp_path, monkeypatch):
+    import shutil
+
+    from lmcbook import diagnose_report
+
+    monkeypatch.chdir(files[0])
+    diag = diagnose.diagnose(diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz",
+                                              {"width": 0.25, "depth": 3}, lams=3), progress=False)
+    root = tmp_path
+    report = shutil.copytree(report, root / "report")
+    before = {p.name: p.read_bytes() for p in report.iterdir()}
+
+    def broken(*args):
+        raise RuntimeError("disk full")
+
+    with monkeypatch.context() as m:
+        m.setattr(diagnose_report, "render", broken)
+        with pytest.raises(RuntimeError, match="disk full"):
+            diagnose_report.write(diag, report, "lmcbook diagnose …", 0.0)
+    assert {p.name: p.read_bytes() for p in report.iterdir()} == before
+    assert not [p for p in root.iterdir() if p.name.startswith(".report")]
+    diagnose_report.write(diag, report, "lmcbook diagnose …", 0.0)  # replaces the earlier report whole
+    assert sorted(p.name for p in report.iterdir()) == sorted(diagnose_report.FILES)
+    assert json.loads((report / "summary.json").read_text())["lams"] == 3
+    assert not [p for p in root.iterdir() if p.name.startswith(".report")]

@@ -19,7 +19,7 @@ env: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev,cluster]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[book,cluster,dev]"
 	@touch $(STAMP)
 
 ## book: execute every notebook at $(PROFILE) (trained runs are reused from ./runs) and render the book

@@ -89,6 +89,12 @@ def _logit_row(z_test: torch.Tensor, z_cal: torch.Tensor, data: Dataset) -> dict
             "loss_cal": nll(z_test, data.y_test, fit.tau), "logit_norm": float(torch.linalg.norm(z_test.double()))}
 
 
+def logit_summary(z_test: torch.Tensor, z_cal: torch.Tensor, data: Dataset) -> dict[str, float]:
+    """Return the test accuracy, raw and calibrated loss, τ (fitted on ``z_cal``, and whether at a bound) and logit
+    norm of one model's (test, calibration) logits."""
+    return _logit_row(z_test, z_cal, data)
+
+
 def interpolation_curve(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS,
                         transform: Callable[[nn.Module, float], nn.Module] | None = None) -> pd.DataFrame:
     """Return one row per λ: test accuracy, raw and calibrated test loss, τ (and whether at a bound), logit norm.

@@ -1037,3 +1037,42 @@ def _mechanism_legend(fig: Figure, names: dict[str, object]) -> None:
         (None, ":", "logit ensemble"), (None, "-.", "untrained"))]
     fig.legend(handles=handles, loc="outside lower center",
                ncol=_ncol([h.get_label() for h in handles], fig.get_figwidth() - 0.3))
+
+
+# -- lmcbook diagnose ---------------------------------------------------------------------------
+def plot_pair_curves(curves: pd.DataFrame) -> Figure:
+    """Return test accuracy, raw loss and calibrated loss against λ, one line per pair and merge method (a
+    diagnose report's interpolation curves), stacked top to bottom."""
+    fig, axes = _stack(3)
+    styles = {"none": "-", "weight_matching": "--"}
+    colors = plt.get_cmap("tab10")
+    pairs = list(dict.fromkeys(curves["pair"]))
+    for ax, col, label in zip(axes, ("acc", "loss", "loss_cal"), ("test accuracy", "test loss (nats)",
+                                                                  "calibrated test loss")):
+        for (pair, method), c in curves.groupby(["pair", "method"], sort=False):
+            ax.plot(c["lam"], c[col], ls=styles.get(method, ":"), color=colors(pairs.index(pair) % 10),
+                    label=f"pair {pair}, {method.replace('_', ' ')}")
+        ax.set_ylabel(label)
+    axes[-1].set_xlabel(r"$\lambda$   ($\theta(\lambda)=\lambda\theta_a+(1-\lambda)\theta_b$)")
+    _legend_right(axes[0])
+    return fig
+
+
+def plot_layer_errors(layers: pd.DataFrame) -> Figure:
+    """Return the LEWC and LLFC relative errors at λ = ½ against the layer, trained pairs (solid) beside the
+    untrained pair (dashed)."""
+    fig, axes = _stack(2)
+    colors = plt.get_cmap("tab10")
+    pairs = list(dict.fromkeys(layers.loc[layers["model"] == "trained", "pair"]))
+    for ax, (metric, title) in zip(axes, (("lewc_rel_err", "LEWC"), ("llfc_rel_err", "LLFC"))):
+        d = layers[(layers["metric"] == metric) & (layers["lam"] == 0.5)]
+        for pair, c in d[d["model"] == "trained"].groupby("pair", sort=False):
+            ax.plot(c["layer"], c["value"], "o-", color=colors(pairs.index(pair) % 10), label=f"pair {pair}")
+        base = d[d["model"] == "untrained"].drop_duplicates("layer")
+        ax.plot(base["layer"], base["value"], "s--", color=COLORS["untrained"], label="untrained pair")
+        ax.set_yscale("log")
+        ax.set_ylabel("relative error")
+        ax.set_title(rf"{title} prediction at $\lambda = 1/2$")
+    axes[-1].set_xlabel("layer $l$ (in call order)")
+    _legend_right(axes[0])
+    return fig

@@ -426,7 +426,8 @@ def describe_noise(study: Any, spawned: bool = True) -> str:
              f"decay to {floor:g} of the peak")
     start = ("from a shared initialisation, with different batch orders" if study.spawn_fraction == 0 else
              f"spawned at {study.spawn_fraction:.0%} of training from their own parents")
-    how = (f"spawn-and-merge pairs {start}; {study.seeds} pair(s) per cell"
+    how = (f"spawn-and-merge pairs {start}; {study.grid_pairs} pair(s) per cell of the η × B grid and "
+           f"{study.seeds} per cell of the component sweeps"
            + ("; with augmentation" if study.augment else "") if spawned else
            f"{study.seeds} such model(s), one per seed")
     return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden "

@@ -535,7 +535,7 @@ def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
         return text + " No spawned setting of the map gains measurably, so none is better placed."
     same = (bool(pick["augment"]) == own["augment"] and np.isclose(pick["lr_floor"], own["lr_floor"])
             and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
-    return text + (" It is the setting the map picks: the most learning rates whose gain lies above zero." if same
+    return text + (" It is the setting the map picks: the most learning rates that gain the paper's size." if same
                    else f" The map, as this build ran it, would pick {describe_setting(pick)} instead; this page "
                         "keeps its own setting (the one the reference runs used), and says so here.")
 

@@ -493,15 +493,24 @@ def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
              "failed": "failed", "undecided": "are undecided"}
     text = (f"On {label}'s regime map ({data}), of {len(cells)} cells " +
             ", ".join(f"{int(n.get(k, 0))} {w}" for k, w in words.items()) + ".")
+    def best(setting: dict) -> pd.Series | None:
+        own = cells[(cells["method"] == "spawn") & (cells["augment"] == setting["augment"])
+                    & np.isclose(cells["lr_floor"], setting["lr_floor"])
+                    & np.isclose(cells["spawn_fraction"], setting["spawn_fraction"])]
+        return map_settings(own).iloc[0] if len(own) else None
+
+    def gain(b: pd.Series) -> str:
+        return (f"{100 * b['best_gain']:.2f} points ({100 * b['best_gain_lo']:.2f} to {100 * b['best_gain_hi']:.2f})"
+                f" at η {b['best_lr']:g}")
+
+    first = best({"augment": False, "lr_floor": 0.0, "spawn_fraction": 0.5})
+    if first is not None:
+        text += (" In the book's first protocol (a decay to zero, children spawned at 50%) its best gain is "
+                 f"{gain(first)}.")
     pick = pick_setting(cells)
     if pick is None:
         return text + " No spawned setting gains measurably."
-    best = map_settings(cells[(cells["method"] == "spawn") & (cells["augment"] == pick["augment"])
-                              & np.isclose(cells["lr_floor"], pick["lr_floor"])
-                              & np.isclose(cells["spawn_fraction"], pick["spawn_fraction"])]).iloc[0]
-    return text + (f" It picks {describe_setting(pick)}: its best gain is {100 * best['best_gain']:.2f} points "
-                   f"({100 * best['best_gain_lo']:.2f} to {100 * best['best_gain_hi']:.2f}) at η "
-                   f"{best['best_lr']:g}.")
+    return text + f" It picks {describe_setting(pick)}: its best gain is {gain(best(pick))}."
 
 
 def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:

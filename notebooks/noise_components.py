@@ -57,7 +57,7 @@ page, study = open_page("noise_components", globals())
 # %%
 mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
 mom = claims.mark_kept(mom, ["lr", "momentum"])
-mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "acc_endpoints"]].mean().round(4)
+mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean().round(4)
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_mom", plots.plot_momentum(mom))
@@ -162,7 +162,7 @@ page.glue_values(wd_dgain_none=100 * gain_range["none"], wd_dgain_layer=100 * ga
 
 # %%
 aug = claims.mark_kept(experiments.noise_frame(study, study.augment_cells(), page.store), ["lr", "augment"])
-aug.groupby(["augment", "lr"])[["gain", "acc_endpoints"]].mean().round(4)
+aug.groupby(["augment", "lr"])[["gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean().round(4)
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_aug", plots.plot_augment(aug))

@@ -1629,8 +1629,8 @@ def map_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.D
         rows.append({**dict(zip(MAP_KEYS, key)), "n": len(g), "gain": gain.mean, "gain_lo": gain.lo,
                      "gain_hi": gain.hi, "ensemble_gain": ens.mean, "ensemble_gain_lo": ens.lo,
                      "ensemble_gain_hi": ens.hi, "kept": kept, "reading": _map_reading(gain, ens, kept),
-                     **{c: g[c].mean() for c in ("disagreement", "pair_distance", "acc_endpoints", "train_acc_min")
-                        if c in g}})
+                     **{c: g[c].mean() for c in ("disagreement", "pair_distance", "acc_endpoints", "acc_merged",
+                                                 "train_acc_min") if c in g}})
     return pd.DataFrame(rows)
 
 

@@ -101,6 +101,7 @@ page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, n_pairs=study.seeds, 
                  min_effect=100 * claims.NOISE_MIN_EFFECT, map_min_pairs=claims.MAP_MIN_PAIRS,
                  **{f"n_{k}": int(counts.get(k, 0)) for k in claims.MAP_READINGS})
 page.choose("pick", "none" if pick is None else "found")
+page.choose("vs_decay", "none")  # unless the pick has a decay-to-zero cell beside it (below)
 first = claims.pick_setting(cells, claims.FIRST_PICK)  # the ranking fixed before the map first ran
 page.choose("first_pick", "same" if first == pick else "differs")
 if first is not None and first != pick:
@@ -116,6 +117,15 @@ if pick is not None:
     page.glue_values(pick_gain=100 * best["best_gain"], pick_lo=100 * best["best_gain_lo"],
                      pick_hi=100 * best["best_gain_hi"], pick_lr=best["best_lr"], pick_n=int(best["n_gain"]),
                      pick_of=int(best["n_cells"]))
+    # what the gain is made of: the merged model against children whose learning rate decayed to zero instead
+    at = cells[(cells["method"] == "spawn") & (cells["augment"] == pick["augment"]) & (cells["lr"] == best["best_lr"])
+               & (cells["spawn_fraction"] == pick["spawn_fraction"])].set_index("lr_floor")
+    if pick["lr_floor"] > 0 and 0.0 in at.index:
+        merged, decayed = at.loc[pick["lr_floor"], "acc_merged"], at.loc[0.0, "acc_endpoints"]
+        page.glue_values(merged_acc=merged, children_acc=at.loc[pick["lr_floor"], "acc_endpoints"],
+                         decayed_acc=decayed, decayed_merged_acc=at.loc[0.0, "acc_merged"])
+        page.choose("vs_decay", "above" if merged - decayed > claims.NOISE_MIN_EFFECT else
+                    "below" if decayed - merged > claims.NOISE_MIN_EFFECT else "level")
 page.save(long)
 
 # %% [markdown]
@@ -150,6 +160,34 @@ page.save(long)
 # {glue:text}`pick_lo:.2f` to {glue:text}`pick_hi:.2f`) at $\eta =$ {glue:text}`pick_lr:g`.
 # The next two pages run the noise paper's claims there: the $\eta \times B$ grid and its
 # collapse on $S$, then momentum, weight decay, augmentation and learning-rate pairs.
+
+# %% [markdown] tags=["when:vs_decay=level"]
+# **What that gain is made of.** At that learning rate, the merged model reaches
+# {glue:text}`merged_acc:.3f` test accuracy and its children {glue:text}`children_acc:.3f`.
+# Children spawned at the same point whose learning rate decays to zero instead reach
+# {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`):
+# within half a point of the merge. Here, merging recovers what decaying the learning
+# rate would have given: it averages out the noise that a constant rate leaves in each
+# child, rather than finding a better solution than training to the end would.
+
+# %% [markdown] tags=["when:vs_decay=above"]
+# **What that gain is made of.** At that learning rate, the merged model reaches
+# {glue:text}`merged_acc:.3f` test accuracy and its children {glue:text}`children_acc:.3f`.
+# Children spawned at the same point whose learning rate decays to zero instead reach
+# {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`): the
+# merge beats them by more than half a point, so it is more than what decaying the
+# learning rate would have given.
+
+# %% [markdown] tags=["when:vs_decay=below"]
+# **What that gain is made of.** At that learning rate, the merged model reaches
+# {glue:text}`merged_acc:.3f` test accuracy and its children {glue:text}`children_acc:.3f`.
+# Children spawned at the same point whose learning rate decays to zero instead reach
+# {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`): more
+# than half a point above the merge. The merge recovers part, not all, of what decaying
+# the learning rate would have given.
+
+# %% [markdown] tags=["when:vs_decay=none"]
+# (The map has no decay-to-zero cell beside the picked one to compare its merge with.)
 
 # %% [markdown] tags=["when:first_pick=differs"]
 # **How the setting is ranked, and when that was fixed.** The ranking above (most cells

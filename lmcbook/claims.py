@@ -1726,7 +1726,7 @@ def page_claims(page: str, frame: pd.DataFrame) -> list[ClaimResult]:
     for r in rows:
         if r.paper == "width" and r.regime is None and r.page != "mechanism":
             _in_regime(r, frame, "short")
-        if r.page == "mechanism":
+        if r.page == "mechanism" or r.paper == "noise":
             r.dataset = _dataset(frame)
     return rows
 
@@ -1764,6 +1764,8 @@ def scoreboard(frames: dict[str, pd.DataFrame],
     """
     rows = [r for page in PAGE_CLAIMS for r in page_claims(page, frames[page])]
     for name, frame in (references or {}).items():
+        if str(frame["notebook"].iloc[0]) not in PAGE_CLAIMS:  # a reference of a page with no claims (the map)
+            continue
         for r in page_claims(str(frame["notebook"].iloc[0]), frame):
             r.source = name
             rows.append(r)

@@ -113,6 +113,14 @@ def get(name: str) -> Reference:
     return REFERENCES[name]
 
 
+def dataset(name: str) -> str:
+    """Return the data set reference ``name`` trains on (its study's, at its profile and parameters)."""
+    from .parts import part_of
+
+    ref = get(name)
+    return str(part_of(ref.notebook).resolve(ref.profile, ref.params).dataset)
+
+
 def csv_path(name: str, root: Path | None = None) -> Path:
     """Return where reference ``name``'s CSV lives: results/NAME/NOTEBOOK.csv."""
     ref = get(name)

@@ -26,7 +26,8 @@ from lmcbook.page import open_page
 
 page, study = open_page("claims", globals())
 frames = {name: page.read_csv(name) for name in claims.PAGE_CLAIMS}
-references = {name: frame for nb in sorted({r.notebook for r in reference.REFERENCES.values()})
+references = {name: frame if "dataset" in frame else frame.assign(dataset=reference.dataset(name))  # marked by data set
+              for nb in sorted({r.notebook for r in reference.REFERENCES.values()})
               for name, (frame, _) in page.references(nb).items()}
 
 # %% [markdown]

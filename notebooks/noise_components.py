@@ -244,14 +244,16 @@ page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())}
 # rule):
 
 # %%
-keys = ["lr", "batch_size", "momentum", "weight_decay", "spawn_fraction", "lr_floor", "norm", "augment", "method"]
+keys = ["lr", "batch_size", "momentum", "weight_decay", "spawn_fraction", "lr_floor", "norm", "augment", "method",
+        "dataset"]
 metrics = ["gain", "gain_best", "loss_gain", "ensemble_gain", "disagreement", "pair_distance", "noise_scale",
            "noise_scale_sq", "acc_endpoints", "acc_merged", "train_acc_min", "train_steps", "diverged"]
 # a diverged cell has no gain: its missing metrics are left out
-parts = [schema.to_long(frame.assign(method=name), page.name, metrics, keys, drop_missing=True)
+parts = [schema.to_long(frame.assign(method=name, dataset=study.dataset), page.name, metrics, keys,
+                        drop_missing=True)
          for name, frame in (("momentum", mom), ("weight_decay", wd), ("augmentation", aug))]
-parts.append(schema.to_long(pairs.assign(method="lr_pairs"), page.name,
-                            [m for m in metrics if not m.startswith("noise_scale")], ["lr", "lr_b", "method"],
+parts.append(schema.to_long(pairs.assign(method="lr_pairs", dataset=study.dataset), page.name,
+                            [m for m in metrics if not m.startswith("noise_scale")], ["lr", "lr_b", "method", "dataset"],
                             drop_missing=True))
 components = schema.concat(parts)
 claims.rule_sensitivity(None, components)

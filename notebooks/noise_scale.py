@@ -70,11 +70,11 @@ table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_
 # high-noise side):
 
 # %%
-keys = ["lr", "batch_size", "momentum", "spawn_fraction", "lr_floor", "augment", "method"]
+keys = ["lr", "batch_size", "momentum", "spawn_fraction", "lr_floor", "augment", "method", "dataset"]
 metrics = ["gain", "gain_best", "loss_gain", "ensemble_gain", "disagreement", "pair_distance", "noise_scale",
            "noise_scale_sq", "acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "train_acc_min",
            "train_acc_merged", "train_steps", "diverged"]
-long = schema.to_long(grid.assign(method="grid"), page.name, metrics, keys, drop_missing=True)
+long = schema.to_long(grid.assign(method="grid", dataset=study.dataset), page.name, metrics, keys, drop_missing=True)
 claims.rule_sensitivity(long, None)
 
 # %% tags=["remove-cell"]

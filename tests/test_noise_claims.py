@@ -385,6 +385,9 @@ def test_a_retired_reference_is_shown_but_neither_scored_nor_regenerated(tmp_pat
     assert reference.available("noise_scale", retired=True) == ["noise-scale-converged"]
     with pytest.raises(SpecError, match="retired and cannot be regenerated"):
         reference.params_for("noise-scale-converged", None)
+    # the scoreboard marks each reference's rows with its data set, read from its study
+    assert reference.dataset("noise-scale-mnist-standin") == "mnist_standin"
+    assert reference.dataset("noise-components-mnist1d") == "mnist1d"
 
 
 def test_the_landing_page_sentence_on_a_map():

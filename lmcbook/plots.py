@@ -732,13 +732,13 @@ def plot_spawn_points(spawn: pd.DataFrame) -> Figure:
     """Return gain against S on one row of the grid, one line per spawn point, and the endpoints' accuracy."""
     fig, axes = _figure(1, 2, 3.0)
     ax1, ax2 = axes[0]
-    _gain_lines(ax1, spawn, "noise_scale", "spawn_fraction", lambda v: f"spawn at {v:.0%}")
+    _gain_lines(ax1, spawn, "noise_scale", "spawn_fraction", lambda v: _start_label("spawn", v))
     ax1.set_xlabel(r"$S = \eta / (B(1-\mu))$")
     vals = sorted(spawn["spawn_fraction"].unique())
     cmap = plt.get_cmap("viridis")
     for i, v in enumerate(vals):
         errorbar(ax2, spawn[spawn["spawn_fraction"] == v], "noise_scale", "acc_endpoints",
-                 color=cmap(i / max(len(vals) - 1, 1)), label=f"spawn at {v:.0%}")
+                 color=cmap(i / max(len(vals) - 1, 1)), label=_start_label("spawn", v))
     ax2.set_xscale("log")
     ax2.set_xlabel(r"$S$")
     ax2.set_ylabel("endpoint accuracy\n(mean of the two children)")

@@ -213,9 +213,9 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 # %% [markdown]
 # ## The spawn point
 #
-# The regime map trained every spawn point at one batch size. Read at this page's
-# schedule and augmentation, it gives the spawn point's effect on the gain without
-# training anything new:
+# The regime map trained its spawn points ({glue:md}`map_spawns`) at one batch size.
+# Read at this page's schedule and augmentation, it gives the spawn point's effect on the
+# gain without training anything new (the reference maps have more spawn points):
 
 # %%
 spawn = claims.map_spawn_sweep(regime_map, study)
@@ -224,6 +224,8 @@ spawn.groupby(["spawn_fraction", "lr"])[["gain", "ensemble_gain", "acc_endpoints
 # %% tags=["remove-cell"]
 page.glue_figure("fig_spawn", plots.plot_spawn_points(spawn) if len(spawn) else
                  plots.placeholder("The regime map has no cells at this page's schedule and augmentation."))
+page.glue_md("map_spawns", ", ".join("a shared initialisation" if f == 0 else f"{f:.0%}"
+                                     for f in sorted(spawn["spawn_fraction"].unique())) or "none here")
 
 # %% [markdown]
 # ```{glue:figure} fig_spawn

@@ -7,7 +7,7 @@ An entry lives at ``ROOT/<run id>/`` (64 hex digits, nothing else) and holds
 - ``history.json``, ``metrics.json``, ``provenance.json``;
 - ``manifest.json``: the SHA-256 of every other file, checked on load.
 
-Writes go to ``ROOT/.tmp/<what>__<host>__<pid>__<random>/`` (``_tmp_prefix``) and
+Writes go to ``ROOT/.tmp/<what>__<host>__<pid>__<random>/`` (:func:`lmcbook.files.tmp_prefix`) and
 are renamed into place, so a killed process never leaves a half entry: at worst a
 stale temporary directory, which ``gc`` removes.  A per-run file lock (fcntl,
 released by the kernel when its holder dies) keeps two processes from training the
@@ -33,7 +33,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import re
 import shutil
 import tempfile
@@ -52,10 +51,11 @@ from safetensors.torch import load_file, save_file
 
 from .batched import STACK_MAX_UNITS, group_key, train_many
 from .data import Dataset, load_spec, resolve_device
+from .files import is_stale, temp_dir, tmp_prefix, write_atomic
 from .models import build
 from .paths import STORE_ENV, checked_path, store_root
 from .provenance import source_hash
-from .specs import RunSpec, SpecError
+from .specs import CODE_VERSION, RunSpec, SpecError
 from .train import DivergedError, TrainedRun, check_trainable, remove_checkpoint, train
 
 log = logging.getLogger("lmcbook.store")
@@ -123,26 +123,25 @@ def _last_byte(path: Path) -> bytes:
         return f.read(1)
 
 
+def _check_identity(path: Path) -> None:
+    """Raise StoreError unless the spec recorded in the entry at ``path`` hashes to the entry's folder name (an
+    entry copied or moved into another run's folder would otherwise be loaded as that run)."""
+    rid = path.name
+    try:
+        meta = json.loads((path / "spec.json").read_text())
+        cv = meta.get("code_version")
+        recorded = RunSpec.from_dict(meta["spec"]).run_id(cv if isinstance(cv, int) else CODE_VERSION)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise StoreError(f"run {rid[:12]}: spec.json cannot be read as a run spec ({err}); delete {path} "
+                         "(or run `lmcbook store gc`) and it will be retrained") from err
+    if recorded != rid or meta.get("id") != rid:
+        raise StoreError(f"run {rid[:12]}: the entry holds run {recorded[:12]} (its spec.json hashes to another "
+                         f"id: copied or moved into this folder?); delete {path} (or run `lmcbook store gc`) "
+                         "and it will be retrained")
+
+
 def _write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=1, sort_keys=True))
-
-
-_TMP_NAME = re.compile(r"^(?P<what>.+?)__(?P<host>.+?)__(?P<pid>[0-9]+)__")
-
-
-def _tmp_prefix(what: str) -> str:
-    """Return a temporary directory's name prefix: what it holds, and the host and pid writing it."""
-    return f"{what}__{platform.node()}__{os.getpid()}__"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _write_frame(directory: Path, name: str, df: pd.DataFrame) -> list[str] | None:
@@ -291,9 +290,7 @@ class RunStore:
         good, torn = self._event_lines()
         if torn:
             p = self.root / "events.jsonl"
-            tmp = p.with_name(_tmp_prefix("events") + ".jsonl")
-            tmp.write_text("".join(json.dumps(e) + "\n" for e in good))
-            os.replace(tmp, p)
+            write_atomic(p, "".join(json.dumps(e) + "\n" for e in good))
         return len(torn)
 
     # -- writing ----------------------------------------------------------------------
@@ -311,8 +308,7 @@ class RunStore:
         """Write ``run`` atomically into the store and return its entry path (an existing entry wins)."""
         self.check_writable()
         final = self.path(run.spec)
-        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(run.spec.id[:16]),
-                                    dir=self.root / ".tmp"))
+        tmp = temp_dir(self.root / ".tmp", run.spec.id[:16])
         try:
             state = {k: v.detach().to("cpu").contiguous().clone() for k, v in run.model.state_dict().items()}
             save_file(state, str(tmp / "model.safetensors"))
@@ -373,6 +369,7 @@ class RunStore:
             if not f.exists() or _sha256(f) != digest:
                 raise StoreError(f"run {rid[:12]}: {name} is corrupted or truncated (sha256 mismatch); "
                                  f"delete {path} (or run `lmcbook store gc`) and it will be retrained")
+        _check_identity(path)
 
     def load(self, spec: RunSpec, device: str | torch.device = "auto", record: bool = True) -> TrainedRun:
         """Return the stored run of ``spec`` on ``device``, after checking its files' hashes.
@@ -651,8 +648,7 @@ class RunStore:
             return frames
         if damaged:
             self.remove([path])
-        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(f"derived-{digest[:12]}"),
-                                    dir=self.root / ".tmp"))
+        tmp = temp_dir(self.root / ".tmp", f"derived-{digest[:12]}")
         try:
             columns = {name: _write_frame(tmp, name, df) for name, df in frames.items()}
             files = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
@@ -671,13 +667,7 @@ class RunStore:
         tmp = self.root / ".tmp"
         if not tmp.exists():
             return []
-        out, now, host = [], time.time(), platform.node()
-        for p in tmp.iterdir():
-            m = _TMP_NAME.match(p.name)
-            dead = m is not None and m["host"] == host and not _pid_alive(int(m["pid"]))
-            if dead or now - p.stat().st_mtime > min_age_s:
-                out.append(p)
-        return out
+        return [p for p in tmp.iterdir() if is_stale(p, min_age_s)]
 
     def stale_checkpoints(self, min_age_s: float = 3600.0) -> list[Path]:
         """Return checkpoint files no run will resume from: those of runs already stored, and temporary files of
@@ -735,7 +725,7 @@ class RunStore:
         for p in paths:
             p = Path(p)
             if p.parent == self.root and _HEX.match(p.name):
-                trash = self.root / ".tmp" / (_tmp_prefix(f"trash-{p.name[:16]}") + str(time.time_ns()))
+                trash = self.root / ".tmp" / (tmp_prefix(f"trash-{p.name[:16]}") + str(time.time_ns()))
                 (self.root / ".tmp").mkdir(exist_ok=True)
                 try:
                     os.rename(p, trash)

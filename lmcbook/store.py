@@ -51,7 +51,7 @@ from safetensors.torch import load_file, save_file
 
 from .batched import STACK_MAX_UNITS, group_key, train_many
 from .data import Dataset, load_spec, resolve_device
-from .files import is_stale, temp_dir, tmp_prefix, write_atomic
+from .files import is_stale, share, temp_dir, tmp_prefix, write_atomic
 from .models import build
 from .paths import STORE_ENV, checked_path, store_root
 from .provenance import source_hash
@@ -323,6 +323,7 @@ class RunStore:
             _write_json(tmp / "provenance.json", run.provenance)
             files = sorted(p.name for p in tmp.iterdir())
             _write_json(tmp / "manifest.json", {f: _sha256(tmp / f) for f in files})
+            share(tmp)  # safetensors writes 0600: a colleague reads what the umask allows
             for p in tmp.iterdir():  # make the bytes durable before the rename publishes them
                 with open(p, "rb") as f:
                     os.fsync(f.fileno())
@@ -655,6 +656,7 @@ class RunStore:
             _write_json(tmp / "meta.json", {"kind": kind, "key": key, "frames": sorted(frames),
                                             "columns": {k: v for k, v in columns.items() if v is not None},
                                             "files": files, "source_hash": source_hash(), "created": time.time()})
+            share(tmp)
             path.parent.mkdir(parents=True, exist_ok=True)
             self._publish(tmp, path, f"derived result {digest[:12]}", done="meta.json")
         finally:

@@ -43,7 +43,7 @@ from .claims import (
 )
 from .data import DATASET_LABELS
 from .parts import part_of
-from .paths import out_dir
+from .paths import out_dir, stage_dir
 from .profiles import Study
 from .provenance import git_sha
 from .schema import (
@@ -95,7 +95,7 @@ def write_reads(name: str, store: RunStore, csv_reads: dict[str, str], out: Path
     for rid, status in store.reads.items():
         manifest = store.path(rid) / "manifest.json"
         runs[rid] = file_sha(manifest) if status != "missing" and manifest.exists() else None
-    path = reads_path(out if out is not None else out_dir(), name)
+    path = reads_path(out if out is not None else stage_dir(), name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "csv": csv_reads,
                                 "references": reference_reads or {}}, sort_keys=True))
@@ -116,8 +116,8 @@ class Page:
 
     @property
     def csv_path(self) -> Path:
-        """Return the path of this page's result CSV."""
-        return out_dir() / "data" / f"{self.name}.csv"
+        """Return the path this page writes its result CSV to (published to OUT/data/ once the page is complete)."""
+        return stage_dir() / "data" / f"{self.name}.csv"
 
     @property
     def run_ids(self) -> list[str]:

@@ -15,6 +15,9 @@ from .specs import SpecError
 
 STORE_ENV = "LMCBOOK_STORE"
 OUT_ENV = "LMCBOOK_OUT"
+#: Where a page being executed writes its CSV and record (set by ``lmcbook execute``: a folder beside the output,
+#: published whole once the page is complete); unset, the output folder itself.
+STAGE_ENV = "LMCBOOK_STAGE"
 #: "0" hides progress bars, "1" shows them; unset: shown on a terminal and in a live Jupyter kernel.
 PROGRESS_ENV = "LMCBOOK_PROGRESS"
 
@@ -41,6 +44,11 @@ def dataset_cache() -> Path:
 def out_dir() -> Path:
     """Return where executed notebooks and their CSVs go: $LMCBOOK_OUT, else book/generated."""
     return checked_path(os.environ.get(OUT_ENV, "book/generated"), OUT_ENV)
+
+
+def stage_dir() -> Path:
+    """Return where the page being computed writes its CSV and record: $LMCBOOK_STAGE, else :func:`out_dir`."""
+    return checked_path(os.environ[STAGE_ENV], STAGE_ENV) if os.environ.get(STAGE_ENV) else out_dir()
 
 
 def checked_out_dir(out: str | os.PathLike | None) -> Path:

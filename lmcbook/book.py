@@ -37,7 +37,7 @@ from .files import fsync_dir, is_stale, temp_dir
 from .page import file_sha, reads_path, record_path
 from .parts import all_notebooks, part_of
 from .paths import OUT_ENV, PROGRESS_ENV, STAGE_ENV, STORE_ENV, checked_out_dir, checked_path, store_root
-from .profiles import PROFILES
+from .profiles import PROFILES, check_run_count
 from .provenance import git_sha, source_hash
 from .specs import CODE_VERSION, SpecError
 from .store import SESSION_ENV, RunStore
@@ -191,6 +191,9 @@ def plan(names: list[str] | None, profile: str, params: dict[str, Any],
     out = {name: {k: v for k, v in params.items() if k in known[name]} for name in names}
     for name, own in out.items():
         check_parameters(name, profile, own, notebooks)
+    studies = {(part_of(n).study_type, json.dumps(own, sort_keys=True, default=str)): part_of(n).resolve(profile, own)
+               for n, own in out.items()}  # the pages of one part share its runs
+    check_run_count(sum(s.run_count() for s in studies.values()), f"the plan ({len(names)} notebook(s))")
     return out
 
 

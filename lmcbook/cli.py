@@ -78,6 +78,11 @@ def cmd_store(args) -> int:
     if not store.root.is_dir():
         raise StoreError(f"store={str(store.root)!r} is not allowed: no such directory; expected a run store "
                          f"(--store DIR, or ${STORE_ENV}, default ./runs)")
+    foreign = store.foreign_names()
+    if foreign:
+        raise StoreError(f"store={str(store.root)!r} is not allowed: it is not a run store (it holds "
+                         f"{', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}, which a store never "
+                         f"does); expected a folder lmcbook made (--store DIR, or ${STORE_ENV}, default ./runs)")
     if args.action == "ls":
         for rid, spec in store.iter_specs():
             print(rid[:12], describe(spec))

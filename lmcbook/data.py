@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from .paths import dataset_cache
-from .specs import DATASETS, EMBEDDED, TRANSFORMS, DataSpec, SpecError, check_device
+from .specs import DATASETS, EMBEDDED, TRANSFORMS, DataSpec, SpecError, check_device, check_int
 
 log = logging.getLogger("lmcbook.data")
 
@@ -306,8 +306,39 @@ def as_input(x: torch.Tensor, model: torch.nn.Module) -> torch.Tensor:
 
 def from_arrays(name: str, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes: int,
                 device: str | torch.device = "auto") -> Dataset:
-    """Return a Dataset built from arrays in [0, 1], normalised with the training split's channel statistics."""
+    """Return a Dataset built from arrays in [0, 1], normalised with the training split's channel statistics.
+
+    Raise SpecError, naming the split, unless every split has as many labels as inputs (at least one), finite
+    inputs of one shape, and integer labels in [0, num_classes - 1].
+    """
+    num_classes = check_int("num_classes", num_classes, lo=2)
+    splits = {"train": (x_train, y_train), "cal": (x_cal, y_cal), "test": (x_test, y_test)}
+    shape = None
+    for split, (x, y) in splits.items():
+        shape = _check_split(split, np.asarray(x), np.asarray(y), num_classes, shape)
     return _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, resolve_device(device))
+
+
+def _check_split(split: str, x: np.ndarray, y: np.ndarray, num_classes: int,
+                 shape: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Raise SpecError naming ``x_SPLIT`` / ``y_SPLIT`` unless they fit together; return the input shape."""
+    if x.ndim < 2 or len(x) == 0:
+        raise SpecError(f"x_{split} of shape {x.shape} is not allowed: expected (N, ...) with N >= 1 inputs")
+    if shape is not None and x.shape[1:] != shape:
+        raise SpecError(f"x_{split} of shape {x.shape} is not allowed: expected inputs of shape {shape}, as x_train")
+    if not np.issubdtype(x.dtype, np.number) or not np.isfinite(x).all():
+        raise SpecError(f"x_{split} is not allowed: expected finite numbers (it holds "
+                        f"{'non-numbers' if not np.issubdtype(x.dtype, np.number) else 'NaN or inf'})")
+    if y.shape != (len(x),):
+        raise SpecError(f"y_{split} of shape {y.shape} is not allowed: expected shape ({len(x)},), one label per "
+                        f"input of x_{split}")
+    if not np.issubdtype(y.dtype, np.integer) and not (np.issubdtype(y.dtype, np.floating)
+                                                        and np.all(np.mod(y, 1) == 0)):
+        raise SpecError(f"y_{split} is not allowed: expected integer class labels")
+    if y.min() < 0 or y.max() >= num_classes:
+        raise SpecError(f"y_{split} holds labels in [{y.min():g}, {y.max():g}], which is not allowed: expected "
+                        f"labels in [0, {num_classes - 1}] (num_classes={num_classes})")
+    return x.shape[1:]
 
 
 def _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, device,

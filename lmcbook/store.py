@@ -62,6 +62,8 @@ log = logging.getLogger("lmcbook.store")
 
 _READ_ORDER = ("missing", "present", "loaded", "trained")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
+#: What a store's root holds besides its entries (their folders are named by run id).
+_STORE_NAMES = {".tmp", ".locks", ".checkpoints", "derived", "datasets", "events.jsonl"}
 _FILES = ("spec.json", "model.safetensors", "history.json", "metrics.json", "provenance.json")
 
 
@@ -229,6 +231,12 @@ class RunStore:
         found = (self.path(spec) / "manifest.json").exists()
         self._note(spec, "present" if found else "missing")
         return found
+
+    def foreign_names(self) -> list[str]:
+        """Return the names in the store's root that no store makes (none for a run store, or an empty folder)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.name not in _STORE_NAMES and not _HEX.match(p.name))
 
     def ids(self) -> list[str]:
         """Return the ids of all entries in the store."""

@@ -33,6 +33,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from . import __version__, reference
+from .data import check_available, resolve_device
 from .files import fsync_dir, is_stale, temp_dir
 from .page import file_sha, reads_path, record_path
 from .parts import all_notebooks, part_of
@@ -197,12 +198,35 @@ def plan(names: list[str] | None, profile: str, params: dict[str, Any],
     return out
 
 
-def parse_param(value: str) -> Any:
-    """Return a ``-p`` value parsed as YAML, so that lists and numbers work ("[0.5, 2]").
+def preflight(own: dict[str, dict[str, Any]], profile: str) -> None:
+    """Raise, once and before the first page starts, what would otherwise fail inside every page's kernel: a CUDA
+    device on a machine without one (SpecError), a data set whose files are not where ``data_root`` says
+    (DataError).  Nothing is loaded or computed."""
+    seen = set()
+    for name, params in own.items():
+        study = part_of(name).resolve(profile, params)
+        device = getattr(study, "device", "auto")
+        data = (study.dataset, study.data_root, study.download) if hasattr(study, "data_root") else None
+        if (device, data) in seen:
+            continue
+        seen.add((device, data))
+        resolve_device(device)
+        if data is not None:
+            check_available(*data)
+
+
+def parse_param(value: str, name: str = "VALUE") -> Any:
+    """Return a ``-p NAME VALUE`` value parsed as YAML, so that lists and numbers work ("[0.5, 2]"), or raise
+    SpecError naming the parameter when it is not YAML.
 
     YAML 1.1 reads ``3e-3`` (no dot) as a string; such numeric strings become floats.
     """
-    return _numbers(yaml.safe_load(value))
+    try:
+        return _numbers(yaml.safe_load(value))
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise SpecError(f"-p {name} {value!r} is not allowed: it is not valid YAML ({problem}); expected a number, "
+                        f"a word or a list such as -p {name} \"[0.5, 2]\"") from None
 
 
 def _numbers(v: Any) -> Any:
@@ -230,6 +254,7 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
     cell, and the rest still run.  A notebook that never saves its page fails.
     """
     own = plan(names, profile, dict(params or {}), notebooks)
+    preflight(own, profile)
     # papermill's parameter inference reads one assignment per line; a parameters cell names its study's fields
     # in chained assignments (`a = b = None`), which it would report on every execution
     logging.getLogger("papermill.translators").setLevel(logging.ERROR)

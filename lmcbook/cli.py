@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from . import __version__, parts, reference
 from .bench import run as run_bench
 from .book import build, execute, parse_param, plan, regenerate_reference
 from .data import DataError
-from .explore import launch
+from .explore import ToolError, launch
 from .paths import STORE_ENV, checked_path
 from .specs import SpecError
 from .store import RunStore, StoreError, describe
@@ -23,7 +24,7 @@ from .train import DivergedError
 
 
 def _params(pairs: list[list[str]] | None) -> dict:
-    return {k: parse_param(v) for k, v in (pairs or [])}
+    return {k: parse_param(v, k) for k, v in (pairs or [])}
 
 
 def cmd_execute(args) -> int:
@@ -108,6 +109,11 @@ def cmd_store(args) -> int:
     if not doomed and not torn:
         print("nothing to remove")
         return 0
+    try:
+        store.check_writable()
+    except StoreError as err:
+        raise StoreError(f"store gc cannot delete from {str(store.root)!r}: {err.__cause__ or err}; run it as a user "
+                         "who can write the store (`store verify` lists the problems without writing)") from err
     for path, why in doomed:
         print(f"remove {path.relative_to(store.root)}  ({why})")
     if torn:
@@ -278,15 +284,31 @@ def check(argv: list[str]) -> None:
             checked_path(getattr(args, name), f"--{name}")
 
 
+def _quiet_dask(record: logging.LogRecord) -> bool:
+    """Keep Dask's own lines (it sets its loggers to INFO) out of the terminal unless -v, but its errors."""
+    return record.levelno >= logging.ERROR or not record.name.startswith("distributed")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler:  # basicConfig's (not a test harness's)
+            handler.setLevel(level)
+            (handler.removeFilter if args.verbose else handler.addFilter)(_quiet_dask)
     try:
         return args.func(args)
-    except (SpecError, DataError, StoreError) as err:
+    except (SpecError, DataError, StoreError, ToolError) as err:
         print(f"lmcbook: error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `lmcbook store ls | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no second error at exit)
+        return 0
+    except OSError as err:  # a full disk, a read-only folder, ...: one line that names the path
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"lmcbook: error: {err.strerror or err}{where}; nothing was changed there", file=sys.stderr)
         return 2
 
 

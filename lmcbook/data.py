@@ -238,12 +238,24 @@ def _standin_file(root: Path, name: str) -> Path:
                     "torchvision MNIST root.")
 
 
-def _standin_arrays(root):
+def check_available(name: str, root: str | Path | None = None, download: bool = False) -> None:
+    """Raise DataError, saying how to get them, unless the files of data set ``name`` are where ``load`` will look
+    (only whether they exist: nothing is read; a data set to be downloaded, or generated, passes)."""
+    if name == "mnist_standin":
+        _standin_paths(root)
+    elif name not in EMBEDDED and name in _TORCHVISION:
+        _check_torchvision(name, root, download)
+
+
+def _standin_paths(root) -> list[Path]:
     if root is None:
         raise DataError("dataset='mnist_standin' needs data_root: a folder holding MNIST's official test split "
                         f"({', '.join(_STANDIN_FILES)}, plain or .gz), for example a torchvision MNIST root")
-    root = Path(root).expanduser()
-    x, y = (read_idx(_standin_file(root, f)) for f in _STANDIN_FILES)
+    return [_standin_file(Path(root).expanduser(), f) for f in _STANDIN_FILES]
+
+
+def _standin_arrays(root):
+    x, y = (read_idx(p) for p in _standin_paths(root))
     if x.shape != (10_000, 28, 28) or y.shape != (10_000,):
         raise DataError(f"dataset='mnist_standin': expected MNIST's official test split, 10,000 images of 28×28 and "
                         f"10,000 labels; {str(root)!r} holds images {x.shape} and labels {y.shape}")
@@ -254,9 +266,9 @@ def _standin_arrays(root):
     return x_tr[train], y_tr[train], x_tr[cal], y_tr[cal], x_te, y_te, 10
 
 
-def _torchvision_arrays(name: str, root, download: bool):
-    import torchvision.datasets as tvd
-
+def _check_torchvision(name: str, root, download: bool) -> Path:
+    """Return the torchvision root of data set ``name``, or raise DataError unless its files are there (or are to
+    be downloaded)."""
     cls_name, sub, files = _TORCHVISION[name]
     if root is None:
         raise DataError(
@@ -274,7 +286,14 @@ def _torchvision_arrays(name: str, root, download: bool):
                 f"Expected {', '.join(files)} in {root / sub}. Download them once with download=True "
                 f"(torchvision.datasets.{cls_name}(root, download=True)) or copy them there."
             )
-    cls = getattr(tvd, cls_name)
+    return root
+
+
+def _torchvision_arrays(name: str, root, download: bool):
+    import torchvision.datasets as tvd
+
+    root = _check_torchvision(name, root, download)
+    cls = getattr(tvd, _TORCHVISION[name][0])
     try:
         tr = cls(str(root), train=True, download=download)
         te = cls(str(root), train=False, download=download)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from .specs import SpecError
@@ -61,9 +62,10 @@ def checked_out_dir(out: str | os.PathLike | None) -> Path:
                         "notebooks and their CSVs")
     try:
         (path / "data").mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryDirectory(dir=path).cleanup()  # pages are written beside their final place
     except OSError as err:
-        raise SpecError(f"{name}={str(path)!r} is not allowed: the directory cannot be created ({err.strerror}); "
-                        "expected a writable directory") from err
+        raise SpecError(f"{name}={str(path)!r} is not allowed: the directory cannot be created or written "
+                        f"({err.strerror}); expected a writable directory") from err
     return path
 
 

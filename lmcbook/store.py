@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 import torch
 from filelock import FileLock
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from .batched import STACK_MAX_UNITS, group_key, train_many
@@ -85,7 +86,6 @@ def _warn_once(kind: str, root: Path, message: str) -> None:
     if (kind, str(root)) not in _WARNED:
         _WARNED.add((kind, str(root)))
         warnings.warn(message, StoreWarning, stacklevel=3)
-        log.warning(message)
 
 
 def describe(spec: RunSpec) -> str:
@@ -336,6 +336,9 @@ class RunStore:
                 with open(p, "rb") as f:
                     os.fsync(f.fileno())
             self._publish(tmp, final, f"run {run.spec.short_id}")
+        except (OSError, SafetensorError) as err:  # a full or failing file system: one line that names it
+            raise StoreError(f"run {run.spec.short_id} could not be written to the store {self.root} ({err}): free "
+                             f"space there, or set {STORE_ENV} to a store with room; nothing was stored") from err
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return final
@@ -667,6 +670,8 @@ class RunStore:
             share(tmp)
             path.parent.mkdir(parents=True, exist_ok=True)
             self._publish(tmp, path, f"derived result {digest[:12]}", done="meta.json")
+        except OSError as err:  # a full file system: the frames are computed all the same
+            _warn_once("derived", self.root, f"derived results are computed but not cached in {self.root} ({err})")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return frames

@@ -40,8 +40,10 @@ from .parts import all_notebooks, part_of
 from .paths import OUT_ENV, PROGRESS_ENV, STAGE_ENV, STORE_ENV, checked_out_dir, checked_path, store_root
 from .profiles import PROFILES, check_run_count
 from .provenance import git_sha, source_hash
-from .specs import CODE_VERSION, SpecError
-from .store import SESSION_ENV, RunStore
+from .specs import CODE_VERSION, RunSpec, SpecError
+from .store import SESSION_ENV, RunStore, StoreError, describe
+
+log = logging.getLogger("lmcbook.book")
 
 
 @dataclass
@@ -258,6 +260,7 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
     # papermill's parameter inference reads one assignment per line; a parameters cell names its study's fields
     # in chained assignments (`a = b = None`), which it would report on every execution
     logging.getLogger("papermill.translators").setLevel(logging.ERROR)
+    logging.getLogger("papermill").setLevel(logging.WARNING)  # -v shows the runs loaded and trained, not its cells
     names = list(own)
     store_path = checked_path(store, "--store") if store is not None else None
     out = checked_out_dir(out)
@@ -342,15 +345,41 @@ def _execute_one(name: str, key: dict[str, Any], profile: str, params: dict[str,
             err = f"cell {e.exec_count} (`{first.strip()[:80]}`): {e.ename}: {e.evalue}"
         except Exception as e:  # a dead kernel or a broken source: report it, run the rest
             err = f"{type(e).__name__}: {e}"
+        loaded, trained = _run_counts(store.events(session=session), reads_path(out if ok else staged, name))
         if not ok:
             err += "; " + _keep_partial(out, name, partial)
         else:
             failed_notebook(out, name).unlink(missing_ok=True)
     finally:  # (Ctrl-C included: the last good page was never touched)
         shutil.rmtree(staged, ignore_errors=True)
-    ev = store.events(session=session)
-    return Outcome(name, ok, time.perf_counter() - t0, sum(e["event"] == "loaded" for e in ev),
-                   sum(e["event"] == "trained" for e in ev), err)
+    _log_runs(name, loaded, trained, store)
+    return Outcome(name, ok, time.perf_counter() - t0, len(loaded), len(trained), err)
+
+
+def _run_counts(events: list[dict[str, Any]], reads: Path) -> tuple[set[str], set[str]]:
+    """Return the ids of the runs a page loaded from the store and those it trained, each run once (a run trained
+    and then loaded again is trained): from its own events, and from what the page recorded reading (which a
+    read-only store, whose event log cannot be written, still has)."""
+    try:
+        status = json.loads(reads.read_text()).get("status", {})
+    except (OSError, ValueError):
+        status = {}
+    trained = {e["id"] for e in events if e["event"] == "trained"} | {r for r, s in status.items() if s == "trained"}
+    loaded = {e["id"] for e in events if e["event"] == "loaded"} | {r for r, s in status.items() if s == "loaded"}
+    return loaded - trained, trained
+
+
+def _log_runs(name: str, loaded: set[str], trained: set[str], store: RunStore) -> None:
+    """Log (shown with ``lmcbook -v``) each run a page loaded or trained, described from its store entry."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    for what, ids in (("loaded", loaded), ("trained", trained)):
+        for rid in sorted(ids):
+            try:
+                spec = RunSpec.from_dict(json.loads((store.path(rid) / "spec.json").read_text())["spec"])
+                log.info("%s: %s run %s: %s", name, what, rid[:12], describe(spec))
+            except (OSError, ValueError, KeyError, StoreError):
+                log.info("%s: %s run %s", name, what, rid[:12])
 
 
 STAGING = ".staging"  #: in the output folder: pages being written, each in a folder of its own

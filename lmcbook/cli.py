@@ -112,8 +112,9 @@ def cmd_store(args) -> int:
     try:
         store.check_writable()
     except StoreError as err:
-        raise StoreError(f"store gc cannot delete from {str(store.root)!r}: {err.__cause__ or err}; run it as a user "
-                         "who can write the store (`store verify` lists the problems without writing)") from err
+        why = getattr(err.__cause__, "strerror", None) or err
+        raise StoreError(f"store gc cannot delete from {str(store.root)!r}: it is not writable ({why}); run it as a "
+                         "user who can write the store (`store verify` lists the problems without writing)") from err
     for path, why in doomed:
         print(f"remove {path.relative_to(store.root)}  ({why})")
     if torn:

@@ -90,14 +90,16 @@ def study_of(name: str) -> Any:
 def write_reads(name: str, store: RunStore, csv_reads: dict[str, str], out: Path | None = None,
                 reference_reads: dict[str, str] | None = None) -> Path:
     """Record what a page read: each run id it looked up (with its manifest's hash, None if it was missing), each
-    CSV it read (by page name, with its hash) and each committed reference run's CSV (by name, with its hash)."""
+    CSV it read (by page name, with its hash) and each committed reference run's CSV (by name, with its hash), and
+    what the page did with each run: found it, loaded it or trained it (``lmcbook execute`` counts from this)."""
     runs = {}
     for rid, status in store.reads.items():
         manifest = store.path(rid) / "manifest.json"
         runs[rid] = file_sha(manifest) if status != "missing" and manifest.exists() else None
     path = reads_path(out if out is not None else stage_dir(), name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "csv": csv_reads,
+    status = {rid: s for rid, s in store.reads.items() if s != "missing"}  # found, loaded or trained
+    path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "status": status, "csv": csv_reads,
                                 "references": reference_reads or {}}, sort_keys=True))
     return path
 

@@ -169,3 +169,144 @@ def test_the_page_cache_notices_a_damaged_csv_and_another_store(tmp_path, monkey
     assert redo.ok and not redo.cached and csv.read_bytes() == good
     other = run(tmp_path / "b")  # another store (here an empty one): its runs are not the ones read
     assert other.ok and not other.cached
+
+
+# -- errors before the first page, in one line (issue 39 point 8; issue 38 item 7) -----------------------------------
+def _as_reader(cmd: list[str]) -> list[str]:
+    """Run ``cmd`` without the power to write what its modes forbid: root keeps its uid but loses dac_override."""
+    if os.geteuid() != 0:
+        return cmd
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", *cmd]
+
+
+def _cli(*args: str, reader: bool = False, **kw) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "lmcbook.cli", *args]
+    return subprocess.run(_as_reader(cmd) if reader else cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}, **kw)
+
+
+def _one_error_line(proc: subprocess.CompletedProcess, *words: str) -> None:
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("lmcbook: error: ") and all(w in line for w in words), line
+
+
+def test_a_missing_data_root_fails_once_before_the_first_page(tmp_path):
+    """Every page of the book with a data set: one error, exit 2, and no page, report or .failed notebook."""
+    out = tmp_path / "out"
+    proc = _cli("execute", "--profile", "smoke", "-p", "dataset", "mnist_standin", "-p", "data_root",
+                str(tmp_path / "nowhere"), "--out", str(out), "--store", str(tmp_path / "s"))
+    _one_error_line(proc, "mnist_standin", "nowhere", "t10k-images-idx3-ubyte")
+    assert proc.stderr.count("lmcbook: error") == 1 and "skipped" not in proc.stderr and "done in" not in proc.stderr
+    assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()]
+
+
+def test_reference_with_a_missing_data_root_names_it_not_a_deleted_folder(tmp_path):
+    proc = _cli("reference", "mechanism-mnist-standin", "--data-root", str(tmp_path / "missing"), "--store",
+                str(tmp_path / "s"))
+    _one_error_line(proc, "data_root", "missing")
+    assert ".failed" not in proc.stderr
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_device_cuda_without_cuda_fails_before_the_first_page(tmp_path):
+    proc = _cli("execute", "--profile", "smoke", "--only", "width_accuracy", "-p", "device", "cuda", "--out",
+                str(tmp_path / "out"), "--store", str(tmp_path / "s"))
+    _one_error_line(proc, "device='cuda'", "CUDA is not available", "'auto'", "'cpu'")
+    assert not (tmp_path / "out" / "execution.json").exists()
+
+
+def test_malformed_yaml_in_p_names_the_parameter(tmp_path):
+    _one_error_line(_cli("execute", "--profile", "smoke", "--only", "width_accuracy", "-p", "widths", "[0.5", "--out",
+                         str(tmp_path / "out")), "-p widths '[0.5'", "not valid YAML", "[0.5, 2]")
+
+
+def test_a_read_only_output_folder_and_a_read_only_store_for_gc(tmp_path):
+    ro = tmp_path / "ro"
+    (ro / "data").mkdir(parents=True)
+    store = tmp_path / "store"
+    (store / ".tmp" / "left-behind").mkdir(parents=True)  # something for gc to remove
+    os.utime(store / ".tmp" / "left-behind", (0, 0))
+    for p in (ro, ro / "data", store, store / ".tmp"):
+        p.chmod(0o555)
+    try:
+        _one_error_line(_cli("execute", "--profile", "smoke", "--only", PAGE, "--out", str(ro), reader=True),
+                        "--out", str(ro), "cannot be created or written")
+        _one_error_line(_cli("store", "gc", "--yes", "--store", str(store), reader=True),
+                        "store gc cannot delete", str(store), "not writable")
+        assert (store / ".tmp" / "left-behind").exists()
+    finally:
+        for p in (ro, ro / "data", store, store / ".tmp"):
+            p.chmod(0o755)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tiny tmpfs (needs root)")
+def test_a_full_file_system_is_one_line_naming_the_store(tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    assert subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)]).returncode == 0
+    try:
+        proc = _cli("train", "--profile", "smoke", "--part", "width", "-p", "widths", "[1]", "-p", "seeds", "1",
+                    "-p", "epochs", "1", "--store", str(full / "s"))
+        _one_error_line(proc, str(full / "s"), "No space left", "nothing was stored")
+        assert not [p for p in (full / "s").glob("[0-9a-f]*") if len(p.name) == 64]
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=False)
+
+
+def test_explore_without_jupyterlab_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    from lmcbook import explore
+    from lmcbook.cli import main
+
+    monkeypatch.setitem(sys.modules, "jupyterlab", None)  # import jupyterlab fails
+    monkeypatch.setattr(explore, "_has_module", lambda name: False)
+    monkeypatch.setattr(explore.shutil, "which", lambda name: None)
+    dest = tmp_path / "explore.ipynb"
+    assert main(["explore", "--notebooks", str(ROOT / "notebooks"), "--dest", str(dest)]) == 2
+    assert "needs JupyterLab" in capsys.readouterr().err and not dest.exists()
+
+
+def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch, capsys):
+    from lmcbook import sweep
+    from lmcbook.cli import main
+
+    monkeypatch.setattr(sweep, "CONNECT_TIMEOUT_S", 1.0)
+    assert main(["sweep", "--profile", "smoke", "-p", "widths", "[0.25]", "-p", "seeds", "1", "--scheduler",
+                 "tcp://127.0.0.1:9", "--store", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "scheduler='tcp://127.0.0.1:9'" in err and "no Dask scheduler answered" in err
+
+
+def test_store_ls_into_head_ends_quietly(tmp_path):
+    store = tmp_path / "s"
+    for i in range(3000):  # more than a pipe holds
+        entry = store / f"{i:064x}"
+        entry.mkdir(parents=True)
+        (entry / "spec.json").write_text('{"spec": {}}')
+    proc = subprocess.run(f"{sys.executable} -m lmcbook.cli store ls --store {store} | head -1; "
+                          "echo \"status ${PIPESTATUS[0]}\"", shell=True, executable="/bin/bash", cwd=ROOT,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert proc.stdout.splitlines()[-1] == "status 0" and proc.stderr == "", proc.stderr[-2000:]
+
+
+# -- counts and messages (issue 39 point 7) --------------------------------------------------------------------------
+@pytest.mark.integration
+def test_the_report_counts_each_run_once_even_on_a_read_only_store(tmp_path):
+    """A cold store: 4 runs trained, none counted as loaded too; the same store read-only: 4 loaded (its event log
+    cannot be written), its warning once in the page, and -v names each run, not papermill's cells."""
+    out, store = tmp_path / "out", tmp_path / "store"
+    first = _cli("execute", "--profile", "smoke", "--only", "width_accuracy", "--out", str(out), "--store", str(store))
+    assert "0 run(s) loaded from the store, 4 trained" in first.stderr.splitlines()[-1], first.stderr[-2000:]
+    for p in [store, *store.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~0o222)
+    try:
+        again = _cli("-v", "execute", "--profile", "smoke", "--only", "width_accuracy", "--force", "--out", str(out),
+                     "--store", str(store), reader=True)
+    finally:
+        for p in [store, *store.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o200)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "4 run(s) loaded from the store, 0 trained" in again.stderr.splitlines()[-1]
+    assert again.stderr.count("width_accuracy: loaded run ") == 4 and "papermill" not in again.stderr
+    assert (out / "width_accuracy.ipynb").read_text().count("its event log is not updated") == 1

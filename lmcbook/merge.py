@@ -310,10 +310,9 @@ def weight_matching(a: nn.Module | dict, b: nn.Module | dict, spec: PermutationS
     (not BatchNorm running statistics) enter the objective.  The assignment costs are
     computed in ``dtype`` (float32 by default, as git-re-basin does: twice as fast as
     float64 on a CPU, and its rounding, about 1e-7 of a cost, decides nothing but exact
-    ties); the objective in the history is float64.
+    ties); the objective in the history is float64.  A spec that does not fit the models raises SpecError.
     """
     from scipy.optimize import linear_sum_assignment
-
     if spec is None:
         if not isinstance(a, nn.Module):
             raise ValueError("spec=None needs models, not state dicts, to build the PermutationSpec")

@@ -17,6 +17,8 @@ import platform
 import re
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _TMP_NAME = re.compile(r"^(?P<what>.+?)__(?P<host>.+?)__(?P<pid>[0-9]+)__")
@@ -93,21 +95,31 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` whole or not at all: a temporary file beside it, fsync, shared modes, then
-    ``os.replace``; a failed write leaves no temporary file behind."""
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` to write; once the block ends without error, make its bytes durable,
+    give it shared modes and ``os.replace`` it onto ``path`` (whole or not at all; a failed write leaves nothing)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
+        yield tmp
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())
-        share(Path(tmp))
+        share(tmp)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    fsync_dir(path.parent)  # make the rename itself durable
 
 
-__all__ = ["current_umask", "fsync_dir", "is_stale", "share", "temp_dir", "tmp_prefix", "write_atomic"]
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+__all__ = ["atomic_path", "current_umask", "fsync_dir", "is_stale", "share", "temp_dir", "tmp_prefix", "write_atomic"]

@@ -24,8 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -40,7 +38,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .data import Dataset, augment_batch, epoch_batches, load_spec, resolve_device
-from .files import fsync_dir, share
+from .files import atomic_path
 from .metrics import evaluate
 from .models import build
 from .paths import show_progress
@@ -250,19 +248,8 @@ def _write_checkpoint(path: Path, spec: RunSpec, model: nn.Module, opt: torch.op
     tensors["losses"] = losses[: step - sched.first].detach().cpu().clone()
     meta = {"format": _CKPT_FORMAT, "run_id": spec.id, "source_hash": source_hash(), "step": step,
             "first": sched.first, "stop": sched.stop, "total": sched.total, "sha256": tensors_sha(tensors)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={_CKPT_KEY: json.dumps(meta)})
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        share(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)  # make the rename itself durable
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={_CKPT_KEY: json.dumps(meta)})
 
 
 def _read_checkpoint(path: Path, spec: RunSpec, model: nn.Module, params: dict[str, nn.Parameter],

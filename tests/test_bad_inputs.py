@@ -223,6 +223,12 @@ CLI_CASES = [
                                         "1"], {}, None, 2, ["depth=1", ">= 2"]),
     ("verify of a folder that is not a store", ["store", "verify", "--store", "{t}"], {}, None, 2,
      ["not a run store", "a-file"]),
+    ("malformed YAML in -p", ["execute", "--profile", "smoke", "--only", "width_accuracy", "-p", "widths", "[0.5"],
+     {}, None, 2, ["-p widths '[0.5'", "not valid YAML"]),
+    ("a missing data_root", ["execute", "--profile", "smoke", "--only", "mechanism", "-p", "dataset", "mnist_standin",
+                             "-p", "data_root", "{t}/nowhere"], {}, None, 2, ["data_root='{t}/nowhere'", "lacks"]),
+    ("reference with a missing --data-root", ["reference", "mechanism-mnist-standin", "--data-root", "{t}/nowhere"],
+     {}, None, 2, ["mnist_standin", "nowhere", "t10k-images-idx3-ubyte"]),
 ]
 
 
@@ -318,6 +324,7 @@ def test_bad_command_line(name, argv, env, stdin, code, words, tmp_path, monkeyp
     assert main([a.format(t=tmp_path) for a in argv]) == code
     said = "".join(capsys.readouterr())
     for w in words:
+        w = w.format(t=tmp_path)
         assert w in said, f"{name}: {w!r} not in {said!r}"
     assert not any(e["event"] == "trained" for e in RunStore(store).events())
     if stdin is not None:

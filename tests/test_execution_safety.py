@@ -310,3 +310,17 @@ def test_the_report_counts_each_run_once_even_on_a_read_only_store(tmp_path):
     assert "4 run(s) loaded from the store, 0 trained" in again.stderr.splitlines()[-1]
     assert again.stderr.count("width_accuracy: loaded run ") == 4 and "papermill" not in again.stderr
     assert (out / "width_accuracy.ipynb").read_text().count("its event log is not updated") == 1
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_dask_info_lines_show_only_with_v(tmp_path, verbose):
+    """Dask sets its loggers to INFO; after `lmcbook` configured logging, such a line reaches the terminal only
+    with -v (its errors always)."""
+    (tmp_path / "s").mkdir()
+    code = ("import logging, sys; from lmcbook.cli import main; "
+            f"main({(['-v'] if verbose else []) + ['store', 'ls', '--store', str(tmp_path / 's')]!r}); "
+            "lg = logging.getLogger('distributed.scheduler'); lg.setLevel(logging.INFO); "
+            "lg.info('State start'); lg.error('a worker died')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert ("State start" in proc.stderr) is verbose and "a worker died" in proc.stderr, proc.stderr

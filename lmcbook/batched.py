@@ -56,8 +56,9 @@ def group_key(spec: RunSpec, n_train: int) -> tuple | None:
     """Return the key under which runs can train in one stack, or None if ``spec`` must train alone.
 
     Stackable: MLPs without BatchNorm of at most :data:`STACK_MAX_UNITS` hidden units whose
-    shape, data set (and augmentation flag), batch size, schedule length, warm-up, schedule
-    shape, first step and stop step agree.
+    shape, data set (and augmentation flag), batch size, schedule length, warm-up, first step and stop step
+    agree.  The schedule's shape (a decay to zero, to a floor, or a constant rate) may differ: each member
+    follows its own.
     """
     m, t = spec.model, spec.train
     if m.arch != "mlp" or m.norm == "batch" or m.channels > STACK_MAX_UNITS:
@@ -65,7 +66,7 @@ def group_key(spec: RunSpec, n_train: int) -> tuple | None:
     first = spec.parent.train.stop_step if spec.parent is not None else 0
     return (spec.data.name, spec.data.transform, spec.data.augment, m.width, m.base_width, m.depth, m.norm, m.bias,
             t.batch_size,
-            spec.total_steps(n_train), t.stop_step, first, t.warmup, t.schedule)
+            spec.total_steps(n_train), t.stop_step, first, t.warmup)
 
 
 class StackedMLP(nn.Module):
@@ -159,10 +160,19 @@ class StackStepper:
         self.bufs = _inherited_buffers(self.params, specs, starts)
         self.lr = self.opt.lr
         self.dead = torch.zeros(len(specs), dtype=torch.bool, device=dev)
+        # members that share a schedule shape (schedule and floor) share one evaluation of it per step
+        shapes = {(s.train.schedule, s.train.lr_floor): s for s in specs}
+        self._shapes = list(shapes.values())
+        self._shape_of = torch.tensor([list(shapes).index((s.train.schedule, s.train.lr_floor)) for s in specs],
+                                      device=dev)
 
     def set_lr(self, sched: Schedule, step: int) -> None:
-        """Set every member's learning rate to its peak times the schedule's shape at ``step``."""
-        self.lr = self.opt.lr * sched.lr(step, self.specs[0], peak=1.0)
+        """Set every member's learning rate to its peak times its own schedule's shape at ``step``."""
+        if len(self._shapes) == 1:
+            self.lr = self.opt.lr * sched.lr(step, self._shapes[0], peak=1.0)
+            return
+        shape = torch.tensor([sched.lr(step, s, peak=1.0) for s in self._shapes], device=self.opt.lr.device)
+        self.lr = self.opt.lr * shape[self._shape_of]
 
     def loss(self, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
         """Return the (K,) mean cross-entropies of the members on their batches."""

@@ -31,6 +31,7 @@ import nbformat
 import papermill
 import yaml
 from tqdm.auto import tqdm
+from traitlets.config import Config
 
 from . import __version__, reference
 from .data import check_available, resolve_device
@@ -271,6 +272,8 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
     if store_path is not None:
         os.environ[STORE_ENV] = str(store_path.resolve())
     outcomes = []
+    declared = _DeclaredParameters({k for p in own.values() for k in p})
+    logging.getLogger("papermill").addFilter(declared)
     try:
         bar = tqdm(names, desc="notebooks", unit="nb", disable=None)
         for name in bar:
@@ -289,12 +292,36 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
             tqdm.write(msg + (f"\n  {o.error}" if o.error else ""), file=sys.stderr)
         write_report(out, outcomes, profile, own)
     finally:
+        logging.getLogger("papermill").removeFilter(declared)
         for k, v in env_before.items():  # (SESSION_ENV and STAGE_ENV are set per notebook by _execute_one)
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
     return outcomes
+
+
+class _DeclaredParameters(logging.Filter):
+    """Drops papermill's "Passed unknown parameter: NAME" for the given names, which :func:`plan` has checked
+    against each page's study: papermill reads a parameters cell one assignment per line, so it cannot see the
+    chained ``a = b = None`` rows that name a study's fields, and would warn about every ``-p`` a page declares."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.messages = {f"Passed unknown parameter: {n}" for n in names}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() not in self.messages
+
+
+def _kernel_config(folder: Path) -> Config:
+    """Return the kernel manager's configuration for one execution: on POSIX the kernel talks over IPC sockets in
+    ``folder`` (a private temporary directory), not over TCP, which ipykernel warns is unencrypted (elsewhere, or
+    where the sockets' paths would pass the 104 bytes a Unix socket's path may have, TCP as before)."""
+    ip = str(folder.resolve() / "kernel")
+    if os.name != "posix" or len(os.fsencode(ip)) > 96:
+        return Config()
+    return Config({"KernelManager": {"transport": "ipc", "ip": ip}})
 
 
 def page_files(out: Path, name: str) -> list[Path]:
@@ -324,6 +351,7 @@ def _execute_one(name: str, key: dict[str, Any], profile: str, params: dict[str,
     ok, err = False, ""
     staged = stage(out, name)
     os.environ[STAGE_ENV] = str(staged.resolve())
+    sockets = tempfile.TemporaryDirectory()  # the kernel's IPC sockets need a short path; nothing moves from there
     try:
         src_nb = staged / f"{name}.source.ipynb"
         jupytext.write(nb, str(src_nb))
@@ -331,7 +359,8 @@ def _execute_one(name: str, key: dict[str, Any], profile: str, params: dict[str,
         try:
             papermill.execute_notebook(str(src_nb), str(partial),
                                        parameters={"profile": profile, **params}, kernel_name="python3",
-                                       language="python", progress_bar=False, cwd=os.getcwd())
+                                       language="python", progress_bar=False, cwd=os.getcwd(),
+                                       config=_kernel_config(Path(sockets.name)))
             src_nb.unlink()
             _finish_notebook(partial)
             if not reads_path(staged, name).exists():
@@ -352,6 +381,7 @@ def _execute_one(name: str, key: dict[str, Any], profile: str, params: dict[str,
             failed_notebook(out, name).unlink(missing_ok=True)
     finally:  # (Ctrl-C included: the last good page was never touched)
         shutil.rmtree(staged, ignore_errors=True)
+        sockets.cleanup()
     _log_runs(name, loaded, trained, store)
     return Outcome(name, ok, time.perf_counter() - t0, len(loaded), len(trained), err)
 

@@ -110,8 +110,14 @@ COLLAPSE_RATIO_MAX = 0.5  #: N2, N6: residual variance on S over that on η (or 
 #: results, so its verdict is weaker evidence; the scoreboard says which is which.
 FIXED_BEFORE = frozenset({"W11", "W12", "M1", "M2", "M3", "M4", "M6"})
 #: Rows fixed before the results of one reference run only: N1 and N2's tests (and the convergence rule) were
-#: committed before ``noise-scale-converged`` ran, on a grid, length and number of pairs no earlier run had read.
-FIXED_BEFORE_SOURCE: dict[str, frozenset[str]] = {"noise-scale-converged": frozenset({"N1", "N2"})}
+#: committed before ``noise-scale-converged`` ran, on a grid, length and number of pairs no earlier run had read; the
+#: rule that excludes only failed runs, the minimum effect and N1–N7's tests were committed before the noise
+#: references of the noise-regime issue ran (their setting was chosen from the regime map, not from their results).
+FIXED_BEFORE_SOURCE: dict[str, frozenset[str]] = {
+    "noise-scale-converged": frozenset({"N1", "N2"}),
+    **{f"noise-scale-{d}": frozenset({"N1", "N2"}) for d in ("mnist1d", "mnist-standin")},
+    **{f"noise-components-{d}": frozenset({"N3", "N4", "N5", "N6", "N7"}) for d in ("mnist1d", "mnist-standin")},
+}
 #: The false-pass rate per tested row that :func:`chance_passes` assumes: a claim with no effect behind it passes
 #: this often (about the rate of a one-sided 95% interval clearing a threshold, or of ρ ≥ 0.9 over 5 widths by chance:
 #: 5 of the 120 orders).
@@ -1102,18 +1108,26 @@ def conclusion(states: dict[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
                      else "none", "open_sets": _join(rest) if rest else "none", "alternatives": alternatives or "none"}
 
 
-# -- the noise rows (the verdicts issue) ----------------------------------------------------------------------
-# Fixed and committed before the noise pages were executed under them.  A noise cell (an optimizer setting) is read
-# only when the weaker child of every one of its pairs reached NOISE_CONVERGED_TRAIN_ACC training accuracy
-# (the convergence rule; the study may train a cell longer to meet it, up to max_steps); the others are excluded
-# by that rule, and every row says how many.  N1, N3, N4, N5 and N7 decide only from intervals over at least
-# MIN_PAIRS pairs in every cell they read; N2 and N6 from a fit (NOISE_MIN_CELLS cells, 3 values of S and η).
-NOISE_CONVERGED_TRAIN_ACC = 0.99  #: the noise study's convergence rule, on the weaker child of each pair
-NOISE_MIN_CELLS = 4  #: converged cells that N1, N2 and N6 need (a quadratic fit through 3 points has no residual)
-N3_TOL_SHARE = 0.25  #: N3's tolerance: this share of the best compared cell's mean gain ...
-N3_TOL_MIN = 0.002  #: ... but never below 0.2 points (8 of MNIST-1D's 4,000 test examples: below it, a difference
-#: of a few test examples would decide)
+# -- the noise rows (the noise-regime issue) -------------------------------------------------------------------
+# Fixed and committed before the regime map and the noise pages' new protocol ran.  A noise cell (an optimizer
+# setting) is read unless it *failed*: a run of it diverged (a non-finite loss), or the weaker child of one of its
+# pairs ended below NOISE_FAILED_TRAIN_ACC training accuracy (near chance).  A cell that trains less well because its
+# noise is high stays: it is the descending side of the paper's curve.  The old convergence rule (the weaker child at
+# NOISE_CONVERGED_TRAIN_ACC or more) removed that side; it survives as one threshold of the sensitivity table
+# (NOISE_RULE_THRESHOLDS, :func:`rule_sensitivity`) and as the legacy protocol's reason to train a cell longer.
+# Every row has a minimum effect, NOISE_MIN_EFFECT: an interval wholly below it decides an absence (✗, "no gain of
+# the paper's size in this setting"), so a flat result is not left *inconclusive*.  N1, N3, N4, N5 and N7 decide only
+# from intervals over at least MIN_PAIRS pairs in every cell they read; N2 and N6 from a fit (NOISE_MIN_CELLS cells,
+# 3 values of S and η).
+NOISE_FAILED_TRAIN_ACC = 0.2  #: the rule: a pair failed when its weaker child ends below this (twice 10-class chance)
+NOISE_CONVERGED_TRAIN_ACC = 0.99  #: the old convergence rule (weaker child), now a column of the sensitivity table
+#: The thresholds the sensitivity table reads every noise row at: the rule itself, one between, and the old rule.
+NOISE_RULE_THRESHOLDS = (NOISE_FAILED_TRAIN_ACC, 0.95, NOISE_CONVERGED_TRAIN_ACC)
+NOISE_MIN_EFFECT = 0.005  #: the noise rows' minimum effect: half a point, about half the noise paper's gains
+NOISE_MIN_CELLS = 4  #: kept cells that N1, N2 and N6 need (a quadratic fit through 3 points has no residual)
 MATCHED_ACC_TOL = 0.005  #: N4: the two cells' mean training accuracies (weaker child) agree within this
+#: The measured text of a row whose intervals all lie below NOISE_MIN_EFFECT.
+ABSENT = "no gain of the paper's size in this setting"
 
 
 def noise_pairs(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -1123,49 +1137,66 @@ def noise_pairs(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return wide.rename(columns={rep: "pair"})
 
 
-def noise_cells(pairs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def noise_cells(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
     """Return one row per cell of :func:`noise_pairs`' frame: pairs ``n``, mean gain, the weaker child's lowest and
-    mean training accuracy, ``converged`` (every pair met :data:`NOISE_CONVERGED_TRAIN_ACC`; False where the
-    training accuracy is not recorded) and ``diverged`` (a run of the cell diverged: it is not converged)."""
+    mean training accuracy, ``kept`` (every pair's weaker child reached ``rule``, the rule's threshold, and no run
+    diverged; False where the training accuracy is not recorded) and ``diverged`` (a run of the cell diverged)."""
     acc = pairs[TRAIN_ACC_MIN] if TRAIN_ACC_MIN in pairs else pd.Series(np.nan, index=pairs.index)
     g = pairs.assign(_acc=acc).groupby(keys)
     out = pd.DataFrame({"n": g.size(), "gain": g[GAIN].mean(), "train_acc_min": g["_acc"].min(),
                         "train_acc_mean": g["_acc"].mean()})
-    out["converged"] = out["train_acc_min"] >= NOISE_CONVERGED_TRAIN_ACC
     out["diverged"] = g[DIVERGED].max().fillna(0).astype(bool) if DIVERGED in pairs else False
+    out["kept"] = (out["train_acc_min"] >= rule) & ~out["diverged"]
     return out
 
 
+def absent(*ivs: Interval, effect: float = NOISE_MIN_EFFECT) -> bool:
+    """Return True when one of ``ivs`` decides an absence: it has MIN_PAIRS replicates and lies wholly below
+    ``effect`` (a gain, or a difference of gains, smaller than the paper's size)."""
+    return any(iv.n >= MIN_PAIRS and iv.decided and iv.hi < effect for iv in ivs)
+
+
+def sized(state: str, *ivs: Interval) -> str:
+    """Return ``state``, unless an interval of ``ivs`` decides an absence (:func:`absent`): then ✗."""
+    return FAIL if absent(*ivs) else state
+
+
+def _cell_intervals(pairs: pd.DataFrame, keys: list[str], cells: list) -> list[Interval]:
+    return [interval(_gains(pairs, keys, c if isinstance(c, tuple) else (c,))) for c in cells]
+
+
 def cell_mean_fit(pairs: pd.DataFrame, keys: list[str]) -> dict[str, float] | None:
-    """Return the quadratic fit (:func:`lmcbook.stats.quadratic_fit`) of the converged cells' mean gains on log10 S,
-    as N2 reads them, or None with fewer than NOISE_MIN_CELLS converged cells or 3 values of S (a frame of
+    """Return the quadratic fit (:func:`lmcbook.stats.quadratic_fit`) of the kept cells' mean gains on log10 S,
+    as N2 reads them, or None with fewer than NOISE_MIN_CELLS kept cells or 3 values of S (a frame of
     :func:`noise_pairs` or of the noise study, one row per cell and pair)."""
     cells = noise_cells(pairs, keys)
-    means = pairs.groupby(keys)[[NOISE_SCALE, GAIN]].mean()[cells["converged"]]
+    means = pairs.groupby(keys)[[NOISE_SCALE, GAIN]].mean()[cells["kept"]]
     if len(means) < NOISE_MIN_CELLS or means[NOISE_SCALE].nunique() < 3:
         return None
     return quadratic_fit(np.log10(means[NOISE_SCALE]), means[GAIN])
 
 
-def noise_grid_cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """Return the η × B grid cells of a noise_scale CSV (:func:`noise_cells`) with each cell's S and training steps
-    (NaN where a CSV does not record them)."""
+def noise_grid_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return the η × B grid cells of a noise_scale CSV (:func:`noise_cells`, at the rule's threshold ``rule``) with
+    each cell's S and training steps (NaN where a CSV does not record them)."""
     keys = ["lr", "batch_size"]
     pairs = noise_pairs(frame[frame["method"] == "grid"], keys)
     first = pairs.reindex(columns=keys + [NOISE_SCALE, TRAIN_STEPS]).groupby(keys).first()
-    return noise_cells(pairs, keys).join(first)
+    return noise_cells(pairs, keys, rule).join(first)
 
 
-def mark_converged(pairs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Return a noise frame (one row per cell and pair) with a ``converged`` column: its cell met the convergence
-    rule (:func:`noise_cells`).  The figures grey the cells that did not."""
-    return pairs.merge(noise_cells(pairs, keys)["converged"].reset_index(), on=keys)
+def mark_kept(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return a noise frame (one row per cell and pair) with a ``kept`` column: its cell passed the rule
+    (:func:`noise_cells`).  The figures mark the cells that did not."""
+    return pairs.merge(noise_cells(pairs, keys, rule)["kept"].reset_index(), on=keys)
 
 
-def _rule_text(cells: pd.DataFrame) -> str:
-    n_out, n_div = int((~cells["converged"]).sum()), int(cells["diverged"].sum()) if "diverged" in cells else 0
-    return (f"{n_out} of {len(cells)} cells excluded by the convergence rule (weaker child's training accuracy "
-            f"< {NOISE_CONVERGED_TRAIN_ACC:g}" + (f"; {n_div} of them diverged" if n_div else "") + ")")
+def _rule_text(cells: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> str:
+    n_out, n_div = int((~cells["kept"]).sum()), int(cells["diverged"].sum()) if "diverged" in cells else 0
+    what = ("failed: a non-finite loss, or the weaker child's training accuracy < "
+            f"{rule:g}" if rule <= NOISE_FAILED_TRAIN_ACC else f"the weaker child's training accuracy < {rule:g}")
+    return (f"{n_out} of {len(cells)} cells excluded by the rule ({what}" + (f"; {n_div} of them diverged" if n_div
+                                                                            else "") + ")")
 
 
 def _noise_row(cid: str, page: str, statement: str, measured: str, test: str, state: str,
@@ -1181,36 +1212,38 @@ def _gains(pairs: pd.DataFrame, keys: list[str], cell: tuple, half: int | None =
     return sel[GAIN]
 
 
-def claim_n1(noise: pd.DataFrame) -> list[ClaimResult]:
-    """N1 (one row per spawn point of the full grid), on the converged cells only, read by a split half: the best
-    cell is chosen on the even pairs and read on the odd ones, so the winner's curse does not inflate it.
+def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
+    """N1 (one row per spawn point of the full grid), on the cells the rule keeps (``rule``: its threshold on the
+    weaker child's training accuracy), read by a split half: the best cell is chosen on the even pairs and read on
+    the odd ones, so the winner's curse does not inflate it.
 
-    ✓: the chosen cell lies strictly inside the converged cells' range of S, and on the odd pairs its gain is > 0
-    and above the gains of the cells at the smallest and the largest S (of several cells at one end, the one best on
-    the even pairs), each beyond its interval; ✗: an end cell's gain is above it beyond its interval (the optimum is
-    not between).  A best interior cell whose gain is below 0 beyond its interval, with no end above it, is n/a:
-    merging loses everywhere, which refutes "merging gains", not "the optimum lies between".  When the
-    chosen cell is itself at an end, the best interior cell (on the even pairs) is read against it on the odd pairs:
-    ✗ if the end cell's gain is above it beyond the interval (the optimum is at an end), else inconclusive.
-    Also n/a: fewer than NOISE_MIN_CELLS converged cells, or no interior S among them.  Otherwise (fewer than MIN_PAIRS
-    odd pairs in a cell it reads, or an interval that straddles): inconclusive."""
+    ✗ first, when every kept cell's gain (over all its pairs) lies below NOISE_MIN_EFFECT by its interval: no gain of
+    the paper's size in this setting.  Else ✓: the chosen cell lies strictly inside the kept cells' range of S, and on
+    the odd pairs its gain is > 0 and above the gains of the cells at the smallest and the largest S (of several
+    cells at one end, the one best on the even pairs), each beyond its interval; ✗: an end cell's gain is above it
+    beyond its interval (the optimum is not between).  When the chosen cell is itself at an end, the best interior
+    cell (on the even pairs) is read against it on the odd pairs: ✗ if the end cell's gain is above it beyond the
+    interval (the optimum is at an end), else inconclusive.  n/a: fewer than NOISE_MIN_CELLS kept cells, or no
+    interior S among them.  Otherwise (fewer than MIN_PAIRS odd pairs in a cell it reads, or an interval that
+    straddles): inconclusive."""
     out, keys = [], ["lr", "batch_size"]
     statement = "Merging gain has an optimum at intermediate noise S."
-    test = (f"converged cells only (≥ {NOISE_MIN_CELLS}); best cell chosen on the even pairs, read on the odd ones: "
-            "strictly inside the converged range of S, gain > 0 and above the cells at the smallest and largest S, "
+    test = (f"kept cells only (≥ {NOISE_MIN_CELLS}); best cell chosen on the even pairs, read on the odd ones: "
+            "strictly inside the kept range of S, gain > 0 and above the cells at the smallest and largest S, "
             f"each by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs (chosen at an end: ✗ only if it "
-            "is above the best interior cell by its interval)")
+            f"is above the best interior cell by its interval); ✗ if every kept cell's gain lies below the minimum "
+            f"effect, {100 * NOISE_MIN_EFFECT:g} points")
     grid = noise[noise["method"] == "grid"]
     for k, part in grid.groupby("spawn_fraction"):
         cid = f"N1 ({k:.0%})"
         pairs = noise_pairs(part, keys)
-        cells = noise_cells(pairs, keys)
+        cells = noise_cells(pairs, keys, rule)
         cells["S"] = pairs.groupby(keys)[NOISE_SCALE].first()
-        ok = cells[cells["converged"]]
-        rule = _rule_text(cells)
+        ok = cells[cells["kept"]]
+        rule_text = _rule_text(cells, rule)
         if len(ok) < NOISE_MIN_CELLS:
-            out.append(_noise_row(cid, "noise_scale", statement, f"{rule}: {len(ok)} left", test, NA,
-                                  {"n_converged": len(ok), "n_cells": len(cells)}))
+            out.append(_noise_row(cid, "noise_scale", statement, f"{rule_text}: {len(ok)} left", test, NA,
+                                  {"n_kept": len(ok), "n_cells": len(cells)}))
             continue
         chosen = {c: _gains(pairs, keys, c, half=0).mean() for c in ok.index}
         s_lo, s_hi = ok["S"].min(), ok["S"].max()
@@ -1218,8 +1251,8 @@ def claim_n1(noise: pd.DataFrame) -> list[ClaimResult]:
         at_hi = [c for c in ok.index if np.isclose(ok.loc[c, "S"], s_hi)]
         inner = [c for c in ok.index if c not in at_lo + at_hi]
         if not inner:
-            out.append(_noise_row(cid, "noise_scale", statement, f"{rule}; no converged cell between the smallest "
-                                  "and the largest S", test, NA, {"n_converged": len(ok), "n_cells": len(cells)}))
+            out.append(_noise_row(cid, "noise_scale", statement, f"{rule_text}; no kept cell between the smallest "
+                                  "and the largest S", test, NA, {"n_kept": len(ok), "n_cells": len(cells)}))
             continue
         best = max(chosen, key=lambda c: chosen[c])
         interior = best in inner
@@ -1227,11 +1260,14 @@ def claim_n1(noise: pd.DataFrame) -> list[ClaimResult]:
         state, versus = _n1_reading(pairs, keys, chosen, best, read, at_lo, at_hi, inner)
         where = f"η {best[0]:g}, B {best[1]:g} (S = {ok.loc[best, 'S']:.2e}" + ("" if interior else
                                                                                   ", an end of the range") + ")"
+        if all(absent(iv) for iv in _cell_intervals(pairs, keys, list(ok.index))):
+            state = FAIL
+            versus += f"; every kept cell's gain lies below {100 * NOISE_MIN_EFFECT:g} points: {ABSENT}"
         out.append(_noise_row(cid, "noise_scale", statement,
-                              f"{rule}; best on the even pairs: {where}; on the odd pairs its gain "
+                              f"{rule_text}; best on the even pairs: {where}; on the odd pairs its gain "
                               f"{read.text('.2f', 100)} points, {versus}", test, state,
-                              {"n_converged": len(ok), "n_cells": len(cells), "gain": read.mean, "gain_lo": read.lo,
-                               "gain_hi": read.hi, "interior": float(interior)}))
+                              {"n_kept": len(ok), "n_cells": len(cells), "estimate": read.mean, "lo": read.lo,
+                               "hi": read.hi, "interior": float(interior)}))
     return out
 
 
@@ -1250,8 +1286,6 @@ def _n1_reading(pairs: pd.DataFrame, keys: list[str], chosen: dict, best: tuple,
         sign = above(read, 0.0, MIN_PAIRS)
         text = (f"above the smallest-S cell's by {d_lo.text('.2f', 100)}, above the largest-S cell's by "
                 f"{d_hi.text('.2f', 100)}")
-        if sign == FAIL and place != FAIL:  # merging loses even at its best cell: no gain whose optimum to place
-            return NA, text + "; merging does not gain at its best cell, so there is no gain optimum to place"
         return both(place, sign), text
     rival = max(inner, key=lambda c: chosen[c])
     d_end = interval_diff(odd(best), odd(rival))
@@ -1260,18 +1294,19 @@ def _n1_reading(pairs: pd.DataFrame, keys: list[str], chosen: dict, best: tuple,
             f"{d_end.text('.2f', 100)}")
 
 
-def claim_n2(noise: pd.DataFrame) -> list[ClaimResult]:
-    """N2: on the converged cells (at least NOISE_MIN_CELLS, over 3 values of S, of η and of B, else n/a), the cell
+def claim_n2(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
+    """N2: on the kept cells (at least NOISE_MIN_CELLS, over 3 values of S, of η and of B, else n/a), the cell
     mean gains collapse on log10 S: the residual variance of their quadratic fit on log10 S is at most
     COLLAPSE_RATIO_MAX × the smaller of those on log10 η and on log10 B, by the ratio's interval over pairs
-    (:func:`collapse`); ✗ when the interval lies above it."""
+    (:func:`collapse`); ✗ when the interval lies above it, or when every kept cell's gain lies below
+    NOISE_MIN_EFFECT by its interval (no gain of the paper's size to collapse)."""
     out, keys = [], ["lr", "batch_size"]
     for k, part in noise[noise["method"] == "grid"].groupby("spawn_fraction"):
         pairs = noise_pairs(part, keys)
-        cells = noise_cells(pairs, keys)
-        ok = pairs.set_index(keys).loc[cells.index[cells["converged"]]].reset_index()
+        cells = noise_cells(pairs, keys, rule)
+        ok = pairs.set_index(keys).loc[cells.index[cells["kept"]]].reset_index()
         out.append(_collapse_row(f"N2 ({k:.0%})", "noise_scale", "Gains against S collapse onto one curve.",
-                                 ok, cells, keys, NOISE_SCALE, {"η": "lr", "B": "batch_size"}))
+                                 ok, cells, keys, NOISE_SCALE, {"η": "lr", "B": "batch_size"}, rule=rule))
     return out
 
 
@@ -1342,22 +1377,30 @@ def collapse(ok: pd.DataFrame, keys: list[str], on: str, against: dict[str, str]
 
 
 def _collapse_row(cid: str, page: str, statement: str, ok: pd.DataFrame, cells: pd.DataFrame, keys: list[str],
-                  on: str, against: dict[str, str], extra: str = "") -> ClaimResult:
+                  on: str, against: dict[str, str], extra: str = "",
+                  rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     names = " and on ".join(f"log10 {n}" for n in against)
-    test = (f"converged cells only (≥ {NOISE_MIN_CELLS}) whose gains differ beyond pair noise (ANOVA p < "
+    test = (f"kept cells only (≥ {NOISE_MIN_CELLS}) whose gains differ beyond pair noise (ANOVA p < "
             f"{1 - CONFIDENCE:.2g}); quadratic fits of the cell mean gains, residual variances net of pair noise: on "
             f"log10 S ≤ {COLLAPSE_RATIO_MAX:g} × the smaller of those on {names}, by a {100 * CONFIDENCE:.0f}% "
-            f"interval over ≥ {MIN_PAIRS} pairs per cell")
-    rule = _rule_text(cells)
-    n_ok = int(cells["converged"].sum())
+            f"interval over ≥ {MIN_PAIRS} pairs per cell; ✗ if every kept cell's gain lies below the minimum effect, "
+            f"{100 * NOISE_MIN_EFFECT:g} points")
+    rule_text = _rule_text(cells, rule)
+    n_ok = int(cells["kept"].sum())
     if n_ok < NOISE_MIN_CELLS:
-        return _noise_row(cid, page, statement, f"{rule}: {n_ok} left", test, NA, {"n_converged": n_ok})
+        return _noise_row(cid, page, statement, f"{rule_text}: {n_ok} left", test, NA, {"n_kept": n_ok})
     if min(ok[c].nunique() for c in [on, *against.values()]) < 3:
-        return _noise_row(cid, page, statement, f"{rule}; the {n_ok} left span fewer than 3 values of S or of "
-                          f"{' or of '.join(against)}, too few for a quadratic fit", test, NA, {"n_converged": n_ok})
+        return _noise_row(cid, page, statement, f"{rule_text}; the {n_ok} left span fewer than 3 values of S or of "
+                          f"{' or of '.join(against)}, too few for a quadratic fit", test, NA, {"n_kept": n_ok})
+    ivs = _cell_intervals(ok, keys, list(ok.groupby(keys).groups))
+    best = max(ivs, key=lambda iv: iv.hi)
+    if all(absent(iv) for iv in ivs):
+        return _noise_row(cid, page, statement, f"{rule_text}; the best kept cell's gain {best.text('.2f', 100)} "
+                          f"points: {ABSENT}", test, FAIL,
+                          {"n_kept": n_ok, "estimate": best.mean, "lo": best.lo, "hi": best.hi})
     c = collapse(ok, keys, on, against)
     ratio = f"{c.ratio:.3g}" if np.isfinite(c.ratio) else "undefined (no variance left beyond pair noise)"
-    measured = (f"{rule}; residual variance on log10 S over the smaller on {names}: {ratio}; on S minus "
+    measured = (f"{rule_text}; residual variance on log10 S over the smaller on {names}: {ratio}; on S minus "
                 f"{COLLAPSE_RATIO_MAX:g} × the smaller: {c.excess.text('.3g', 1e4)} points²; ANOVA p = "
                 f"{c.anova_p:.2g}")
     if not c.has_signal:
@@ -1365,84 +1408,89 @@ def _collapse_row(cid: str, page: str, statement: str, ok: pd.DataFrame, cells: 
     else:
         state = at_most(c.excess, 0.0, MIN_PAIRS)
     return _noise_row(cid, page, statement, measured + extra, test, state,
-                      {"ratio": c.ratio, "excess": c.excess.mean, "excess_lo": c.excess.lo,
-                       "excess_hi": c.excess.hi, "anova_p": c.anova_p, "n_converged": n_ok})
+                      {"ratio": c.ratio, "estimate": c.excess.mean, "lo": c.excess.lo,
+                       "hi": c.excess.hi, "anova_p": c.anova_p, "n_kept": n_ok})
 
 
-def _wd_cells(components: pd.DataFrame, norm: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _wd_cells(components: pd.DataFrame, norm: str, rule: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     d = components[(components["method"] == "weight_decay") & (components["norm"] == norm)]
     pairs = noise_pairs(d, ["weight_decay"])
-    return pairs, noise_cells(pairs, ["weight_decay"])
+    return pairs, noise_cells(pairs, ["weight_decay"], rule)
 
 
-def claim_n3(components: pd.DataFrame) -> ClaimResult:
-    """N3: without normalisation, weight decay barely changes merging, an equivalence test on the converged cells
-    of the weight-decay sweep: the largest minus the smallest cell mean gain lies within ± N3_TOL_SHARE × the best
-    cell's mean gain (never less than N3_TOL_MIN), by its interval (✓), or wholly outside it (✗).  n/a: fewer than
-    two converged cells, or no
-    positive best gain to scale the tolerance by."""
+def _at(pairs: pd.DataFrame, column: str, value: float) -> pd.Series:
+    return pairs.loc[np.isclose(pairs[column], value), GAIN]
+
+
+def _values(iv: Interval, threshold: float, **extra: float) -> dict[str, float]:
+    return {"estimate": iv.mean, "lo": iv.lo, "hi": iv.hi, "threshold": threshold, **extra}
+
+
+def claim_n3(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
+    """N3: without normalisation, weight decay barely changes merging, an equivalence test on the kept cells of the
+    weight-decay sweep: the best minus the worst cell's mean gain lies within ± NOISE_MIN_EFFECT (the paper's size)
+    by its interval (✓), or wholly outside it (✗).  n/a: fewer than two kept cells."""
     statement = "Without normalisation, weight decay barely changes merging."
-    test = (f"converged cells only; largest − smallest cell mean gain within ± {N3_TOL_SHARE:g} × the best cell's "
-            f"gain (at least {100 * N3_TOL_MIN:g} points), by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} "
-            "pairs")
-    pairs, cells = _wd_cells(components, "none")
-    ok = cells[cells["converged"]]
-    rule = _rule_text(cells)
-    if len(ok) < 2 or not ok["gain"].max() > 0:
-        why = "fewer than two converged cells" if len(ok) < 2 else "no converged cell gains"
-        return _noise_row("N3", "noise_components", statement, f"{rule}; {why}", test, NA)
-    tol = max(N3_TOL_SHARE * float(ok["gain"].max()), N3_TOL_MIN)
+    test = (f"kept cells only; best − worst cell mean gain within ± {100 * NOISE_MIN_EFFECT:g} points (the minimum "
+            f"effect), by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs")
+    pairs, cells = _wd_cells(components, "none", rule)
+    ok = cells[cells["kept"]]
+    rule_text = _rule_text(cells, rule)
+    if len(ok) < 2:
+        return _noise_row("N3", "noise_components", statement, f"{rule_text}; fewer than two kept cells", test, NA)
     hi, lo = ok["gain"].idxmax(), ok["gain"].idxmin()
-    iv = interval_diff(pairs.loc[np.isclose(pairs["weight_decay"], hi), GAIN],
-                             pairs.loc[np.isclose(pairs["weight_decay"], lo), GAIN])
+    iv = interval_diff(_at(pairs, "weight_decay", hi), _at(pairs, "weight_decay", lo))
     return _noise_row("N3", "noise_components", statement,
-                      f"{rule}; Δ gain {iv.text('.2f', 100)} points between weight decay {hi:g} and {lo:g}, "
-                      f"tolerance ± {100 * tol:.2f}", test, within(iv, tol, MIN_PAIRS),
-                      {"delta": iv.mean, "tol": tol})
+                      f"{rule_text}; Δ gain {iv.text('.2f', 100)} points between weight decay {hi:g} and {lo:g}, "
+                      f"tolerance ± {100 * NOISE_MIN_EFFECT:g}", test, within(iv, NOISE_MIN_EFFECT, MIN_PAIRS),
+                      _values(iv, NOISE_MIN_EFFECT))
 
 
-def claim_n4(components: pd.DataFrame) -> ClaimResult:
+def claim_n4(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N4: with LayerNorm, the strongest weight decay gives a larger merging gain than the weakest, compared only
-    at matched training: both cells converged and their mean training accuracies (weaker child) within
-    MATCHED_ACC_TOL, else n/a.  ✓/✗: the difference's interval lies above/below 0."""
+    at matched training: both cells kept and their mean training accuracies (weaker child) within MATCHED_ACC_TOL,
+    else n/a.  ✓: the difference's interval lies above 0; ✗: it lies below NOISE_MIN_EFFECT (no effect of the paper's
+    size, or a negative one)."""
     statement = "With normalisation (LayerNorm), stronger weight decay gives a larger merging gain."
-    test = (f"both cells converged and matched in training accuracy (within {MATCHED_ACC_TOL:g}); gain at the "
-            f"strongest minus the weakest weight decay > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} "
-            "pairs")
-    pairs, cells = _wd_cells(components, "layer")
+    test = (f"both cells kept and matched in training accuracy (within {MATCHED_ACC_TOL:g}); gain at the strongest "
+            f"minus the weakest weight decay > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ "
+            f"if it lies below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
+    pairs, cells = _wd_cells(components, "layer", rule)
     weak, strong = cells.index.min(), cells.index.max()
     acc = cells.loc[[weak, strong], "train_acc_mean"]
-    if not cells.loc[[weak, strong], "converged"].all():
-        return _noise_row("N4", "noise_components", statement, f"{_rule_text(cells)}, among them weight decay "
+    if not cells.loc[[weak, strong], "kept"].all():
+        return _noise_row("N4", "noise_components", statement, f"{_rule_text(cells, rule)}, among them weight decay "
                           f"{weak:g} or {strong:g}", test, NA)
     if abs(acc.iloc[1] - acc.iloc[0]) > MATCHED_ACC_TOL + 1e-12:
         return _noise_row("N4", "noise_components", statement, f"training accuracy {acc.iloc[0]:.3f} at weight decay "
                           f"{weak:g} vs {acc.iloc[1]:.3f} at {strong:g}: not matched", test, NA)
-    iv = interval_diff(pairs.loc[np.isclose(pairs["weight_decay"], strong), GAIN],
-                             pairs.loc[np.isclose(pairs["weight_decay"], weak), GAIN])
+    iv = interval_diff(_at(pairs, "weight_decay", strong), _at(pairs, "weight_decay", weak))
     return _noise_row("N4", "noise_components", statement, f"gain at weight decay {strong:g} minus at {weak:g}: "
-                      f"{iv.text('.2f', 100)} points (training accuracy {acc.iloc[1]:.3f} and {acc.iloc[0]:.3f})",
-                      test, above(iv, 0.0, MIN_PAIRS), {"diff": iv.mean})
+                      f"{iv.text('.2f', 100)} points (training accuracy {acc.iloc[1]:.3f} and {acc.iloc[0]:.3f})"
+                      + (f"; {ABSENT}" if absent(iv) else ""),
+                      test, sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
 
 
-def claim_n5(components: pd.DataFrame) -> ClaimResult:
+def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N5 (learning-rate pairs): children continued at similar, larger learning rates merge best.  Per parent
     (pair), the diagonal's gain at the largest η minus at the smallest, and the mean diagonal gain minus the mean
-    off-diagonal gain, both > 0 by their intervals (paired: one parent gives every cell of its row).  Cells whose
-    children miss the convergence rule are left out; n/a when the diagonal's ends or every off-diagonal cell are."""
+    off-diagonal gain, both > 0 by their intervals (paired: one parent gives every cell of its row); ✗ when either
+    lies below NOISE_MIN_EFFECT.  Cells the rule excludes are left out; n/a when the diagonal's ends or every
+    off-diagonal cell are."""
     statement = "Models trained at similar, larger learning rates merge best with each other."
-    test = ("converged cells only; per parent, diagonal gain at the largest η minus the smallest, and mean diagonal "
-            f"minus mean off-diagonal gain, both > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} parents")
+    test = ("kept cells only; per parent, diagonal gain at the largest η minus the smallest, and mean diagonal "
+            f"minus mean off-diagonal gain, both > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} parents; "
+            f"✗ if either lies below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
     keys = ["lr", "lr_b"]
     pairs = noise_pairs(components[components["method"] == "lr_pairs"], keys)
-    cells = noise_cells(pairs, keys)
-    ok = set(cells.index[cells["converged"]])
+    cells = noise_cells(pairs, keys, rule)
+    ok = set(cells.index[cells["kept"]])
     lrs = sorted(set(pairs["lr"]))
     diag = [c for c in ((x, x) for x in lrs) if c in ok]
     off = [c for c in ok if c[0] != c[1]]
-    rule = _rule_text(cells)
+    rule_text = _rule_text(cells, rule)
     if len(diag) < 2 or (lrs[0], lrs[0]) not in ok or (lrs[-1], lrs[-1]) not in ok or not off:
-        return _noise_row("N5", "noise_components", statement, f"{rule}; the diagonal's ends or the off-diagonal "
+        return _noise_row("N5", "noise_components", statement, f"{rule_text}; the diagonal's ends or the off-diagonal "
                           "cells are among them", test, NA)
     by = pairs.set_index(keys + ["pair"])[GAIN]
     ends = by.xs((lrs[-1], lrs[-1]), level=keys) - by.xs((lrs[0], lrs[0]), level=keys)
@@ -1450,62 +1498,193 @@ def claim_n5(components: pd.DataFrame) -> ClaimResult:
     omean = pd.concat([by.xs(c, level=keys) for c in off], axis=1).mean(axis=1)
     iv_ends, iv_diag = interval(ends.dropna()), interval((dmean - omean).dropna())
     return _noise_row("N5", "noise_components", statement,
-                      f"{rule}; diagonal gain at η {lrs[-1]:g} minus at {lrs[0]:g}: {iv_ends.text('.2f', 100)} points; "
-                      f"diagonal minus off-diagonal: {iv_diag.text('.2f', 100)} points", test,
-                      both(above(iv_ends, 0.0, MIN_PAIRS), above(iv_diag, 0.0, MIN_PAIRS)),
-                      {"ends": iv_ends.mean, "diag_minus_off": iv_diag.mean})
+                      f"{rule_text}; diagonal gain at η {lrs[-1]:g} minus at {lrs[0]:g}: {iv_ends.text('.2f', 100)} "
+                      f"points; diagonal minus off-diagonal: {iv_diag.text('.2f', 100)} points"
+                      + (f"; {ABSENT}" if absent(iv_ends, iv_diag) else ""), test,
+                      sized(both(above(iv_ends, 0.0, MIN_PAIRS), above(iv_diag, 0.0, MIN_PAIRS)), iv_ends, iv_diag),
+                      _values(iv_diag, NOISE_MIN_EFFECT, ends=iv_ends.mean, ends_lo=iv_ends.lo, ends_hi=iv_ends.hi))
 
 
-def claim_n6(components: pd.DataFrame) -> ClaimResult:
-    """N6 (momentum): momentum acts through S = η/(B(1−μ)) (the main text's form): on the converged cells of the
-    momentum sweep, the cell mean gains collapse on log10 S against log10 η as N2 asks (:func:`collapse`).  The
-    row also reports the appendix's form η/(B(1−μ)²) against the main text's (the ratio of their net residual
-    variances), which its verdict does not read."""
+def claim_n6(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
+    """N6 (momentum): momentum acts through S = η/(B(1−μ)) (the main text's form): on the kept cells of the
+    momentum sweep, the cell mean gains collapse on log10 S against log10 η as N2 asks (:func:`collapse`; ✗ too when
+    no kept cell gains NOISE_MIN_EFFECT).  The row also reports the appendix's form η/(B(1−μ)²) against the main
+    text's (the ratio of their net residual variances), which its verdict does not read."""
     keys = ["lr", "momentum"]
     pairs = noise_pairs(components[components["method"] == "momentum"], keys)
-    cells = noise_cells(pairs, keys)
-    ok = pairs.set_index(keys).loc[cells.index[cells["converged"]]].reset_index()
+    cells = noise_cells(pairs, keys, rule)
+    ok = pairs.set_index(keys).loc[cells.index[cells["kept"]]].reset_index()
     extra = ""
-    if (len(ok) and NOISE_SCALE_SQ in ok and int(cells["converged"].sum()) >= NOISE_MIN_CELLS
+    if (len(ok) and NOISE_SCALE_SQ in ok and int(cells["kept"].sum()) >= NOISE_MIN_CELLS
             and min(ok[NOISE_SCALE].nunique(), ok[NOISE_SCALE_SQ].nunique()) >= 3):
         sq = collapse(ok, keys, NOISE_SCALE_SQ, {"S": NOISE_SCALE}, share=1.0)
         extra = (f"; the (1−μ)² form's residual variance over the main text's: {sq.ratio:.3g} (difference "
                  f"{sq.excess.text('.3g', 1e4)} points²)")
     row = _collapse_row("N6", "noise_components", "Momentum acts through S = η/(B(1−μ)): gains against S collapse "
-                        "across momenta.", ok, cells, keys, NOISE_SCALE, {"η": "lr"}, extra)
+                        "across momenta.", ok, cells, keys, NOISE_SCALE, {"η": "lr"}, extra, rule=rule)
     if extra:
         row.values.update({"sq_over_main": sq.ratio, "sq_minus_main_lo": sq.excess.lo,
                            "sq_minus_main_hi": sq.excess.hi})
     return row
 
 
-def claim_n7(components: pd.DataFrame) -> ClaimResult:
+def claim_n7(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N7 (augmentation): augmentation raises the noise, so at the smallest η of the sweep, on the rising side of the
-    gain curve, augmentation raises the gain: on minus off > 0 by its interval.  n/a when either cell misses the
-    convergence rule, or when the smallest η is not on the rising side (the off curve's best η is the smallest)."""
+    gain curve, augmentation raises the gain: on minus off > 0 by its interval; ✗ when it lies below
+    NOISE_MIN_EFFECT.  n/a when either cell fails the rule, or when the smallest η is not on the rising side (the
+    off curve's best η is the smallest)."""
     statement = "Augmentation raises the noise: on the low-noise side it raises the merging gain."
-    test = (f"converged cells only; off curve's best η above the smallest; at the smallest η, gain with minus "
-            f"without augmentation > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs")
+    test = (f"kept cells only; off curve's best η above the smallest; at the smallest η, gain with minus "
+            f"without augmentation > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if it lies "
+            f"below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
     keys = ["lr", "augment"]
     aug = components[components["method"] == "augmentation"].copy()
     aug["augment"] = aug["augment"].astype(str).str.lower().isin(["true", "1", "1.0"])
     pairs = noise_pairs(aug, keys)
-    cells = noise_cells(pairs, keys)
+    cells = noise_cells(pairs, keys, rule)
     lr0 = float(pairs["lr"].min())
-    rule = _rule_text(cells)
+    rule_text = _rule_text(cells, rule)
     need = [c for c in cells.index if np.isclose(c[0], lr0)]
-    if len(need) < 2 or not cells.loc[need, "converged"].all():
-        return _noise_row("N7", "noise_components", statement, f"{rule}, among them η {lr0:g}", test, NA)
+    if len(need) < 2 or not cells.loc[need, "kept"].all():
+        return _noise_row("N7", "noise_components", statement, f"{rule_text}, among them η {lr0:g}", test, NA)
     off = cells.xs(False, level="augment")
-    off = off[off["converged"]]
+    off = off[off["kept"]]
     if np.isclose(off["gain"].idxmax(), lr0):
-        return _noise_row("N7", "noise_components", statement, f"{rule}; the off curve's best η is the smallest, "
+        return _noise_row("N7", "noise_components", statement, f"{rule_text}; the off curve's best η is the smallest, "
                           f"{lr0:g}: no rising side", test, NA)
     at = pairs[np.isclose(pairs["lr"], lr0)]
     iv = interval_diff(at.loc[at["augment"], GAIN], at.loc[~at["augment"], GAIN])
-    return _noise_row("N7", "noise_components", statement, f"{rule}; at η {lr0:g}, gain with minus without "
-                      f"augmentation {iv.text('.2f', 100)} points", test, above(iv, 0.0, MIN_PAIRS),
-                      {"diff": iv.mean})
+    return _noise_row("N7", "noise_components", statement, f"{rule_text}; at η {lr0:g}, gain with minus without "
+                      f"augmentation {iv.text('.2f', 100)} points" + (f"; {ABSENT}" if absent(iv) else ""), test,
+                      sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
+
+
+def noise_claims(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,
+                 rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
+    """Return N1–N7 at the rule's threshold ``rule`` on a noise_scale frame and a noise_components frame (either may
+    be None)."""
+    rows = [] if noise_scale is None else claim_n1(noise_scale, rule) + claim_n2(noise_scale, rule)
+    if components is not None:
+        rows += [f(components, rule) for f in (claim_n3, claim_n4, claim_n5, claim_n6, claim_n7)]
+    return rows
+
+
+def rule_sensitivity(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,
+                     thresholds: tuple[float, ...] = NOISE_RULE_THRESHOLDS) -> pd.DataFrame:
+    """Return each noise row's verdict mark at each of the rule's ``thresholds`` (one column per threshold, the
+    first being the rule itself): how the verdicts move as the rule excludes more cells."""
+    out: dict[str, dict[str, str]] = {}
+    for t in thresholds:
+        name = f"failed only (< {t:g})" if t <= NOISE_FAILED_TRAIN_ACC else f"weaker child ≥ {t:g}"
+        for r in noise_claims(noise_scale, components, t):
+            out.setdefault(r.id, {})[name] = r.mark
+    return pd.DataFrame.from_dict(out, orient="index").rename_axis("claim")
+
+
+# -- the regime map (noise_regime): where can merging gain at all? ----------------------------------------------------
+#: The key columns of a map cell, as the regime map's CSV holds them.
+MAP_KEYS = ["augment", "lr_floor", "method", "spawn_fraction", "lr"]
+#: Pairs a map cell needs for a reading: the map describes where gains exist and decides no claim, so it reads
+#: intervals over fewer pairs than a verdict (MIN_PAIRS); the noise pages then decide where it points.
+MAP_MIN_PAIRS = 3
+#: A map cell's reading, from its intervals over pairs (:func:`map_cells`), in the order they are tried.
+MAP_READINGS = {
+    "failed": "excluded by the rule: a run diverged or ended near chance",
+    "paper": "merging gains at least the paper's size (its interval lies above half a point)",
+    "gains": "merging gains (its interval lies above 0), less than the paper's size",
+    "basins": "the children sit in different basins: the ensemble gains, the merge loses",
+    "harvest": "nothing to harvest: the children agree, and their ensemble gains less than half a point",
+    "undecided": "undecided: the intervals straddle",
+}
+
+
+def _map_reading(gain: Interval, ens: Interval, kept: bool) -> str:
+    if not kept:
+        return "failed"
+    if gain.n < MAP_MIN_PAIRS or not gain.decided:
+        return "undecided"
+    if gain.lo > NOISE_MIN_EFFECT:
+        return "paper"
+    if gain.lo > 0:
+        return "gains"
+    if gain.hi < 0 and ens.decided and ens.lo > 0:
+        return "basins"
+    if ens.decided and ens.hi < NOISE_MIN_EFFECT:
+        return "harvest"
+    return "undecided"
+
+
+def map_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return one row per cell of the regime map's long frame: its keys (:data:`MAP_KEYS`), pairs ``n``, the merging
+    gain and the ensemble gain with their intervals over pairs, the children's disagreement, distance and training and
+    test accuracy (means), ``kept`` by the rule, and its ``reading`` (:data:`MAP_READINGS`)."""
+    frame = frame.assign(augment=_as_bool(frame["augment"]))
+    pairs = noise_pairs(frame, MAP_KEYS)
+    cells = noise_cells(pairs, MAP_KEYS, rule)
+    rows = []
+    for key, g in pairs.groupby(MAP_KEYS):
+        gain, ens = interval(g[GAIN].dropna()), interval(g["ensemble_gain"].dropna()) if "ensemble_gain" in g \
+            else interval([])
+        kept = bool(cells.loc[key, "kept"])
+        rows.append({**dict(zip(MAP_KEYS, key)), "n": len(g), "gain": gain.mean, "gain_lo": gain.lo,
+                     "gain_hi": gain.hi, "ensemble_gain": ens.mean, "ensemble_gain_lo": ens.lo,
+                     "ensemble_gain_hi": ens.hi, "kept": kept, "reading": _map_reading(gain, ens, kept),
+                     **{c: g[c].mean() for c in ("disagreement", "pair_distance", "acc_endpoints", "train_acc_min")
+                        if c in g}})
+    return pd.DataFrame(rows)
+
+
+def map_settings(cells: pd.DataFrame) -> pd.DataFrame:
+    """Return one row per setting of the map (augmentation, floor, start) over its learning rates: how many cells
+    gain (``n_gain``: reading paper or gains), how many of the paper's size, the best cell's gain and its interval's
+    lower end, and its learning rate; sorted best first (most gaining cells, then the best lower end)."""
+    out = []
+    for key, g in cells.groupby(MAP_KEYS[:-1]):
+        best = g.loc[g["gain_lo"].fillna(-np.inf).idxmax()]
+        out.append({**dict(zip(MAP_KEYS[:-1], key)), "n_cells": len(g),
+                    "n_gain": int(g["reading"].isin(["paper", "gains"]).sum()),
+                    "n_paper": int((g["reading"] == "paper").sum()), "best_lr": best["lr"], "best_gain": best["gain"],
+                    "best_gain_lo": best["gain_lo"], "best_gain_hi": best["gain_hi"]})
+    return pd.DataFrame(out).sort_values(["n_gain", "best_gain_lo"], ascending=False, ignore_index=True)
+
+
+def describe_setting(setting: dict) -> str:
+    """Return a map setting (augmentation, floor, spawn point; :func:`pick_setting`) in words."""
+    floor = setting["lr_floor"]
+    sched = ("a learning rate that decays to zero" if floor == 0 else "a constant learning rate" if floor == 1 else
+             f"a learning rate that decays to {floor:g} of its peak")
+    start = ("independently initialised pairs" if setting.get("method") == "independent" else
+             "children from a shared initialisation" if setting["spawn_fraction"] == 0 else
+             f"children spawned at {setting['spawn_fraction']:.0%} of training")
+    return f"{start}, {sched}, {'with' if setting['augment'] else 'without'} augmentation"
+
+
+def _as_bool(col: pd.Series) -> pd.Series:
+    return col.astype(str).str.lower().isin(["true", "1", "1.0"])
+
+
+def map_spawn_sweep(frame: pd.DataFrame | None, study) -> pd.DataFrame:
+    """Return the regime map's spawned pairs (one row per cell and pair, every metric a column, ``kept`` by the rule)
+    at a noise study's data set, schedule floor and augmentation: the spawn sweep, read off the map (empty without a
+    map, or when the map has no such cells)."""
+    if frame is not None and "dataset" in frame:
+        frame = frame[frame["dataset"] == study.dataset]
+    if frame is not None:
+        frame = frame[(frame["method"] == "spawn") & np.isclose(frame["lr_floor"], study.lr_floor)
+                      & (_as_bool(frame["augment"]) == bool(study.augment))]
+    if frame is None or frame.empty:
+        return pd.DataFrame(columns=["spawn_fraction", "lr", GAIN, "ensemble_gain", "acc_endpoints", NOISE_SCALE])
+    return mark_kept(noise_pairs(frame, ["spawn_fraction", "lr"]), ["spawn_fraction", "lr"])
+
+
+def pick_setting(cells: pd.DataFrame) -> dict[str, object] | None:
+    """Return the spawn-and-merge setting (augmentation, floor, spawn point) where the map finds the most gaining
+    cells (then the best interval's lower end), or None when no spawned cell gains: the setting the noise study
+    moves to.  Independent pairs are the control, never picked."""
+    spawned = map_settings(cells[cells["method"] == "spawn"])
+    if spawned.empty or spawned["n_gain"].iloc[0] == 0:
+        return None
+    return {k: spawned[k].iloc[0] for k in ("augment", "lr_floor", "spawn_fraction")}
 
 
 #: Every page with claims, and the claims its verdicts come from (in the scoreboard's order).  A page glues

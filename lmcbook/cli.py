@@ -13,9 +13,7 @@ from tqdm.auto import tqdm
 
 from . import __version__, parts, reference
 from .bench import run as run_bench
-from .book import build, execute, parse_param, plan, regenerate_reference
 from .data import DataError
-from .explore import ToolError, launch
 from .paths import STORE_ENV, checked_path
 from .specs import SpecError
 from .store import RunStore, StoreError, describe
@@ -24,10 +22,16 @@ from .train import DivergedError
 
 
 def _params(pairs: list[list[str]] | None) -> dict:
+    from .book import parse_param
+
     return {k: parse_param(v, k) for k, v in (pairs or [])}
 
 
+# the book's toolchain (papermill, jupytext, Jupyter Book) is the [book] extra: imported only by the commands that
+# need it, so that `lmcbook diagnose` runs from a wheel installed without extras
 def cmd_execute(args) -> int:
+    from .book import execute
+
     outcomes = execute(args.only, args.profile, _params(args.p), args.out, args.notebooks, args.store, args.force)
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
@@ -41,6 +45,8 @@ def cmd_execute(args) -> int:
 
 
 def cmd_build(args) -> int:
+    from .book import build
+
     index = build(args.src, args.generated, args.builddir)
     print(index)
     return 0
@@ -172,7 +178,13 @@ def cmd_explore(args) -> int:
     source = args.notebooks / "explore.py"
     if not source.exists():
         raise SpecError(f"notebook source {str(source)!r} is missing: run lmcbook from the repository root")
-    cmd = launch(source, args.dest, args.profile, dry_run=args.dry_run)
+    from .explore import ToolError, launch
+
+    try:
+        cmd = launch(source, args.dest, args.profile, dry_run=args.dry_run)
+    except ToolError as err:  # JupyterLab is not installed: say how to install it
+        print(f"lmcbook: error: {err}", file=sys.stderr)
+        return 2
     print(" ".join(cmd))
     return 0
 
@@ -181,8 +193,11 @@ def cmd_reference(args) -> int:
     if args.list or args.name is None:
         for name, ref in reference.REFERENCES.items():
             have = "committed" if reference.csv_path(name).exists() else "not committed"
+            have += f", retired: {ref.retired}" if ref.retired else ""
             print(f"{name} ({have}): notebook {ref.notebook}; {ref.purpose}; data: {ref.data}")
         return 0
+    from .book import regenerate_reference
+
     path = regenerate_reference(args.name, args.data_root, args.store, notebooks=args.notebooks)
     print(path)
     return 0
@@ -191,6 +206,27 @@ def cmd_reference(args) -> int:
 def cmd_bench(args) -> int:
     report = run_bench(args.json, book=args.book, quick=args.quick)
     return 0 if all(t["met"] for t in report["targets"]) else 1
+
+
+def cmd_diagnose(args) -> int:
+    import shlex
+    import time
+
+    from . import diagnose, diagnose_report
+
+    t0 = time.perf_counter()
+    diagnose_report.check_out(args.out)  # before any compute, as every other input
+    prep = diagnose.prepare(args.checkpoints, args.model, args.data, diagnose.parse_model_args(args.model_args),
+                            args.data_root, args.spec, args.limit, args.device,
+                            args.lams or diagnose.DEFAULT_LAMS)
+    diag = diagnose.diagnose(prep)
+    command = "lmcbook diagnose " + " ".join(shlex.quote(a) for a in args.argv)
+    path = diagnose_report.write(diag, args.out, command, time.perf_counter() - t0)
+    print(diagnose.summary_table(diag).to_string(float_format=lambda v: f"{v:.4g}"))
+    for line in diag.reading:
+        print("-", line)
+    print(path)
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -263,6 +299,21 @@ def parser() -> argparse.ArgumentParser:
     be.add_argument("--quick", action="store_true", help="three small widths, one repeat (a smoke test)")
     be.set_defaults(func=cmd_bench)
 
+    dg = sub.add_parser("diagnose", help="measure your own checkpoints: barriers, calibration, LEWC, matching; "
+                        "writes an HTML report with its CSV and JSON")
+    dg.add_argument("checkpoints", nargs="+", metavar="CKPT", help="two or more .safetensors or PyTorch state dicts")
+    dg.add_argument("--model", required=True, help="mlp | vgg11 | resnet20 | torchvision:NAME | MODULE:FACTORY")
+    dg.add_argument("--model-args", default=None, metavar="YAML", help="the model's arguments, e.g. '{hidden: 64}'")
+    dg.add_argument("--data", required=True,
+                    help="an lmcbook data set (digits, mnist1d, mnist, cifar10, ...), FILE.npz or MODULE:FUNCTION")
+    dg.add_argument("--data-root", default=None, help="folder of the torchvision data sets")
+    dg.add_argument("--spec", default=None, metavar="MODULE:NAME", help="a PermutationSpec (default: derived)")
+    dg.add_argument("--limit", type=int, default=None, help="use at most this many examples of each split")
+    dg.add_argument("--lams", type=int, default=None, help="points of the λ grid in [0, 1] (default 11)")
+    dg.add_argument("--device", default="auto", help="auto | cpu | cuda (default: auto)")
+    dg.add_argument("--out", default="diagnose-report", help="the report folder (default: diagnose-report)")
+    dg.set_defaults(func=cmd_diagnose)
+
     return ap
 
 
@@ -271,6 +322,8 @@ def check(argv: list[str]) -> None:
     SpecError (or exit as argparse does) on what the command would refuse.  The README's commands are checked so."""
     args = parser().parse_args(argv)
     if args.command == "execute":
+        from .book import plan
+
         plan(args.only, args.profile, _params(args.p), args.notebooks)
     elif args.command in ("train", "sweep"):
         parts.study(args.part, args.profile, **_params(args.p))
@@ -293,6 +346,7 @@ def _quiet_dask(record: logging.LogRecord) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)[1:]
     level = logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     for handler in logging.getLogger().handlers:
@@ -301,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             (handler.removeFilter if args.verbose else handler.addFilter)(_quiet_dask)
     try:
         return args.func(args)
-    except (SpecError, DataError, StoreError, ToolError) as err:
+    except (SpecError, DataError, StoreError) as err:
         print(f"lmcbook: error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `lmcbook store ls | head`: the reader has what it wanted

@@ -24,6 +24,7 @@ import torch
 from .data import Dataset, load
 from .merge import (
     add_vectors,
+    interpolate,
     permutation_spec,
     permute,
     random_permutation,
@@ -32,10 +33,10 @@ from .merge import (
     ties_vector,
     weight_matching,
 )
-from .metrics import evaluate, pair_summary
+from .metrics import disagreement, ensemble_gain, evaluate, logits, pair_summary, relative_distance
 from .noise import effective_noise_scale, merging_gain
 from .probes import PairActivations, rank_profile
-from .profiles import TASKS, Cell, NoiseStudy, Pair, Recipe
+from .profiles import TASKS, Cell, NoiseRegimeStudy, NoiseStudy, Pair, Recipe
 from .regime import regime_measures
 from .schema import concat, last_hidden, select, to_long, to_long_frame
 from .specs import RunSpec
@@ -459,11 +460,36 @@ def mechanism_long(frames: dict[str, pd.DataFrame], notebook: str = "mechanism")
 GAIN_LAMS = (0.0, 0.5, 1.0)
 
 
+def spawn_point(store: RunStore, spec: RunSpec, data: Dataset) -> torch.nn.Module:
+    """Return where a noise pair's model ``spec`` started: its parent at the spawn, or (a shared initialisation, or an
+    independent pair) its own initialisation."""
+    return store.load(spec.parent).model if spec.parent is not None else init_model(spec, data)
+
+
+def _pair_measures(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) -> dict[str, float]:
+    """Return what tells whether a pair can gain from merging (cached): the two models' disagreement and logit-ensemble
+    gain on the test split, their distance relative to where model a started, and the merged model's training
+    accuracy and loss."""
+    def compute() -> dict[str, pd.DataFrame]:
+        za, zb = logits(ra.model, data.x_test), logits(rb.model, data.x_test)
+        merged = interpolate(ra.model, rb.model, 0.5, data)
+        train = evaluate(merged, data.x_train, data.y_train)
+        row = {"disagreement": disagreement(za, zb), "ensemble_gain": ensemble_gain(za, zb, data.y_test),
+               "pair_distance": relative_distance(ra.model, rb.model, spawn_point(store, ra.spec, data)),
+               "train_acc_merged": train.acc, "train_loss_merged": train.loss}
+        return {"row": pd.DataFrame([row])}
+
+    got = store.cached_frames("noise_pair", {"a": ra.id, "b": rb.id, "dataset": data.name}, compute)
+    return {k: float(v) for k, v in got["row"].iloc[0].items()}
+
+
 def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) -> dict:
     summ = cached_pair_summary(store, ra, rb, data, GAIN_LAMS)["summary"].iloc[0].to_dict()
     keep = ("acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "loss_endpoints", "loss_merged",
             "loss_barrier_cal_mid")
-    return {**{k: float(summ[k]) for k in keep}, **merging_gain(summ)}
+    own = {f"{what}_{ab}": float(r.metrics[key]) for ab, r in (("a", ra), ("b", rb))
+           for what, key in (("loss", "test_loss"), ("train_acc", "train_acc"), ("train_loss", "train_loss"))}
+    return {**{k: float(summ[k]) for k in keep}, **merging_gain(summ), **own, **_pair_measures(store, ra, rb, data)}
 
 
 def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None) -> pd.DataFrame:
@@ -504,6 +530,13 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
     return pd.DataFrame([r for cell in dict.fromkeys(cells) for r in out[cell]])
 
 
+def regime_map_frame(study: NoiseRegimeStudy, store: RunStore | None = None) -> pd.DataFrame:
+    """Return the regime map: one row per (cell, pair) of :meth:`NoiseRegimeStudy.cells` (:func:`noise_frame`'s
+    columns), with ``method`` "spawn" or "independent"."""
+    frame = noise_frame(study.noise_study(), study.cells(), store)
+    return frame.assign(method=frame["independent"].map({True: "independent", False: "spawn"}))
+
+
 def _train_reporting_divergence(kids: dict[tuple[Cell, int], tuple[RunSpec, RunSpec]], study: NoiseStudy,
                                 store: RunStore, data: Dataset) -> tuple[dict, dict[Cell, str]]:
     """Train (or load) every child of ``kids``; return the runs by id and, per cell in which a run (a child or its
@@ -518,14 +551,17 @@ def _train_reporting_divergence(kids: dict[tuple[Cell, int], tuple[RunSpec, RunS
         sweep_first(flat, study, store)
         try:
             return {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}, diverged
-        except DivergedError as err:
-            bad = {cell for (cell, _), pair in live.items()
-                   if any(err.run_id in (s.id, getattr(s.parent, "id", None)) for s in pair)}
-            if not bad:
+        except DivergedError as first:
+            found = 0
+            for err in [first, *getattr(first, "others", [])]:  # every divergence of the call, in one retry
+                bad = {cell for (cell, _), pair in live.items()
+                       if any(err.run_id in (s.id, getattr(s.parent, "id", None)) for s in pair)}
+                found += len(bad)
+                for cell in bad:
+                    diverged.setdefault(cell, str(err))
+                    log.warning("noise cell %s diverged and is excluded: %s", cell, err)
+            if not found:
                 raise
-            for cell in bad:
-                diverged[cell] = str(err)
-                log.warning("noise cell %s diverged and is excluded: %s", cell, err)
 
 
 def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:

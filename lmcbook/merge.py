@@ -91,6 +91,30 @@ def reset_bn(model: nn.Module, x: torch.Tensor | Dataset, batch_size: int = 500)
     return model
 
 
+def uniform_soup(models: list[nn.Module], data: torch.Tensor | Dataset | None = None) -> nn.Module:
+    """Return a new model with weights (1/K)·Σ_k θ_k of K models (a uniform soup), in eval mode.
+
+    Integer buffers come from the first model; BatchNorm statistics are recomputed on
+    ``data`` (training inputs or a Dataset's training split), which a model with BatchNorm requires.
+    """
+    if len(models) < 2:
+        raise SpecError(f"{len(models)} model(s) is not allowed: expected two or more to average")
+    states = [m.state_dict() for m in models]
+    for s in states[1:]:
+        _check_same(states[0], s)
+    if data is None and has_batchnorm(models[0]):
+        raise SpecError("data=None is not allowed for a model with BatchNorm: pass training inputs or a Dataset so "
+                        "that reset_bn can recompute the running statistics of the soup")
+    soup = copy.deepcopy(models[0])
+    with torch.no_grad():
+        for k, v in soup.state_dict().items():
+            if v.is_floating_point():
+                v.copy_(torch.stack([s[k] for s in states]).mean(0))
+    if data is not None and has_batchnorm(soup):
+        reset_bn(soup, training_inputs(data))
+    return soup.eval()
+
+
 # -- permutations ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class PermutationSpec:

@@ -55,6 +55,29 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Eval:
     return evaluate_logits(logits(model, x), y)
 
 
+def disagreement(za: torch.Tensor, zb: torch.Tensor) -> float:
+    """Return the share of rows on which two models' logits ``za`` and ``zb`` predict different classes (argmax)."""
+    if za.shape != zb.shape:
+        raise ValueError(f"logits of shapes {tuple(za.shape)} and {tuple(zb.shape)}: expected equal shapes")
+    return float((za.argmax(1) != zb.argmax(1)).float().mean())
+
+
+def ensemble_gain(za: torch.Tensor, zb: torch.Tensor, y: torch.Tensor) -> float:
+    """Return acc(½(za + zb)) − ½(acc(za) + acc(zb)): what the logit ensemble gains over its members' mean, the most a
+    merge of two models could hope to harvest from their differences."""
+    acc = [evaluate_logits(z, y).acc for z in (0.5 * (za + zb), za, zb)]
+    return acc[0] - 0.5 * (acc[1] + acc[2])
+
+
+def relative_distance(a: nn.Module, b: nn.Module, ref: nn.Module) -> float:
+    """Return ‖θa − θb‖ / ‖θ_ref‖ over every parameter (float64): how far apart two models ended, relative to the size
+    of a reference point such as their parent at the spawn."""
+    va, vb, vr = (nn.utils.parameters_to_vector(m.parameters()).detach().double() for m in (a, b, ref))
+    if not va.shape == vb.shape == vr.shape:
+        raise ValueError("models with different parameter counts: expected three models of one architecture")
+    return float(torch.linalg.vector_norm(va - vb) / torch.linalg.vector_norm(vr))
+
+
 def _with_anchor_lams(lams) -> tuple[float, ...]:
     return check_lams(list(check_lams(lams)) + [0.0, 0.5, 1.0])
 
@@ -64,6 +87,12 @@ def _logit_row(z_test: torch.Tensor, z_cal: torch.Tensor, data: Dataset) -> dict
     fit = fit_inverse_temperature(z_cal, data.y_cal)
     return {"acc": ev.acc, "loss": ev.loss, "tau": fit.tau, "tau_at_bound": fit.at_bound,
             "loss_cal": nll(z_test, data.y_test, fit.tau), "logit_norm": float(torch.linalg.norm(z_test.double()))}
+
+
+def logit_summary(z_test: torch.Tensor, z_cal: torch.Tensor, data: Dataset) -> dict[str, float]:
+    """Return the test accuracy, raw and calibrated loss, τ (fitted on ``z_cal``, and whether at a bound) and logit
+    norm of one model's (test, calibration) logits."""
+    return _logit_row(z_test, z_cal, data)
 
 
 def interpolation_curve(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS,

@@ -35,6 +35,7 @@ from .claims import (
     HYPOTHESES,
     INCONCLUSIVE,
     NA,
+    NOISE_FAILED_TRAIN_ACC,
     PAGE_CLAIMS,
     PASS,
     ClaimResult,
@@ -134,6 +135,11 @@ class Page:
         self.csv_reads[name] = file_sha(path)  # by page name: the record stays valid if the output moves
         return read_results(path)
 
+    def read_csv_if(self, name: str) -> pd.DataFrame | None:
+        """Return another page's result CSV as :meth:`read_csv` does, or None when that page has not been executed
+        into this output folder (a page executed alone, such as a reference run)."""
+        return self.read_csv(name) if (out_dir() / "data" / f"{name}.csv").exists() else None
+
     def read_reference(self, name: str) -> tuple[pd.DataFrame, dict[str, Any]]:
         """Return a committed reference run's CSV and provenance (:func:`lmcbook.reference.load`), recording it so
         that this page re-runs when the reference changes."""
@@ -141,9 +147,11 @@ class Page:
         self.reference_reads[name] = file_sha(reference.csv_path(name))
         return frame, prov
 
-    def references(self, notebook: str | None = None) -> dict[str, tuple[pd.DataFrame, dict[str, Any]]]:
-        """Return every committed reference run of ``notebook`` (default: this page's), read and recorded."""
-        return {n: self.read_reference(n) for n in reference.available(notebook or self.name)}
+    def references(self, notebook: str | None = None,
+                   retired: bool = False) -> dict[str, tuple[pd.DataFrame, dict[str, Any]]]:
+        """Return every committed reference run of ``notebook`` (default: this page's), read and recorded: the live
+        ones, or with ``retired`` the retired ones (:attr:`lmcbook.reference.Reference.retired`)."""
+        return {n: self.read_reference(n) for n in reference.available(notebook or self.name, retired=retired)}
 
     def save(self, long: pd.DataFrame | None = None, regime: pd.DataFrame | None = None,
              keys: list[str] | None = None, **frames: pd.DataFrame | tuple) -> list[ClaimResult]:
@@ -415,11 +423,122 @@ def describe_noise(study: Any, spawned: bool = True) -> str:
     spawn-and-merge pairs, or with ``spawned=False`` the models it trained from scratch (task arithmetic's
     pretrained models)."""
     m = study.spec(study.grid_cells()[0], 0).model
-    how = (f"spawn-and-merge pairs from their own parents; {study.seeds} pair(s) per cell" if spawned else
+    floor = study.lr_floor
+    sched = ("decay to zero" if floor == 0 or not spawned else "a constant rate" if floor == 1 else
+             f"decay to {floor:g} of the peak")
+    start = ("from a shared initialisation, with different batch orders" if study.spawn_fraction == 0 else
+             f"spawned at {study.spawn_fraction:.0%} of training from their own parents")
+    how = (f"spawn-and-merge pairs {start}; {study.seeds} pair(s) per cell"
+           + ("; with augmentation" if study.augment else "") if spawned else
            f"{study.seeds} such model(s), one per seed")
     return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden "
-            f"units on {DATASET_LABELS[study.dataset]}; {study.steps} SGD steps per run (linear warm-up then decay), "
-            f"{how}")
+            f"units on {DATASET_LABELS[study.dataset]}; {study.steps} SGD steps per run (linear warm-up then "
+            f"{sched}), {how}")
+
+
+def map_table(settings: pd.DataFrame, cells: pd.DataFrame) -> str:
+    """Return the regime map's table (:func:`lmcbook.claims.map_settings`): one row per setting, with how many of its
+    learning rates gain, its best cell's gain and interval, and what its other cells read."""
+    from .claims import MAP_KEYS, describe_setting
+
+    rows = ["| setting | cells that gain (of the paper's size) | best η | best gain, points (95% interval) | the "
+            "other cells |", "|---|---|---|---|---|"]
+    short = {"basins": "different basins", "harvest": "nothing to harvest", "failed": "failed",
+             "undecided": "undecided"}
+    for _, s in settings.iterrows():
+        own = cells[np.logical_and.reduce([cells[k] == s[k] for k in MAP_KEYS[:-1]])]
+        rest = own["reading"].value_counts()
+        other = ", ".join(f"{int(rest[k])} {v}" for k, v in short.items() if k in rest) or "none"
+        rows.append(f"| {describe_setting(s.to_dict())} | {s['n_gain']} of {s['n_cells']} ({s['n_paper']}) | "
+                    f"{s['best_lr']:g} | {100 * s['best_gain']:.2f} ({100 * s['best_gain_lo']:.2f} to "
+                    f"{100 * s['best_gain_hi']:.2f}) | {other} |")
+    return "\n".join(rows)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """Return a frame as a MyST (pipe) table, its index as the first column."""
+    head = [str(frame.index.name or "")] + [str(c) for c in frame.columns]
+    rows = [[str(i)] + [str(v) for v in row] for i, row in zip(frame.index, frame.to_numpy())]
+    return "\n".join("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
+                     for r in [head, ["---"] * len(head)] + rows)
+
+
+def noise_reference_block(page: Page, name: str, frame: pd.DataFrame, prov: dict[str, Any],
+                          facts: str = "") -> tuple[str, list[ClaimResult]]:
+    """Score a committed noise reference run with its page's claims, glue each verdict (its key names the run), and
+    return its Markdown block (what it is, ``facts``, its verdicts and their sensitivity to the rule) and its rows."""
+    from .claims import rule_sensitivity
+
+    rows = page_claims(page.name, frame)
+    for r in rows:
+        r.source = name
+        page.glue_claim(r)
+    stale = reference.stale_note(prov)
+    scale, components = (frame, None) if page.name == "noise_scale" else (None, frame)
+    text = (f"**Reference** {reference.describe(name, prov)}." + (f" **{stale}**" if stale else "")
+            + (f" {facts}" if facts else "") + f"\n\n{claims_markdown(rows)}\n\nThe sensitivity of its rows to the "
+            f"rule:\n\n{markdown_table(rule_sensitivity(scale, components))}")
+    return text, rows
+
+
+def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
+    """Return one sentence on a regime map (the noise_regime page's CSV, this build's or a reference's): how its cells
+    read (:data:`lmcbook.claims.MAP_READINGS`) and the setting it picks, every number computed."""
+    from .claims import describe_setting, map_cells, map_settings, pick_setting
+
+    cells = map_cells(frame)
+    n = cells["reading"].value_counts()
+    data = DATASET_LABELS.get(str(frame["dataset"].iloc[0]), "its data") if "dataset" in frame else "its data"
+    words = {"paper": "gain at least the paper's size (half a point)", "gains": "gain less than that",
+             "basins": "lose because the children sit in different basins", "harvest": "have nothing to harvest",
+             "failed": "failed", "undecided": "are undecided"}
+    text = (f"On {label}'s regime map ({data}), of {len(cells)} cells " +
+            ", ".join(f"{int(n.get(k, 0))} {w}" for k, w in words.items()) + ".")
+    pick = pick_setting(cells)
+    if pick is None:
+        return text + " No spawned setting gains measurably."
+    best = map_settings(cells[(cells["method"] == "spawn") & (cells["augment"] == pick["augment"])
+                              & np.isclose(cells["lr_floor"], pick["lr_floor"])
+                              & np.isclose(cells["spawn_fraction"], pick["spawn_fraction"])]).iloc[0]
+    return text + (f" It picks {describe_setting(pick)}: its best gain is {100 * best['best_gain']:.2f} points "
+                   f"({100 * best['best_gain_lo']:.2f} to {100 * best['best_gain_hi']:.2f}) at η "
+                   f"{best['best_lr']:g}.")
+
+
+def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
+    """Return, for a noise page, the paragraph that says in which setting it runs and what the regime map
+    (``map_frame``: the noise_regime page's CSV, None if not executed beside it) measured there and where it would
+    pick, every number computed."""
+    from .claims import MAP_MIN_PAIRS, describe_setting, map_cells, map_settings, pick_setting
+
+    own = {"augment": bool(study.augment), "lr_floor": float(study.lr_floor), "spawn_fraction": study.spawn_fraction}
+    text = f"This page runs {describe_setting(own)}."
+    if map_frame is not None and "dataset" in map_frame:
+        map_frame = map_frame[map_frame["dataset"] == study.dataset]
+    if map_frame is None or map_frame.empty:
+        return text + " No regime map of this data set was executed beside this page, so none is read here."
+    cells = map_cells(map_frame)
+    here = cells[(cells["method"] == "spawn") & (cells["augment"] == own["augment"])
+                 & np.isclose(cells["lr_floor"], own["lr_floor"]) & np.isclose(cells["spawn_fraction"],
+                                                                           own["spawn_fraction"])]
+    if here.empty:
+        return text + " The regime map did not train this setting, so it says nothing about it."
+    s = map_settings(here).iloc[0]
+    text += (f" On the regime map (the previous page: one batch size, {len(here)} learning rates), this setting "
+             f"reads as gaining (an interval over at least {MAP_MIN_PAIRS} pairs above zero) at {s['n_gain']} of "
+             f"them; its best gain is {100 * s['best_gain']:.2f} points (95% interval {100 * s['best_gain_lo']:.2f} "
+             f"to {100 * s['best_gain_hi']:.2f}, η {s['best_lr']:g}); "
+             f"there the children disagree on {100 * here.set_index('lr').loc[s['best_lr'], 'disagreement']:.1f}% "
+             f"of the test inputs and their ensemble gains "
+             f"{100 * here.set_index('lr').loc[s['best_lr'], 'ensemble_gain']:.2f} points.")
+    pick = pick_setting(cells)
+    if pick is None:
+        return text + " No spawned setting of the map gains measurably, so none is better placed."
+    same = (bool(pick["augment"]) == own["augment"] and np.isclose(pick["lr_floor"], own["lr_floor"])
+            and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
+    return text + (" It is the setting the map picks: the most learning rates whose gain lies above zero." if same
+                   else f" The map, as this build ran it, would pick {describe_setting(pick)} instead; this page "
+                        "keeps its own setting (the one the reference runs used), and says so here.")
 
 
 def _shell_yaml(v: Any) -> str:
@@ -558,18 +677,19 @@ def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_point: float) -> str:
+def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_point: float,
+                          rule: float = NOISE_FAILED_TRAIN_ACC) -> str:
     """Return what a noise reference run's grid shows, in Markdown, every number computed from its CSV (``frame``)
-    and its rows (N1, N2): the cells the rule excluded and why, the training lengths, the converged cells' gains
-    against S, and how they compare with the paper's gains of about a point."""
-    cells = noise_grid_cells(frame)
-    ok, out = cells[cells["converged"]], cells[~cells["converged"]]
+    and its rows (N1, N2): the cells the rule (its threshold ``rule``) excluded and why, the training lengths, the
+    kept cells' gains against S, and how they compare with the paper's gains of about a point."""
+    cells = noise_grid_cells(frame, rule)
+    ok, out = cells[cells["kept"]], cells[~cells["kept"]]
     cap = int(cells["train_steps"].max())
     excluded = "; ".join(
         f"η {lr:g}, B {b:g} (S = {c['noise_scale']:.1e}; weaker child {c['train_acc_mean']:.3f} on average, "
         f"{c['train_acc_min']:.3f} at worst" + (", diverged" if c.get("diverged", False) else "")
         + f"{', at the cap' if int(c['train_steps']) == cap else ''})" for (lr, b), c in out.iterrows())
-    text = [f"{len(ok)} of {len(cells)} cells met the rule; the converged ones took "
+    text = [f"{len(ok)} of {len(cells)} cells met the rule; the kept ones took "
             f"{', '.join(f'{int(v)}' for v in sorted(ok['train_steps'].unique()))} steps, so across them S and "
             f"training length are not independent. {int((cells['train_steps'] == cap).sum())} cells reached the "
             f"{cap}-step cap. Excluded: {excluded or 'none'}."]
@@ -581,16 +701,16 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
         n2 = next((r for r in rows if r.id.startswith("N2")), None)
         anova = n2.values.get("anova_p", float("nan")) if n2 is not None else float("nan")
         text.append(
-            f"On the converged cells the mean gain runs from {100 * ok['gain'].min():.2f} to "
+            f"On the kept cells the mean gain runs from {100 * ok['gain'].min():.2f} to "
             f"{100 * ok['gain'].max():.2f} points (one test signal is {signal_point:.3f} points), against the paper's "
             f"gains of about a point; a one-way ANOVA finds "
             + ("a difference between them" if anova < 1 - CONFIDENCE else
                "no difference between them beyond pair noise")
             + f" (p = {anova:.2g}). Their mean gain {trend(rho)} with S (Spearman ρ = {rho:.2f} over "
             f"{len(ok)} cells), and the best of them is η {best[0]:g}, B {best[1]:g}"
-            + (", at the largest converged S" if at_end else ", inside the converged range of S") + "."
+            + (", at the largest kept S" if at_end else ", inside the kept range of S") + "."
             + (f" Every cell at a larger S missed the rule; their mean gains run from "
                f"{100 * worse_out['gain'].min():.2f} to {100 * worse_out['gain'].max():.2f} points"
-               + (", so the gain falls beyond the best converged cell only where training failed."
+               + (", so the gain falls beyond the best kept cell only where the rule excluded cells."
                   if worse_out["gain"].max() < ok["gain"].max() else ".") if len(worse_out) else ""))
     return " ".join(text)

@@ -15,6 +15,7 @@ from .profiles import (
     DepthStudy,
     ExplorerStudy,
     MechanismStudy,
+    NoiseRegimeStudy,
     NoiseStudy,
     Study,
     StudyT,
@@ -63,6 +64,8 @@ DEPTH = Part("depth", "Why width works: the depth sweep", ("lewc_depth",), Depth
              {"smoke": 20, "quick": 90, "paper": 24 * 3600})
 THEORY = Part("theory", "Why width works: the theorem", ("theory_lewc",), TheoryStudy,
               {"smoke": 15, "quick": 20, "paper": 120})
+NOISE_REGIME = Part("noise_regime", "How the optimizer shapes merging: where merging gains exist", ("noise_regime",),
+                    NoiseRegimeStudy, {"smoke": 30, "quick": 180, "paper": 3 * 24 * 3600})
 NOISE = Part("noise", "How the optimizer shapes merging", ("noise_scale", "noise_components", "task_arithmetic"),
              NoiseStudy, {"smoke": 60, "quick": 480, "paper": 7 * 24 * 3600})
 CONTROLS = Part("controls", "Controls: weight decay, permutations, weight matching, REPAIR",
@@ -79,8 +82,8 @@ SUMMARY = Part("summary", "The landing page and the claims scoreboard (they read
                ("claims", "overview"), SummaryStudy, {"smoke": 20, "quick": 20, "paper": 60})
 
 #: Every part by name, in execution order.
-PARTS: dict[str, Part[Any]] = {p.name: p for p in (WIDTH, PROBES, DEPTH, THEORY, NOISE, CONTROLS, MECHANISM,
-                                                   TUTORIAL, EXPLORE, SUMMARY)}
+PARTS: dict[str, Part[Any]] = {p.name: p for p in (WIDTH, PROBES, DEPTH, THEORY, NOISE_REGIME, NOISE, CONTROLS,
+                                                   MECHANISM, TUTORIAL, EXPLORE, SUMMARY)}
 
 
 def _part(name: str) -> Part[Any]:

@@ -16,6 +16,7 @@ are stacked), and legends sit beside, below or under their panels instead of shr
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import matplotlib.pyplot as plt
@@ -603,17 +604,17 @@ def plot_draws(perm: pd.DataFrame, metric: str = "acc_merged") -> Figure:
 
 def _gain_lines(ax, df: pd.DataFrame, x: str, by: str, fmt, logx: bool = True, y: str = "gain") -> None:
     """Plot the seed mean of ``y`` (in points) against ``x``, one line per value of ``by`` (min-max bars); with a
-    ``converged`` column, the means of cells that missed the convergence rule get a grey cross over their marker."""
+    ``kept`` column, the means of cells that the rule excluded get a grey cross over their marker."""
     vals = sorted(df[by].unique())
     cmap = plt.get_cmap("viridis")
     for i, v in enumerate(vals):
         st = seed_stats(df[df[by] == v], x, y)
         ax.errorbar(st[x], 100 * st["mean"], yerr=[100 * (st["mean"] - st["lo"]), 100 * (st["hi"] - st["mean"])],
                     marker="o", capsize=2, color=cmap(i / max(len(vals) - 1, 1)), label=fmt(v))
-    if "converged" in df and not df["converged"].astype(bool).all():
-        out = df[~df["converged"].astype(bool)].groupby([by, x])[y].mean().reset_index()
+    if "kept" in df and not df["kept"].astype(bool).all():
+        out = df[~df["kept"].astype(bool)].groupby([by, x])[y].mean().reset_index()
         ax.scatter(out[x], 100 * out[y], marker="x", s=60, color="0.5", zorder=5,
-                   label="missed the convergence rule")
+                   label="excluded by the rule")
     if logx:
         ax.set_xscale("log")
     ax.axhline(0, color="k", lw=0.6)
@@ -651,8 +652,8 @@ def placeholder(text: str) -> Figure:
 
 def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
     """Return gain against η (one line per B), against B (one line per η) and against S (all points, with the
-    quadratic fit on log10 S if given); with a ``converged`` column, the points of cells that missed the
-    convergence rule are grey crosses.  The three panels are stacked top to bottom."""
+    quadratic fit on log10 S if given); with a ``kept`` column, the points of cells that the rule excluded are
+    grey crosses.  The three panels are stacked top to bottom."""
     fig, axes = _stack(3)
     _gain_lines(axes[0], grid, "lr", "batch_size", lambda v: f"B = {v}")
     axes[0].set_xlabel(r"peak learning rate $\eta$")
@@ -660,7 +661,7 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
     axes[1].set_xscale("log", base=2)
     axes[1].set_xlabel("batch size $B$")
     ax = axes[2]
-    ok = grid["converged"].astype(bool) if "converged" in grid else pd.Series(True, index=grid.index)
+    ok = grid["kept"].astype(bool) if "kept" in grid else pd.Series(True, index=grid.index)
     logb = np.log2(grid["batch_size"])
     sc = ax.scatter(grid.loc[ok, "noise_scale"], 100 * grid.loc[ok, "gain"], c=logb[ok], cmap="viridis", s=14,
                     vmin=logb.min(), vmax=logb.max())
@@ -671,7 +672,7 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
         xs = np.linspace(np.log10(grid.loc[ok, "noise_scale"].min()), np.log10(grid.loc[ok, "noise_scale"].max()),
                          100)
         ax.plot(10 ** xs, 100 * np.polyval([fit_s["c2"], fit_s["c1"], fit_s["c0"]], xs), "k--",
-                label=r"quadratic fit on $\log_{10} S$ (converged cells)")
+                label=r"quadratic fit on $\log_{10} S$ (kept cells)")
     ax.set_xscale("log")
     ax.axhline(0, color="k", lw=0.6)
     ax.set_xlabel(r"$S = \eta / (B(1-\mu))$")
@@ -683,6 +684,47 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
             _legend_below(a)
     _log_ticks(axes[0])
     _log_ticks(ax)
+    return fig
+
+
+def _start_label(method: str, fraction: float) -> str:
+    return "independent" if method == "independent" else "shared init" if fraction == 0 else f"spawn at {fraction:.0%}"
+
+
+def plot_noise_map(cells: pd.DataFrame) -> Figure:
+    """Return the regime map (:func:`lmcbook.claims.map_cells`): merging gain against η with its interval over pairs,
+    one line per start (spawn point, shared initialisation, independent pairs), one panel per schedule floor (rows)
+    and augmentation (columns); a grey cross marks a cell the rule excluded, and the band is ± half a point."""
+    from .claims import NOISE_MIN_EFFECT
+
+    floors, augs = sorted(cells["lr_floor"].unique()), sorted(cells["augment"].unique())
+    fig, axes = _figure(len(floors), len(augs), 2.3, sharex=True, sharey=True)
+    starts = sorted({(m, f) for m, f in zip(cells["method"], cells["spawn_fraction"])}, key=lambda t: (t[0], t[1]))
+    cmap = plt.get_cmap("viridis")
+    for (i, fl), (j, aug) in itertools.product(enumerate(floors), enumerate(augs)):
+        ax = axes[i, j]
+        ax.axhspan(-100 * NOISE_MIN_EFFECT, 100 * NOISE_MIN_EFFECT, color="0.92", lw=0)
+        for k, (m, f) in enumerate(starts):
+            d = cells[(cells["lr_floor"] == fl) & (cells["augment"] == aug) & (cells["method"] == m)
+                      & (cells["spawn_fraction"] == f)].sort_values("lr")
+            color = "0.35" if m == "independent" else cmap(k / max(len(starts) - 2, 1))
+            ax.errorbar(d["lr"], 100 * d["gain"], yerr=[100 * (d["gain"] - d["gain_lo"]).fillna(0),
+                                                        100 * (d["gain_hi"] - d["gain"]).fillna(0)],
+                        marker="o", ms=3, capsize=2, color=color, ls="--" if m == "independent" else "-",
+                        label=_start_label(m, f))
+            out = d[~d["kept"].astype(bool)]
+            ax.scatter(out["lr"], 100 * out["gain"].fillna(0), marker="x", s=40, color="0.5", zorder=5,
+                       label="excluded by the rule" if len(out) else None)
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=2)
+        floor = "decay to 0" if fl == 0 else "constant" if fl == 1 else f"floor {fl:g}"
+        ax.set_title(f"{floor}, {'augmented' if aug else 'no augmentation'}", fontsize=10)
+        if j == 0:
+            ax.set_ylabel("gain (points)")
+        if i == len(floors) - 1:
+            ax.set_xlabel(r"peak learning rate $\eta$")
+    _figure_legend(fig)
     return fig
 
 
@@ -722,7 +764,7 @@ def plot_momentum(mom: pd.DataFrame) -> Figure:
 
 def plot_weight_decay(wd: pd.DataFrame) -> Figure:
     """Return merging gain and endpoint accuracy against weight decay, without normalisation and with LayerNorm;
-    with a ``converged`` column, the cells that missed the convergence rule get a grey cross."""
+    with a ``kept`` column, the cells that the rule excluded get a grey cross."""
     fig, axes = _figure(1, 2, 3.0)
     ax1, ax2 = axes[0]
     for norm, color in (("none", COLORS["ensemble"]), ("layer", COLORS["merged"])):
@@ -732,8 +774,8 @@ def plot_weight_decay(wd: pd.DataFrame) -> Figure:
             x = np.arange(len(st))
             ax.errorbar(x, scale * st["mean"], yerr=[scale * (st["mean"] - st["lo"]), scale * (st["hi"] - st["mean"])],
                         marker="o", capsize=2, color=color, label=f"norm = {norm}")
-            if "converged" in s:
-                miss = ~s.groupby("weight_decay")["converged"].all().reindex(st["weight_decay"]).to_numpy(bool)
+            if "kept" in s:
+                miss = ~s.groupby("weight_decay")["kept"].all().reindex(st["weight_decay"]).to_numpy(bool)
                 ax.scatter(x[miss], scale * st["mean"].to_numpy()[miss], marker="x", s=60, color="0.5", zorder=5,
                            label="missed the convergence rule" if norm == "none" and miss.any() else None)
             ax.set_xticks(x)
@@ -760,14 +802,14 @@ def plot_augment(aug: pd.DataFrame) -> Figure:
 
 def plot_lr_pairs(pairs: pd.DataFrame) -> Figure:
     """Return the matrix of merging gains for children continued at learning rates η_a (rows) and η_b (columns);
-    with a ``converged`` column, a cell that missed the convergence rule shows its number in grey, in brackets."""
+    with a ``kept`` column, a cell that the rule excluded shows its number in grey, in brackets."""
     m = pairs.groupby(["lr", "lr_b"])["gain"].mean().unstack() * 100
     fig, axes = _figure(1, 1, 4.0, width=4.8)
     ax = axes[0, 0]
     lim = float(np.nanmax(np.abs(m.to_numpy()))) or 1.0
     im = ax.imshow(m.to_numpy(), cmap="RdBu", vmin=-lim, vmax=lim)
-    ok = (pairs.groupby(["lr", "lr_b"])["converged"].all().unstack().reindex_like(m)
-          if "converged" in pairs else m.notna())
+    ok = (pairs.groupby(["lr", "lr_b"])["kept"].all().unstack().reindex_like(m)
+          if "kept" in pairs else m.notna())
     for i in range(m.shape[0]):
         for j in range(m.shape[1]):
             good = bool(ok.iat[i, j])
@@ -995,3 +1037,42 @@ def _mechanism_legend(fig: Figure, names: dict[str, object]) -> None:
         (None, ":", "logit ensemble"), (None, "-.", "untrained"))]
     fig.legend(handles=handles, loc="outside lower center",
                ncol=_ncol([h.get_label() for h in handles], fig.get_figwidth() - 0.3))
+
+
+# -- lmcbook diagnose ---------------------------------------------------------------------------
+def plot_pair_curves(curves: pd.DataFrame) -> Figure:
+    """Return test accuracy, raw loss and calibrated loss against λ, one line per pair and merge method (a
+    diagnose report's interpolation curves), stacked top to bottom."""
+    fig, axes = _stack(3)
+    styles = {"none": "-", "weight_matching": "--"}
+    colors = plt.get_cmap("tab10")
+    pairs = list(dict.fromkeys(curves["pair"]))
+    for ax, col, label in zip(axes, ("acc", "loss", "loss_cal"), ("test accuracy", "test loss (nats)",
+                                                                  "calibrated test loss")):
+        for (pair, method), c in curves.groupby(["pair", "method"], sort=False):
+            ax.plot(c["lam"], c[col], ls=styles.get(method, ":"), color=colors(pairs.index(pair) % 10),
+                    label=f"pair {pair}, {method.replace('_', ' ')}")
+        ax.set_ylabel(label)
+    axes[-1].set_xlabel(r"$\lambda$   ($\theta(\lambda)=\lambda\theta_a+(1-\lambda)\theta_b$)")
+    _legend_right(axes[0])
+    return fig
+
+
+def plot_layer_errors(layers: pd.DataFrame) -> Figure:
+    """Return the LEWC and LLFC relative errors at λ = ½ against the layer, trained pairs (solid) beside the
+    untrained pair (dashed)."""
+    fig, axes = _stack(2)
+    colors = plt.get_cmap("tab10")
+    pairs = list(dict.fromkeys(layers.loc[layers["model"] == "trained", "pair"]))
+    for ax, (metric, title) in zip(axes, (("lewc_rel_err", "LEWC"), ("llfc_rel_err", "LLFC"))):
+        d = layers[(layers["metric"] == metric) & (layers["lam"] == 0.5)]
+        for pair, c in d[d["model"] == "trained"].groupby("pair", sort=False):
+            ax.plot(c["layer"], c["value"], "o-", color=colors(pairs.index(pair) % 10), label=f"pair {pair}")
+        base = d[d["model"] == "untrained"].drop_duplicates("layer")
+        ax.plot(base["layer"], base["value"], "s--", color=COLORS["untrained"], label="untrained pair")
+        ax.set_yscale("log")
+        ax.set_ylabel("relative error")
+        ax.set_title(rf"{title} prediction at $\lambda = 1/2$")
+    axes[-1].set_xlabel("layer $l$ (in call order)")
+    _legend_right(axes[0])
+    return fig

@@ -22,7 +22,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from .metrics import DEFAULT_LAMS
-from .noise import spawn_pair, spawn_step
+from .noise import CHILD_SEED_BASE, spawn_pair, spawn_step
 from .specs import (
     BASE_WIDTHS,
     DataSpec,
@@ -63,6 +63,30 @@ def _at_least(lo: float, hi: int | None = None) -> dict:
 def _fraction(closed_top: bool = False) -> dict:
     return {"ok": (lambda v: 0 < v <= 1) if closed_top else (lambda v: 0 < v < 1),
             "allowed": f"a fraction in (0, 1{']' if closed_top else ')'}"}
+
+
+def _spawn_fraction() -> dict:
+    return {"ok": lambda v: 0 <= v < 1, "allowed": "a fraction in [0, 1) (0: a shared initialisation, no parent)"}
+
+
+def _lr_floor() -> dict:
+    return {"ok": lambda v: 0 <= v <= 1, "allowed": "a fraction in [0, 1] (0: decay to zero; 1: a constant rate)"}
+
+
+def check_spawn_fractions(values: tuple[float, ...]) -> None:
+    """Raise SpecError unless every spawn point is a fraction in [0, 1)."""
+    for f in values:
+        if not 0 <= f < 1:
+            raise SpecError(f"spawn_fraction={f!r} is not allowed: expected a fraction in [0, 1) (0: a shared "
+                            "initialisation, no parent)")
+
+
+def check_lr_floors(values: tuple[float, ...]) -> None:
+    """Raise SpecError unless every floor is a fraction of the peak learning rate in [0, 1]."""
+    for f in values:
+        if not 0 <= f <= 1:
+            raise SpecError(f"lr_floor={f!r} is not allowed: expected a fraction in [0, 1] (0: decay to zero; 1: a "
+                            "constant rate)")
 
 
 @dataclass(frozen=True)
@@ -596,7 +620,7 @@ class DepthStudy(Training):
 
 @dataclass(frozen=True)
 class Cell:
-    """One optimizer setting of the noise study, and where children are spawned."""
+    """One optimizer setting of the noise study, and how its two models start."""
 
     lr: float
     batch_size: int
@@ -604,7 +628,18 @@ class Cell:
     weight_decay: float
     norm: str = "none"
     augment: bool = False
+    #: Where the children are spawned, as a fraction of training; 0: a shared initialisation (no parent), the two
+    #: models differing only in their batch order (and augmentation draws).
     spawn_fraction: float = 0.5
+    #: Where the schedule's linear decay ends, as a fraction of the peak: 0 decays to zero (the book's first protocol),
+    #: 0.2 keeps a fifth of the peak to the end, 1 is a constant rate (after the warm-up).
+    lr_floor: float = 0.0
+    #: The control: two independently initialised models (``spawn_fraction`` is then 0 and means nothing).
+    independent: bool = False
+
+    def train_fields(self) -> dict[str, Any]:
+        """Return the TrainSpec fields of this cell's schedule: a constant rate, or a linear decay to the floor."""
+        return {"schedule": "constant"} if self.lr_floor == 1 else {"lr_floor": self.lr_floor}
 
 
 @dataclass(frozen=True)
@@ -614,7 +649,7 @@ class NoiseStudy(Study):
 
     profile_values = {
         "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.05, 0.1), batch_sizes=(32, 128),
-                      spawn_fractions=(0.1, 0.5), momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
+                      momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
                       weight_decays=(0.0, 5e-3), pair_lrs=(0.02, 0.1), finetune_steps=20, finetune_lrs=(0.05,),
                       alphas=(0.0, 0.5, 1.0), seeds=1),
         "paper": dict(dataset="cifar10", steps=20000, max_steps=80000, base_width=64, width=4.0,
@@ -640,10 +675,14 @@ class NoiseStudy(Study):
     batch_sizes: tuple[int, ...] = (32, 64, 128, 256)
     momentum: float = _TRAIN.momentum
     weight_decay: float = 5e-4
-    #: Where the full η × B grid spawns its children, as a fraction of training.
-    spawn_fraction: float = field(default=0.5, metadata=_fraction())
-    #: Spawn points swept on one row of the grid (batch size ``row_batch_size``).
-    spawn_fractions: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75)
+    #: Where the full η × B grid spawns its children, as a fraction of training (0: a shared initialisation).
+    spawn_fraction: float = field(default=0.5, metadata=_spawn_fraction())
+    #: Where every run's learning rate ends, as a fraction of its peak (0: decay to zero; 1: constant).
+    lr_floor: float = field(default=0.0, metadata=_lr_floor())
+    #: Train the grid and the component sweeps with augmentation (random shifts); the augmentation sweep compares
+    #: both whatever this says.
+    augment: bool = False
+    #: The batch size of the component sweeps (momentum, weight decay, augmentation, learning-rate pairs).
     row_batch_size: int = field(default=128, metadata=_at_least(1))
     momenta: tuple[float, ...] = (0.0, 0.5, 0.9)
     component_lrs: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2)
@@ -668,9 +707,6 @@ class NoiseStudy(Study):
                                            or self.max_steps < self.steps):
             raise SpecError(f"max_steps={self.max_steps!r} is not allowed: expected an integer >= steps "
                             f"({self.steps}), or None")
-        for f in self.spawn_fractions:
-            if not 0 < f < 1:
-                raise SpecError(f"spawn_fraction={f!r} is not allowed: expected a fraction in (0, 1)")
         for cell in self.grid_cells() + self.component_cells():  # validates every spec
             self.spec(cell, 0)
         self.spec(self.grid_cells()[0], 0).with_train(steps=self.finetune_steps)
@@ -691,23 +727,20 @@ class NoiseStudy(Study):
             model=ModelSpec("mlp", self.width, self.base_width, self.depth, cell.norm, self.bias),
             train=TrainSpec(steps=steps or self.steps, batch_size=cell.batch_size, lr=cell.lr,
                             momentum=cell.momentum, weight_decay=cell.weight_decay, warmup=self.warmup, seed=seed,
-                            **train),
+                            **{**cell.train_fields(), **train}),
         )
 
     def cell(self, lr: float, batch_size: int | None = None, **kw) -> Cell:
         """Return a cell with this study's defaults for everything not given."""
         args = dict(lr=lr, batch_size=batch_size or self.row_batch_size, momentum=self.momentum,
-                    weight_decay=self.weight_decay, spawn_fraction=self.spawn_fraction)
+                    weight_decay=self.weight_decay, spawn_fraction=self.spawn_fraction, lr_floor=self.lr_floor,
+                    augment=self.augment)
         args.update(kw)
         return Cell(**args)
 
     def grid_cells(self) -> list[Cell]:
         """Return the η × B grid at the grid's spawn point."""
         return [self.cell(lr, b) for b in self.batch_sizes for lr in self.lrs]
-
-    def spawn_cells(self) -> list[Cell]:
-        """Return one row of the grid (``row_batch_size``) at every spawn point."""
-        return [self.cell(lr, spawn_fraction=f) for f in self.spawn_fractions for lr in self.lrs]
 
     def momentum_cells(self) -> list[Cell]:
         """Return the momentum sweep at ``row_batch_size``."""
@@ -728,15 +761,22 @@ class NoiseStudy(Study):
 
     def children(self, cell: Cell, pair: int, steps: int | None = None,
                  **train_changes: Any) -> tuple[RunSpec, RunSpec]:
-        """Return the two children of pair ``pair`` in ``cell``, spawned at the cell's fraction of a run ``steps``
-        long (default: the study's)."""
+        """Return the two models of pair ``pair`` in ``cell``, ``steps`` long (default: the study's): children spawned
+        at the cell's fraction of the run; at fraction 0, two runs from one initialisation (seed ``pair``) with data
+        seeds 1000 + 2·pair and + 1; for an independent cell, runs from seeds 2·pair and 2·pair + 1."""
+        if cell.independent:
+            return (self.spec(cell, 2 * pair, steps, **train_changes),
+                    self.spec(cell, 2 * pair + 1, steps, **train_changes))
+        if cell.spawn_fraction == 0:
+            return tuple(self.spec(cell, pair, steps, data_seed=CHILD_SEED_BASE + 2 * pair + i, **train_changes)
+                         for i in (0, 1))
         full = self.spec(cell, pair, steps)
         return spawn_pair(full, spawn_step(full, cell.spawn_fraction), pair, **train_changes)
 
     def task_specs(self) -> tuple[list[RunSpec], dict[tuple[int, float, str], RunSpec]]:
         """Return the pretraining runs and, per (pair, fine-tuning lr, task), the fine-tuning runs of task
         arithmetic: a fresh optimizer and ``finetune_steps`` steps on the task's inputs (``transform``)."""
-        base_cell = self.cell(self.component_lr)
+        base_cell = self.cell(self.component_lr, lr_floor=0.0, augment=False)  # its own recipe, whatever the grid's
         bases, tuned = [], {}
         for p in range(self.seeds):
             base = self.spec(base_cell, p)
@@ -752,7 +792,7 @@ class NoiseStudy(Study):
         pair, and the task-arithmetic runs (parents and fine-tuning sources train on the way).  Reads no data.
         The longer runs of cells that miss the convergence rule (``max_steps``) depend on results, so are not
         listed."""
-        cells = dict.fromkeys(self.grid_cells() + self.spawn_cells() + self.component_cells())
+        cells = dict.fromkeys(self.grid_cells() + self.component_cells())
         out = [s for c in cells for p in range(self.seeds) for s in self.children(c, p)]
         cell = self.cell(self.component_lr)
         out += [s for p in range(self.seeds) for lr in self.pair_lrs for s in self.children(cell, p, lr=lr)]
@@ -761,8 +801,85 @@ class NoiseStudy(Study):
 
     def run_count(self) -> int:
         """Return an upper bound on the runs :meth:`specs` lists (its parents and children; cells may coincide)."""
-        cells = len(self.grid_cells()) + len(self.spawn_cells()) + len(self.component_cells()) + len(self.pair_lrs)
+        cells = len(self.grid_cells()) + len(self.component_cells()) + len(self.pair_lrs)
         return self.seeds * (3 * cells + 1 + len(self.finetune_lrs) * len(TASKS))
+
+
+@dataclass(frozen=True)
+class NoiseRegimeStudy(Study):
+    """The regime map of merging gain: where can two children gain from merging at all?  Spawn-and-merge pairs over
+    the schedule's floor, the spawn point (and independently initialised pairs), augmentation and the peak learning
+    rate, at one batch size; the noise study then runs where the map finds gains."""
+
+    profile_values = {
+        "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.1, 0.4), lr_floors=(0.0, 1.0),
+                      spawn_fractions=(0.0, 0.5), seeds=2),
+        "paper": dict(dataset="cifar10", steps=20000, base_width=64, width=4.0, seeds=10),
+    }
+
+    dataset: str = "mnist1d"
+    data_root: str | None = None
+    download: bool = False
+    base_width: int = BASE_WIDTHS["mlp"]
+    width: float = 2.0
+    depth: int = field(default=4, metadata=_at_least(1))
+    bias: bool = False
+    steps: int = field(default=2000, metadata=_at_least(1))
+    warmup: float = _TRAIN.warmup
+    batch_size: int = field(default=128, metadata=_at_least(1))
+    #: Peak learning rates, from clearly stable to unstable at this batch size and momentum.
+    lrs: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0)
+    momentum: float = _TRAIN.momentum
+    weight_decay: float = 5e-4
+    #: Where each schedule's learning rate ends, as a fraction of its peak: 0 decays to zero (the book's first noise
+    #: protocol), 0.2 keeps the optimizer's noise alive to the end, 1 is a constant rate after the warm-up.
+    lr_floors: tuple[float, ...] = (0.0, 0.2, 1.0)
+    #: Spawn points, as fractions of training; 0 is a shared initialisation (no parent), different batch orders.
+    spawn_fractions: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)
+    #: Add independently initialised pairs as a control (every floor and learning rate).
+    independent: bool = True
+    #: Add every floor, spawn point and learning rate again with augmentation (random shifts): a network that cannot
+    #: memorise its training set.
+    augment: bool = True
+    #: Spawn-and-merge pairs per cell, each from its own parent (or initialisation).
+    seeds: int = field(default=3, metadata=_at_least(1, MAX_REPLICATES))
+    device: str = field(default="auto", metadata={"check": check_device})
+    #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
+    scheduler: str | None = None
+    #: Show the committed reference maps (results/) beside this run's own.
+    show_references: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_scheduler(self.scheduler)
+        check_spawn_fractions(self.spawn_fractions)
+        check_lr_floors(self.lr_floors)
+        self.noise_study()
+
+    def noise_study(self) -> NoiseStudy:
+        """Return the noise study that trains and merges this map's cells (its shared fields; one batch size)."""
+        same = {f.name: getattr(self, f.name) for f in fields(self) if f.name in NoiseStudy.__dataclass_fields__
+                and f.name not in ("lrs", "augment", "show_references")}
+        return NoiseStudy(**same, lrs=self.lrs, batch_sizes=(self.batch_size,), row_batch_size=self.batch_size,
+                          show_references=False)
+
+    def cells(self) -> list[Cell]:
+        """Return every cell of the map: floors × starts (spawn points, then independent) × learning rates, without
+        augmentation, then (``augment``) all of them again with it."""
+        base = dict(batch_size=self.batch_size, momentum=self.momentum, weight_decay=self.weight_decay)
+        starts = [dict(spawn_fraction=f) for f in self.spawn_fractions]
+        starts += [dict(spawn_fraction=0.0, independent=True)] if self.independent else []
+        return [Cell(lr=lr, **base, augment=aug, lr_floor=fl, **st) for aug in (False, True)[:1 + self.augment]
+                for fl in self.lr_floors for st in starts for lr in self.lrs]
+
+    def specs(self) -> list[RunSpec]:
+        """Return every run of the map (parents train on the way)."""
+        noise = self.noise_study()
+        return list(dict.fromkeys(s for c in self.cells() for p in range(self.seeds) for s in noise.children(c, p)))
+
+    def run_count(self) -> int:
+        """Return an upper bound on the runs of the map (each pair's two children and its parent)."""
+        return 3 * self.seeds * len(self.cells())
 
 
 @dataclass(frozen=True)
@@ -822,7 +939,8 @@ class ExplorerStudy(Study):
 
 
 #: The studies whose profiles differ, in the order of the generated profile table.
-STUDIES = (WidthStudy, ControlsStudy, MechanismStudy, DepthStudy, TheoryStudy, ExplorerStudy, TutorialStudy, NoiseStudy)
+STUDIES = (WidthStudy, ControlsStudy, MechanismStudy, DepthStudy, TheoryStudy, ExplorerStudy, TutorialStudy,
+           NoiseRegimeStudy, NoiseStudy)
 #: In the paper profile, choosing an architecture also picks its data set and recipe.
 _PAPER_ARCH = {
     "mlp": dict(dataset="mnist", base_width=512, depth=4, norm="none", bias=False, epochs=60,

@@ -55,24 +55,54 @@ class Reference:
     #: Why the run exists, one sentence.
     purpose: str = ""
     tags: tuple[str, ...] = field(default=())
+    #: Why the run is retired (superseded), one sentence; "" for a live one.  A retired run stays committed so that
+    #: its page can say what it showed, but the scoreboard no longer scores it and it cannot be regenerated.
+    retired: str = ""
 
+
+_MNIST_STANDIN = ("the 8k/2k MNIST stand-in: MNIST's official 10,000-image test split, its first 8,000 images to train "
+                  "(800 held out for calibration) and its last 2,000 to test")
+_MNIST1D = ("MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
+            "calibration) and 4,000 test signals")
 
 REFERENCES: dict[str, Reference] = {r.name: r for r in (
     Reference("mechanism-mnist-standin", "mechanism", "quick",
               {"dataset": "mnist_standin", "widths": [0.25, 1, 4, 16, 32], "regime_weight_decays": [3e-3],
                "long_max_width": 1, "wide_decays": [1e-4, 3e-3, 1e-2, 3e-2], "show_references": False},
-              "the 8k/2k MNIST stand-in: MNIST's official 10,000-image test split, its first 8,000 images to train "
-              "(800 held out for calibration) and its last 2,000 to test", needs_data_root=True,
+              _MNIST_STANDIN, needs_data_root=True,
               purpose="the mechanism study's arms on 784-dimensional real data, every weight decay up to 2048 hidden "
                       "units (H3, H4)"),
+    Reference("noise-regime-mnist-standin", "noise_regime", "quick",
+              {"dataset": "mnist_standin", "lr_floors": [0.0, 0.2, 1.0], "spawn_fractions": [0.0, 0.1, 0.25, 0.5],
+               "independent": True, "augment": True, "seeds": 3, "show_references": False},
+              _MNIST_STANDIN, needs_data_root=True,
+              purpose="the regime map of merging gain (schedule floor × start × augmentation × η) on 784-dimensional "
+                      "real data, to see whether MNIST-1D's map holds on another data set"),
+    Reference("noise-regime-mnist1d", "noise_regime", "quick",
+              {"lr_floors": [0.0, 0.2, 1.0], "spawn_fractions": [0.0, 0.1, 0.25, 0.5], "independent": True,
+               "augment": True, "seeds": 3, "show_references": False},
+              _MNIST1D,
+              purpose="the whole regime map of merging gain (three schedule floors × five starts × augmentation × "
+                      "five η) on the quick book's data, of which the quick book trains a part"),
+    *(Reference(f"noise-{page.replace('noise_', '')}-{tag}", page, "quick",
+                {**({"dataset": "mnist_standin"} if tag == "mnist-standin" else {}), "seeds": 10,
+                 "show_references": False},
+                _MNIST_STANDIN if tag == "mnist-standin" else _MNIST1D, needs_data_root=tag == "mnist-standin",
+                purpose=f"{what} in the setting the regime map picked, with 10 pairs per cell so that every noise row "
+                        "can decide, under the rule that excludes only failed runs")
+      for tag in ("mnist1d", "mnist-standin")
+      for page, what in (("noise_scale", "the η × B grid"),
+                         ("noise_components", "momentum, weight decay, augmentation and learning-rate pairs"))),
     Reference("noise-scale-converged", "noise_scale", "quick",
               {"lrs": [0.02, 0.05, 0.1, 0.2], "spawn_fractions": [0.5], "seeds": 10, "max_steps": 8000,
                "show_references": False},
-              "MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
-              "calibration) and 4,000 test signals",
+              _MNIST1D,
               purpose="the η × B grid with each cell trained until its children meet the convergence rule or reach 4 "
                       "times the steps, and 10 pairs per cell, so that N1 and N2 can decide; the grid starts at "
-                      "η = 0.02, since η = 0.01 is the quick grid's slowest row"),
+                      "η = 0.02, since η = 0.01 is the quick grid's slowest row",
+              retired="superseded by `noise-scale-mnist1d`: it spawned at 50% of a schedule that decays to zero, so "
+                      "its children had almost nothing to differ in, and its convergence rule removed the high-noise "
+                      "side of the paper's curve."),
 )}
 
 
@@ -98,10 +128,11 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def available(notebook: str, root: Path | None = None) -> list[str]:
-    """Return the names of the committed reference runs of ``notebook`` (those with a CSV and a provenance)."""
-    return [n for n, r in REFERENCES.items() if r.notebook == notebook and csv_path(n, root).exists()
-            and provenance_path(n, root).exists()]
+def available(notebook: str, root: Path | None = None, retired: bool = False) -> list[str]:
+    """Return the names of the committed reference runs of ``notebook`` (those with a CSV and a provenance): the live
+    ones, or with ``retired`` the retired ones."""
+    return [n for n, r in REFERENCES.items() if r.notebook == notebook and bool(r.retired) == retired
+            and csv_path(n, root).exists() and provenance_path(n, root).exists()]
 
 
 def fingerprint(root: Path | None = None) -> dict[str, str]:
@@ -188,6 +219,8 @@ def params_for(name: str, data_root: str | None) -> dict[str, Any]:
     """Return the notebook parameters of reference ``name`` (its own, and ``data_root`` where it needs one), or raise
     SpecError when it needs a data root and has none."""
     ref = get(name)
+    if ref.retired:
+        raise SpecError(f"reference={name!r} is retired and cannot be regenerated: {ref.retired}")
     if ref.needs_data_root and data_root is None:
         raise SpecError(f"data_root=None is not allowed for reference {name!r}: pass --data-root DIR, a folder "
                         f"holding {ref.data.split(':')[0]}")

@@ -22,7 +22,7 @@ REQUIRED_COLUMNS = ("notebook", "metric", "value")
 REPLICATES = ("pair", "seed")
 KEY_COLUMNS = ("width", "hidden_units", "depth", "layer", "lam", "weight_decay", "epochs", "lr", "batch_size",
                "momentum", "spawn_fraction", "method", "index", "norm", "augment", "lr_b", "alpha", "task", "regime",
-               "init_scale", "dataset", "source")
+               "init_scale", "dataset", "source", "lr_floor")
 
 # -- interpolation curve (one value per λ) -------------------------------------------
 #: The key columns of a probe page's rows: weight decay and epochs are on its regime rows instead.
@@ -78,6 +78,12 @@ TRAIN_ACC_MIN = "train_acc_min"  #: the weaker child's training accuracy, per pa
 TRAIN_STEPS = "train_steps"  #: the steps a noise cell's runs took (the convergence rule may train a cell longer)
 DIVERGED = "diverged"  #: 1 for a noise cell one of whose runs diverged (excluded, never merged: no gain rows)
 NOISE_SCALE, NOISE_SCALE_SQ = "noise_scale", "noise_scale_sq"  #: η/(B(1−μ)) and η/(B(1−μ)²)
+ENSEMBLE_GAIN = "ensemble_gain"  #: acc of two children's logit ensemble − their mean acc: what a merge could win
+DISAGREEMENT = "disagreement"  #: share of test inputs on which the two children's predicted classes differ
+PAIR_DISTANCE = "pair_distance"  #: ‖θa − θb‖ / ‖θ_spawn‖ (θ_spawn: the parent at the spawn, or the initialisation)
+LOSS_A, LOSS_B = "loss_a", "loss_b"  #: each child's test loss
+TRAIN_ACC_A, TRAIN_ACC_B, TRAIN_ACC_MERGED = "train_acc_a", "train_acc_b", "train_acc_merged"  #: training accuracies
+TRAIN_LOSS_A, TRAIN_LOSS_B, TRAIN_LOSS_MERGED = "train_loss_a", "train_loss_b", "train_loss_merged"  #: training losses
 TASK_LOSS, TASK_ACC = "task_loss", "task_acc"  #: test loss / accuracy on one task (task arithmetic)
 TASK_CAL_LOSS = "task_cal_loss"  #: loss on one task's calibration split: α is chosen on it, never on test
 CLAIM_PASSED = "claim_passed"  #: 1.0 if a scoreboard test passed (method = the claim's id)

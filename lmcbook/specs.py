@@ -180,7 +180,7 @@ class TrainSpec:
     lr: float = 0.05
     momentum: float = 0.9
     weight_decay: float = 3e-3
-    #: Fraction of all steps spent in linear warm-up, then linear decay to 0.
+    #: Fraction of all steps spent in linear warm-up, then (``schedule="linear"``) linear decay to ``lr_floor``.
     warmup: float = 0.05
     schedule: str = "linear"
     #: Fixed number of steps; overrides ``epochs`` (used by batch-size sweeps).
@@ -193,6 +193,9 @@ class TrainSpec:
     aug_seed: int | None = None
     #: Stop after this many steps, keeping the full-length schedule (a parent).
     stop_step: int | None = None
+    #: Where the linear decay ends, as a fraction of the peak learning rate: 0 decays to zero (the default; every run
+    #: made before this field existed), 0.1 keeps a tenth of the peak, so the optimizer's noise lives to the end.
+    lr_floor: float = 0.0
 
     def __post_init__(self) -> None:
         check_int("epochs", self.epochs, lo=1, hi=MAX_EPOCHS)
@@ -206,6 +209,9 @@ class TrainSpec:
         )
         _set(self, "warmup", check_float("warmup", self.warmup, "a fraction in [0, 1)", lambda v: 0 <= v < 1))
         check_choice("schedule", self.schedule, SCHEDULES)
+        _set(self, "lr_floor", check_float("lr_floor", self.lr_floor, "a fraction in [0, 1)", lambda v: 0 <= v < 1))
+        if self.lr_floor and self.schedule != "linear":
+            raise _fail("lr_floor", self.lr_floor, f"0 with schedule={self.schedule!r} (a floor ends a linear decay)")
         if self.steps is not None:
             check_int("steps", self.steps, lo=1, hi=MAX_STEPS)
         check_int("seed", self.seed, lo=0)
@@ -224,7 +230,7 @@ _PROVENANCE = {"DataSpec": ("root", "download")}
 #: Fields added after the first CODE_VERSION, left out of the hash while at these defaults, so
 #: that runs made before the field existed keep their ids.  A new field whose default
 #: reproduces the old behaviour goes here.
-_ADDED_LATER = {"data": {"transform": "none"}, "model": {"init_scale": 1.0}}
+_ADDED_LATER = {"data": {"transform": "none"}, "model": {"init_scale": 1.0}, "train": {"lr_floor": 0.0}}
 
 
 @dataclass(frozen=True)
@@ -258,7 +264,7 @@ class RunSpec:
                 raise SpecError("a child run must have the same model spec as its parent")
             if self.parent.data.name != self.data.name:
                 raise SpecError("a child run must train on its parent's data set")
-            for key in ("batch_size", "epochs", "steps", "warmup", "schedule"):
+            for key in ("batch_size", "epochs", "steps", "warmup", "schedule", "lr_floor"):
                 if getattr(self.train, key) != getattr(self.parent.train, key):
                     raise _fail(key, getattr(self.train, key), f"the parent's {key} "
                                 f"({getattr(self.parent.train, key)!r}): a child continues the parent's schedule")

@@ -454,7 +454,8 @@ class RunStore:
         (``batch=False`` trains each alone); results equal training alone within
         :data:`lmcbook.batched.STACK_TOLERANCE`, and each entry records ``batched_with``.
         Every spec is checked before anything trains.  If a run diverges, the others
-        are still stored, then its :class:`~lmcbook.train.DivergedError` is raised.
+        are still stored, then its :class:`~lmcbook.train.DivergedError` is raised (the other divergences of the
+        call in its ``others``).
         A spec given twice is trained once and returned twice.
         """
         given, specs = list(specs), list(dict.fromkeys(specs))
@@ -489,7 +490,8 @@ class RunStore:
                     fresh[s.id] = self.get_or_train(s, dev, data, progress)
                 except DivergedError as err:
                     errors.append(err)
-        if errors:
+        if errors:  # every divergence of the call at once, so that a caller can exclude them all in one retry
+            errors[0].others = errors[1:]
             raise errors[0]
         # a run trained side by side logged its "trained" event in its worker: loading it here is not a load
         got = {s.id: fresh[s.id] if s.id in fresh else self.load(s, dev, record=s.id not in side) for s in specs}

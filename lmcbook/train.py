@@ -57,6 +57,8 @@ class DivergedError(FloatingPointError):
 
     def __init__(self, run_id: str, step: int, value: float, lr: float) -> None:
         self.run_id, self.step, self.value, self.lr = run_id, step, value, lr
+        #: The other runs that diverged in the same call of :meth:`lmcbook.store.RunStore.get_or_train_many`.
+        self.others: list[DivergedError] = []
         super().__init__(
             f"run {run_id[:12]} diverged: the training loss was {value} at step {step} "
             f"(learning rate {lr:.4g} at that step). Nothing was stored. Lower lr or raise warmup."
@@ -83,14 +85,15 @@ class TrainedRun:
         return self.spec.id
 
 
-def lr_at(step: int, total: int, peak: float, warmup: float, schedule: str) -> float:
-    """Return the learning rate at ``step`` (0-based) of a ``total``-step schedule."""
+def lr_at(step: int, total: int, peak: float, warmup: float, schedule: str, floor: float = 0.0) -> float:
+    """Return the learning rate at ``step`` (0-based) of a ``total``-step schedule: linear warm-up, then constant, or
+    a linear decay from ``peak`` towards ``floor`` × ``peak`` (reached one step past the end)."""
     warm = int(round(warmup * total))
     if step < warm:
         return peak * (step + 1) / warm
     if schedule == "constant":
         return peak
-    return peak * (total - step) / max(total - warm, 1)
+    return peak * (floor + (1 - floor) * (total - step) / max(total - warm, 1))
 
 
 def init_model(spec: RunSpec, data: Dataset) -> nn.Module:
@@ -128,7 +131,7 @@ class Schedule:
     def lr(self, step: int, spec: RunSpec, peak: float | None = None) -> float:
         """Return the learning rate of ``spec`` at ``step`` (at ``peak`` instead of the spec's, if given)."""
         tr = spec.train
-        return lr_at(step, self.total, tr.lr if peak is None else peak, tr.warmup, tr.schedule)
+        return lr_at(step, self.total, tr.lr if peak is None else peak, tr.warmup, tr.schedule, tr.lr_floor)
 
     def batches(self, spec: RunSpec, data: Dataset, epoch: int) -> torch.Tensor:
         """Return this epoch's batch order of ``spec``: (steps per epoch, batch size) indices."""

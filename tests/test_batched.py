@@ -125,6 +125,8 @@ CASES = {
                                                           for i, m in enumerate((0.0, 0.5, 0.9))],
     "a constant schedule without warm-up": lambda: [_spec(0, schedule="constant", warmup=0.0, lr=0.02),
                                                     _spec(1, schedule="constant", warmup=0.0, lr=0.05)],
+    "members with their own schedule shapes (to zero, to a floor, constant)":
+        lambda: [_spec(0), _spec(1, lr_floor=0.2), _spec(2, schedule="constant"), _spec(3, lr_floor=0.5)],
 }
 
 

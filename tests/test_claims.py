@@ -491,3 +491,21 @@ def test_width_rows_decide_only_with_min_pairs_in_the_cells_they_read():
     for fn in (claims.claim_w1, claims.claim_w2, claims.claim_w7, claims.claim_w9):
         assert fn(build(fn, claims.MIN_PAIRS)).state == claims.PASS, fn.__name__
         assert fn(build(fn, 2)).state == claims.INCONCLUSIVE, fn.__name__
+
+
+def test_the_claims_page_opens_with_its_table():
+    """Under its title the scoreboard page has a short paragraph, then the table; the conventions (about 900 words)
+    follow the table under their own heading."""
+    from pathlib import Path
+
+    import jupytext
+
+    cells = jupytext.read(Path(__file__).resolve().parents[1] / "notebooks" / "claims.py").cells
+    table = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "scoreboard_markdown" in c.source)
+
+    def words(some):
+        return sum(len(c.source.split()) for c in some if c.cell_type == "markdown")
+
+    assert words(cells[:table]) <= 150, words(cells[:table])
+    after = [c.source for c in cells[table:] if c.cell_type == "markdown"]
+    assert any(s.startswith("## How the rows are decided") for s in after) and words(cells[table:]) > 700

@@ -65,13 +65,16 @@ def test_methods_page_states_the_rules_the_claims_apply():
                    f"reached at least {claims.CONVERGED_TRAIN_ACC:.0%} training accuracy",
                    f"read a {stats.CONFIDENCE:.0%} percentile-bootstrap interval",
                    f"has at least {claims.MIN_PAIRS} pairs",
-                   f"reached at least {claims.NOISE_CONVERGED_TRAIN_ACC:g} training accuracy.",
+                   f"ended below {claims.NOISE_FAILED_TRAIN_ACC:g} training accuracy (twice the chance",
+                   f"the weaker child at {claims.NOISE_CONVERGED_TRAIN_ACC:g} or more",
+                   "verdict at the rule, at {:g} and at {:g}".format(*claims.NOISE_RULE_THRESHOLDS[1:]),
+                   f"{'half a point' if claims.NOISE_MIN_EFFECT == 0.005 else claims.NOISE_MIN_EFFECT} of test "
+                   "accuracy",
                    f"over at least {claims.MIN_PAIRS} pairs in every cell they read",
                    f"at least {claims.NOISE_MIN_CELLS} cells, over at least 3 values of",
                    f"at most {'half' if claims.COLLAPSE_RATIO_MAX == 0.5 else claims.COLLAPSE_RATIO_MAX} that",
-                   f"± a quarter of the best cell's gain, and never less than {100 * claims.N3_TOL_MIN:g} points"):
+                   "decays must lie within ± the minimum effect (half a point)"):
         assert phrase in text, f"book/methods.md does not say {phrase!r}"
-    assert claims.N3_TOL_SHARE == 0.25  # "a quarter"
     from lmcbook.profiles import NoiseStudy, resolve
 
     paper = resolve(NoiseStudy, "paper")

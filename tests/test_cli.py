@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +9,8 @@ from lmcbook.cli import main
 from lmcbook.page import Page
 from lmcbook.parts import study as part_study
 from lmcbook.specs import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_width_study_profiles_and_overrides():
@@ -46,7 +49,8 @@ def test_bad_study_parameters(kwargs, names):
 def test_each_part_resolves_its_own_study_class():
     from lmcbook import parts, profiles
 
-    assert list(parts.PARTS.values()) == [parts.WIDTH, parts.PROBES, parts.DEPTH, parts.THEORY, parts.NOISE,
+    assert list(parts.PARTS.values()) == [parts.WIDTH, parts.PROBES, parts.DEPTH, parts.THEORY, parts.NOISE_REGIME,
+                                          parts.NOISE,
                                           parts.CONTROLS, parts.MECHANISM, parts.TUTORIAL, parts.EXPLORE,
                                           parts.SUMMARY]
     for name, part in parts.PARTS.items():
@@ -149,6 +153,28 @@ def test_a_notebook_that_never_saves_its_page_fails(tmp_path, capsys):
     code = main(["execute", "--only", "overview", "--notebooks", str(nbs), "--out", str(tmp_path / "out"),
                  "--store", str(tmp_path / "runs")])
     assert code == 1 and "never saved its page" in capsys.readouterr().err
+
+
+def test_execute_shows_neither_the_kernels_tcp_warning_nor_papermills_unknown_parameter_warning(tmp_path):
+    """A global ``-p`` reaches the pages whose study declares it (here theory_lewc's ``seed``, in a chained
+    ``a = b = None`` row that papermill cannot read), and the kernel talks over IPC: what the command prints on a
+    user's terminal (its stderr and the kernel's, run as a user runs it) shows neither warning."""
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    (nbs / "overview.py").write_text('# %% tags=["parameters"]\nprofile = "quick"\n\n' + SAVES)
+    (nbs / "theory_lewc.py").write_text(
+        '# %% tags=["parameters"]\nprofile = "quick"\nlams = depth = hidden = in_features = inputs = seed = None\n\n'
+        "# %%\nimport json\nfrom ipykernel.connect import get_connection_file\n"
+        "print('transport', json.load(open(get_connection_file()))['transport'])\n"
+        "assert seed == 3\n" + SAVES.split("# %%", 1)[1].replace('"overview"', '"theory_lewc"'))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "lmcbook.cli", "execute", "--profile", "smoke", "--only", "overview",
+                           "--only", "theory_lewc", "-p", "seed", "3", "--notebooks", str(nbs), "--out", str(out),
+                           "--store", str(tmp_path / "runs")], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "overview: done" in proc.stderr and "theory_lewc: done" in proc.stderr
+    assert "without encryption" not in proc.stderr and "Passed unknown parameter" not in proc.stderr, proc.stderr
+    assert "transport ipc" in (out / "theory_lewc.ipynb").read_text()
 
 
 @pytest.mark.integration

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 LIB = Path(__file__).resolve().parents[1] / "lmcbook"
 #: Functions that are argparse declarations, allowed to run long.
 ARGPARSE = {("cli", "parser")}
@@ -73,3 +75,36 @@ def test_the_linter_passes_on_the_library_the_tests_and_the_notebooks():
     proc = subprocess.run([sys.executable, "-m", "ruff", "check", "lmcbook", "tests", "notebooks"], cwd=LIB.parent,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def _loads_torch(module: str) -> bool:
+    """Return whether importing ``module`` in a fresh interpreter imports torch."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=LIB.parent, capture_output=True, text=True, check=True)
+    return proc.stdout.strip() == "True"
+
+
+def test_the_light_modules_import_without_torch():
+    """The package imports nothing eagerly that runs back up the module graph, so the verdicts, the schema and the
+    statistics load without torch; importing the training side does load it (the check can fail)."""
+    for module in ("lmcbook", "lmcbook.specs", "lmcbook.schema", "lmcbook.stats", "lmcbook.claims"):
+        assert not _loads_torch(module), module
+    assert _loads_torch("lmcbook.store")
+
+
+def test_the_package_names_stay_importable_from_lmcbook():
+    import lmcbook
+    from lmcbook import CODE_VERSION, RunSpec, RunStore, profiles, study
+    from lmcbook.parts import study as parts_study
+    from lmcbook.specs import CODE_VERSION as SPECS_CODE_VERSION
+    from lmcbook.store import RunStore as StoreRunStore
+
+    assert (RunStore, study, CODE_VERSION) == (StoreRunStore, parts_study, SPECS_CODE_VERSION)
+    assert profiles.__name__ == "lmcbook.profiles" and RunSpec.__module__ == "lmcbook.specs"
+    assert all(hasattr(lmcbook, name) for name in lmcbook.__all__)
+    assert lmcbook.train.__name__ == "lmcbook.train"  # any submodule, on first use
+    with pytest.raises(AttributeError, match="no_such_name"):
+        lmcbook.no_such_name  # noqa: B018

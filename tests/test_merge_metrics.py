@@ -152,3 +152,46 @@ def test_bn_models_get_statistics_reset_along_the_path():
     pre = data.x_train.flatten(1) @ merged.layers[0].weight.T
     assert torch.allclose(merged.norms[0].running_mean, pre.mean(0), atol=1e-5)
     assert isinstance(merged.norms[0], nn.BatchNorm1d)
+
+
+def test_disagreement_known_answers():
+    from lmcbook.metrics import disagreement
+
+    z = torch.randn(50, 10)
+    assert disagreement(z, z) == 0.0  # a model never disagrees with itself
+    flipped = z.clone()
+    flipped[:10] = -flipped[:10]  # the argmax of a negated row is another class (no ties in random logits)
+    assert disagreement(z, flipped) == pytest.approx(10 / 50)
+    with pytest.raises(ValueError, match="equal shapes"):
+        disagreement(z, z[:, :5])
+
+
+def test_ensemble_gain_of_constructed_logits():
+    """Each model is confidently right on half the inputs and barely wrong on the other half: each scores 0.5 and
+    their logit ensemble is right everywhere, a gain of 0.5; two copies of one model gain nothing."""
+    from lmcbook.metrics import ensemble_gain
+
+    y = torch.zeros(4, dtype=torch.long)
+    sure, unsure = torch.tensor([5.0, 0.0]), torch.tensor([0.0, 0.1])
+    za = torch.stack([sure, sure, unsure, unsure])
+    zb = torch.stack([unsure, unsure, sure, sure])
+    assert ensemble_gain(za, zb, y) == pytest.approx(0.5)
+    assert ensemble_gain(za, za, y) == 0.0
+    # both barely wrong where the other is barely right: the ensemble is right only where the sure one is
+    assert ensemble_gain(za, torch.stack([unsure] * 4), y) == pytest.approx(0.5 - 0.25)
+
+
+def test_relative_distance_known_answers():
+    from lmcbook.metrics import relative_distance
+
+    torch.manual_seed(0)
+    a = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    b = copy.deepcopy(a)
+    assert relative_distance(a, b, a) == 0.0  # two identical models are at distance 0
+    with torch.no_grad():
+        for p in b.parameters():
+            p.add_(1.0)  # every one of the 23 parameters moved by 1: ‖θa − θb‖ = √23
+    ref_norm = float(torch.linalg.vector_norm(torch.nn.utils.parameters_to_vector(a.parameters()).double()))
+    assert relative_distance(a, b, a) == pytest.approx(23 ** 0.5 / ref_norm)
+    with pytest.raises(ValueError, match="parameter counts"):
+        relative_distance(a, torch.nn.Linear(4, 3), a)

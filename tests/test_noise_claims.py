@@ -1,7 +1,9 @@
-"""The noise rows N1–N7 on synthetic frames that give each of their verdicts, and the convergence rule's exclusions."""
+"""The noise rows N1–N7 on synthetic frames that give each of their verdicts (the minimum effect's ✗ included), the
+rule's exclusions and its sensitivity table."""
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from lmcbook import claims, schema
 
@@ -37,30 +39,52 @@ def peaked(lr, b, s):
 def test_n1_every_verdict():
     assert claims.claim_n1(grid(peaked))[0].state == claims.PASS
     assert claims.claim_n1(grid(lambda lr, b, s: 0.01 * np.log10(s)))[0].state == claims.FAIL  # optimum at an end
-    # an interior optimum whose gain is below zero beyond its interval: merging never gains, which refutes
-    # "merging gains", not "the optimum lies between": n/a, and the row says why
+    # an interior optimum whose gain is below zero beyond its interval: merging never gains: ✗, an absence
     r = claims.claim_n1(grid(lambda lr, b, s: peaked(lr, b, s) - 0.02))[0]
-    assert r.state == claims.NA and "does not gain at its best cell" in r.measured
-    # on a flat grid the best of the selection half is where chance put it: never a verdict
-    flat = grid(lambda lr, b, s: 0.002, jitter=0.002)
-    assert claims.claim_n1(flat)[0].state == claims.INCONCLUSIVE
-    noisy = grid(lambda lr, b, s: 0.0005 - 0.0001 * (np.log10(s) + 2.3) ** 2, jitter=0.01)
+    assert r.state == claims.FAIL and claims.ABSENT in r.measured
+    noisy = grid(lambda lr, b, s: 0.0005 - 0.0001 * (np.log10(s) + 2.3) ** 2, jitter=0.03)
     assert claims.claim_n1(noisy)[0].state == claims.INCONCLUSIVE
     few = grid(peaked, pairs=range(2))
     assert claims.claim_n1(few)[0].state == claims.INCONCLUSIVE  # one pair in the reading half: no interval
-    short = grid(peaked, acc_of=lambda lr, b: 0.995 if lr == 0.2 and b > 32 else 0.8)
-    r = claims.claim_n1(short)[0]
-    assert r.state == claims.NA and "17 of 20 cells excluded by the convergence rule" in r.measured
+    failed = grid(peaked, acc_of=lambda lr, b: 0.995 if lr == 0.2 and b > 32 else 0.15)
+    r = claims.claim_n1(failed)[0]
+    assert r.state == claims.NA and "17 of 20 cells excluded by the rule (failed: a non-finite loss" in r.measured
 
 
-def test_n1_excludes_a_cell_that_missed_the_convergence_rule_and_counts_it():
+def test_n1_reads_an_absence_below_the_minimum_effect():
+    """A flat grid whose every gain lies below half a point: the data decide that no gain of the paper's size is
+    there (✗), where the old test could only say inconclusive; a peak just above the minimum effect still passes."""
+    flat = grid(lambda lr, b, s: 0.001, jitter=0.002)
+    r = claims.claim_n1(flat)[0]
+    assert r.state == claims.FAIL and claims.ABSENT in r.measured
+    # a clear interior optimum, but of 0.3 points: real, and smaller than the paper's size
+    small = grid(lambda lr, b, s: 0.3 * peaked(lr, b, s))
+    r = claims.claim_n1(small)[0]
+    assert r.values["interior"] == 1.0 and r.values["lo"] > 0 and r.state == claims.FAIL
+    # the same shape at 0.7 points: above the minimum effect, and ✓
+    assert claims.claim_n1(grid(lambda lr, b, s: 0.7 * peaked(lr, b, s)))[0].state == claims.PASS
+    # a gain whose interval straddles the minimum effect: neither absent nor decided
+    straddle = grid(lambda lr, b, s: 0.005 + 0.001 * peaked(lr, b, s), jitter=0.01)
+    assert claims.claim_n1(straddle)[0].state == claims.INCONCLUSIVE
+
+
+def test_n1_excludes_a_failed_cell_and_counts_it():
     # a failed cell at the smallest S with a large apparent gain would be chosen, at an end of the range: ✗
     failed = (0.01, 256)
     gain = lambda lr, b, s: 0.5 if (lr, b) == failed else peaked(lr, b, s)  # noqa: E731
     assert claims.claim_n1(grid(gain))[0].state == claims.FAIL
-    r = claims.claim_n1(grid(gain, acc_of=lambda lr, b: 0.6 if (lr, b) == failed else 0.995))[0]
-    assert r.state == claims.PASS and r.values["n_converged"] == 19
-    assert "1 of 20 cells excluded by the convergence rule" in r.measured
+    r = claims.claim_n1(grid(gain, acc_of=lambda lr, b: 0.1 if (lr, b) == failed else 0.995))[0]
+    assert r.state == claims.PASS and r.values["n_kept"] == 19
+    assert "1 of 20 cells excluded by the rule" in r.measured
+
+
+def test_the_rule_keeps_the_high_noise_side_that_the_old_rule_removed():
+    """The descending side trains less well (0.9 here) without failing: the rule keeps it, so N1 sees the fall; the
+    old threshold (0.99) removes it and leaves the best cell at the end of its range."""
+    acc = lambda lr, b: 0.9 if lr / (b * 0.1) > 0.01 else 0.995  # noqa: E731
+    assert claims.claim_n1(grid(peaked, acc_of=acc))[0].state == claims.PASS
+    old = claims.claim_n1(grid(peaked, acc_of=acc), rule=claims.NOISE_CONVERGED_TRAIN_ACC)[0]
+    assert old.values["n_kept"] < 20 and "the weaker child's training accuracy < 0.99" in old.measured
 
 
 def test_n1_chooses_on_one_half_and_reads_on_the_other():
@@ -87,13 +111,16 @@ def test_n2_collapse_on_converged_cells():
     for jitter in (0.03, 0.3):
         assert claims.claim_n2(grid(peaked, jitter=jitter))[0].state == claims.INCONCLUSIVE
     assert claims.claim_n2(grid(peaked, pairs=range(4)))[0].state == claims.INCONCLUSIVE  # fewer than MIN_PAIRS
-    short = grid(peaked, acc_of=lambda lr, b: 0.5)
-    assert claims.claim_n2(short)[0].state == claims.NA
-    # four converged cells over only two learning rates: no quadratic fit on η, so n/a rather than an error
-    two_lrs = grid(peaked, acc_of=lambda lr, b: 0.995 if lr >= 0.1 and b >= 128 else 0.5)
+    failed = grid(peaked, acc_of=lambda lr, b: 0.1)
+    assert claims.claim_n2(failed)[0].state == claims.NA
+    # four kept cells over only two learning rates: no quadratic fit on η, so n/a rather than an error
+    two_lrs = grid(peaked, acc_of=lambda lr, b: 0.995 if lr >= 0.1 and b >= 128 else 0.1)
     r = claims.claim_n2(two_lrs)[0]
     assert r.state == claims.NA and "fewer than 3 values" in r.measured
-    assert claims.claim_n1(two_lrs)[0].values["n_converged"] == 4  # N1 reads the four, by intervals, not a fit
+    assert claims.claim_n1(two_lrs)[0].values["n_kept"] == 4  # N1 reads the four, by intervals, not a fit
+    # every kept cell below the minimum effect: no gain of the paper's size to collapse, ✗ (not inconclusive)
+    r = claims.claim_n2(grid(lambda lr, b, s: 0.1 * peaked(lr, b, s) - 0.001))[0]
+    assert r.state == claims.FAIL and claims.ABSENT in r.measured
 
 
 def components(wd_none=None, wd_layer=None, acc_none=0.995, acc_layer=0.995, lr_pairs=None, momentum=None,
@@ -113,27 +140,27 @@ def components(wd_none=None, wd_layer=None, acc_none=0.995, acc_layer=0.995, lr_
     return _rows(cells, pairs=pairs, jitter=jitter)
 
 
-def test_n3_equivalence_with_a_tolerance_scaled_to_the_gains():
+def test_n3_equivalence_within_the_minimum_effect():
     assert claims.claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0])).state == claims.PASS
     assert claims.claim_n3(components([0.002, 0.01, 0.02], [0, 0, 0])).state == claims.FAIL
     assert claims.claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0], jitter=0.02)).state == claims.INCONCLUSIVE
-    r = claims.claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0], acc_none={0.0: 0.9, 5e-4: 0.9, 5e-3: 0.995}))
+    r = claims.claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0], acc_none={0.0: 0.1, 5e-4: 0.1, 5e-3: 0.995}))
     assert r.state == claims.NA and "2 of 3 cells excluded" in r.measured
-    assert claims.claim_n3(components([-0.01, -0.02, -0.01], [0, 0, 0])).state == claims.NA  # no gain to scale by
-    # the old tolerance (0.5 points) passed this: 0.4 points apart, against gains of about 0.5 points
-    assert claims.claim_n3(components([0.003, 0.005, 0.007], [0, 0, 0])).state == claims.FAIL
-    # gains of a few test examples: a quarter of the best (0.04 points) would fail a 0.1-point difference; the floor
-    # (N3_TOL_MIN) does not let a tolerance below it decide
-    tiny = claims.claim_n3(components([0.0006, 0.0011, 0.0016], [0, 0, 0]))
-    assert tiny.state == claims.PASS and tiny.values["tol"] == claims.N3_TOL_MIN
+    # 0.4 points apart: within half a point, so weight decay changes the gain by less than the paper's size
+    r = claims.claim_n3(components([0.003, 0.005, 0.007], [0, 0, 0]))
+    assert r.state == claims.PASS and r.values["threshold"] == claims.NOISE_MIN_EFFECT
+    assert claims.claim_n3(components([0.0, 0.004, 0.008], [0, 0, 0])).state == claims.FAIL  # 0.8 points apart
 
 
 def test_n4_only_at_matched_training():
     assert claims.claim_n4(components([0, 0, 0], [0.0, 0.005, 0.01])).state == claims.PASS
     assert claims.claim_n4(components([0, 0, 0], [0.01, 0.005, 0.0])).state == claims.FAIL
     assert claims.claim_n4(components([0, 0, 0], [0.0, 0.0, 0.0001], jitter=0.01)).state == claims.INCONCLUSIVE
-    failed = components([0, 0, 0], [0.0, 0.005, 0.01], acc_layer={0.0: 0.9, 5e-4: 0.995, 5e-3: 0.995})
+    failed = components([0, 0, 0], [0.0, 0.005, 0.01], acc_layer={0.0: 0.1, 5e-4: 0.995, 5e-3: 0.995})
     assert claims.claim_n4(failed).state == claims.NA
+    # a real difference of 0.2 points: above 0, and below the minimum effect: ✗, an absence of the paper's size
+    small = claims.claim_n4(components([0, 0, 0], [0.0, 0.001, 0.002]))
+    assert small.state == claims.FAIL and small.values["lo"] > 0 and claims.ABSENT in small.measured
     # both converged, but 0.991 against 0.999: not matched within MATCHED_ACC_TOL
     unmatched = components([0, 0, 0], [0.0, 0.005, 0.01], acc_layer={0.0: 0.991, 5e-4: 0.995, 5e-3: 0.999})
     r = claims.claim_n4(unmatched)
@@ -142,7 +169,7 @@ def test_n4_only_at_matched_training():
 
 def _lr_pairs(diag, off, acc=0.995, worst=None):
     lrs = (0.01, 0.03, 0.1, 0.3)
-    return {(a, b): ((diag[lrs.index(a)] if a == b else off), 0.5 if (a, b) == worst else acc)
+    return {(a, b): ((diag[lrs.index(a)] if a == b else off), 0.1 if (a, b) == worst else acc)
             for a in lrs for b in lrs}
 
 
@@ -156,6 +183,9 @@ def test_n5_learning_rate_pairs():
     assert claims.claim_n5(components(lr_pairs=up, jitter=0.05)).state == claims.INCONCLUSIVE
     failed = _lr_pairs([0.0, 0.002, 0.004, 0.006], -0.01, worst=(0.3, 0.3))
     assert claims.claim_n5(components(lr_pairs=failed)).state == claims.NA
+    # the diagonal rises by 0.3 points only: real, and below the minimum effect
+    small = claims.claim_n5(components(lr_pairs=_lr_pairs([0.0, 0.001, 0.002, 0.003], -0.01)))
+    assert small.state == claims.FAIL and claims.ABSENT in small.measured
 
 
 def _momentum(gain_of, acc=0.995):
@@ -172,52 +202,69 @@ def test_n6_momentum_acts_through_s():
     assert claims.claim_n6(components(momentum=through_sq)).values["sq_minus_main_hi"] < 0
     through_eta = _momentum(lambda lr, mu: 0.01 * np.log10(lr) + 0.003 * mu * (lr > 0.04))
     assert claims.claim_n6(components(momentum=through_eta)).state == claims.FAIL
-    assert claims.claim_n6(components(momentum=_momentum(lambda lr, mu: 0.0, acc=0.9))).state == claims.NA
+    assert claims.claim_n6(components(momentum=_momentum(lambda lr, mu: 0.0, acc=0.1))).state == claims.NA
+    small = claims.claim_n6(components(momentum=_momentum(lambda lr, mu: 0.002 * np.log10(lr))))
+    assert small.state == claims.FAIL and claims.ABSENT in small.measured
     # pair noise far above the cells' differences: no verdict (the ANOVA finds nothing to collapse)
     r = claims.claim_n6(components(momentum=through_s, jitter=0.3))
     assert r.state == claims.INCONCLUSIVE and "do not differ beyond pair noise" in r.measured
 
 
 def _augment(on_at_smallest, off_best_at_smallest=False, acc=0.995, off_peak_unconverged=False):
-    off = {0.02: 0.0, 0.05: 0.004, 0.1: 0.006, 0.2: 0.002}
+    off = {0.02: 0.0, 0.05: 0.008, 0.1: 0.012, 0.2: 0.004}
     if off_best_at_smallest:
-        off[0.02] = 0.01
-    accs = {lr: (0.5 if off_peak_unconverged and lr != 0.02 else acc) for lr in off}
+        off[0.02] = 0.02
+    accs = {lr: (0.1 if off_peak_unconverged and lr != 0.02 else acc) for lr in off}
     return {**{(lr, False): (g, accs[lr]) for lr, g in off.items()},
             **{(lr, True): (on_at_smallest if lr == 0.02 else g, acc) for lr, g in off.items()}}
 
 
 def test_n7_augmentation():
-    assert claims.claim_n7(components(augment=_augment(0.003))).state == claims.PASS
+    assert claims.claim_n7(components(augment=_augment(0.008))).state == claims.PASS
     assert claims.claim_n7(components(augment=_augment(-0.003))).state == claims.FAIL
-    assert claims.claim_n7(components(augment=_augment(0.0003), jitter=0.01)).state == claims.INCONCLUSIVE
-    assert claims.claim_n7(components(augment=_augment(0.003, off_best_at_smallest=True))).state == claims.NA
-    assert claims.claim_n7(components(augment=_augment(0.003, acc=0.9))).state == claims.NA
-    # the off curve's peak is in cells that missed the rule: among converged ones its best is the smallest η
-    assert claims.claim_n7(components(augment=_augment(0.003, off_peak_unconverged=True))).state == claims.NA
+    assert claims.claim_n7(components(augment=_augment(0.004), jitter=0.01)).state == claims.INCONCLUSIVE
+    assert claims.claim_n7(components(augment=_augment(0.008, off_best_at_smallest=True))).state == claims.NA
+    assert claims.claim_n7(components(augment=_augment(0.008, acc=0.1))).state == claims.NA
+    # the off curve's peak is in cells that failed: among the kept ones its best is the smallest η
+    assert claims.claim_n7(components(augment=_augment(0.008, off_peak_unconverged=True))).state == claims.NA
+    small = claims.claim_n7(components(augment=_augment(0.002)))  # +0.2 points: real, below the minimum effect
+    assert small.state == claims.FAIL and small.values["lo"] > 0
 
 
 def test_the_noise_tests_are_formatted_from_their_constants():
     rows = claims.claim_n1(grid(peaked)) + [claims.claim_n3(components([0.01, 0.01, 0.01], [0, 0, 0]))]
     assert f"≥ {claims.NOISE_MIN_CELLS}" in rows[0].test and f"≥ {claims.MIN_PAIRS} pairs" in rows[0].test
-    tol = f"{claims.N3_TOL_SHARE:g} × the best cell's gain (at least {100 * claims.N3_TOL_MIN:g} points)"
-    assert tol in rows[1].test
+    assert f"± {100 * claims.NOISE_MIN_EFFECT:g} points (the minimum effect)" in rows[1].test
+    assert f"below the minimum effect, {100 * claims.NOISE_MIN_EFFECT:g} points" in rows[0].test
     assert f"≤ {claims.COLLAPSE_RATIO_MAX:g} ×" in claims.claim_n2(grid(peaked))[0].test
     assert schema.TRAIN_ACC_MIN in schema.METRICS
 
 
 def test_the_components_page_scores_n3_to_n7():
     df = components([0.01, 0.01, 0.01], [0.0, 0.005, 0.01], lr_pairs=_lr_pairs([0.0, 0.002, 0.004, 0.006], -0.01),
-                    momentum=_momentum(lambda lr, mu: 0.0), augment=_augment(0.003))
+                    momentum=_momentum(lambda lr, mu: 0.0), augment=_augment(0.008))
     assert [r.id for r in claims.page_claims("noise_components", df)] == ["N3", "N4", "N5", "N6", "N7"]
 
 
-def test_mark_converged_flags_every_pair_of_a_cell_that_missed_the_rule():
-    df = grid(peaked, acc_of=lambda lr, b: 0.5 if (lr, b) == (0.01, 32) else 0.995)
+def test_mark_kept_flags_every_pair_of_a_cell_that_failed():
+    df = grid(peaked, acc_of=lambda lr, b: 0.1 if (lr, b) == (0.01, 32) else 0.995)
     pairs = claims.noise_pairs(df, ["lr", "batch_size"])
-    marked = claims.mark_converged(pairs, ["lr", "batch_size"])
-    missed = marked.loc[~marked["converged"], ["lr", "batch_size"]].drop_duplicates()
+    marked = claims.mark_kept(pairs, ["lr", "batch_size"])
+    missed = marked.loc[~marked["kept"], ["lr", "batch_size"]].drop_duplicates()
     assert len(marked) == len(pairs) and missed.values.tolist() == [[0.01, 32]]
+
+
+def test_the_sensitivity_table_reads_every_row_at_each_threshold():
+    acc = lambda lr, b: 0.97 if lr / (b * 0.1) > 0.01 else 0.995  # noqa: E731
+    comp = components([0.01, 0.01, 0.01], [0.0, 0.005, 0.01], acc_none=0.97, momentum=_momentum(lambda lr, mu: 0.0),
+                      lr_pairs=_lr_pairs([0.0, 0.002, 0.004, 0.006], -0.01), augment=_augment(0.008))
+    table = claims.rule_sensitivity(grid(peaked, acc_of=acc), comp)
+    assert list(table.index) == ["N1 (50%)", "N2 (50%)", "N3", "N4", "N5", "N6", "N7"]
+    assert len(table.columns) == len(claims.NOISE_RULE_THRESHOLDS)
+    rule, between, old = table.columns
+    assert table.loc["N1 (50%)", rule] == "✓" and table.loc["N3", rule] == "✓"
+    # at 0.99 the weight-decay cells (0.97) are all excluded, and N3 has nothing to compare
+    assert table.loc["N3", old] == "*n/a*" and table.loc["N3", between] == "✓"
 
 
 def test_interval_of_one_sample_is_the_mean_interval():
@@ -256,12 +303,85 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
     from lmcbook.page import noise_reference_facts
 
     df = grid(lambda lr, b, s: 0.001 * np.log10(s) + 0.01 if lr < 0.2 else -0.05,
-              acc_of=lambda lr, b: 0.5 if lr == 0.2 or (lr, b) == (0.01, 32) else 0.995)
+              acc_of=lambda lr, b: 0.1 if lr == 0.2 or (lr, b) == (0.01, 32) else 0.995)
     steps = df[df["metric"] == "gain"].assign(metric="train_steps", value=8000.0)
     df = pd.concat([df, steps], ignore_index=True)
     rows = claims.claim_n1(df) + claims.claim_n2(df)
     text = noise_reference_facts(df, rows, 0.025)
     assert "15 of 20 cells met the rule" in text and "20 cells reached the 8000-step cap" in text
-    assert "Excluded: η 0.01, B 32 (" in text and "weaker child 0.500 on average" in text
-    assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest converged S" in text
-    assert "gain falls beyond the best converged cell only where training failed" in text
+    assert "Excluded: η 0.01, B 32 (" in text and "weaker child 0.100 on average" in text
+    assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest kept S" in text
+    assert "gain falls beyond the best kept cell only where the rule excluded cells" in text
+
+
+def _map(gain_of, ens_of, acc=0.995, pairs=range(3), jitter=1e-4):
+    """A regime map (one batch size): floors × starts × learning rates, gains from ``gain_of(floor, start, lr)``."""
+    cells = {}
+    for floor in (0.0, 0.2):
+        for method, frac in (("spawn", 0.0), ("spawn", 0.25), ("independent", 0.0)):
+            for lr in (0.01, 0.1, 1.0):
+                cells[(("augment", False), ("lr_floor", floor), ("method", method), ("spawn_fraction", frac),
+                       ("lr", lr))] = (gain_of(floor, method, frac, lr), acc(lr) if callable(acc) else acc,
+                                       {"ensemble_gain": ens_of(floor, method, frac, lr), "disagreement": 0.1})
+    return _rows(cells, pairs=pairs, jitter=jitter)
+
+
+def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
+    def gain(floor, method, frac, lr):
+        if method == "independent":
+            return -0.3  # different basins: the ensemble gains, the merge loses
+        return 0.01 if floor == 0.2 and frac == 0.25 and lr < 1 else 0.003 if floor == 0.2 else 0.0
+
+    def ens(floor, method, frac, lr):
+        return 0.02 if method == "independent" or floor == 0.2 else 0.001  # nothing to harvest where decay ends at 0
+
+    failed = claims.map_cells(_map(gain, ens, acc=lambda lr: 0.1 if lr == 1.0 else 0.995))
+    cells = claims.map_cells(_map(gain, ens))
+    read = cells.set_index(claims.MAP_KEYS)["reading"]
+    assert read[(False, 0.2, "spawn", 0.25, 0.1)] == "paper"  # above half a point
+    assert read[(False, 0.2, "spawn", 0.0, 0.1)] == "gains"  # above 0, below half a point
+    assert read[(False, 0.0, "spawn", 0.0, 0.1)] == "harvest"
+    assert read[(False, 0.0, "independent", 0.0, 0.1)] == "basins"
+    assert (failed.loc[failed["lr"] == 1.0, "reading"] == "failed").all()
+    assert claims.pick_setting(cells) == {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
+    # independent pairs are the control: a setting where only they "gain" is never picked
+    assert claims.pick_setting(claims.map_cells(_map(lambda *k: 0.02 if k[1] == "independent" else 0.0,
+                                                     lambda *k: 0.0))) is None
+    # two pairs: an interval, but fewer than the map reads
+    few = claims.map_cells(_map(gain, ens, pairs=range(2)))
+    assert (few["reading"] == "undecided").all()
+    text = claims.describe_setting({"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25})
+    assert text == "children spawned at 25% of training, a learning rate that decays to 0.2 of its peak, without " \
+                   "augmentation"
+
+
+def test_a_noise_page_says_where_it_runs_from_the_map():
+    from lmcbook.page import where_noise_runs
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
+                 lambda *k: 0.02).assign(dataset="digits")
+    here = resolve(NoiseStudy, "smoke", lr_floor=0.2, spawn_fraction=0.25)
+    text = where_noise_runs(here, frame)
+    assert text.startswith("This page runs children spawned at 25% of training, a learning rate that decays to 0.2")
+    assert "reads as gaining (an interval over at least 3 pairs above zero) at 2 of them" in text
+    assert "It is the setting the map picks" in text
+    other = where_noise_runs(resolve(NoiseStudy, "smoke", lr_floor=0.0, spawn_fraction=0.0), frame)
+    assert "would pick children spawned at 25% of training" in other
+    assert "No regime map of this data set" in where_noise_runs(here, frame.assign(dataset="mnist1d"))
+    assert "No regime map of this data set" in where_noise_runs(here, None)
+    sweep = claims.map_spawn_sweep(frame, here)
+    assert sorted(sweep["spawn_fraction"].unique()) == [0.0, 0.25] and sweep["kept"].all()
+    assert claims.map_spawn_sweep(None, here).empty
+
+
+def test_a_retired_reference_is_shown_but_neither_scored_nor_regenerated(tmp_path):
+    from lmcbook import reference
+    from lmcbook.specs import SpecError
+
+    retired = [n for n, r in reference.REFERENCES.items() if r.retired]
+    assert retired == ["noise-scale-converged"]
+    assert "noise-scale-converged" not in reference.available("noise_scale")
+    assert reference.available("noise_scale", retired=True) == ["noise-scale-converged"]
+    with pytest.raises(SpecError, match="retired and cannot be regenerated"):
+        reference.params_for("noise-scale-converged", None)

@@ -79,3 +79,27 @@ def test_channels_round_base_width_times_multiplier():
     assert ModelSpec(width=0.25).channels == 16
     assert ModelSpec(width=16).channels == 1024
     assert ModelSpec("resnet20", 0.5, depth=None).channels == 8
+
+
+def test_lr_floor_keeps_every_existing_run_id():
+    """Ids computed before TrainSpec.lr_floor existed (commit 7fd6a79): the default floor is left out of the hash."""
+    from lmcbook import profiles
+
+    assert RunSpec().id == "6a14211c4d1c6f5423a8130b4af9ba20c1d59b8019d01827eea74e013a41d54c"
+    study = profiles.resolve(profiles.NoiseStudy, "quick")
+    child, _ = study.children(study.grid_cells()[0], 0)
+    assert child.id == "02b9f7b779f7911cf6b13cc52ebbb57a9fc24de66c58140013d6421e1e7afaa8"
+    assert "lr_floor" not in RunSpec().hashed_dict()["train"]
+    floored = RunSpec(train=TrainSpec(lr_floor=0.1))
+    assert floored.id != RunSpec().id and floored.hashed_dict()["train"]["lr_floor"] == 0.1
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, float("nan"), "0.1"])
+def test_lr_floor_is_a_fraction(bad):
+    with pytest.raises(SpecError, match="lr_floor"):
+        TrainSpec(lr_floor=bad)
+
+
+def test_lr_floor_needs_a_linear_decay():
+    with pytest.raises(SpecError, match=r"lr_floor=0.1 .*schedule='constant'"):
+        TrainSpec(schedule="constant", lr_floor=0.1)

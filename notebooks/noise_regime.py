@@ -1,0 +1,180 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Where can merging gain? A regime map
+#
+# **Why a map first.** The noise paper says that two models spawned from one parent
+# and merged can beat their own average accuracy, and that how much depends on the
+# optimizer's noise. Its claims are about the *size* of that gain along the noise scale.
+# They can only be read where a gain exists at all. The book's first noise protocol could
+# not find one:
+#
+# - children were spawned at half of a schedule that decays the learning rate to zero, so
+#   they had almost no noise left to differ by;
+# - a convergence rule then removed the high-noise cells, the side on which the paper's
+#   curve falls.
+#
+# So this page asks, before any claim is read, *where* two children can gain from
+# merging. It measures, for every pair:
+#
+# - the **merging gain**: acc(θ(½)) − mean(acc of the two children), on the test split;
+# - the **ensemble gain**: acc of the logit ensemble ½(f_a + f_b) minus the same mean. A
+#   merge can at best hope to harvest what the ensemble gains: if the ensemble gains
+#   nothing, the children make the same predictions and there is nothing to harvest;
+# - the **disagreement**: the share of test inputs on which the two children predict
+#   different classes;
+# - the **distance** ‖θa − θb‖ / ‖θ_spawn‖, where θ_spawn is the parent at the spawn (or
+#   the initialisation, for a shared one);
+# - both children's training and test accuracy and loss, and the merged model's.
+#
+# The map varies what decides whether children can differ and still merge: **where the
+# learning rate ends** (a decay to zero, a floor that keeps some noise alive, or a
+# constant rate), **where the children start** (a shared initialisation at 0%, spawned at
+# 10%, 25% or 50% of training, and independently initialised pairs as a control),
+# **whether the network can memorise its data** (with and without augmentation), and the
+# **peak learning rate** $\eta$ from clearly stable to unstable, at one batch size. A cell
+# is excluded only when training failed (a run diverged, or a child ended below
+# {glue:text}`failed_acc:g` training accuracy); a cell that trains less well because its
+# noise is high stays in.
+
+# %% tags=["parameters"]
+profile = "quick"  # and NoiseRegimeStudy's fields (lmcbook.profiles); None keeps the profile's value
+dataset = data_root = download = base_width = width = depth = bias = steps = warmup = batch_size = lrs = None
+momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = seeds = device = scheduler = None
+show_references = None
+
+# %% tags=["remove-cell"]
+from lmcbook import claims, experiments, plots, reference, schema
+from lmcbook.page import map_table, noise_map_sentence, open_page
+
+page, study = open_page("noise_regime", globals())
+
+# %% [markdown]
+# Every cell of the map is trained as {glue:text}`n_pairs` spawn-and-merge pairs, and
+# each pair is merged at $\lambda = \tfrac12$ and measured:
+
+# %%
+pairs = experiments.regime_map_frame(study, page.store)
+pairs.groupby(["lr_floor", "spawn_fraction", "independent", "lr"])[
+    ["gain", "ensemble_gain", "disagreement", "pair_distance"]].mean().head(8)
+
+# %% [markdown]
+# One pair, checked by hand: the merge is plain weight averaging, θ(½) = ½θa + ½θb, and
+# its gain and the ensemble's are read off the two children's logits.
+
+# %%
+
+from lmcbook.merge import interpolate
+from lmcbook.metrics import ensemble_gain, evaluate, logits
+
+cell = study.cells()[len(study.lrs) // 2]  # decay to zero, shared initialisation, the middle learning rate
+a, b = (page.store.load(s) for s in study.noise_study().children(cell, 0))
+data = experiments.study_data(study)
+merged = interpolate(a.model, b.model, 0.5)
+gain = evaluate(merged, data.x_test, data.y_test).acc - (a.metrics["test_acc"] + b.metrics["test_acc"]) / 2
+ens = ensemble_gain(logits(a.model, data.x_test), logits(b.model, data.x_test), data.y_test)
+row = pairs[(pairs["lr"] == cell.lr) & (pairs["lr_floor"] == cell.lr_floor) & (pairs["pair"] == 0)
+            & (pairs["spawn_fraction"] == 0) & ~pairs["independent"] & ~pairs["augment"]].iloc[0]
+assert abs(gain - row["gain"]) < 1e-6 and abs(ens - row["ensemble_gain"]) < 1e-6
+print(f"η = {cell.lr:g}: merging gain {100 * gain:+.2f} points, ensemble gain {100 * ens:+.2f} points")
+
+# %% tags=["remove-cell"]
+keys = ["lr", "batch_size", "momentum", "spawn_fraction", "lr_floor", "augment", "method", "dataset"]
+metrics = ["gain", "gain_best", "loss_gain", "ensemble_gain", "disagreement", "pair_distance", "acc_a", "acc_b",
+           "acc_endpoints", "acc_merged", "acc_ensemble", "loss_a", "loss_b", "loss_merged", "train_acc_a",
+           "train_acc_b", "train_acc_min", "train_acc_merged", "train_loss_a", "train_loss_b", "train_loss_merged",
+           "noise_scale", "train_steps", "diverged"]
+long = schema.to_long(pairs.assign(dataset=study.dataset), page.name, metrics, keys, drop_missing=True)
+cells = claims.map_cells(long)
+settings = claims.map_settings(cells)
+pick = claims.pick_setting(cells)
+page.glue_figure("fig_map", plots.plot_noise_map(cells))
+page.glue_md("map_table", map_table(settings, cells))
+counts = cells["reading"].value_counts()
+page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, n_pairs=study.seeds, n_cells=len(cells),
+                 min_effect=100 * claims.NOISE_MIN_EFFECT, map_min_pairs=claims.MAP_MIN_PAIRS,
+                 **{f"n_{k}": int(counts.get(k, 0)) for k in claims.MAP_READINGS})
+page.choose("pick", "none" if pick is None else "found")
+if pick is not None:
+    best = settings[(settings["method"] == "spawn") & (settings["augment"] == pick["augment"])
+                    & (settings["lr_floor"] == pick["lr_floor"])
+                    & (settings["spawn_fraction"] == pick["spawn_fraction"])].iloc[0]
+    page.glue_md("pick_text", claims.describe_setting(pick))
+    page.glue_values(pick_gain=100 * best["best_gain"], pick_lo=100 * best["best_gain_lo"],
+                     pick_hi=100 * best["best_gain_hi"], pick_lr=best["best_lr"], pick_n=int(best["n_gain"]),
+                     pick_of=int(best["n_cells"]))
+page.save(long)
+
+# %% [markdown]
+# ```{glue:figure} fig_map
+# :name: fig-noise-map
+#
+# Merging gain against the peak learning rate, with its 95% interval over pairs, one line
+# per start (dashed: independently initialised pairs), one panel per schedule (rows) and
+# augmentation (columns). The grey band is ± the minimum effect (half a point); the
+# vertical axis is linear within ± 2 points and logarithmic beyond. Grey crosses: cells
+# the rule excluded.
+# ```
+#
+# **What the map shows.** Of its {glue:text}`n_cells` cells,
+# {glue:text}`n_paper` gain at least the paper's size (their interval lies above
+# {glue:text}`min_effect:g` points), {glue:text}`n_gains` gain less than that,
+# {glue:text}`n_basins` lose because their children sit in different basins (the
+# ensemble gains, the merge loses), {glue:text}`n_harvest` have nothing to harvest (the
+# children agree and their ensemble gains less than half a point), {glue:text}`n_failed`
+# failed, and {glue:text}`n_undecided` are undecided. The map reads intervals over
+# {glue:text}`map_min_pairs` pairs or more; it decides no claim. Per setting, over its
+# learning rates:
+#
+# ```{glue:md} map_table
+# :format: myst
+# ```
+
+# %% [markdown] tags=["when:pick=found"]
+# **Where the noise study goes.** The setting with the most cells that gain is
+# {glue:md}`pick_text`: {glue:text}`pick_n` of its {glue:text}`pick_of` learning rates gain,
+# the best by {glue:text}`pick_gain:.2f` points (95% interval
+# {glue:text}`pick_lo:.2f` to {glue:text}`pick_hi:.2f`) at $\eta =$ {glue:text}`pick_lr:g`.
+# The next two pages run the noise paper's claims there: the $\eta \times B$ grid and its
+# collapse on $S$, then momentum, weight decay, augmentation and learning-rate pairs.
+
+# %% [markdown] tags=["when:pick=none"]
+# **Where the noise study goes.** No spawned setting of this map has a cell whose gain
+# interval lies above zero: on this data set and at this length, two children never
+# measurably gain from merging. The next pages still run the noise paper's claims, at
+# the book's default setting, and read the absence there.
+
+# %% tags=["remove-cell"]
+ref_blocks, ref_fig = [], None
+for name, (frame, prov) in (page.references() if study.show_references else {}).items():
+    ref_cells = claims.map_cells(frame)
+    ref_fig = plots.plot_noise_map(ref_cells)  # the last one: the references are listed MNIST-1D first
+    ref_blocks.append(f"**Reference** {reference.describe(name, prov)}. {noise_map_sentence(f'`{name}`', frame)}\n\n"
+                      + map_table(claims.map_settings(ref_cells), ref_cells))
+page.glue_md("map_references", "\n\n".join(ref_blocks) or "No reference run of this page is committed.")
+page.glue_figure("fig_map_ref", ref_fig or plots.placeholder("No reference run of this page is committed."))
+
+# %% [markdown]
+# ## The reference maps
+#
+# The whole map on this book's data, and the same map on the 8k/2k MNIST stand-in (real
+# 784-dimensional images), are committed as reference runs with their provenance:
+#
+# ```{glue:md} map_references
+# :format: myst
+# ```
+#
+# ```{glue:figure} fig_map_ref
+# :name: fig-noise-map-reference
+#
+# The last reference map listed above, drawn as the map of this build.
+# ```
+
+# %% tags=["remove-input"]
+page.provenance()

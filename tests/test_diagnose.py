@@ -1,0 +1,365 @@
+"""`lmcbook diagnose`: the automatic permutation spec, checkpoint formats, errors before compute, the K-model soup,
+the report's files, and the report in a browser."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from torch import nn
+
+from lmcbook import autospec, checkpoints, cli, diagnose, merge, models
+from lmcbook.data import Dataset
+
+D, C = 12, 3  #: input features and classes of the synthetic task
+
+
+# -- the automatic spec ----------------------------------------------------------------------------
+@pytest.mark.parametrize("net, x", [
+    (models.MLP(D, C, 16, 4), torch.randn(4, D)),
+    (models.MLP(D, C, 16, 3, "batch", True), torch.randn(4, D)),
+    (models.MLP(D, C, 16, 3, "layer"), torch.randn(4, D)),
+    (models.VGG11(3, C, 4, "batch"), torch.randn(2, 3, 16, 16)),
+    (models.VGG11(3, C, 4, "none", True), torch.randn(2, 3, 16, 16)),
+    (models.ResNet20(3, C, 4, "batch", True), torch.randn(2, 3, 16, 16)),
+    (models.ResNet20(3, C, 4, "layer"), torch.randn(2, 3, 16, 16)),
+], ids=["mlp", "mlp-bn-bias", "mlp-ln", "vgg11-bn", "vgg11-bias", "resnet20-bn", "resnet20-gn"])
+def test_the_derived_spec_equals_the_hand_written_one(net, x):
+    derived = autospec.derive_spec(net, x)
+    assert autospec.equivalent(derived, merge.permutation_spec(net))
+    assert autospec.check_spec(net.eval(), derived, x) < 1e-5
+
+
+def test_equivalent_tells_specs_apart():
+    net = models.ResNet20(3, C, 4)
+    hand = merge.permutation_spec(net)
+    # give the first block's conv2 its own permutation: the residual stream is then permuted twice over
+    axes = dict(hand.axes_to_perm)
+    axes["blocks.0.conv2.weight"] = ("X", axes["blocks.0.conv2.weight"][1], None, None)
+    split = merge.PermutationSpec.from_axes(axes, net)
+    assert not autospec.equivalent(split, hand)
+    with pytest.raises(autospec.SpecUnavailable, match="changed"):
+        autospec.check_spec(net.eval(), split, torch.randn(2, 3, 16, 16))
+
+
+def test_torchvision_resnet18_keeps_its_function_under_a_random_permutation():
+    torchvision = pytest.importorskip("torchvision")
+    net = torchvision.models.resnet18(num_classes=C).eval()
+    x = torch.randn(2, 3, 32, 32)
+    spec = autospec.derive_spec(net, x)
+    assert len(spec.sizes) == 12  # stem + layer1 stream share one; every block's inner conv; 3 later streams
+    assert spec.axes_to_perm["fc.weight"][0] is None and spec.axes_to_perm["conv1.weight"][1] is None
+    assert autospec.check_spec(net, spec, x) < 1e-4
+
+
+class Concat(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.out = nn.Linear(D, 4), nn.Linear(D, 4), nn.Linear(8, C)
+
+    def forward(self, x):
+        return self.out(torch.cat([self.a(x), self.b(x)], 1))
+
+
+def test_an_unsupported_operation_is_named():
+    with pytest.raises(autospec.SpecUnavailable, match="node 'cat'"):
+        autospec.derive_spec(Concat(), torch.randn(2, D))
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+def _task(seed: int = 0, n: int = 600):
+    """A learnable 3-class task with label noise (so calibration has something to fit)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, D)).astype(np.float32)
+    y = (x @ rng.normal(size=(D, C)) + rng.normal(scale=1.5, size=(n, C))).argmax(1)
+    return x, y
+
+
+def _train(seed: int, x, y, hidden: int = 16, depth: int = 3, steps: int = 60) -> nn.Module:
+    torch.manual_seed(seed)
+    net = models.MLP(D, C, hidden, depth)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    for _ in range(steps):
+        loss = F.cross_entropy(net(xt), yt)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return net.eval()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Three trained MLP checkpoints in three formats, and the task as an .npz."""
+    root = tmp_path_factory.mktemp("diagnose")
+    x, y = _task()
+    np.savez(root / "task.npz", x_train=x[:400], y_train=y[:400], x_test=x[400:], y_test=y[400:])
+    nets = [_train(k, x[:400], y[:400]) for k in range(3)]
+    save_file(nets[0].state_dict(), str(root / "a.safetensors"))
+    torch.save(nets[1].state_dict(), root / "b.pt")
+    torch.save({"epoch": 3, "model": {f"module.{k}": v for k, v in nets[2].state_dict().items()}}, root / "c.pth")
+    return root, nets
+
+
+def test_every_checkpoint_format_loads_the_same_tensors(files):
+    root, nets = files
+    for name, net in (("a.safetensors", nets[0]), ("b.pt", nets[1]), ("c.pth", nets[2])):
+        state = checkpoints.load_state(root / name)
+        assert state.keys() == net.state_dict().keys()
+        assert all(torch.equal(state[k], v) for k, v in net.state_dict().items())
+    torch.save({"state_dict": nets[0].state_dict(), "optimizer": {}}, root / "nested.pt")
+    assert checkpoints.load_state(root / "nested.pt").keys() == nets[0].state_dict().keys()
+
+
+class Payload:
+    def __reduce__(self):
+        return (print, ("unpickled!",))
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_a_checkpoint_holding_objects_is_never_unpickled(tmp_path, capsys):
+    path = tmp_path / "evil.pt"
+    with open(path, "wb") as f:
+        pickle.dump({"w": Payload()}, f)
+    with pytest.raises(checkpoints.CheckpointError, match="evil.pt"):
+        checkpoints.load_state(path)
+    assert "unpickled!" not in capsys.readouterr().out
+
+
+# -- errors before compute, nothing written ---------------------------------------------------------
+def _bad_inputs(root, nets):
+    wide = models.MLP(D, C, 32, 3)
+    save_file(wide.state_dict(), str(root / "wide.safetensors"))
+    save_file({k: v for k, v in nets[0].state_dict().items() if k != "layers.2.weight"},
+              str(root / "short.safetensors"))
+    nan = {k: v.clone() for k, v in nets[0].state_dict().items()}
+    nan["layers.1.weight"][0, 0] = float("nan")
+    save_file(nan, str(root / "nan.safetensors"))
+    x, y = _task(n=50)
+    np.savez(root / "wrong_shape.npz", x_train=x[:, :5], y_train=y, x_test=x[:, :5], y_test=y)
+    (root / "netmod.py").write_text(f"from lmcbook import models\n\n\ndef make():\n"
+                                    f"    return models.MLP({D}, {C}, 16, 3)\n")
+    ok = ["a.safetensors", "b.pt", "--model", "mlp", "--model-args", "{width: 0.25, depth: 3}", "--data", "task.npz"]
+    return [
+        (["a.safetensors", "b.pt", "--model", "netmod.py:make", "--data", "wrong_shape.npz"],
+         "wrong_shape.npz \\(inputs of shape \\(5,\\)\\) does not fit --model netmod.py:make"),
+        (["a.safetensors", "wide.safetensors", *ok[2:]], "wide.safetensors.*shape"),
+        (["a.safetensors", "short.safetensors", *ok[2:]], "short.safetensors.*missing keys \\['layers.2.weight'\\]"),
+        (["a.safetensors", "nan.safetensors", *ok[2:]], "nan.safetensors.*non-finite.*layers.1.weight"),
+        (["a.safetensors", "missing.pt", *ok[2:]], "missing.pt.*missing"),
+        (["a.safetensors", "b.pt", "--model", "no_such_module:Net", "--data", "task.npz"],
+         "no_such_module:Net.*cannot be imported"),
+        ([*ok[:7], "wrong_shape.npz"], "a.safetensors.*shape.*inputs of --data wrong_shape.npz, of shape \\(5,\\)"),
+        ([*ok[:7], "absent.npz"], "absent.npz.*missing"),
+        ([*ok[:7], "imagenet"], "imagenet.*expected one of"),
+        (["a.safetensors", *ok[1:]][:1] + ok[2:], "1 checkpoint"),
+        ([*ok, "--lams", "2"], "--lams 2"),
+    ]
+
+
+def test_each_bad_input_is_refused_by_name_before_anything_is_written(files, monkeypatch, capsys):
+    root, nets = files
+    monkeypatch.chdir(root)
+    for argv, message in _bad_inputs(root, nets):
+        assert cli.main(["diagnose", *argv, "--out", "report"]) == 2, argv
+        err = capsys.readouterr().err
+        assert "lmcbook: error:" in err and pd.Series([err]).str.contains(message).all(), (argv, err)
+        assert not (root / "report").exists() and not list(root.glob(".report*")), argv
+
+
+def test_an_output_folder_that_is_not_a_report_is_refused(files, monkeypatch, capsys):
+    root, _ = files
+    monkeypatch.chdir(root)
+    (root / "taken").mkdir(exist_ok=True)
+    (root / "taken" / "notes.txt").write_text("mine")
+    argv = ["a.safetensors", "b.pt", "--model", "mlp", "--model-args", "{width: 0.25, depth: 3}", "--data", "task.npz"]
+    assert cli.main(["diagnose", *argv, "--out", "taken"]) == 2
+    assert "taken" in capsys.readouterr().err and (root / "taken" / "notes.txt").read_text() == "mine"
+
+
+# -- the K-model soup ------------------------------------------------------------------------------
+def _block_mlps(K: int, h: int, depth: int) -> list[nn.Module]:
+    """K bias-free MLPs of width K·h whose hidden units are disjoint blocks: model k uses only block k, reads all
+    inputs and writes all outputs. The K-model LEWC form f_L(soup) = K^(1−L)·mean_k f_L^k then holds exactly."""
+    nets = []
+    for k in range(K):
+        torch.manual_seed(k)
+        net = models.MLP(D, C, K * h, depth)
+        with torch.no_grad():
+            block = slice(k * h, (k + 1) * h)
+            for i, layer in enumerate(net.layers):
+                mask = torch.zeros_like(layer.weight)
+                if i == 0:
+                    mask[block] = 1
+                elif i == depth - 1:
+                    mask[:, block] = 1
+                else:
+                    mask[block, block] = 1
+                layer.weight.mul_(mask)
+        nets.append(net.eval())
+    return nets
+
+
+def _dataset(n: int = 64) -> Dataset:
+    x, y = _task(n=3 * n)
+    t = [torch.from_numpy(a) for a in (x[:n], y[:n], x[n:2 * n], y[n:2 * n], x[2 * n:], y[2 * n:])]
+    return Dataset("synthetic", *t, num_classes=C)
+
+
+@pytest.mark.parametrize("K, depth", [(3, 3), (3, 4), (4, 2)])
+def test_the_soup_logit_scale_is_exactly_the_k_model_lewc_form_on_disjoint_blocks(K, depth):
+    out = diagnose.soup_summary(_block_mlps(K, 8, depth), _dataset(), depth)
+    assert out["soup_logit_scale_lewc"] == K ** (1 - depth)
+    assert out["soup_logit_scale"] == pytest.approx(K ** (1 - depth), rel=1e-5)
+
+
+def test_the_soup_logit_scale_differs_when_the_blocks_overlap():
+    nets = []
+    for k in range(3):
+        torch.manual_seed(k)
+        nets.append(models.MLP(D, C, 24, 3).eval())
+    out = diagnose.soup_summary(nets, _dataset(), 3)
+    assert abs(out["soup_logit_scale"] / out["soup_logit_scale_lewc"] - 1) > 0.05
+
+
+# -- the report --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def report(files):
+    root, _ = files
+    argv = ["diagnose", "a.safetensors", "b.pt", "c.pth", "--model", "mlp", "--model-args",
+            "{width: 0.25, depth: 3}", "--data", "task.npz", "--lams", "5", "--out", "report"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        assert cli.main(argv) == 0
+    return root / "report"
+
+
+def test_the_report_holds_every_section_and_the_numbers_behind_it(report):
+    assert sorted(p.name for p in report.iterdir()) == ["report.csv", "report.html", "summary.json"]
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["depth_L"] == 3 and summary["soup"]["K"] == 3
+    assert {(p["pair"], p["method"]) for p in summary["pairs"]} == {
+        (f"{i}-{j}", m) for i, j in ((1, 2), (1, 3), (2, 3)) for m in ("none", "weight_matching")}
+    assert summary["soup"]["soup_logit_scale_lewc"] == 3.0 ** -2
+    csv = pd.read_csv(report / "report.csv")
+    assert set(csv["section"]) == {"pair", "curve", "layers", "rank", "theory", "soup"}
+    assert set(csv.loc[csv["section"] == "layers", "model"]) == {"trained", "untrained"}
+    # the summary's numbers are the CSV's
+    acc = csv[(csv["section"] == "pair") & (csv["pair"] == "1-2") & (csv["method"] == "none") &
+              (csv["metric"] == "acc_merged")]["value"].item()
+    assert acc == pytest.approx(next(p["acc_merged"] for p in summary["pairs"] if p["pair"] == "1-2"
+                                     and p["method"] == "none"))
+    text = (report / "report.html").read_text()
+    for heading in ("Summary", "Reading", "Interpolation curves", "LEWC and LLFC by layer", "Weak additivity",
+                    "Ranks of the weight matrices", "The uniform soup of all 3"):
+        assert heading in text
+
+
+def test_weight_matching_undoes_a_known_permutation(files, tmp_path, monkeypatch):
+    """Known answer: b is a permuted copy of a, so after matching the pair is one model and its barrier is 0."""
+    root, nets = files
+    spec = merge.permutation_spec(nets[0])
+    permuted = merge.permute(nets[0], merge.random_permutation(spec, torch.Generator().manual_seed(3)), spec)
+    save_file(permuted.state_dict(), str(tmp_path / "p.safetensors"))
+    monkeypatch.chdir(root)
+    prep = diagnose.prepare(["a.safetensors", str(tmp_path / "p.safetensors")], "mlp", "task.npz",
+                            {"width": 0.25, "depth": 3}, lams=5)
+    diag = diagnose.diagnose(prep, progress=False)
+    matched = diag.pairs.set_index("method").loc["weight_matching"]
+    assert abs(matched["acc_barrier"]) <= 1e-6 and matched["acc_merged"] == matched["acc_a"]
+
+
+@pytest.mark.integration  # needs the headless Chromium of `make browser`, as the book's browser checks do
+def test_the_report_renders_in_a_browser(report):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from tests.test_book import _launch
+
+    with sync_api.sync_playwright() as pw:
+        browser = _launch(pw, "--disable-background-networking")
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto((report / "report.html").as_uri())
+        widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.naturalWidth)")
+        rows = page.locator("table.summary tbody tr").count()
+        reading = page.locator("ul.reading li").all_inner_texts()
+        browser.close()
+    assert len(widths) == 2 and min(widths) > 100, widths
+    assert rows == 6 and len(reading) >= 4 and not errors
+
+
+def test_a_user_spec_and_a_data_function_are_used_and_a_wrong_spec_is_refused(files, monkeypatch):
+    root, nets = files
+    monkeypatch.chdir(root)
+    (root / "mine.py").write_text(
+        "import numpy as np\nfrom lmcbook import merge, models\n\n"
+        f"SPEC = merge.permutation_spec(models.MLP({D}, {C}, 16, 3))\n"
+        "WRONG = merge.PermutationSpec.from_axes({'layers.0.weight': ('P', None), 'layers.1.weight': (None, None), "
+        "'layers.2.weight': (None, 'P')}, models.MLP(" + f"{D}, {C}, 16, 3))\n\n\n"
+        "def arrays():\n    z = np.load('task.npz')\n    return {k: z[k] for k in z.files}\n")
+    args = {"width": 0.25, "depth": 3}
+    prep = diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "mine.py:arrays", args, spec="mine.py:SPEC", lams=3)
+    assert "--spec mine.py:SPEC" in prep.spec_note and prep.data.sizes() == {"train": 360, "cal": 40, "test": 200}
+    with pytest.raises(autospec.SpecUnavailable, match="changed"):
+        diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz", args, spec="mine.py:WRONG", lams=3)
+
+
+def test_without_a_spec_the_report_skips_only_the_matched_merge(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    header = f"import torch\nfrom torch import nn\n\nD, C = {D}, {C}\n\n\n"
+    (tmp_path / "cat.py").write_text(header + inspect.getsource(Concat))
+    x, y = _task()
+    np.savez(tmp_path / "task.npz", x_train=x[:400], y_train=y[:400], x_test=x[400:], y_test=y[400:])
+    for k in range(2):
+        torch.manual_seed(k)
+        save_file(Concat().state_dict(), str(tmp_path / f"c{k}.safetensors"))
+    prep = diagnose.prepare(["c0.safetensors", "c1.safetensors"], "cat.py:Concat", "task.npz", lams=3)
+    diag = diagnose.diagnose(prep, progress=False)
+    assert prep.spec is None and "node 'cat'" in diag.notes[0]
+    assert list(diag.pairs["method"]) == ["none"] and len(diag.layers) and len(diag.ranks)
+
+
+def test_models_by_name_are_built_for_the_data():
+    pytest.importorskip("torchvision")
+    ds = _dataset()
+    net = diagnose.model_factory("torchvision:resnet18", {}, ds)()
+    assert net.fc.out_features == C  # num_classes from the data
+    assert diagnose.model_factory("mlp", {"width": 0.25, "depth": 3}, ds)().layers[0].in_features == D
+    for name, message in (("torchvision:resnet9000", "torchvision has no classification model 'resnet9000'"),
+                          ("transformer", "expected one of mlp, vgg11, resnet20, torchvision:NAME or MODULE:FACTORY")):
+        with pytest.raises(diagnose.SpecError, match=message):
+            diagnose.model_factory(name, {}, ds)
+
+
+def test_a_failed_write_keeps_the_earlier_report_and_leaves_no_temporary(files, report, tmp_path, monkeypatch):
+    import shutil
+
+    from lmcbook import diagnose_report
+
+    monkeypatch.chdir(files[0])
+    diag = diagnose.diagnose(diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz",
+                                              {"width": 0.25, "depth": 3}, lams=3), progress=False)
+    root = tmp_path
+    report = shutil.copytree(report, root / "report")
+    before = {p.name: p.read_bytes() for p in report.iterdir()}
+
+    def broken(*args):
+        raise RuntimeError("disk full")
+
+    with monkeypatch.context() as m:
+        m.setattr(diagnose_report, "render", broken)
+        with pytest.raises(RuntimeError, match="disk full"):
+            diagnose_report.write(diag, report, "lmcbook diagnose …", 0.0)
+    assert {p.name: p.read_bytes() for p in report.iterdir()} == before
+    assert not [p for p in root.iterdir() if p.name.startswith(".report")]
+    diagnose_report.write(diag, report, "lmcbook diagnose …", 0.0)  # replaces the earlier report whole
+    assert sorted(p.name for p in report.iterdir()) == sorted(diagnose_report.FILES)
+    assert json.loads((report / "summary.json").read_text())["lams"] == 3
+    assert not [p for p in root.iterdir() if p.name.startswith(".report")]

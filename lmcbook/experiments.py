@@ -492,10 +492,11 @@ def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) ->
     return {**{k: float(summ[k]) for k in keep}, **merging_gain(summ), **own, **_pair_measures(store, ra, rb, data)}
 
 
-def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None) -> pd.DataFrame:
-    """Return one row per (cell, pair): the cell's settings, S in both forms, the merging gains of the pair, the
-    lower of its two children's training accuracies (``train_acc_min``), and the steps its runs took
-    (``train_steps``).
+def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None,
+                pairs: int | None = None) -> pd.DataFrame:
+    """Return one row per (cell, pair) (``pairs`` per cell, default ``study.seeds``): the cell's settings, S in both
+    forms, the merging gains of the pair and what tells whether it could gain (:func:`_pair_measures`), the lower of
+    its two children's training accuracies (``train_acc_min``), and the steps its runs took (``train_steps``).
 
     The convergence rule (:data:`lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC`, on every pair's weaker child) decides
     how long a cell trains: each cell first trains ``study.steps`` long; a cell that misses the rule trains again
@@ -510,11 +511,11 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
     for steps in study.lengths():
         if not todo:
             break
-        kids = {(cell, p): study.children(cell, p, steps) for cell in todo for p in range(study.seeds)}
+        kids = {(cell, p): study.children(cell, p, steps) for cell in todo for p in range(pairs or study.seeds)}
         runs, diverged = _train_reporting_divergence(kids, study, store, data)
         for cell in todo:
             out[cell] = []
-            for p in range(study.seeds):
+            for p in range(pairs or study.seeds):
                 row = {**asdict(cell), "pair": p, "train_steps": steps,
                        "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
                        "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 2)}

@@ -651,9 +651,9 @@ class NoiseStudy(Study):
         "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.05, 0.1), batch_sizes=(32, 128),
                       momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
                       weight_decays=(0.0, 5e-3), pair_lrs=(0.02, 0.1), finetune_steps=20, finetune_lrs=(0.05,),
-                      alphas=(0.0, 0.5, 1.0), seeds=1),
+                      alphas=(0.0, 0.5, 1.0), seeds=1, grid_seeds=1),
         "paper": dict(dataset="cifar10", steps=20000, max_steps=80000, base_width=64, width=4.0,
-                      seeds=10),  # N1 reads 5 pairs on each half; the other noise rows 5 per cell
+                      seeds=10, grid_seeds=10),  # N1 reads 5 pairs on each half; the other noise rows 5 per cell
     }
 
     dataset: str = "mnist1d"
@@ -677,8 +677,10 @@ class NoiseStudy(Study):
     weight_decay: float = 5e-4
     #: Where the full η × B grid spawns its children, as a fraction of training (0: a shared initialisation).
     spawn_fraction: float = field(default=0.5, metadata=_spawn_fraction())
-    #: Where every run's learning rate ends, as a fraction of its peak (0: decay to zero; 1: constant).
-    lr_floor: float = field(default=0.0, metadata=_lr_floor())
+    #: Where every run's learning rate ends, as a fraction of its peak (0: decay to zero; 1: constant).  The quick
+    #: default, a constant rate with children spawned at 50%, is where the regime map (noise_regime, MNIST-1D) found
+    #: the most learning rates whose merging gain lies above zero; the book's first protocol was lr_floor=0.
+    lr_floor: float = field(default=1.0, metadata=_lr_floor())
     #: Train the grid and the component sweeps with augmentation (random shifts); the augmentation sweep compares
     #: both whatever this says.
     augment: bool = False
@@ -693,7 +695,10 @@ class NoiseStudy(Study):
     finetune_lrs: tuple[float, ...] = (0.01, 0.03, 0.1)
     alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
     ties_keep: float = field(default=0.2, metadata=_fraction(closed_top=True))
+    #: Spawn-and-merge pairs per cell (each from its own parent) of the component sweeps and task arithmetic.
     seeds: int = field(default=2, metadata=_at_least(1, MAX_REPLICATES))
+    #: Pairs per cell of the η × B grid (None: ``seeds``); N2 reads an interval over 5, N1 5 on each half.
+    grid_seeds: int | None = field(default=5, metadata=_at_least(1, MAX_REPLICATES))
     device: str = field(default="auto", metadata={"check": check_device})
     #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
     scheduler: str | None = None
@@ -710,6 +715,11 @@ class NoiseStudy(Study):
         for cell in self.grid_cells() + self.component_cells():  # validates every spec
             self.spec(cell, 0)
         self.spec(self.grid_cells()[0], 0).with_train(steps=self.finetune_steps)
+
+    @property
+    def grid_pairs(self) -> int:
+        """Return the pairs per cell of the η × B grid: ``grid_seeds``, or ``seeds`` when it is None."""
+        return self.grid_seeds or self.seeds
 
     def lengths(self) -> tuple[int, ...]:
         """Return the training lengths the convergence rule may try, in order: ``steps``, then doubled while at
@@ -792,8 +802,8 @@ class NoiseStudy(Study):
         pair, and the task-arithmetic runs (parents and fine-tuning sources train on the way).  Reads no data.
         The longer runs of cells that miss the convergence rule (``max_steps``) depend on results, so are not
         listed."""
-        cells = dict.fromkeys(self.grid_cells() + self.component_cells())
-        out = [s for c in cells for p in range(self.seeds) for s in self.children(c, p)]
+        out = [s for c in self.grid_cells() for p in range(self.grid_pairs) for s in self.children(c, p)]
+        out += [s for c in self.component_cells() for p in range(self.seeds) for s in self.children(c, p)]
         cell = self.cell(self.component_lr)
         out += [s for p in range(self.seeds) for lr in self.pair_lrs for s in self.children(cell, p, lr=lr)]
         bases, tuned = self.task_specs()
@@ -801,8 +811,9 @@ class NoiseStudy(Study):
 
     def run_count(self) -> int:
         """Return an upper bound on the runs :meth:`specs` lists (its parents and children; cells may coincide)."""
-        cells = len(self.grid_cells()) + len(self.component_cells()) + len(self.pair_lrs)
-        return self.seeds * (3 * cells + 1 + len(self.finetune_lrs) * len(TASKS))
+        grid = self.grid_pairs * len(self.grid_cells())
+        cells = len(self.component_cells()) + len(self.pair_lrs)
+        return 3 * grid + self.seeds * (3 * cells + 1 + len(self.finetune_lrs) * len(TASKS))
 
 
 @dataclass(frozen=True)
@@ -812,9 +823,10 @@ class NoiseRegimeStudy(Study):
     rate, at one batch size; the noise study then runs where the map finds gains."""
 
     profile_values = {
-        "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.1, 0.4), lr_floors=(0.0, 1.0),
-                      spawn_fractions=(0.0, 0.5), seeds=2),
-        "paper": dict(dataset="cifar10", steps=20000, base_width=64, width=4.0, seeds=10),
+        "smoke": dict(dataset="digits", width=0.5, steps=60, lrs=(0.02, 0.1, 0.4), independent=True, augment=True,
+                      seeds=2),
+        "paper": dict(dataset="cifar10", steps=20000, base_width=64, width=4.0, lr_floors=(0.0, 0.2, 1.0),
+                      spawn_fractions=(0.0, 0.1, 0.25, 0.5), independent=True, augment=True, seeds=10),
     }
 
     dataset: str = "mnist1d"
@@ -832,15 +844,17 @@ class NoiseRegimeStudy(Study):
     momentum: float = _TRAIN.momentum
     weight_decay: float = 5e-4
     #: Where each schedule's learning rate ends, as a fraction of its peak: 0 decays to zero (the book's first noise
-    #: protocol), 0.2 keeps the optimizer's noise alive to the end, 1 is a constant rate after the warm-up.
-    lr_floors: tuple[float, ...] = (0.0, 0.2, 1.0)
-    #: Spawn points, as fractions of training; 0 is a shared initialisation (no parent), different batch orders.
-    spawn_fractions: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)
-    #: Add independently initialised pairs as a control (every floor and learning rate).
-    independent: bool = True
+    #: protocol), 0.2 keeps some of the optimizer's noise alive to the end, 1 is a constant rate after the warm-up.
+    #: The quick book maps the two ends; the reference map ``noise-regime-mnist1d`` has (0, 0.2, 1).
+    lr_floors: tuple[float, ...] = (0.0, 1.0)
+    #: Spawn points, as fractions of training; 0 is a shared initialisation (no parent), different batch orders.  The
+    #: reference maps have (0, 0.1, 0.25, 0.5).
+    spawn_fractions: tuple[float, ...] = (0.0, 0.5)
+    #: Add independently initialised pairs as a control (every floor and learning rate; the reference maps do).
+    independent: bool = False
     #: Add every floor, spawn point and learning rate again with augmentation (random shifts): a network that cannot
-    #: memorise its training set.
-    augment: bool = True
+    #: memorise its training set (the reference maps do).
+    augment: bool = False
     #: Spawn-and-merge pairs per cell, each from its own parent (or initialisation).
     seeds: int = field(default=3, metadata=_at_least(1, MAX_REPLICATES))
     device: str = field(default="auto", metadata={"check": check_device})

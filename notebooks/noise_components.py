@@ -36,7 +36,8 @@
 profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
 momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size = momenta = component_lrs = weight_decays = None
-component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = device = scheduler = show_references = None
+component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
+show_references = None
 
 # %% tags=["remove-cell"]
 import numpy as np

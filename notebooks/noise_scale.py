@@ -40,7 +40,8 @@
 profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
 momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size = momenta = component_lrs = weight_decays = None
-component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = device = scheduler = show_references = None
+component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
+show_references = None
 
 # %% tags=["remove-cell"]
 import numpy as np
@@ -56,7 +57,8 @@ page, study = open_page("noise_scale", globals())
 # children's training and test accuracy:
 
 # %%
-grid = claims.mark_kept(experiments.noise_frame(study, study.grid_cells(), page.store), ["lr", "batch_size"])
+grid = experiments.noise_frame(study, study.grid_cells(), page.store, pairs=study.grid_pairs)
+grid = claims.mark_kept(grid, ["lr", "batch_size"])
 per_cell = grid.groupby(["batch_size", "lr"])
 table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean()
 (table * [1, 100, 100, 1, 1]).round(3)
@@ -90,7 +92,7 @@ data = experiments.study_data(study)
 best = cell_means.idxmax()
 page.glue_values(
     failed_acc=claims.NOISE_FAILED_TRAIN_ACC, min_effect=100 * claims.NOISE_MIN_EFFECT, n_excluded=len(cells) - n_ok,
-    n_kept=n_ok, n_pairs=study.seeds, n_test=len(data.y_test), signal_point=100 / len(data.y_test),
+    n_kept=n_ok, n_pairs=study.grid_pairs, n_test=len(data.y_test), signal_point=100 / len(data.y_test),
     n_cells=len(cells), n_lrs=len(study.lrs), n_bs=len(study.batch_sizes), mu=study.momentum, wd=study.weight_decay,
     s_lo=grid["noise_scale"].min(), s_hi=grid["noise_scale"].max(), min_pairs=claims.MIN_PAIRS,
     decades=np.log10(grid["noise_scale"].max() / grid["noise_scale"].min()), min_cells=claims.NOISE_MIN_CELLS,
@@ -102,7 +104,7 @@ page.glue_values(
     fit_vertex_gain=np.nan if fit_s is None else 100 * fit_s["fit_vertex"])
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")
-page.choose("n1_decides", study.seeds >= 2 * claims.MIN_PAIRS)
+page.choose("n1_decides", study.grid_pairs >= 2 * claims.MIN_PAIRS)
 page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
 
 # %% [markdown]

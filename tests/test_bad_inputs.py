@@ -171,7 +171,7 @@ CASES = [
     ("a width grid of 100 values", lambda st, t: part_study("width", "smoke", widths=[0.25 * i for i in range(1, 101)]),
      SpecError, ["widths=", "100 values", "at most 32 values"]),
     ("a noise grid that would train 300k runs",
-     lambda st, t: part_study("noise", "smoke", seeds=100, lrs=[0.001 * i for i in range(1, 33)],
+     lambda st, t: part_study("noise", "smoke", grid_seeds=100, lrs=[0.001 * i for i in range(1, 33)],
                               batch_sizes=list(range(8, 40))), SpecError,
      ["NoiseStudy", "would train", "at most 100,000", "seeds"]),
     ("a width sweep of one linear layer", lambda st, t: part_study("width", "smoke", depth=1), SpecError,

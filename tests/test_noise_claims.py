@@ -385,3 +385,17 @@ def test_a_retired_reference_is_shown_but_neither_scored_nor_regenerated(tmp_pat
     assert reference.available("noise_scale", retired=True) == ["noise-scale-converged"]
     with pytest.raises(SpecError, match="retired and cannot be regenerated"):
         reference.params_for("noise-scale-converged", None)
+
+
+def test_the_landing_page_sentence_on_a_map():
+    from lmcbook.page import noise_map_sentence
+
+    frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else -0.3
+                 if m == "independent" else 0.0, lambda *k: 0.02).assign(dataset="mnist1d")
+    text = noise_map_sentence("this build", frame)
+    assert text.startswith("On this build's regime map (MNIST-1D")
+    assert "of 18 cells 2 gain at least the paper's size (half a point)" in text
+    assert "It picks children spawned at 25% of training, a learning rate that decays to 0.2" in text
+    assert "first protocol" not in text  # this map has no 50% spawn
+    flat = _map(lambda *k: 0.0, lambda *k: 0.0).assign(dataset="mnist1d")
+    assert noise_map_sentence("x", flat).endswith("No spawned setting gains measurably.")

@@ -117,5 +117,5 @@ def test_describe_noise_says_what_was_trained():
 
     study = parts.NOISE.study("smoke")
     pairs, models = describe_noise(study), describe_noise(study, spawned=False)
-    assert "spawn-and-merge pairs" in pairs and f"{study.seeds} pair(s) per cell" in pairs
+    assert "spawn-and-merge pairs" in pairs and f"{study.grid_pairs} pair(s) per cell of the η × B grid" in pairs
     assert "spawn-and-merge" not in models and f"{study.seeds} such model(s), one per seed" in models

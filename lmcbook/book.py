@@ -34,13 +34,17 @@ from tqdm.auto import tqdm
 from traitlets.config import Config
 
 from . import __version__, reference
+from .data import check_available, resolve_device
+from .files import fsync_dir, is_stale, temp_dir
 from .page import file_sha, reads_path, record_path
 from .parts import all_notebooks, part_of
-from .paths import OUT_ENV, PROGRESS_ENV, STORE_ENV, checked_out_dir, checked_path
-from .profiles import PROFILES
+from .paths import OUT_ENV, PROGRESS_ENV, STAGE_ENV, STORE_ENV, checked_out_dir, checked_path, store_root
+from .profiles import PROFILES, check_run_count
 from .provenance import git_sha, source_hash
-from .specs import CODE_VERSION, SpecError
-from .store import SESSION_ENV, RunStore
+from .specs import CODE_VERSION, RunSpec, SpecError
+from .store import SESSION_ENV, RunStore, StoreError, describe
+
+log = logging.getLogger("lmcbook.book")
 
 
 @dataclass
@@ -58,11 +62,12 @@ class Outcome:
 
 # -- the notebook cache (jupyter-cache semantics) ---------------------------------------
 def cache_key(name: str, profile: str, params: dict[str, Any], notebooks: str | Path = "notebooks") -> dict[str, Any]:
-    """Return what a notebook's output depends on besides what it reads: its source, parameters, the library, and
-    which reference runs are committed (a page shows those that exist)."""
+    """Return what a notebook's output depends on besides what it reads: its source, parameters, the library,
+    which reference runs are committed (a page shows those that exist), and the run store it reads
+    ($LMCBOOK_STORE, else ./runs, resolved)."""
     src = notebook_source(name, notebooks)
     return {"source": file_sha(src), "profile": profile, "params": json.loads(json.dumps(params, sort_keys=True)),
-            "lmcbook": source_hash(), "references": reference.fingerprint()}
+            "lmcbook": source_hash(), "references": reference.fingerprint(), "store": str(store_root().resolve())}
 
 
 def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:
@@ -78,7 +83,7 @@ def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:
         rec = json.loads(record.read_text())
     except ValueError:
         return False
-    if rec.get("key") != key:
+    if rec.get("key") != key or not _outputs_intact(rec.get("outputs"), out, name):
         return False
     reads = rec.get("reads", {})
     store = RunStore(reads.get("store", "runs"))
@@ -100,12 +105,26 @@ def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:
     return True
 
 
+def _outputs(out: Path, name: str) -> dict[str, str]:
+    """Return the SHA-256 of a page's notebook and CSV in ``out``."""
+    return {"notebook": file_sha(out / f"{name}.ipynb"), "csv": file_sha(out / "data" / f"{name}.csv")}
+
+
+def _outputs_intact(recorded: dict[str, str] | None, out: Path, name: str) -> bool:
+    """Return True if the page's notebook and CSV in ``out`` are the bytes its execution recorded."""
+    try:
+        return recorded == _outputs(out, name)
+    except OSError:
+        return False
+
+
 def _record(name: str, key: dict[str, Any], out: Path) -> None:
-    """Record a finished execution: its cache key, what the page said it read when it saved, and the library's
-    code version (the execution report shows it for a page that later comes from the cache)."""
+    """Record a finished execution: its cache key, what the page said it read when it saved, the SHA-256 of the
+    notebook and CSV it wrote (a changed or damaged output re-executes), and the library's code version (the
+    execution report shows it for a page that later comes from the cache)."""
     reads = json.loads(reads_path(out, name).read_text())
-    record_path(out, name).write_text(json.dumps({"key": key, "reads": reads, "code_version": CODE_VERSION},
-                                                 sort_keys=True))
+    record_path(out, name).write_text(json.dumps({"key": key, "reads": reads, "code_version": CODE_VERSION,
+                                                  "outputs": _outputs(out, name)}, sort_keys=True))
 
 
 def notebook_source(name: str, notebooks: str | Path = "notebooks") -> Path:
@@ -176,15 +195,41 @@ def plan(names: list[str] | None, profile: str, params: dict[str, Any],
     out = {name: {k: v for k, v in params.items() if k in known[name]} for name in names}
     for name, own in out.items():
         check_parameters(name, profile, own, notebooks)
+    studies = {(part_of(n).study_type, json.dumps(own, sort_keys=True, default=str)): part_of(n).resolve(profile, own)
+               for n, own in out.items()}  # the pages of one part share its runs
+    check_run_count(sum(s.run_count() for s in studies.values()), f"the plan ({len(names)} notebook(s))")
     return out
 
 
-def parse_param(value: str) -> Any:
-    """Return a ``-p`` value parsed as YAML, so that lists and numbers work ("[0.5, 2]").
+def preflight(own: dict[str, dict[str, Any]], profile: str) -> None:
+    """Raise, once and before the first page starts, what would otherwise fail inside every page's kernel: a CUDA
+    device on a machine without one (SpecError), a data set whose files are not where ``data_root`` says
+    (DataError).  Nothing is loaded or computed."""
+    seen = set()
+    for name, params in own.items():
+        study = part_of(name).resolve(profile, params)
+        device = getattr(study, "device", "auto")
+        data = (study.dataset, study.data_root, study.download) if hasattr(study, "data_root") else None
+        if (device, data) in seen:
+            continue
+        seen.add((device, data))
+        resolve_device(device)
+        if data is not None:
+            check_available(*data)
+
+
+def parse_param(value: str, name: str = "VALUE") -> Any:
+    """Return a ``-p NAME VALUE`` value parsed as YAML, so that lists and numbers work ("[0.5, 2]"), or raise
+    SpecError naming the parameter when it is not YAML.
 
     YAML 1.1 reads ``3e-3`` (no dot) as a string; such numeric strings become floats.
     """
-    return _numbers(yaml.safe_load(value))
+    try:
+        return _numbers(yaml.safe_load(value))
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise SpecError(f"-p {name} {value!r} is not allowed: it is not valid YAML ({problem}); expected a number, "
+                        f"a word or a list such as -p {name} \"[0.5, 2]\"") from None
 
 
 def _numbers(v: Any) -> Any:
@@ -212,13 +257,16 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
     cell, and the rest still run.  A notebook that never saves its page fails.
     """
     own = plan(names, profile, dict(params or {}), notebooks)
+    preflight(own, profile)
     # papermill's parameter inference reads one assignment per line; a parameters cell names its study's fields
     # in chained assignments (`a = b = None`), which it would report on every execution
     logging.getLogger("papermill.translators").setLevel(logging.ERROR)
+    logging.getLogger("papermill").setLevel(logging.WARNING)  # -v shows the runs loaded and trained, not its cells
     names = list(own)
     store_path = checked_path(store, "--store") if store is not None else None
     out = checked_out_dir(out)
-    env_before = {k: os.environ.get(k) for k in (OUT_ENV, STORE_ENV, SESSION_ENV, PROGRESS_ENV)}
+    recover(out)
+    env_before = {k: os.environ.get(k) for k in (OUT_ENV, STORE_ENV, SESSION_ENV, PROGRESS_ENV, STAGE_ENV)}
     os.environ[OUT_ENV] = str(out.resolve())
     os.environ[PROGRESS_ENV] = "0"  # no progress bars inside the book's executed pages
     if store_path is not None:
@@ -245,7 +293,7 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
         write_report(out, outcomes, profile, own)
     finally:
         logging.getLogger("papermill").removeFilter(declared)
-        for k, v in env_before.items():  # (SESSION_ENV is set per notebook by _execute_one)
+        for k, v in env_before.items():  # (SESSION_ENV and STAGE_ENV are set per notebook by _execute_one)
             if v is None:
                 os.environ.pop(k, None)
             else:
@@ -290,79 +338,135 @@ def _execute_one(name: str, key: dict[str, Any], profile: str, params: dict[str,
                  notebooks: str | Path, store: RunStore) -> Outcome:
     """Run one notebook with papermill and return what it did.
 
-    The page's files (:func:`page_files`) are replaced only when the execution succeeds: a failed execution
-    keeps the last good notebook, CSV and records (or, where there were none, leaves none), and its partial
-    notebook goes to :func:`failed_notebook`.  The notebook's store events carry a fresh session id, so the
-    loads and trainings counted are its own even while other processes use the store.
+    The page is written into a folder of its own beside the output (:func:`stage`, on the same file system) and
+    replaces the page's files (:func:`page_files`) only once complete (:func:`commit`): a failed, interrupted
+    or killed execution keeps the last good notebook, CSV and records (or, where there were none, leaves none),
+    and a failed one's partial notebook goes to :func:`failed_notebook`.  The notebook's store events carry a
+    fresh session id, so the loads and trainings counted are its own even while other processes use the store.
     """
     nb = jupytext.read(str(notebook_source(name, notebooks)))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     session = os.environ[SESSION_ENV] = f"{name}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     t0 = time.perf_counter()
     ok, err = False, ""
-    with tempfile.TemporaryDirectory() as tmp:
-        src_nb = Path(tmp) / f"{name}.ipynb"
+    staged = stage(out, name)
+    os.environ[STAGE_ENV] = str(staged.resolve())
+    sockets = tempfile.TemporaryDirectory()  # the kernel's IPC sockets need a short path; nothing moves from there
+    try:
+        src_nb = staged / f"{name}.source.ipynb"
         jupytext.write(nb, str(src_nb))
-        backup = Path(tmp) / "last-good"
-        kept = _set_aside(page_files(out, name), out, backup)
-        partial = Path(tmp) / "executed.ipynb"
+        partial = staged / f"{name}.ipynb"
         try:
             papermill.execute_notebook(str(src_nb), str(partial),
                                        parameters={"profile": profile, **params}, kernel_name="python3",
                                        language="python", progress_bar=False, cwd=os.getcwd(),
-                                       config=_kernel_config(Path(tmp)))
+                                       config=_kernel_config(Path(sockets.name)))
+            src_nb.unlink()
             _finish_notebook(partial)
-            if not reads_path(out, name).exists():
+            if not reads_path(staged, name).exists():
                 err = "the notebook never saved its page (page.save): its CSV and dependencies are unrecorded"
             else:
-                os.replace(partial, out / f"{name}.ipynb")
-                _record(name, key, out)
+                _record(name, key, staged)
+                commit(staged, out)
                 ok = True
         except papermill.PapermillExecutionError as e:
             first = next((ln for ln in e.source.splitlines() if ln.strip()), "")
             err = f"cell {e.exec_count} (`{first.strip()[:80]}`): {e.ename}: {e.evalue}"
         except Exception as e:  # a dead kernel or a broken source: report it, run the rest
             err = f"{type(e).__name__}: {e}"
-        except BaseException:  # Ctrl-C or SystemExit: put the last good page back, then stop
-            _restore(page_files(out, name), out, backup, kept, partial, failed_notebook(out, name))
-            raise
+        loaded, trained = _run_counts(store.events(session=session), reads_path(out if ok else staged, name))
         if not ok:
-            err += "; " + _restore(page_files(out, name), out, backup, kept, partial, failed_notebook(out, name))
+            err += "; " + _keep_partial(out, name, partial)
         else:
             failed_notebook(out, name).unlink(missing_ok=True)
-    ev = store.events(session=session)
-    return Outcome(name, ok, time.perf_counter() - t0, sum(e["event"] == "loaded" for e in ev),
-                   sum(e["event"] == "trained" for e in ev), err)
+    finally:  # (Ctrl-C included: the last good page was never touched)
+        shutil.rmtree(staged, ignore_errors=True)
+        sockets.cleanup()
+    _log_runs(name, loaded, trained, store)
+    return Outcome(name, ok, time.perf_counter() - t0, len(loaded), len(trained), err)
 
 
-def _set_aside(files: list[Path], out: Path, backup: Path) -> bool:
-    """Move a page's existing files into ``backup`` (same relative paths); return True if it had a notebook."""
-    had = files[0].exists()
-    for f in files:
-        if f.exists():
-            dest = backup / f.relative_to(out)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, dest)
-            f.unlink()
-    return had
+def _run_counts(events: list[dict[str, Any]], reads: Path) -> tuple[set[str], set[str]]:
+    """Return the ids of the runs a page loaded from the store and those it trained, each run once (a run trained
+    and then loaded again is trained): from its own events, and from what the page recorded reading (which a
+    read-only store, whose event log cannot be written, still has)."""
+    try:
+        status = json.loads(reads.read_text()).get("status", {})
+    except (OSError, ValueError):
+        status = {}
+    trained = {e["id"] for e in events if e["event"] == "trained"} | {r for r, s in status.items() if s == "trained"}
+    loaded = {e["id"] for e in events if e["event"] == "loaded"} | {r for r, s in status.items() if s == "loaded"}
+    return loaded - trained, trained
 
 
-def _restore(files: list[Path], out: Path, backup: Path, had: bool, partial: Path, failed: Path) -> str:
-    """Undo a failed execution: put the last good files back (or leave none); keep the partial notebook aside;
-    return a sentence that says which."""
-    for f in files:
-        f.unlink(missing_ok=True)
-        saved = backup / f.relative_to(out)
-        if saved.exists():
-            shutil.copy2(saved, f)
+def _log_runs(name: str, loaded: set[str], trained: set[str], store: RunStore) -> None:
+    """Log (shown with ``lmcbook -v``) each run a page loaded or trained, described from its store entry."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    for what, ids in (("loaded", loaded), ("trained", trained)):
+        for rid in sorted(ids):
+            try:
+                spec = RunSpec.from_dict(json.loads((store.path(rid) / "spec.json").read_text())["spec"])
+                log.info("%s: %s run %s: %s", name, what, rid[:12], describe(spec))
+            except (OSError, ValueError, KeyError, StoreError):
+                log.info("%s: %s run %s", name, what, rid[:12])
+
+
+STAGING = ".staging"  #: in the output folder: pages being written, each in a folder of its own
+COMMITTED = ".commit"  #: the suffix a staged page's folder is renamed to once complete (the commit point)
+
+
+def stage(out: Path, name: str) -> Path:
+    """Return a new folder in ``OUT/.staging/`` for an execution of page ``name`` (:func:`lmcbook.files.temp_dir`):
+    the kernel writes the page's CSV and record there ($LMCBOOK_STAGE), and papermill its notebook."""
+    return temp_dir(out / STAGING, name)
+
+
+def commit(staged: Path, out: Path) -> None:
+    """Publish a complete staged page: rename its folder to ``*.commit`` (one atomic rename, the commit point),
+    then move each file over the old one.  A kill before the rename leaves the old page; a kill after it, the new
+    page once :func:`recover` finishes the moves (every ``execute`` and ``build`` does that first)."""
+    done = staged.with_name(staged.name + COMMITTED)
+    os.rename(staged, done)
+    fsync_dir(done.parent)
+    _roll_forward(done, out)
+
+
+def _roll_forward(done: Path, out: Path) -> None:
+    """Move every file of the committed page ``done`` to its place in ``out``, then remove ``done``."""
+    for src in sorted(p for p in done.rglob("*") if p.is_file()):
+        dest = out / src.relative_to(done)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(src, dest)
+        except FileNotFoundError:  # another process finishing the same commit moved it first
+            pass
+    shutil.rmtree(done, ignore_errors=True)
+
+
+def recover(out: Path) -> None:
+    """Finish the commits a killed execution left in ``OUT/.staging/`` and remove the pages it left unfinished
+    (those of processes that died on this host), so ``out`` holds each page old or new, never mixed."""
+    staging = Path(out) / STAGING
+    if not staging.is_dir():
+        return
+    for p in sorted(staging.iterdir()):
+        if p.name.endswith(COMMITTED):
+            _roll_forward(p, Path(out))
+        elif is_stale(p, min_age_s=float("inf")):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _keep_partial(out: Path, name: str, partial: Path) -> str:
+    """Keep a failed execution's partial notebook aside; return a sentence saying what the page now holds."""
     where = ""
     if partial.exists():
-        failed.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(partial, failed)
-        where = f"; the partial output is {failed}"
-    if had:
-        return f"kept the last good notebook and CSV of {files[0].stem}" + where
-    return f"no earlier good output: {files[0].stem} has no notebook or CSV" + where
+        failed_notebook(out, name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(partial, failed_notebook(out, name))
+        where = f"; the partial output is {failed_notebook(out, name)}"
+    if (out / f"{name}.ipynb").exists():
+        return f"kept the last good notebook and CSV of {name}" + where
+    return f"no earlier good output: {name} has no notebook or CSV" + where
 
 
 def _finish_notebook(path: Path) -> None:
@@ -602,6 +706,7 @@ def build(src: str | Path = ".", generated: str | Path | None = None, builddir: 
     repository's own book/generated is never touched.
     """
     src = Path(src).resolve()
+    recover(Path(generated) if generated is not None else src / "book" / "generated")
     root = src
     if generated is not None and Path(generated).resolve() != (src / "book" / "generated").resolve():
         if builddir is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from .train import DivergedError
 def _params(pairs: list[list[str]] | None) -> dict:
     from .book import parse_param
 
-    return {k: parse_param(v) for k, v in (pairs or [])}
+    return {k: parse_param(v, k) for k, v in (pairs or [])}
 
 
 # the book's toolchain (papermill, jupytext, Jupyter Book) is the [book] extra: imported only by the commands that
@@ -84,6 +85,11 @@ def cmd_store(args) -> int:
     if not store.root.is_dir():
         raise StoreError(f"store={str(store.root)!r} is not allowed: no such directory; expected a run store "
                          f"(--store DIR, or ${STORE_ENV}, default ./runs)")
+    foreign = store.foreign_names()
+    if foreign:
+        raise StoreError(f"store={str(store.root)!r} is not allowed: it is not a run store (it holds "
+                         f"{', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}, which a store never "
+                         f"does); expected a folder lmcbook made (--store DIR, or ${STORE_ENV}, default ./runs)")
     if args.action == "ls":
         for rid, spec in store.iter_specs():
             print(rid[:12], describe(spec))
@@ -109,6 +115,12 @@ def cmd_store(args) -> int:
     if not doomed and not torn:
         print("nothing to remove")
         return 0
+    try:
+        store.check_writable()
+    except StoreError as err:
+        why = getattr(err.__cause__, "strerror", None) or err
+        raise StoreError(f"store gc cannot delete from {str(store.root)!r}: it is not writable ({why}); run it as a "
+                         "user who can write the store (`store verify` lists the problems without writing)") from err
     for path, why in doomed:
         print(f"remove {path.relative_to(store.root)}  ({why})")
     if torn:
@@ -166,9 +178,13 @@ def cmd_explore(args) -> int:
     source = args.notebooks / "explore.py"
     if not source.exists():
         raise SpecError(f"notebook source {str(source)!r} is missing: run lmcbook from the repository root")
-    from .explore import launch
+    from .explore import ToolError, launch
 
-    cmd = launch(source, args.dest, args.profile, dry_run=args.dry_run)
+    try:
+        cmd = launch(source, args.dest, args.profile, dry_run=args.dry_run)
+    except ToolError as err:  # JupyterLab is not installed: say how to install it
+        print(f"lmcbook: error: {err}", file=sys.stderr)
+        return 2
     print(" ".join(cmd))
     return 0
 
@@ -322,16 +338,32 @@ def check(argv: list[str]) -> None:
             checked_path(getattr(args, name), f"--{name}")
 
 
+def _quiet_dask(record: logging.LogRecord) -> bool:
+    """Keep Dask's own lines (it sets its loggers to INFO) out of the terminal unless -v, but its errors."""
+    return record.levelno >= logging.ERROR or not record.name.startswith("distributed")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)[1:]
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler:  # basicConfig's (not a test harness's)
+            handler.setLevel(level)
+            (handler.removeFilter if args.verbose else handler.addFilter)(_quiet_dask)
     try:
         return args.func(args)
     except (SpecError, DataError, StoreError) as err:
         print(f"lmcbook: error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `lmcbook store ls | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no second error at exit)
+        return 0
+    except OSError as err:  # a full disk, a read-only folder, ...: one line that names the path
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"lmcbook: error: {err.strerror or err}{where}; nothing was changed there", file=sys.stderr)
         return 2
 
 

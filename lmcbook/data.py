@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from .paths import dataset_cache
-from .specs import DATASETS, EMBEDDED, TRANSFORMS, DataSpec, SpecError, check_device
+from .specs import DATASETS, EMBEDDED, TRANSFORMS, DataSpec, SpecError, check_device, check_int
 
 log = logging.getLogger("lmcbook.data")
 
@@ -238,12 +238,24 @@ def _standin_file(root: Path, name: str) -> Path:
                     "torchvision MNIST root.")
 
 
-def _standin_arrays(root):
+def check_available(name: str, root: str | Path | None = None, download: bool = False) -> None:
+    """Raise DataError, saying how to get them, unless the files of data set ``name`` are where ``load`` will look
+    (only whether they exist: nothing is read; a data set to be downloaded, or generated, passes)."""
+    if name == "mnist_standin":
+        _standin_paths(root)
+    elif name not in EMBEDDED and name in _TORCHVISION:
+        _check_torchvision(name, root, download)
+
+
+def _standin_paths(root) -> list[Path]:
     if root is None:
         raise DataError("dataset='mnist_standin' needs data_root: a folder holding MNIST's official test split "
                         f"({', '.join(_STANDIN_FILES)}, plain or .gz), for example a torchvision MNIST root")
-    root = Path(root).expanduser()
-    x, y = (read_idx(_standin_file(root, f)) for f in _STANDIN_FILES)
+    return [_standin_file(Path(root).expanduser(), f) for f in _STANDIN_FILES]
+
+
+def _standin_arrays(root):
+    x, y = (read_idx(p) for p in _standin_paths(root))
     if x.shape != (10_000, 28, 28) or y.shape != (10_000,):
         raise DataError(f"dataset='mnist_standin': expected MNIST's official test split, 10,000 images of 28×28 and "
                         f"10,000 labels; {str(root)!r} holds images {x.shape} and labels {y.shape}")
@@ -254,9 +266,9 @@ def _standin_arrays(root):
     return x_tr[train], y_tr[train], x_tr[cal], y_tr[cal], x_te, y_te, 10
 
 
-def _torchvision_arrays(name: str, root, download: bool):
-    import torchvision.datasets as tvd
-
+def _check_torchvision(name: str, root, download: bool) -> Path:
+    """Return the torchvision root of data set ``name``, or raise DataError unless its files are there (or are to
+    be downloaded)."""
     cls_name, sub, files = _TORCHVISION[name]
     if root is None:
         raise DataError(
@@ -274,7 +286,14 @@ def _torchvision_arrays(name: str, root, download: bool):
                 f"Expected {', '.join(files)} in {root / sub}. Download them once with download=True "
                 f"(torchvision.datasets.{cls_name}(root, download=True)) or copy them there."
             )
-    cls = getattr(tvd, cls_name)
+    return root
+
+
+def _torchvision_arrays(name: str, root, download: bool):
+    import torchvision.datasets as tvd
+
+    root = _check_torchvision(name, root, download)
+    cls = getattr(tvd, _TORCHVISION[name][0])
     try:
         tr = cls(str(root), train=True, download=download)
         te = cls(str(root), train=False, download=download)
@@ -306,8 +325,39 @@ def as_input(x: torch.Tensor, model: torch.nn.Module) -> torch.Tensor:
 
 def from_arrays(name: str, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes: int,
                 device: str | torch.device = "auto") -> Dataset:
-    """Return a Dataset built from arrays in [0, 1], normalised with the training split's channel statistics."""
+    """Return a Dataset built from arrays in [0, 1], normalised with the training split's channel statistics.
+
+    Raise SpecError, naming the split, unless every split has as many labels as inputs (at least one), finite
+    inputs of one shape, and integer labels in [0, num_classes - 1].
+    """
+    num_classes = check_int("num_classes", num_classes, lo=2)
+    splits = {"train": (x_train, y_train), "cal": (x_cal, y_cal), "test": (x_test, y_test)}
+    shape = None
+    for split, (x, y) in splits.items():
+        shape = _check_split(split, np.asarray(x), np.asarray(y), num_classes, shape)
     return _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, resolve_device(device))
+
+
+def _check_split(split: str, x: np.ndarray, y: np.ndarray, num_classes: int,
+                 shape: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Raise SpecError naming ``x_SPLIT`` / ``y_SPLIT`` unless they fit together; return the input shape."""
+    if x.ndim < 2 or len(x) == 0:
+        raise SpecError(f"x_{split} of shape {x.shape} is not allowed: expected (N, ...) with N >= 1 inputs")
+    if shape is not None and x.shape[1:] != shape:
+        raise SpecError(f"x_{split} of shape {x.shape} is not allowed: expected inputs of shape {shape}, as x_train")
+    if not np.issubdtype(x.dtype, np.number) or not np.isfinite(x).all():
+        raise SpecError(f"x_{split} is not allowed: expected finite numbers (it holds "
+                        f"{'non-numbers' if not np.issubdtype(x.dtype, np.number) else 'NaN or inf'})")
+    if y.shape != (len(x),):
+        raise SpecError(f"y_{split} of shape {y.shape} is not allowed: expected shape ({len(x)},), one label per "
+                        f"input of x_{split}")
+    if not np.issubdtype(y.dtype, np.integer) and not (np.issubdtype(y.dtype, np.floating)
+                                                        and np.all(np.mod(y, 1) == 0)):
+        raise SpecError(f"y_{split} is not allowed: expected integer class labels")
+    if y.min() < 0 or y.max() >= num_classes:
+        raise SpecError(f"y_{split} holds labels in [{y.min():g}, {y.max():g}], which is not allowed: expected "
+                        f"labels in [0, {num_classes - 1}] (num_classes={num_classes})")
+    return x.shape[1:]
 
 
 def _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, device,

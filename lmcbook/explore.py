@@ -106,6 +106,10 @@ def _figure(curve: pd.DataFrame, layers: pd.DataFrame, lam: float, layer: int, u
     return fig
 
 
+class ToolError(RuntimeError):
+    """A program a command needs is not installed; the message says how to install it."""
+
+
 def live_command(notebook: Path) -> list[str]:
     """Return the command that opens ``notebook`` in JupyterLab (or the classic notebook if Lab is absent)."""
     try:
@@ -115,8 +119,8 @@ def live_command(notebook: Path) -> list[str]:
     except ImportError:
         if shutil.which("jupyter-notebook") or _has_module("notebook"):
             return [sys.executable, "-m", "notebook", str(notebook)]
-        raise RuntimeError("lmcbook explore needs JupyterLab: pip install 'lmcbook[lab]' "
-                           "(or pip install jupyterlab)") from None
+        raise ToolError("lmcbook explore needs JupyterLab: pip install 'lmcbook[lab]' "
+                        "(or pip install jupyterlab), then run it again") from None
 
 
 def _has_module(name: str) -> bool:
@@ -139,8 +143,8 @@ def prepare_live(source: Path, dest: Path, profile: str = "quick") -> Path:
 
 def launch(source: Path, dest: Path, profile: str = "quick", dry_run: bool = False) -> list[str]:
     """Prepare the live explorer notebook and open it in Jupyter (unless ``dry_run``); return the command."""
-    path = prepare_live(source, dest, profile)
-    cmd = live_command(path) if not dry_run else [sys.executable, "-m", "jupyterlab", str(path)]
+    cmd = live_command(dest) if not dry_run else [sys.executable, "-m", "jupyterlab", str(dest)]  # (before writing)
+    prepare_live(source, dest, profile)
     if not dry_run:
         subprocess.run(cmd, check=False)
     return cmd

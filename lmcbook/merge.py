@@ -175,6 +175,24 @@ class PermutationSpec:
                 axes_to_perm[k] = ()
         return cls(axes_to_perm, sizes)
 
+    def check_fits(self, state: dict[str, torch.Tensor]) -> None:
+        """Raise SpecError, naming the parameter and axis, unless every tensor this spec permutes is in ``state``
+        with the axis sizes the spec gives its permutations."""
+        for key, axes in self.axes_to_perm.items():
+            if not any(p is not None for p in axes):
+                continue
+            shape = tuple(state[key].shape) if key in state else None
+            if shape is None or len(shape) != len(axes):
+                raise SpecError(f"spec does not fit the model: it permutes {key!r} over {len(axes)} axes, but the "
+                                f"model's {key!r} {'is missing' if shape is None else f'has shape {shape}'}; expected "
+                                "a PermutationSpec built for this model (merge.permutation_spec(model) or "
+                                "PermutationSpec.from_axes(axes, model))")
+            for axis, p in enumerate(axes):
+                if p is not None and shape[axis] != self.sizes[p]:
+                    raise SpecError(f"spec does not fit the model: permutation {p!r} has size {self.sizes[p]}, but "
+                                    f"{key!r} axis {axis} has size {shape[axis]}; expected a PermutationSpec built "
+                                    "for this model (merge.permutation_spec(model) or PermutationSpec.from_axes)")
+
 
 def _mlp_axes(model) -> dict[str, tuple]:
     axes: dict[str, tuple] = {}
@@ -316,10 +334,9 @@ def weight_matching(a: nn.Module | dict, b: nn.Module | dict, spec: PermutationS
     (not BatchNorm running statistics) enter the objective.  The assignment costs are
     computed in ``dtype`` (float32 by default, as git-re-basin does: twice as fast as
     float64 on a CPU, and its rounding, about 1e-7 of a cost, decides nothing but exact
-    ties); the objective in the history is float64.
+    ties); the objective in the history is float64.  A spec that does not fit the models raises SpecError.
     """
     from scipy.optimize import linear_sum_assignment
-
     if spec is None:
         if not isinstance(a, nn.Module):
             raise ValueError("spec=None needs models, not state dicts, to build the PermutationSpec")
@@ -328,6 +345,7 @@ def weight_matching(a: nn.Module | dict, b: nn.Module | dict, spec: PermutationS
     sa = a.state_dict() if isinstance(a, nn.Module) else a
     sb = b.state_dict() if isinstance(b, nn.Module) else b
     _check_same(sa, sb)
+    spec.check_fits(sa)
     keys = [k for k in sa if sa[k].is_floating_point() and (params is None or k in params)]
     sa = {k: sa[k].detach().to("cpu", dtype) for k in keys}
     sb = {k: sb[k].detach().to("cpu", dtype) for k in keys}

@@ -44,7 +44,7 @@ from .claims import (
 )
 from .data import DATASET_LABELS
 from .parts import part_of
-from .paths import out_dir
+from .paths import out_dir, stage_dir
 from .profiles import Study
 from .provenance import git_sha
 from .schema import (
@@ -91,14 +91,16 @@ def study_of(name: str) -> Any:
 def write_reads(name: str, store: RunStore, csv_reads: dict[str, str], out: Path | None = None,
                 reference_reads: dict[str, str] | None = None) -> Path:
     """Record what a page read: each run id it looked up (with its manifest's hash, None if it was missing), each
-    CSV it read (by page name, with its hash) and each committed reference run's CSV (by name, with its hash)."""
+    CSV it read (by page name, with its hash) and each committed reference run's CSV (by name, with its hash), and
+    what the page did with each run: found it, loaded it or trained it (``lmcbook execute`` counts from this)."""
     runs = {}
     for rid, status in store.reads.items():
         manifest = store.path(rid) / "manifest.json"
         runs[rid] = file_sha(manifest) if status != "missing" and manifest.exists() else None
-    path = reads_path(out if out is not None else out_dir(), name)
+    path = reads_path(out if out is not None else stage_dir(), name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "csv": csv_reads,
+    status = {rid: s for rid, s in store.reads.items() if s != "missing"}  # found, loaded or trained
+    path.write_text(json.dumps({"store": str(store.root.resolve()), "runs": runs, "status": status, "csv": csv_reads,
                                 "references": reference_reads or {}}, sort_keys=True))
     return path
 
@@ -117,8 +119,8 @@ class Page:
 
     @property
     def csv_path(self) -> Path:
-        """Return the path of this page's result CSV."""
-        return out_dir() / "data" / f"{self.name}.csv"
+        """Return the path this page writes its result CSV to (published to OUT/data/ once the page is complete)."""
+        return stage_dir() / "data" / f"{self.name}.csv"
 
     @property
     def run_ids(self) -> list[str]:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from .specs import SpecError
 
 STORE_ENV = "LMCBOOK_STORE"
 OUT_ENV = "LMCBOOK_OUT"
+#: Where a page being executed writes its CSV and record (set by ``lmcbook execute``: a folder beside the output,
+#: published whole once the page is complete); unset, the output folder itself.
+STAGE_ENV = "LMCBOOK_STAGE"
 #: "0" hides progress bars, "1" shows them; unset: shown on a terminal and in a live Jupyter kernel.
 PROGRESS_ENV = "LMCBOOK_PROGRESS"
 
@@ -43,6 +47,11 @@ def out_dir() -> Path:
     return checked_path(os.environ.get(OUT_ENV, "book/generated"), OUT_ENV)
 
 
+def stage_dir() -> Path:
+    """Return where the page being computed writes its CSV and record: $LMCBOOK_STAGE, else :func:`out_dir`."""
+    return checked_path(os.environ[STAGE_ENV], STAGE_ENV) if os.environ.get(STAGE_ENV) else out_dir()
+
+
 def checked_out_dir(out: str | os.PathLike | None) -> Path:
     """Return the executed-notebook folder ``out`` (default :func:`out_dir`), created, or raise SpecError naming
     the parameter when it is empty, a file, or cannot be created."""
@@ -53,9 +62,10 @@ def checked_out_dir(out: str | os.PathLike | None) -> Path:
                         "notebooks and their CSVs")
     try:
         (path / "data").mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryDirectory(dir=path).cleanup()  # pages are written beside their final place
     except OSError as err:
-        raise SpecError(f"{name}={str(path)!r} is not allowed: the directory cannot be created ({err.strerror}); "
-                        "expected a writable directory") from err
+        raise SpecError(f"{name}={str(path)!r} is not allowed: the directory cannot be created or written "
+                        f"({err.strerror}); expected a writable directory") from err
     return path
 
 

@@ -42,6 +42,12 @@ PROFILES = ("smoke", "quick", "paper")
 #: The tasks of the task-arithmetic study: input transforms (``DataSpec.transform``) of the noise study's data.
 TASKS = ("reverse", "negate")
 _TRAIN, _MODEL, _DATA = TrainSpec(), ModelSpec(), DataSpec()
+#: Caps on every count a user can set, so that a typo (``seeds 100000000``) fails at once instead of hanging:
+#: pairs per cell, random permutations per pair, values in a list that multiplies runs (widths, weight decays,
+#: learning rates, ...), points of a λ grid, units of a constructed network, weight matching's iterations, and
+#: the runs of one study or one ``lmcbook execute`` plan.
+MAX_REPLICATES, MAX_DRAWS, MAX_GRID, MAX_LAMS = 100, 1000, 32, 1001
+MAX_UNITS, MAX_ITERATIONS, MAX_RUNS = 65536, 10_000, 100_000
 
 
 def _default(cls: type, name: str) -> Any:
@@ -50,8 +56,8 @@ def _default(cls: type, name: str) -> Any:
     return f.default if f.default is not MISSING else f.default_factory()
 
 
-def _at_least(lo: float) -> dict:
-    return {"lo": lo}
+def _at_least(lo: float, hi: int | None = None) -> dict:
+    return {"lo": lo, "hi": hi}
 
 
 def _fraction(closed_top: bool = False) -> dict:
@@ -128,6 +134,10 @@ def _check_numbers(name: str, v: Any) -> tuple:
     if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
         raise SpecError(f"{name}={v!r} is not allowed: expected a list of numbers, e.g. [0.5, 2]")
     v = tuple(v)
+    most = MAX_LAMS if name.endswith("lams") else MAX_GRID
+    if len(v) > most:
+        raise SpecError(f"{name}=[{v[0]!r}, ..., {v[-1]!r}] ({len(v)} values) is not allowed: expected at most "
+                        f"{most} values")
     if not v or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in v):
         raise SpecError(f"{name}={v!r} is not allowed: expected a non-empty list of numbers, e.g. [0.5, 2]")
     twice = sorted({x for x in v if v.count(x) > 1})
@@ -151,7 +161,7 @@ def _check_value(f, hint: Any, v: Any) -> Any:
     if hint is bool:
         return check_bool(f.name, v)
     if hint is int:
-        return check_int(f.name, v, lo=lo)
+        return check_int(f.name, v, lo=lo, hi=meta.get("hi"))
     if hint is float:
         ok = meta.get("ok", lambda x: lo is None or x >= lo)
         return check_float(f.name, v, meta.get("allowed", "a number" + (f" >= {lo}" if lo is not None else "")), ok)
@@ -197,6 +207,10 @@ class Study:
         """Return every run the study trains."""
         return []
 
+    def run_count(self) -> int:
+        """Return how many runs the study trains (an upper bound where runs coincide), without building them."""
+        return len(self.specs())
+
 
 #: Any study class; :func:`resolve` returns an instance of the class it is given.
 StudyT = TypeVar("StudyT", bound=Study)
@@ -220,7 +234,7 @@ class Training(Study):
     momentum: float = _TRAIN.momentum
     warmup: float = _TRAIN.warmup
     #: Number of independent pairs per cell; pair p trains seeds 2p (model a) and 2p+1 (model b).
-    seeds: int = field(default=2, metadata=_at_least(1))
+    seeds: int = field(default=2, metadata=_at_least(1, MAX_REPLICATES))
     device: str = field(default="auto", metadata={"check": check_device})
     lams: tuple[float, ...] = DEFAULT_LAMS
     #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
@@ -284,6 +298,14 @@ class Recipe(Training):
         return {"mlp": self.depth, "vgg11": 9, "resnet20": 20}[self.arch]
 
 
+def _check_width_depth(study: Any) -> None:
+    """Raise SpecError unless a width sweep's MLP has a hidden layer (depth >= 2): one linear layer has no hidden
+    units, so every width would be the same model under another label."""
+    if study.arch == "mlp" and study.depth is not None and study.depth < 2:
+        raise SpecError(f"depth={study.depth!r} is not allowed for {type(study).__name__} (a width sweep): expected "
+                        "an integer >= 2, the number of linear layers of an MLP with hidden units to widen")
+
+
 def deciding_widths(widths: tuple[float, ...]) -> tuple[float, ...]:
     """Return the widths of a width sweep whose cells decide a width row: the widest (most rows), the second widest
     (W1's last step of width) and the narrowest (W9 compares it with the widest)."""
@@ -305,10 +327,11 @@ class WidthStudy(Recipe):
     widths: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
     #: Pairs at the widths where the width rows read intervals over pairs (``deciding_widths()``; ``seeds`` at
     #: the others).
-    decisive_seeds: int = field(default=5, metadata=_at_least(1))
+    decisive_seeds: int = field(default=5, metadata=_at_least(1, MAX_REPLICATES))
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _check_width_depth(self)
         for w in self.widths:  # validates every field of every spec
             self.spec(w, 0)
 
@@ -325,6 +348,10 @@ class WidthStudy(Recipe):
         """Return every pair of the sweep, widths outermost."""
         return [self.pair(w, p) for w in self.widths for p in range(self.pairs_at(w))]
 
+    def run_count(self) -> int:
+        """Return how many runs the sweep trains."""
+        return 2 * sum(self.pairs_at(w) for w in self.widths)
+
 
 @dataclass(frozen=True)
 class ControlsStudy(WidthStudy):
@@ -334,9 +361,9 @@ class ControlsStudy(WidthStudy):
 
     weak_weight_decay: float = field(default=1e-4, metadata=_at_least(0))
     #: Random permutations drawn per pair.
-    draws: int = field(default=5, metadata=_at_least(1))
+    draws: int = field(default=5, metadata=_at_least(1, MAX_DRAWS))
     #: Iteration cap of weight matching's coordinate descent.
-    match_iterations: int = field(default=100, metadata=_at_least(1))
+    match_iterations: int = field(default=100, metadata=_at_least(1, MAX_ITERATIONS))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -355,6 +382,10 @@ class ControlsStudy(WidthStudy):
         """Return every run: the sweep at weight_decay and at weak_weight_decay."""
         return WidthStudy.specs(self) + WidthStudy.specs(self.weak())
 
+    def run_count(self) -> int:
+        """Return how many runs the sweep and its weak twin train."""
+        return 2 * WidthStudy.run_count(self)
+
 
 @dataclass(frozen=True)
 class CellStudy(WidthStudy):
@@ -362,9 +393,9 @@ class CellStudy(WidthStudy):
     scale, with ``decisive_seeds`` pairs (instead of ``seeds``) at the widths in ``decisive_widths``."""
 
     decisive_widths: tuple[float, ...] | None = None
-    decisive_seeds: int = field(default=5, metadata=_at_least(1))
+    decisive_seeds: int = field(default=5, metadata=_at_least(1, MAX_REPLICATES))
     #: Iteration cap of weight matching's coordinate descent.
-    match_iterations: int = field(default=100, metadata=_at_least(1))
+    match_iterations: int = field(default=100, metadata=_at_least(1, MAX_ITERATIONS))
 
     def pairs_at(self, width: float) -> int:
         """Return the number of pairs trained at ``width``: ``decisive_seeds`` at a decisive width, else ``seeds``."""
@@ -427,13 +458,14 @@ class MechanismStudy(Training):
     long_max_width: float | None = field(default=1.0, metadata={"ok": lambda v: v > 0,
                                                                  "allowed": "a width multiplier > 0, or None"})
     init_scales: tuple[float, ...] | None = (0.25,)
-    decisive_seeds: int = field(default=5, metadata=_at_least(1))
-    match_iterations: int = field(default=100, metadata=_at_least(1))
+    decisive_seeds: int = field(default=5, metadata=_at_least(1, MAX_REPLICATES))
+    match_iterations: int = field(default=100, metadata=_at_least(1, MAX_ITERATIONS))
     #: Show the committed reference runs (results/) beside this run's own cells.
     show_references: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _check_width_depth(self)
         if any(d < 0 for d in self.weight_decays + self.regime_weight_decays):
             raise SpecError(f"weight_decays={list(self.weight_decays)!r} and regime_weight_decays="
                             f"{list(self.regime_weight_decays)!r} are not allowed: expected numbers >= 0")
@@ -538,6 +570,10 @@ class MechanismStudy(Training):
         """Return every pair of every cell."""
         return [p for c in self.cells() for p in c.pairs()]
 
+    def run_count(self) -> int:
+        """Return how many runs the cells train."""
+        return sum(c.run_count() for c in self.cells())
+
 
 @dataclass(frozen=True)
 class DepthStudy(Training):
@@ -554,7 +590,7 @@ class DepthStudy(Training):
     weight_decay: float = _weight_decay()
     width: float = field(default=8.0, metadata={"ok": lambda v: v > 0, "allowed": "a width multiplier > 0"})
     depths: tuple[int, ...] = (2, 3, 4, 5, 6)
-    seeds: int = field(default=1, metadata=_at_least(1))
+    seeds: int = field(default=1, metadata=_at_least(1, MAX_REPLICATES))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -576,6 +612,10 @@ class DepthStudy(Training):
     def pairs(self) -> list[Pair]:
         """Return every pair of the sweep, depths outermost."""
         return [self.recipe(d).pair(self.width, p) for d in self.depths for p in range(self.seeds)]
+
+    def run_count(self) -> int:
+        """Return how many runs the sweep trains."""
+        return 2 * self.seeds * len(self.depths)
 
 
 @dataclass(frozen=True)
@@ -656,9 +696,9 @@ class NoiseStudy(Study):
     alphas: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
     ties_keep: float = field(default=0.2, metadata=_fraction(closed_top=True))
     #: Spawn-and-merge pairs per cell (each from its own parent) of the component sweeps and task arithmetic.
-    seeds: int = field(default=2, metadata=_at_least(1))
+    seeds: int = field(default=2, metadata=_at_least(1, MAX_REPLICATES))
     #: Pairs per cell of the η × B grid (None: ``seeds``); N2 reads an interval over 5, N1 5 on each half.
-    grid_seeds: int | None = field(default=5, metadata=_at_least(1))
+    grid_seeds: int | None = field(default=5, metadata=_at_least(1, MAX_REPLICATES))
     device: str = field(default="auto", metadata={"check": check_device})
     #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
     scheduler: str | None = None
@@ -769,6 +809,12 @@ class NoiseStudy(Study):
         bases, tuned = self.task_specs()
         return list(dict.fromkeys(out + bases + list(tuned.values())))
 
+    def run_count(self) -> int:
+        """Return an upper bound on the runs :meth:`specs` lists (its parents and children; cells may coincide)."""
+        grid = self.grid_pairs * len(self.grid_cells())
+        cells = len(self.component_cells()) + len(self.pair_lrs)
+        return 3 * grid + self.seeds * (3 * cells + 1 + len(self.finetune_lrs) * len(TASKS))
+
 
 @dataclass(frozen=True)
 class NoiseRegimeStudy(Study):
@@ -810,7 +856,7 @@ class NoiseRegimeStudy(Study):
     #: memorise its training set (the reference maps do).
     augment: bool = False
     #: Spawn-and-merge pairs per cell, each from its own parent (or initialisation).
-    seeds: int = field(default=3, metadata=_at_least(1))
+    seeds: int = field(default=3, metadata=_at_least(1, MAX_REPLICATES))
     device: str = field(default="auto", metadata={"check": check_device})
     #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
     scheduler: str | None = None
@@ -845,6 +891,10 @@ class NoiseRegimeStudy(Study):
         noise = self.noise_study()
         return list(dict.fromkeys(s for c in self.cells() for p in range(self.seeds) for s in noise.children(c, p)))
 
+    def run_count(self) -> int:
+        """Return an upper bound on the runs of the map (each pair's two children and its parent)."""
+        return 3 * self.seeds * len(self.cells())
+
 
 @dataclass(frozen=True)
 class TheoryStudy(Study):
@@ -854,9 +904,9 @@ class TheoryStudy(Study):
 
     lams: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
     depth: int = field(default=4, metadata=_at_least(2))
-    hidden: int = field(default=32, metadata=_at_least(2))
-    in_features: int = field(default=16, metadata=_at_least(1))
-    inputs: int = field(default=256, metadata=_at_least(1))
+    hidden: int = field(default=32, metadata=_at_least(2, MAX_UNITS))
+    in_features: int = field(default=16, metadata=_at_least(1, MAX_UNITS))
+    inputs: int = field(default=256, metadata=_at_least(1, MAX_UNITS))
     seed: int = field(default=0, metadata=_at_least(0))
 
     def __post_init__(self) -> None:
@@ -878,10 +928,10 @@ class TutorialStudy(Study):
     profile_values = {"smoke": dict(hidden_units=32, epochs=3), "paper": dict(hidden_units=1024, epochs=60)}
 
     #: Hidden units of each of the tutorial network's two hidden layers (a count, not a width multiplier).
-    hidden_units: int = field(default=256, metadata=_at_least(2))
+    hidden_units: int = field(default=256, metadata=_at_least(2, MAX_UNITS))
     epochs: int = field(default=40, metadata=_at_least(1))
     #: The pair index p: model a trains from seed 2p, model b from seed 2p+1.
-    pair: int = field(default=0, metadata=_at_least(0))
+    pair: int = field(default=0, metadata=_at_least(0, MAX_REPLICATES - 1))
 
 
 @dataclass(frozen=True)
@@ -892,7 +942,7 @@ class ExplorerStudy(Study):
 
     dataset: str = _DATA.name
     width: float | None = field(default=None, metadata={"ok": lambda v: v > 0, "allowed": "a width multiplier > 0"})
-    pair: int = field(default=0, metadata=_at_least(0))
+    pair: int = field(default=0, metadata=_at_least(0, MAX_REPLICATES - 1))
     lam: float = 0.5
     layer: int | None = None
     interactive: bool = False
@@ -969,4 +1019,13 @@ def resolve(cls: type[StudyT], profile: str = "quick", **overrides: Any) -> Stud
             values["base_width"] = BASE_WIDTHS.get(given["arch"], _default(cls, "base_width"))
         if values.get("arch", "mlp") != "mlp":
             values["depth"] = None
-    return cls(profile=profile, **values)
+    study = cls(profile=profile, **values)
+    check_run_count(study.run_count(), f"{cls.__name__} at profile {profile!r}")
+    return study
+
+
+def check_run_count(runs: int, what: str) -> None:
+    """Raise SpecError naming ``what`` if it would train more than :data:`MAX_RUNS` runs."""
+    if runs > MAX_RUNS:
+        raise SpecError(f"{what} would train {runs:,} runs: expected at most {MAX_RUNS:,}; lower seeds, "
+                        "decisive_seeds or the number of values in its lists")

@@ -7,7 +7,7 @@ An entry lives at ``ROOT/<run id>/`` (64 hex digits, nothing else) and holds
 - ``history.json``, ``metrics.json``, ``provenance.json``;
 - ``manifest.json``: the SHA-256 of every other file, checked on load.
 
-Writes go to ``ROOT/.tmp/<what>__<host>__<pid>__<random>/`` (``_tmp_prefix``) and
+Writes go to ``ROOT/.tmp/<what>__<host>__<pid>__<random>/`` (:func:`lmcbook.files.tmp_prefix`) and
 are renamed into place, so a killed process never leaves a half entry: at worst a
 stale temporary directory, which ``gc`` removes.  A per-run file lock (fcntl,
 released by the kernel when its holder dies) keeps two processes from training the
@@ -33,7 +33,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import re
 import shutil
 import tempfile
@@ -48,20 +47,24 @@ import numpy as np
 import pandas as pd
 import torch
 from filelock import FileLock
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from .batched import STACK_MAX_UNITS, group_key, train_many
 from .data import Dataset, load_spec, resolve_device
+from .files import is_stale, share, temp_dir, tmp_prefix, write_atomic
 from .models import build
 from .paths import STORE_ENV, checked_path, store_root
 from .provenance import source_hash
-from .specs import RunSpec, SpecError
+from .specs import CODE_VERSION, RunSpec, SpecError
 from .train import DivergedError, TrainedRun, check_trainable, remove_checkpoint, train
 
 log = logging.getLogger("lmcbook.store")
 
 _READ_ORDER = ("missing", "present", "loaded", "trained")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
+#: What a store's root holds besides its entries (their folders are named by run id).
+_STORE_NAMES = {".tmp", ".locks", ".checkpoints", "derived", "datasets", "events.jsonl"}
 _FILES = ("spec.json", "model.safetensors", "history.json", "metrics.json", "provenance.json")
 
 
@@ -83,7 +86,6 @@ def _warn_once(kind: str, root: Path, message: str) -> None:
     if (kind, str(root)) not in _WARNED:
         _WARNED.add((kind, str(root)))
         warnings.warn(message, StoreWarning, stacklevel=3)
-        log.warning(message)
 
 
 def describe(spec: RunSpec) -> str:
@@ -123,26 +125,25 @@ def _last_byte(path: Path) -> bytes:
         return f.read(1)
 
 
+def _check_identity(path: Path) -> None:
+    """Raise StoreError unless the spec recorded in the entry at ``path`` hashes to the entry's folder name (an
+    entry copied or moved into another run's folder would otherwise be loaded as that run)."""
+    rid = path.name
+    try:
+        meta = json.loads((path / "spec.json").read_text())
+        cv = meta.get("code_version")
+        recorded = RunSpec.from_dict(meta["spec"]).run_id(cv if isinstance(cv, int) else CODE_VERSION)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise StoreError(f"run {rid[:12]}: spec.json cannot be read as a run spec ({err}); delete {path} "
+                         "(or run `lmcbook store gc`) and it will be retrained") from err
+    if recorded != rid or meta.get("id") != rid:
+        raise StoreError(f"run {rid[:12]}: the entry holds run {recorded[:12]} (its spec.json hashes to another "
+                         f"id: copied or moved into this folder?); delete {path} (or run `lmcbook store gc`) "
+                         "and it will be retrained")
+
+
 def _write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=1, sort_keys=True))
-
-
-_TMP_NAME = re.compile(r"^(?P<what>.+?)__(?P<host>.+?)__(?P<pid>[0-9]+)__")
-
-
-def _tmp_prefix(what: str) -> str:
-    """Return a temporary directory's name prefix: what it holds, and the host and pid writing it."""
-    return f"{what}__{platform.node()}__{os.getpid()}__"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _write_frame(directory: Path, name: str, df: pd.DataFrame) -> list[str] | None:
@@ -231,6 +232,12 @@ class RunStore:
         self._note(spec, "present" if found else "missing")
         return found
 
+    def foreign_names(self) -> list[str]:
+        """Return the names in the store's root that no store makes (none for a run store, or an empty folder)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.name not in _STORE_NAMES and not _HEX.match(p.name))
+
     def ids(self) -> list[str]:
         """Return the ids of all entries in the store."""
         if not self.root.exists():
@@ -291,9 +298,7 @@ class RunStore:
         good, torn = self._event_lines()
         if torn:
             p = self.root / "events.jsonl"
-            tmp = p.with_name(_tmp_prefix("events") + ".jsonl")
-            tmp.write_text("".join(json.dumps(e) + "\n" for e in good))
-            os.replace(tmp, p)
+            write_atomic(p, "".join(json.dumps(e) + "\n" for e in good))
         return len(torn)
 
     # -- writing ----------------------------------------------------------------------
@@ -311,8 +316,7 @@ class RunStore:
         """Write ``run`` atomically into the store and return its entry path (an existing entry wins)."""
         self.check_writable()
         final = self.path(run.spec)
-        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(run.spec.id[:16]),
-                                    dir=self.root / ".tmp"))
+        tmp = temp_dir(self.root / ".tmp", run.spec.id[:16])
         try:
             state = {k: v.detach().to("cpu").contiguous().clone() for k, v in run.model.state_dict().items()}
             save_file(state, str(tmp / "model.safetensors"))
@@ -327,10 +331,14 @@ class RunStore:
             _write_json(tmp / "provenance.json", run.provenance)
             files = sorted(p.name for p in tmp.iterdir())
             _write_json(tmp / "manifest.json", {f: _sha256(tmp / f) for f in files})
+            share(tmp)  # safetensors writes 0600: a colleague reads what the umask allows
             for p in tmp.iterdir():  # make the bytes durable before the rename publishes them
                 with open(p, "rb") as f:
                     os.fsync(f.fileno())
             self._publish(tmp, final, f"run {run.spec.short_id}")
+        except (OSError, SafetensorError) as err:  # a full or failing file system: one line that names it
+            raise StoreError(f"run {run.spec.short_id} could not be written to the store {self.root} ({err}): free "
+                             f"space there, or set {STORE_ENV} to a store with room; nothing was stored") from err
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return final
@@ -373,6 +381,7 @@ class RunStore:
             if not f.exists() or _sha256(f) != digest:
                 raise StoreError(f"run {rid[:12]}: {name} is corrupted or truncated (sha256 mismatch); "
                                  f"delete {path} (or run `lmcbook store gc`) and it will be retrained")
+        _check_identity(path)
 
     def load(self, spec: RunSpec, device: str | torch.device = "auto", record: bool = True) -> TrainedRun:
         """Return the stored run of ``spec`` on ``device``, after checking its files' hashes.
@@ -653,16 +662,18 @@ class RunStore:
             return frames
         if damaged:
             self.remove([path])
-        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(f"derived-{digest[:12]}"),
-                                    dir=self.root / ".tmp"))
+        tmp = temp_dir(self.root / ".tmp", f"derived-{digest[:12]}")
         try:
             columns = {name: _write_frame(tmp, name, df) for name, df in frames.items()}
             files = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
             _write_json(tmp / "meta.json", {"kind": kind, "key": key, "frames": sorted(frames),
                                             "columns": {k: v for k, v in columns.items() if v is not None},
                                             "files": files, "source_hash": source_hash(), "created": time.time()})
+            share(tmp)
             path.parent.mkdir(parents=True, exist_ok=True)
             self._publish(tmp, path, f"derived result {digest[:12]}", done="meta.json")
+        except OSError as err:  # a full file system: the frames are computed all the same
+            _warn_once("derived", self.root, f"derived results are computed but not cached in {self.root} ({err})")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return frames
@@ -673,13 +684,7 @@ class RunStore:
         tmp = self.root / ".tmp"
         if not tmp.exists():
             return []
-        out, now, host = [], time.time(), platform.node()
-        for p in tmp.iterdir():
-            m = _TMP_NAME.match(p.name)
-            dead = m is not None and m["host"] == host and not _pid_alive(int(m["pid"]))
-            if dead or now - p.stat().st_mtime > min_age_s:
-                out.append(p)
-        return out
+        return [p for p in tmp.iterdir() if is_stale(p, min_age_s)]
 
     def stale_checkpoints(self, min_age_s: float = 3600.0) -> list[Path]:
         """Return checkpoint files no run will resume from: those of runs already stored, and temporary files of
@@ -737,7 +742,7 @@ class RunStore:
         for p in paths:
             p = Path(p)
             if p.parent == self.root and _HEX.match(p.name):
-                trash = self.root / ".tmp" / (_tmp_prefix(f"trash-{p.name[:16]}") + str(time.time_ns()))
+                trash = self.root / ".tmp" / (tmp_prefix(f"trash-{p.name[:16]}") + str(time.time_ns()))
                 (self.root / ".tmp").mkdir(exist_ok=True)
                 try:
                     os.rename(p, trash)

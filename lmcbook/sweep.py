@@ -69,6 +69,10 @@ def _threads_per_worker(n_workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // n_workers)
 
 
+#: Seconds to wait for a ``tcp://`` scheduler to answer before giving up with an error.
+CONNECT_TIMEOUT_S = 10.0
+
+
 def check_scheduler(scheduler: str | None) -> str | None:
     """Return ``scheduler`` if it is None, "local:N" or "tcp://HOST:PORT"; else raise SpecError naming the forms."""
     if scheduler is None or re.fullmatch(r"local:[1-9][0-9]*", scheduler) or re.fullmatch(
@@ -116,7 +120,13 @@ def run_all(specs: list[RunSpec], scheduler: str | None = None, store: str | Pat
         with LocalCluster(n_workers=n, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
             return _submit(client, payloads, root, threads or _threads_per_worker(n), device, report)
-    with Client(scheduler) as client:
+    try:
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as err:
+        raise SpecError(f"scheduler={scheduler!r}: no Dask scheduler answered within {CONNECT_TIMEOUT_S:g} s "
+                        f"({type(err).__name__}); expected a running scheduler reachable from here (`dask scheduler`), "
+                        "or 'local:N' for workers on this machine") from None
+    with client:
         return _submit(client, payloads, root, threads, device, report)
 
 

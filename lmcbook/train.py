@@ -21,11 +21,11 @@ again after a kill, resumes from it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,6 +38,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .data import Dataset, augment_batch, epoch_batches, load_spec, resolve_device
+from .files import atomic_path
 from .metrics import evaluate
 from .models import build
 from .paths import show_progress
@@ -45,6 +46,10 @@ from .provenance import provenance, source_hash
 from .specs import RunSpec, SpecError, steps_per_epoch
 
 log = logging.getLogger("lmcbook.train")
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint was discarded (damaged, or not this run's): the run trains from the start."""
 
 
 class DivergedError(FloatingPointError):
@@ -196,7 +201,18 @@ def finish(spec: RunSpec, model: nn.Module, losses: torch.Tensor, sched: Schedul
 #: File name of a run's checkpoint when ``checkpoint`` names a directory: ``<run id>`` + this suffix.
 CHECKPOINT_SUFFIX = ".ckpt.safetensors"
 #: Key of the JSON metadata in the safetensors header, and the format version it holds.
-_CKPT_KEY, _CKPT_FORMAT = "lmcbook_checkpoint", 1
+_CKPT_KEY, _CKPT_FORMAT = "lmcbook_checkpoint", 2
+
+
+def tensors_sha(tensors: dict[str, torch.Tensor]) -> str:
+    """Return the SHA-256 of named tensors: every name, dtype, shape and byte, in name order (a checkpoint's own
+    checksum, kept in its header)."""
+    h = hashlib.sha256()
+    for k in sorted(tensors):
+        t = tensors[k].detach().cpu().contiguous()
+        h.update(f"{k}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def checkpoint_path(checkpoint: str | Path, spec: RunSpec) -> Path:
@@ -234,28 +250,9 @@ def _write_checkpoint(path: Path, spec: RunSpec, model: nn.Module, opt: torch.op
             tensors[f"momentum/{name}"] = buf.detach().cpu().contiguous().clone()
     tensors["losses"] = losses[: step - sched.first].detach().cpu().clone()
     meta = {"format": _CKPT_FORMAT, "run_id": spec.id, "source_hash": source_hash(), "step": step,
-            "first": sched.first, "stop": sched.stop, "total": sched.total}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata={_CKPT_KEY: json.dumps(meta)})
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable; not every platform lets a directory be opened
-        dfd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
+            "first": sched.first, "stop": sched.stop, "total": sched.total, "sha256": tensors_sha(tensors)}
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={_CKPT_KEY: json.dumps(meta)})
 
 
 def _read_checkpoint(path: Path, spec: RunSpec, model: nn.Module, params: dict[str, nn.Parameter],
@@ -283,6 +280,8 @@ def _read_checkpoint(path: Path, spec: RunSpec, model: nn.Module, params: dict[s
             why = "its schedule differs from this run's"
         elif not isinstance(meta.get("step"), int) or not sched.first < meta["step"] <= sched.stop:
             why = f"its step {meta.get('step')!r} is outside this run's steps ({sched.first}, {sched.stop}]"
+        elif meta.get("sha256") != tensors_sha(tensors):
+            why = "it is damaged (its contents do not match the SHA-256 in its header)"
     if why is None:
         step = meta["step"]
         state = {k.removeprefix("model/"): v for k, v in tensors.items() if k.startswith("model/")}
@@ -298,8 +297,10 @@ def _read_checkpoint(path: Path, spec: RunSpec, model: nn.Module, params: dict[s
         elif losses is None or losses.shape != (step - sched.first,):
             why = "its loss history does not fit its step"
     if why is not None:
-        log.warning("ignoring checkpoint %s of run %s: %s; training from the start (it will be overwritten)",
-                    path, spec.short_id, why)
+        msg = f"discarded checkpoint {path} of run {spec.short_id}: {why}; training from the start"
+        warnings.warn(msg, CheckpointWarning, stacklevel=3)
+        log.warning(msg)
+        path.unlink(missing_ok=True)
         return None
     return step, state, bufs, losses
 
@@ -332,9 +333,11 @@ def resume(checkpoint: str | Path | None, every: int, spec: RunSpec, model: nn.M
 
     The checkpoint holds the weights, momentum buffers, losses and next step (one
     safetensors file; run id, source hash and schedule as JSON in its header, never
-    pickle).  Only one of this run id written by this lmcbook source is used; any other
-    is ignored with a warning and overwritten.  On the CPU at the same thread count the
-    resumed run equals the uninterrupted run bitwise; its provenance adds ``resumed_from_step``.
+    pickle), with the SHA-256 of its tensors in that header.  Only one of this run id
+    written by this lmcbook source, whose contents match its SHA-256, is used; any other
+    (a damaged one included) is discarded with a :class:`CheckpointWarning` and deleted.  On the CPU at the
+    same thread count the resumed run equals the uninterrupted run bitwise; its provenance adds
+    ``resumed_from_step``.
     """
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise ValueError(f"checkpoint_every={every!r} is not allowed: expected an integer >= 1")

@@ -20,8 +20,8 @@ from torch import nn
 from lmcbook import book, probes
 from lmcbook.calibrate import fit_inverse_temperature
 from lmcbook.cli import main
-from lmcbook.data import DataError, load
-from lmcbook.merge import interpolate, repair, reset_bn
+from lmcbook.data import DataError, from_arrays, load
+from lmcbook.merge import interpolate, permutation_spec, repair, reset_bn, weight_matching
 from lmcbook.models import MLP
 from lmcbook.noise import spawn_step
 from lmcbook.parts import study as part_study
@@ -161,7 +161,47 @@ CASES = [
                                  torch.zeros(2, 4)), SpecError, ["'0' (2 times)", "called once"]),
     ("a damaged derived result", lambda st, t: st.verify_derived(st.derived_entries()[0]), StoreError,
      ["derived result", "frame.npz", "gc"]),
+    # issue 39: a cap on every count a user can set, and impossible input refused
+    ("a billion seeds", lambda st, t: part_study("width", "smoke", seeds=10**9), SpecError,
+     ["seeds=1000000000", "[1, 100]"]),
+    ("a million decisive seeds", lambda st, t: part_study("mechanism", "smoke", decisive_seeds=10**6), SpecError,
+     ["decisive_seeds=1000000", "[1, 100]"]),
+    ("a billion random permutations", lambda st, t: part_study("controls", "smoke", draws=10**9), SpecError,
+     ["draws=1000000000", "[1, 1000]"]),
+    ("a width grid of 100 values", lambda st, t: part_study("width", "smoke", widths=[0.25 * i for i in range(1, 101)]),
+     SpecError, ["widths=", "100 values", "at most 32 values"]),
+    ("a noise grid that would train 300k runs",
+     lambda st, t: part_study("noise", "smoke", grid_seeds=100, lrs=[0.001 * i for i in range(1, 33)],
+                              batch_sizes=list(range(8, 40))), SpecError,
+     ["NoiseStudy", "would train", "at most 100,000", "seeds"]),
+    ("a width sweep of one linear layer", lambda st, t: part_study("width", "smoke", depth=1), SpecError,
+     ["depth=1", "WidthStudy", ">= 2"]),
+    ("a mechanism sweep of one linear layer", lambda st, t: part_study("mechanism", "smoke", depth=1), SpecError,
+     ["depth=1", "MechanismStudy", ">= 2"]),
+    ("arrays with one label too few", lambda st, t: _arrays(y_train=_labels(9)), SpecError,
+     ["y_train", "(9,)", "expected shape (10,)"]),
+    ("labels beyond num_classes", lambda st, t: _arrays(y_test=_labels(10) + 3), SpecError,
+     ["y_test", "[0, 9]", "num_classes=10"]),
+    ("NaN inputs", lambda st, t: _arrays(x_cal=torch.full((10, 4), float("nan")).numpy()), SpecError,
+     ["x_cal", "finite", "NaN"]),
+    ("an empty x", lambda st, t: _arrays(x_train=torch.zeros(0, 4).numpy(), y_train=_labels(0)), SpecError,
+     ["x_train", "(0, 4)", "N >= 1"]),
+    ("a permutation spec of another width",
+     lambda st, t: weight_matching(MLP(4, 3, 16), MLP(4, 3, 16), permutation_spec(MLP(4, 3, 8))), SpecError,
+     ["spec does not fit the model", "size 8", "size 16", "permutation_spec(model)"]),
 ]
+
+
+def _labels(n):
+    return (torch.arange(n) % 10).numpy()
+
+
+def _arrays(**given):
+    """Call data.from_arrays with 10 valid examples of 4 features per split, some of them replaced by ``given``."""
+    x = torch.rand(10, 4).numpy()
+    splits = {"x_train": x, "y_train": _labels(10), "x_cal": x, "y_cal": _labels(10), "x_test": x,
+              "y_test": _labels(10), **given}
+    return from_arrays("mine", *splits.values(), 10, "cpu")
 
 #: Command lines that fail: (id, argv, environment, standard input, exit code, words on stderr or stdout).
 CLI_CASES = [
@@ -177,6 +217,18 @@ CLI_CASES = [
      {"LMCBOOK_OUT": "{t}/a-file"}, None, 2, ["LMCBOOK_OUT", "is a file"]),
     ("an absurd -p epochs", ["execute", "--profile", "smoke", "--only", "width_accuracy", "-p", "epochs", "1e12"],
      {}, None, 2, ["epochs=1000000000000", "[1, 100000]"]),
+    ("an absurd -p seeds", ["execute", "--profile", "smoke", "--only", "width_accuracy", "-p", "seeds", "100000000"],
+     {}, None, 2, ["seeds=100000000", "[1, 100]"]),
+    ("-p depth 1 for the width pages", ["execute", "--profile", "smoke", "--only", "width_accuracy", "-p", "depth",
+                                        "1"], {}, None, 2, ["depth=1", ">= 2"]),
+    ("verify of a folder that is not a store", ["store", "verify", "--store", "{t}"], {}, None, 2,
+     ["not a run store", "a-file"]),
+    ("malformed YAML in -p", ["execute", "--profile", "smoke", "--only", "width_accuracy", "-p", "widths", "[0.5"],
+     {}, None, 2, ["-p widths '[0.5'", "not valid YAML"]),
+    ("a missing data_root", ["execute", "--profile", "smoke", "--only", "mechanism", "-p", "dataset", "mnist_standin",
+                             "-p", "data_root", "{t}/nowhere"], {}, None, 2, ["data_root='{t}/nowhere'", "lacks"]),
+    ("reference with a missing --data-root", ["reference", "mechanism-mnist-standin", "--data-root", "{t}/nowhere"],
+     {}, None, 2, ["mnist_standin", "nowhere", "t10k-images-idx3-ubyte"]),
 ]
 
 
@@ -272,6 +324,7 @@ def test_bad_command_line(name, argv, env, stdin, code, words, tmp_path, monkeyp
     assert main([a.format(t=tmp_path) for a in argv]) == code
     said = "".join(capsys.readouterr())
     for w in words:
+        w = w.format(t=tmp_path)
         assert w in said, f"{name}: {w!r} not in {said!r}"
     assert not any(e["event"] == "trained" for e in RunStore(store).events())
     if stdin is not None:

@@ -32,7 +32,7 @@ def test_width_study_profiles_and_overrides():
 @pytest.mark.parametrize("kwargs, names", [
     (dict(widths="abc"), ["widths", "list"]),
     (dict(widths=[]), ["widths"]),
-    (dict(seeds=0), ["seeds", ">= 1"]),
+    (dict(seeds=0), ["seeds", "[1, 100]"]),
     (dict(epochs="ten"), ["epochs", "int"]),
     (dict(bias="yes"), ["bias", "true or false"]),
     (dict(lams=[0.0, 2.0]), ["lams", "[0, 1]"]),

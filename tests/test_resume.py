@@ -203,16 +203,27 @@ def _truncated(path, digits, monkeypatch):
     path.write_bytes(path.read_bytes()[:-100])
 
 
-@pytest.mark.parametrize("make_bad", [_other_run, _other_source, _corrupt, _truncated])
+def _flipped(path, digits, monkeypatch):
+    """A valid checkpoint with one byte of its weights flipped: still a readable safetensors file (issue 39)."""
+    with monkeypatch.context() as m:
+        _interrupt_at_epoch(m, 1)
+        with pytest.raises(Interrupted):
+            train(tiny_spec(epochs=3), digits, progress=False, checkpoint=path)
+    data = bytearray(path.read_bytes())
+    data[-1000] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("make_bad", [_other_run, _other_source, _corrupt, _truncated, _flipped])
 def test_foreign_or_broken_checkpoint_is_ignored(digits, tmp_path, monkeypatch, caplog, make_bad):
     spec = tiny_spec(epochs=3)
     ref = train(spec, digits, progress=False)
     ckpt = tmp_path / "run.ckpt"
     make_bad(ckpt, digits, monkeypatch)
     assert ckpt.exists()
-    with caplog.at_level(logging.INFO, logger="lmcbook.train"):
+    with caplog.at_level(logging.INFO, logger="lmcbook.train"), pytest.warns(train_mod.CheckpointWarning):
         run = train(spec, digits, progress=False, checkpoint=ckpt)
-    assert "ignoring checkpoint" in caplog.text and "resumed" not in caplog.text
+    assert "discarded checkpoint" in caplog.text and "resumed" not in caplog.text
     assert any(r.levelno == logging.WARNING for r in caplog.records)
     assert "resumed_from_step" not in run.provenance
     _assert_same_run(run, ref)

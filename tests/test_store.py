@@ -1,8 +1,10 @@
 import json
+import shutil
 
 import pytest
 import torch
 
+from lmcbook.cli import main
 from lmcbook.specs import DataSpec, RunSpec
 from lmcbook.store import RunStore, StoreError, StoreWarning, _read_frame
 from tests.conftest import tiny_spec
@@ -103,3 +105,19 @@ def test_cached_frames_round_trip_exactly_and_never_unpickle(tmp_path):
     np.savez(entry / "columnar.npz", c0=np.array([object()], dtype=object))
     with pytest.raises(ValueError, match="allow_pickle"):
         _read_frame(entry, "columnar", ["value"])
+
+
+def test_an_entry_copied_into_another_runs_folder_is_refused(digits, tmp_path, capsys):
+    """Issue 39: a run's recorded spec must hash to its folder's id, or the entry is another run's weights."""
+    store = RunStore(tmp_path / "s")
+    a, b = tiny_spec(seed=0), tiny_spec(width=0.5, seed=1)  # b is wider: loading a's weights as b cannot fit
+    store.get_or_train(a, data=digits)
+    store.get_or_train(b, data=digits)
+    store.remove([store.path(b)])
+    shutil.copytree(store.path(a), store.path(b))  # every file intact, its manifest matches
+    with pytest.raises(StoreError) as err:
+        store.load(b)
+    assert b.short_id in str(err.value) and a.short_id in str(err.value) and "gc" in str(err.value)
+    assert main(["store", "verify", "--store", str(store.root)]) == 1
+    said = capsys.readouterr().out
+    assert "CORRUPT ENTRY" in said and b.id in said and "1 corrupt" in said

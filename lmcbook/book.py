@@ -93,8 +93,8 @@ def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:
             return False
     for name_read, sha in reads.get("csv", {}).items():
         path = out / "data" / f"{name_read}.csv"
-        if not path.exists() or file_sha(path) != sha:
-            return False
+        if (sha is None) != (not path.exists()) or (sha is not None and file_sha(path) != sha):
+            return False  # changed, gone, or (read as absent, sha None) there now
     for name_read, sha in reads.get("references", {}).items():
         try:
             path = reference.csv_path(name_read)

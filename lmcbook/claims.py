@@ -65,6 +65,7 @@ from .stats import (
     interval_of,
     quadratic_fit,
     spearman,
+    t_interval,
     trend_and_ends,
     within,
 )
@@ -1126,8 +1127,9 @@ NOISE_RULE_THRESHOLDS = (NOISE_FAILED_TRAIN_ACC, 0.95, NOISE_CONVERGED_TRAIN_ACC
 NOISE_MIN_EFFECT = 0.005  #: the noise rows' minimum effect: half a point, about half the noise paper's gains
 NOISE_MIN_CELLS = 4  #: kept cells that N1, N2 and N6 need (a quadratic fit through 3 points has no residual)
 MATCHED_ACC_TOL = 0.005  #: N4: the two cells' mean training accuracies (weaker child) agree within this
-#: The measured text of a row whose intervals all lie below NOISE_MIN_EFFECT.
+#: The measured text of a row whose gains all lie below NOISE_MIN_EFFECT, and of a row whose difference does.
 ABSENT = "no gain of the paper's size in this setting"
+ABSENT_EFFECT = "no effect of the paper's size in this setting"
 
 
 def noise_pairs(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -1394,11 +1396,12 @@ def _collapse_row(cid: str, page: str, statement: str, ok: pd.DataFrame, cells: 
                           f"{' or of '.join(against)}, too few for a quadratic fit", test, NA, {"n_kept": n_ok})
     ivs = _cell_intervals(ok, keys, list(ok.groupby(keys).groups))
     best = max(ivs, key=lambda iv: iv.hi)
+    c = collapse(ok, keys, on, against)
     if all(absent(iv) for iv in ivs):
         return _noise_row(cid, page, statement, f"{rule_text}; the best kept cell's gain {best.text('.2f', 100)} "
                           f"points: {ABSENT}", test, FAIL,
-                          {"n_kept": n_ok, "estimate": best.mean, "lo": best.lo, "hi": best.hi})
-    c = collapse(ok, keys, on, against)
+                          {"n_kept": n_ok, "estimate": best.mean, "lo": best.lo, "hi": best.hi,
+                           "anova_p": c.anova_p})
     ratio = f"{c.ratio:.3g}" if np.isfinite(c.ratio) else "undefined (no variance left beyond pair noise)"
     measured = (f"{rule_text}; residual variance on log10 S over the smaller on {names}: {ratio}; on S minus "
                 f"{COLLAPSE_RATIO_MAX:g} × the smaller: {c.excess.text('.3g', 1e4)} points²; ANOVA p = "
@@ -1438,6 +1441,9 @@ def claim_n3(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     rule_text = _rule_text(cells, rule)
     if len(ok) < 2:
         return _noise_row("N3", "noise_components", statement, f"{rule_text}; fewer than two kept cells", test, NA)
+    if all(absent(iv) for iv in _cell_intervals(pairs, ["weight_decay"], list(ok.index))):
+        return _noise_row("N3", "noise_components", statement, f"{rule_text}; {ABSENT}: nothing for weight decay "
+                          "to change", test, NA)
     hi, lo = ok["gain"].idxmax(), ok["gain"].idxmin()
     iv = interval_diff(_at(pairs, "weight_decay", hi), _at(pairs, "weight_decay", lo))
     return _noise_row("N3", "noise_components", statement,
@@ -1467,7 +1473,7 @@ def claim_n4(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     iv = interval_diff(_at(pairs, "weight_decay", strong), _at(pairs, "weight_decay", weak))
     return _noise_row("N4", "noise_components", statement, f"gain at weight decay {strong:g} minus at {weak:g}: "
                       f"{iv.text('.2f', 100)} points (training accuracy {acc.iloc[1]:.3f} and {acc.iloc[0]:.3f})"
-                      + (f"; {ABSENT}" if absent(iv) else ""),
+                      + (f"; {ABSENT_EFFECT}" if absent(iv) else ""),
                       test, sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
 
 
@@ -1500,7 +1506,7 @@ def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     return _noise_row("N5", "noise_components", statement,
                       f"{rule_text}; diagonal gain at η {lrs[-1]:g} minus at {lrs[0]:g}: {iv_ends.text('.2f', 100)} "
                       f"points; diagonal minus off-diagonal: {iv_diag.text('.2f', 100)} points"
-                      + (f"; {ABSENT}" if absent(iv_ends, iv_diag) else ""), test,
+                      + (f"; {ABSENT_EFFECT}" if absent(iv_ends, iv_diag) else ""), test,
                       sized(both(above(iv_ends, 0.0, MIN_PAIRS), above(iv_diag, 0.0, MIN_PAIRS)), iv_ends, iv_diag),
                       _values(iv_diag, NOISE_MIN_EFFECT, ends=iv_ends.mean, ends_lo=iv_ends.lo, ends_hi=iv_ends.hi))
 
@@ -1555,7 +1561,8 @@ def claim_n7(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     at = pairs[np.isclose(pairs["lr"], lr0)]
     iv = interval_diff(at.loc[at["augment"], GAIN], at.loc[~at["augment"], GAIN])
     return _noise_row("N7", "noise_components", statement, f"{rule_text}; at η {lr0:g}, gain with minus without "
-                      f"augmentation {iv.text('.2f', 100)} points" + (f"; {ABSENT}" if absent(iv) else ""), test,
+                      f"augmentation {iv.text('.2f', 100)} points" + (f"; {ABSENT_EFFECT}" if absent(iv) else ""),
+                      test,
                       sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
 
 
@@ -1590,10 +1597,11 @@ MAP_MIN_PAIRS = 3
 #: A map cell's reading, from its intervals over pairs (:func:`map_cells`), in the order they are tried.
 MAP_READINGS = {
     "failed": "excluded by the rule: a run diverged or ended near chance",
-    "paper": "merging gains at least the paper's size (its interval lies above half a point)",
+    "paper": "merging gains at least the paper's size (its interval lies above the minimum effect)",
     "gains": "merging gains (its interval lies above 0), less than the paper's size",
-    "basins": "the children sit in different basins: the ensemble gains, the merge loses",
-    "harvest": "nothing to harvest: the children agree, and their ensemble gains less than half a point",
+    "basins": "the merge loses more than the minimum effect while the ensemble gains: the children sit on either "
+              "side of a barrier",
+    "harvest": "nothing to harvest: the ensemble of the two children gains less than the minimum effect",
     "undecided": "undecided: the intervals straddle",
 }
 
@@ -1607,7 +1615,7 @@ def _map_reading(gain: Interval, ens: Interval, kept: bool) -> str:
         return "paper"
     if gain.lo > 0:
         return "gains"
-    if gain.hi < 0 and ens.decided and ens.lo > 0:
+    if gain.hi < -NOISE_MIN_EFFECT and ens.decided and ens.lo > 0:
         return "basins"
     if ens.decided and ens.hi < NOISE_MIN_EFFECT:
         return "harvest"
@@ -1622,9 +1630,9 @@ def map_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.D
     pairs = noise_pairs(frame, MAP_KEYS)
     cells = noise_cells(pairs, MAP_KEYS, rule)
     rows = []
-    for key, g in pairs.groupby(MAP_KEYS):
-        gain, ens = interval(g[GAIN].dropna()), interval(g["ensemble_gain"].dropna()) if "ensemble_gain" in g \
-            else interval([])
+    for key, g in pairs.groupby(MAP_KEYS):  # a few pairs a cell: Student-t intervals, not a bootstrap's range
+        gain = t_interval(g[GAIN].dropna())
+        ens = t_interval(g["ensemble_gain"].dropna()) if "ensemble_gain" in g else t_interval([])
         kept = bool(cells.loc[key, "kept"])
         rows.append({**dict(zip(MAP_KEYS, key)), "n": len(g), "gain": gain.mean, "gain_lo": gain.lo,
                      "gain_hi": gain.hi, "ensemble_gain": ens.mean, "ensemble_gain_lo": ens.lo,
@@ -1649,7 +1657,7 @@ def map_settings(cells: pd.DataFrame, order: tuple[str, ...] = PICK_ORDER) -> pd
     its interval, and its learning rate; sorted best first by ``order`` (:data:`PICK_ORDER`)."""
     out = []
     for key, g in cells.groupby(MAP_KEYS[:-1]):
-        best = g.loc[g["gain_lo"].fillna(-np.inf).idxmax()]
+        best = g.loc[g["gain_lo"].where(g["kept"]).fillna(-np.inf).idxmax()]  # failed cells never the best
         out.append({**dict(zip(MAP_KEYS[:-1], key)), "n_cells": len(g),
                     "n_gain": int(g["reading"].isin(["paper", "gains"]).sum()),
                     "n_paper": int((g["reading"] == "paper").sum()), "best_lr": best["lr"], "best_gain": best["gain"],

@@ -479,7 +479,8 @@ def _pair_measures(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Datase
                "train_acc_merged": train.acc, "train_loss_merged": train.loss}
         return {"row": pd.DataFrame([row])}
 
-    got = store.cached_frames("noise_pair", {"a": ra.id, "b": rb.id, "dataset": data.name}, compute)
+    ref = ra.spec.parent.id if ra.spec.parent is not None else "init"  # where the distance is measured from
+    got = store.cached_frames("noise_pair", {"a": ra.id, "b": rb.id, "dataset": data.name, "ref": ref}, compute)
     return {k: float(v) for k, v in got["row"].iloc[0].items()}
 
 

@@ -36,6 +36,7 @@ from .claims import (
     INCONCLUSIVE,
     NA,
     NOISE_FAILED_TRAIN_ACC,
+    NOISE_MIN_EFFECT,
     PAGE_CLAIMS,
     PASS,
     ClaimResult,
@@ -137,8 +138,12 @@ class Page:
 
     def read_csv_if(self, name: str) -> pd.DataFrame | None:
         """Return another page's result CSV as :meth:`read_csv` does, or None when that page has not been executed
-        into this output folder (a page executed alone, such as a reference run)."""
-        return self.read_csv(name) if (out_dir() / "data" / f"{name}.csv").exists() else None
+        into this output folder (a page executed alone, such as a reference run); its absence is recorded too, so
+        that this page re-runs once that CSV appears."""
+        if (out_dir() / "data" / f"{name}.csv").exists():
+            return self.read_csv(name)
+        self.csv_reads[name] = None
+        return None
 
     def read_reference(self, name: str) -> tuple[pd.DataFrame, dict[str, Any]]:
         """Return a committed reference run's CSV and provenance (:func:`lmcbook.reference.load`), recording it so
@@ -490,7 +495,8 @@ def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
     cells = map_cells(frame)
     n = cells["reading"].value_counts()
     data = DATASET_LABELS.get(str(frame["dataset"].iloc[0]), "its data") if "dataset" in frame else "its data"
-    words = {"paper": "gain at least the paper's size (half a point)", "gains": "gain less than that",
+    words = {"paper": f"gain at least the paper's size ({100 * NOISE_MIN_EFFECT:g} points)",
+             "gains": "gain less than that",
              "basins": "lose because the children sit in different basins", "harvest": "have nothing to harvest",
              "failed": "failed", "undecided": "are undecided"}
     text = (f"On {label}'s regime map ({data}), of {len(cells)} cells " +
@@ -546,7 +552,8 @@ def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
         return text + " No spawned setting of the map gains measurably, so none is better placed."
     same = (bool(pick["augment"]) == own["augment"] and np.isclose(pick["lr_floor"], own["lr_floor"])
             and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
-    return text + (" It is the setting the map picks: the most learning rates that gain the paper's size." if same
+    most = "the most learning rates that gain the paper's size" if s["n_paper"] else "the most that gain"
+    return text + (f" It is the setting the map picks: {most}." if same
                    else f" The map, as this build ran it, would pick {describe_setting(pick)} instead; this page "
                         "keeps its own setting (the one the reference runs used), and says so here.")
 
@@ -687,22 +694,24 @@ def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_point: float,
+def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_point: float | None = None,
                           rule: float = NOISE_FAILED_TRAIN_ACC) -> str:
     """Return what a noise reference run's grid shows, in Markdown, every number computed from its CSV (``frame``)
-    and its rows (N1, N2): the cells the rule (its threshold ``rule``) excluded and why, the training lengths, the
-    kept cells' gains against S, and how they compare with the paper's gains of about a point."""
+    and its rows (N1, N2): the cells the rule (its threshold ``rule``) excluded and why, the training lengths (where
+    the cells took several), the kept cells' gains against S, and how they compare with the paper's gains of about a
+    point (``signal_point``: one test example in points, if known)."""
     cells = noise_grid_cells(frame, rule)
     ok, out = cells[cells["kept"]], cells[~cells["kept"]]
     cap = int(cells["train_steps"].max())
+    lengths = cells["train_steps"].nunique() > 1  # the first protocol trained a cell longer until it met its rule
     excluded = "; ".join(
         f"η {lr:g}, B {b:g} (S = {c['noise_scale']:.1e}; weaker child {c['train_acc_mean']:.3f} on average, "
         f"{c['train_acc_min']:.3f} at worst" + (", diverged" if c.get("diverged", False) else "")
-        + f"{', at the cap' if int(c['train_steps']) == cap else ''})" for (lr, b), c in out.iterrows())
-    text = [f"{len(ok)} of {len(cells)} cells met the rule; the kept ones took "
-            f"{', '.join(f'{int(v)}' for v in sorted(ok['train_steps'].unique()))} steps, so across them S and "
-            f"training length are not independent. {int((cells['train_steps'] == cap).sum())} cells reached the "
-            f"{cap}-step cap. Excluded: {excluded or 'none'}."]
+        + f"{', at the cap' if lengths and int(c['train_steps']) == cap else ''})" for (lr, b), c in out.iterrows())
+    took = (f"; the kept ones took {', '.join(f'{int(v)}' for v in sorted(ok['train_steps'].unique()))} steps, so "
+            f"across them S and training length are not independent. {int((cells['train_steps'] == cap).sum())} "
+            f"cells reached the {cap}-step cap" if lengths else f", every one after {cap} steps")
+    text = [f"{len(ok)} of {len(cells)} cells met the rule{took}. Excluded: {excluded or 'none'}."]
     if len(ok) >= 2:
         rho = spearman(ok["noise_scale"], ok["gain"])
         best = ok["gain"].idxmax()
@@ -712,8 +721,9 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
         anova = n2.values.get("anova_p", float("nan")) if n2 is not None else float("nan")
         text.append(
             f"On the kept cells the mean gain runs from {100 * ok['gain'].min():.2f} to "
-            f"{100 * ok['gain'].max():.2f} points (one test signal is {signal_point:.3f} points), against the paper's "
-            f"gains of about a point; a one-way ANOVA finds "
+            f"{100 * ok['gain'].max():.2f} points"
+            + (f" (one test example is {signal_point:.3f} points)" if signal_point else "")
+            + ", against the paper's gains of about a point; a one-way ANOVA finds "
             + ("a difference between them" if anova < 1 - CONFIDENCE else
                "no difference between them beyond pair noise")
             + f" (p = {anova:.2g}). Their mean gain {trend(rho)} with S (Spearman ρ = {rho:.2f} over "

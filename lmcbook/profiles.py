@@ -652,7 +652,7 @@ class NoiseStudy(Study):
                       momenta=(0.0, 0.9), component_lrs=(0.02, 0.05, 0.1),
                       weight_decays=(0.0, 5e-3), pair_lrs=(0.02, 0.1), finetune_steps=20, finetune_lrs=(0.05,),
                       alphas=(0.0, 0.5, 1.0), seeds=1, grid_seeds=1),
-        "paper": dict(dataset="cifar10", steps=20000, max_steps=80000, base_width=64, width=4.0,
+        "paper": dict(dataset="cifar10", steps=20000, base_width=64, width=4.0,
                       seeds=10, grid_seeds=10),  # N1 reads 5 pairs on each half; the other noise rows 5 per cell
     }
 
@@ -735,9 +735,9 @@ class NoiseStudy(Study):
         return RunSpec(
             data=DataSpec(self.dataset, self.data_root, augment=cell.augment, download=self.download),
             model=ModelSpec("mlp", self.width, self.base_width, self.depth, cell.norm, self.bias),
-            train=TrainSpec(steps=steps or self.steps, batch_size=cell.batch_size, lr=cell.lr,
-                            momentum=cell.momentum, weight_decay=cell.weight_decay, warmup=self.warmup, seed=seed,
-                            **{**cell.train_fields(), **train}),
+            train=TrainSpec(**{"steps": steps or self.steps, "batch_size": cell.batch_size, "lr": cell.lr,
+                               "momentum": cell.momentum, "weight_decay": cell.weight_decay, "warmup": self.warmup,
+                               "seed": seed, **cell.train_fields(), **train}),
         )
 
     def cell(self, lr: float, batch_size: int | None = None, **kw) -> Cell:

@@ -212,7 +212,8 @@ kept = {name: frame.groupby(keys)["kept"].first() for name, frame, keys in (
     ("momentum", mom, ["lr", "momentum"]), ("weight_decay", wd, ["norm", "weight_decay"]),
     ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
 page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, min_effect=100 * claims.NOISE_MIN_EFFECT,
-                 n_pairs=study.seeds)
+                 n_pairs=study.seeds, rule_between=claims.NOISE_RULE_THRESHOLDS[1],
+                 rule_old=claims.NOISE_RULE_THRESHOLDS[2], ref_pairs=2 * claims.MIN_PAIRS)
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"
                                     for name, c in kept.items()))
@@ -240,7 +241,7 @@ page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())}
 # ## How the verdicts depend on the rule
 #
 # Each row's verdict with only failed runs excluded (the rule), with every pair's weaker
-# child at 0.95 training accuracy or more, and at 0.99 (the book's earlier convergence
+# child at {glue:text}`rule_between:g` training accuracy or more, and at {glue:text}`rule_old:g` (the book's earlier convergence
 # rule):
 
 # %%
@@ -266,7 +267,7 @@ page.glue_md("noise_references", "\n\n".join(ref_blocks) or "No reference run of
 # %% [markdown] tags=["when:decides=false"]
 # **What this build cannot decide.** Every row here reads intervals over at least
 # {glue:md}`min_pairs` pairs per cell; this build has {glue:text}`n_pairs`, so its rows
-# that reach an interval are *inconclusive*. The committed reference runs, with 10 pairs
+# that reach an interval are *inconclusive*. The committed reference runs, with {glue:text}`ref_pairs` pairs
 # per cell, decide them: the scoreboard scores each.
 
 # %% [markdown] tags=["when:decides=true"]
@@ -275,7 +276,7 @@ page.glue_md("noise_references", "\n\n".join(ref_blocks) or "No reference run of
 # %% [markdown]
 # ## The reference runs
 #
-# Committed under `results/` with their provenance, these run this page with 10 pairs per
+# Committed under `results/` with their provenance, these run this page with {glue:text}`ref_pairs` pairs per
 # cell in the same setting; their tests, the rule and the minimum effect were fixed, and
 # committed, before they ran.
 #

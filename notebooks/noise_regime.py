@@ -73,14 +73,15 @@ pairs.groupby(["lr_floor", "spawn_fraction", "independent", "lr"])[
 from lmcbook.merge import interpolate
 from lmcbook.metrics import ensemble_gain, evaluate, logits
 
-cell = study.cells()[len(study.lrs) // 2]  # decay to zero, shared initialisation, the middle learning rate
+cell = study.cells()[len(study.lrs) // 2]  # the first floor and start, the middle learning rate
 a, b = (page.store.load(s) for s in study.noise_study().children(cell, 0))
 data = experiments.study_data(study)
 merged = interpolate(a.model, b.model, 0.5)
 gain = evaluate(merged, data.x_test, data.y_test).acc - (a.metrics["test_acc"] + b.metrics["test_acc"]) / 2
 ens = ensemble_gain(logits(a.model, data.x_test), logits(b.model, data.x_test), data.y_test)
 row = pairs[(pairs["lr"] == cell.lr) & (pairs["lr_floor"] == cell.lr_floor) & (pairs["pair"] == 0)
-            & (pairs["spawn_fraction"] == 0) & ~pairs["independent"] & ~pairs["augment"]].iloc[0]
+            & (pairs["spawn_fraction"] == cell.spawn_fraction) & (pairs["independent"] == cell.independent)
+            & (pairs["augment"] == cell.augment)].iloc[0]
 assert abs(gain - row["gain"]) < 1e-6 and abs(ens - row["ensemble_gain"]) < 1e-6
 print(f"η = {cell.lr:g}: merging gain {100 * gain:+.2f} points, ensemble gain {100 * ens:+.2f} points")
 
@@ -101,7 +102,7 @@ page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, n_pairs=study.seeds, 
                  min_effect=100 * claims.NOISE_MIN_EFFECT, map_min_pairs=claims.MAP_MIN_PAIRS,
                  **{f"n_{k}": int(counts.get(k, 0)) for k in claims.MAP_READINGS})
 page.choose("pick", "none" if pick is None else "found")
-page.choose("vs_decay", "none")  # unless the pick has a decay-to-zero cell beside it (below)
+vs_decay = "none"  # unless the pick has a decay-to-zero cell beside it (below)
 first = claims.pick_setting(cells, claims.FIRST_PICK)  # the ranking fixed before the map first ran
 page.choose("first_pick", "same" if first == pick else "differs")
 if first is not None and first != pick:
@@ -124,17 +125,18 @@ if pick is not None:
         merged, decayed = at.loc[pick["lr_floor"], "acc_merged"], at.loc[0.0, "acc_endpoints"]
         page.glue_values(merged_acc=merged, children_acc=at.loc[pick["lr_floor"], "acc_endpoints"],
                          decayed_acc=decayed, decayed_merged_acc=at.loc[0.0, "acc_merged"])
-        page.choose("vs_decay", "above" if merged - decayed > claims.NOISE_MIN_EFFECT else
+        vs_decay = ("above" if merged - decayed > claims.NOISE_MIN_EFFECT else
                     "below" if decayed - merged > claims.NOISE_MIN_EFFECT else "level")
+page.choose("vs_decay", vs_decay)
 page.save(long)
 
 # %% [markdown]
 # ```{glue:figure} fig_map
 # :name: fig-noise-map
 #
-# Merging gain against the peak learning rate, with its 95% interval over pairs, one line
+# Merging gain against the peak learning rate, with its 95% Student-t interval over pairs, one line
 # per start (dashed: independently initialised pairs), one panel per schedule (rows) and
-# augmentation (columns). The grey band is ± the minimum effect (half a point); the
+# augmentation (columns). The grey band is ± the minimum effect ({glue:text}`min_effect:g` points); the
 # vertical axis is linear within ± 2 points and logarithmic beyond. Grey crosses: cells
 # the rule excluded.
 # ```
@@ -144,7 +146,7 @@ page.save(long)
 # {glue:text}`min_effect:g` points), {glue:text}`n_gains` gain less than that,
 # {glue:text}`n_basins` lose because their children sit in different basins (the
 # ensemble gains, the merge loses), {glue:text}`n_harvest` have nothing to harvest (the
-# children agree and their ensemble gains less than half a point), {glue:text}`n_failed`
+# ensemble of the two children gains less than {glue:text}`min_effect:g` points), {glue:text}`n_failed`
 # failed, and {glue:text}`n_undecided` are undecided. The map reads intervals over
 # {glue:text}`map_min_pairs` pairs or more; it decides no claim. Per setting, over its
 # learning rates:
@@ -156,7 +158,7 @@ page.save(long)
 # %% [markdown] tags=["when:pick=found"]
 # **Where the noise study goes.** The setting with the most cells that gain the paper's
 # size (then the most that gain at all) is {glue:md}`pick_text`: {glue:text}`pick_n` of its {glue:text}`pick_of` learning rates gain,
-# the best by {glue:text}`pick_gain:.2f` points (95% interval
+# the best by {glue:text}`pick_gain:.2f` points (95% Student-t interval
 # {glue:text}`pick_lo:.2f` to {glue:text}`pick_hi:.2f`) at $\eta =$ {glue:text}`pick_lr:g`.
 # The next two pages run the noise paper's claims there: the $\eta \times B$ grid and its
 # collapse on $S$, then momentum, weight decay, augmentation and learning-rate pairs.
@@ -166,7 +168,7 @@ page.save(long)
 # {glue:text}`merged_acc:.3f` test accuracy and its children {glue:text}`children_acc:.3f`.
 # Children spawned at the same point whose learning rate decays to zero instead reach
 # {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`):
-# within half a point of the merge. Here, merging recovers what decaying the learning
+# within {glue:text}`min_effect:g` points of the merge. Here, merging recovers what decaying the learning
 # rate would have given: it averages out the noise that a constant rate leaves in each
 # child, rather than finding a better solution than training to the end would.
 
@@ -175,7 +177,7 @@ page.save(long)
 # {glue:text}`merged_acc:.3f` test accuracy and its children {glue:text}`children_acc:.3f`.
 # Children spawned at the same point whose learning rate decays to zero instead reach
 # {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`): the
-# merge beats them by more than half a point, so it is more than what decaying the
+# merge beats them by more than {glue:text}`min_effect:g` points, so it is more than what decaying the
 # learning rate would have given.
 
 # %% [markdown] tags=["when:vs_decay=below"]
@@ -183,7 +185,7 @@ page.save(long)
 # {glue:text}`merged_acc:.3f` test accuracy and its children {glue:text}`children_acc:.3f`.
 # Children spawned at the same point whose learning rate decays to zero instead reach
 # {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`): more
-# than half a point above the merge. The merge recovers part, not all, of what decaying
+# than {glue:text}`min_effect:g` points above the merge. The merge recovers part, not all, of what decaying
 # the learning rate would have given.
 
 # %% [markdown] tags=["when:vs_decay=none"]

@@ -65,9 +65,9 @@ table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_
 
 # %% [markdown]
 # The sensitivity of N1 and N2 to the rule's threshold: each row's verdict with only
-# failed runs excluded (the rule), with every pair's weaker child at 0.95 training
-# accuracy or more, and at 0.99 (the book's earlier convergence rule, which removed the
-# high-noise side):
+# failed runs excluded (the rule), with every pair's weaker child at
+# {glue:text}`rule_between:g` training accuracy or more, and at {glue:text}`rule_old:g`
+# (the book's earlier convergence rule, which removed the high-noise side):
 
 # %%
 keys = ["lr", "batch_size", "momentum", "spawn_fraction", "lr_floor", "augment", "method", "dataset"]
@@ -105,6 +105,8 @@ page.glue_values(
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")
 page.choose("n1_decides", study.grid_pairs >= 2 * claims.MIN_PAIRS)
+page.glue_values(n1_pairs=2 * claims.MIN_PAIRS, rule_between=claims.NOISE_RULE_THRESHOLDS[1],
+                 rule_old=claims.NOISE_RULE_THRESHOLDS[2])
 page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
 
 # %% [markdown]
@@ -140,9 +142,11 @@ page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spa
 # - **Collapse.** Verdict N2 ({glue:md}`n2_test`): {glue:md}`n2_mark`, {glue:md}`n2_measured`.
 
 # %% [markdown] tags=["when:n1_decides=false"]
-# **What this build cannot decide.** N1 chooses on the even pairs and reads the odd
-# ones, so it needs {glue:text}`min_pairs` pairs on each half: 10 pairs per cell, and this
-# build has {glue:text}`n_pairs`. The reference runs below have 10.
+# **What this build cannot decide.** N1 chooses the best cell on the even pairs and reads
+# it on the odd ones, so placing the optimum needs {glue:text}`min_pairs` pairs on each
+# half, {glue:text}`n1_pairs` per cell, and this build has {glue:text}`n_pairs`: its N1
+# can still read an absence (every cell's gain below the minimum effect, over all its
+# pairs), but not place an optimum. The reference runs below have {glue:text}`n1_pairs`.
 
 # %% [markdown] tags=["when:n1_decides=true"]
 # With {glue:text}`n_pairs` pairs per cell, N1 has {glue:text}`min_pairs` or more on each
@@ -173,14 +177,14 @@ ref_blocks, ref_rows, ref_figure = [], {}, None
 old_rule = claims.NOISE_CONVERGED_TRAIN_ACC
 retired = [f"**Retired:** `{name}`, {reference.get(name).retired} What it showed, under its own rule (the weaker child "
            f"of every pair at {old_rule:g} training accuracy): " + noise_reference_facts(
-               frame, claims.noise_claims(frame, None, old_rule), 100 / len(data.y_test), old_rule)
+               frame, claims.noise_claims(frame, None, old_rule), rule=old_rule)
            for name, (frame, _) in (page.references(retired=True) if study.show_references else {}).items()]
 for name, (frame, prov) in (page.references() if study.show_references else {}).items():
     ref = claims.mark_kept(claims.noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]),
                            ["lr", "batch_size"])
     ref_figure = ref_figure or plots.plot_noise_grid(ref, claims.cell_mean_fit(ref, ["lr", "batch_size"]))
     facts = (f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell. "
-             + noise_reference_facts(frame, claims.noise_claims(frame, None), 100 / len(data.y_test)))
+             + noise_reference_facts(frame, claims.noise_claims(frame, None)))
     block, ref_rows[name] = noise_reference_block(page, name, frame, prov, facts)
     ref_blocks.append(block)
 page.glue_md("ref_figure_name", f"`{next(iter(ref_rows))}`" if ref_rows else "(none)")
@@ -193,8 +197,8 @@ page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" 
 # ## The reference runs
 #
 # A *reference run*, committed under `results/` with its provenance and regenerated with
-# the command it names, runs this page with 10 pairs per cell, enough for N1's split
-# half, in this page's setting. Its verdicts are in the scoreboard beside this build's
+# the command it names, runs this page with {glue:text}`n1_pairs` pairs per cell, enough for
+# N1's split half, in this page's setting. Its verdicts are in the scoreboard beside this build's
 # ({glue:md}`ref_summary`). Their tests, the rule and the minimum effect were fixed, and
 # committed, before they ran (the scoreboard marks their rows so).
 #

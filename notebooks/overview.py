@@ -79,16 +79,16 @@ page.glue_md("noise_rows", ", ".join(f"{noise_states.count(st)} {claims.MARKS[st
                                      if noise_states.count(st)) or "none")
 page.glue("n_noise_rows", len(noise_rows))
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
-noise_pairs = study_of("noise_scale").seeds
-# N1 reads an interval on each half of the pairs; the other interval rows read all of them
-page.choose("noise_intervals", "all" if noise_pairs // 2 >= claims.MIN_PAIRS else
-            "not_n1" if noise_pairs >= claims.MIN_PAIRS else "none")
-page.glue("noise_pairs", noise_pairs)
+noise = study_of("noise_scale")
+# N1 places an optimum from an interval on each half of the grid's pairs; N2 reads them all; N3–N7 the sweeps'
+page.choose("noise_intervals", "all" if noise.grid_pairs // 2 >= claims.MIN_PAIRS and noise.seeds >= claims.MIN_PAIRS
+            else "n2" if noise.grid_pairs >= claims.MIN_PAIRS else "none")
+page.glue_values(grid_pairs=noise.grid_pairs, sweep_pairs=noise.seeds, noise_min_effect=100 * claims.NOISE_MIN_EFFECT)
 ref_noise = (board[board["source"].notna() & board["method"].astype(str).str.startswith("N")]
              if "source" in board.columns else board.iloc[:0])
 page.glue_md("noise_ref_rows", " ".join(
     f"On the reference run `{src}` ({rows['dataset'].dropna().iloc[0] if rows['dataset'].notna().any() else 'its data'}"
-    ", 10 pairs per cell): " + ", ".join(f"{c} {claims.MARKS[claims.state_of(board, c, source=src)]}"
+    "): " + ", ".join(f"{c} {claims.MARKS[claims.state_of(board, c, source=src)]}"
                                           for c in sorted(set(rows.loc[rows["metric"] == schema.CLAIM_STATE, "method"]),
                                                           key=claims.id_order)) + "."
     for src, rows in ref_noise.groupby("source")) or "No noise reference run is committed.")
@@ -183,21 +183,25 @@ page.glue_values(**conclusion_lists)
 # maps where a gain exists at all ({doc}`noise_regime`). {glue:md}`noise_map` The noise
 # pages then run the paper's claims in the setting the map picked. Its
 # {glue:text}`n_noise_rows` rows exclude only failed cells, and decide from intervals over
-# at least {glue:md}`min_pairs` pairs per cell, with a minimum effect of half a point (an
-# interval below it reads ✗: no gain of the paper's size): {glue:md}`noise_rows`.
+# at least {glue:md}`min_pairs` pairs per cell, with a minimum effect of
+# {glue:text}`noise_min_effect:g` points (an interval below it reads ✗: no gain of the
+# paper's size): {glue:md}`noise_rows`.
 
 # %% [markdown] tags=["when:noise_intervals=none"]
-# With {glue:text}`noise_pairs` pair(s) per cell, fewer than the {glue:md}`min_pairs` an
-# interval reads, this profile's noise study could not decide an interval row.
+# With {glue:text}`grid_pairs` pair(s) per cell of the grid and {glue:text}`sweep_pairs` per
+# cell of the component sweeps, fewer than the {glue:md}`min_pairs` an interval reads,
+# this profile's noise study can decide no interval row.
 
-# %% [markdown] tags=["when:noise_intervals=not_n1"]
-# With {glue:text}`noise_pairs` pairs per cell, this profile's noise study has the pairs
-# its interval rows need, except N1, which reads {glue:md}`min_pairs` on each half of the
-# pairs.
+# %% [markdown] tags=["when:noise_intervals=n2"]
+# With {glue:text}`grid_pairs` pairs per cell of the grid, this profile's noise study has
+# N2's intervals, and N1 can read an absence but not place an optimum (that takes
+# {glue:md}`min_pairs` pairs on each half); with {glue:text}`sweep_pairs` per cell of the
+# component sweeps, N3–N7 cannot decide. The reference runs below can.
 
 # %% [markdown] tags=["when:noise_intervals=all"]
-# With {glue:text}`noise_pairs` pairs per cell, this profile's noise study has the pairs
-# every interval row needs.
+# With {glue:text}`grid_pairs` pairs per cell of the grid and {glue:text}`sweep_pairs` per
+# cell of the component sweeps, this profile's noise study has the pairs every interval
+# row needs.
 
 # %% [markdown]
 # Where a noise row is *n/a* or *inconclusive*, this build's runs neither confirm nor

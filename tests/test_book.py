@@ -152,6 +152,20 @@ def test_pages_glue_numbers_into_prose(executed):
     assert keys <= glued, keys - glued
 
 
+def test_no_page_glues_a_key_twice(executed):
+    """myst-nb warns on a key glued twice (the book builds with -W), and which value shows is then unclear."""
+    import collections
+
+    import nbformat
+
+    _, out, _, _ = executed
+    for path in sorted(out.glob("*.ipynb")):
+        names = [o["metadata"]["scrapbook"]["name"] for cell in nbformat.read(path, as_version=4).cells
+                 for o in cell.get("outputs", []) if "scrapbook" in o.get("metadata", {})]
+        twice = [k for k, n in collections.Counter(names).items() if n > 1]
+        assert not twice, f"{path.name} glues {twice} more than once"
+
+
 def test_book_builds_with_warnings_as_errors(built):
     assert (built / "index.html").exists()
     for name in all_notebooks():

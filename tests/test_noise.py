@@ -235,11 +235,11 @@ def test_the_regime_map_measures_every_pair(tmp_path):
     from lmcbook.profiles import NoiseRegimeStudy, resolve
     from lmcbook.train import init_model
 
-    study = resolve(NoiseRegimeStudy, "smoke", steps=20, lrs=(0.05,), lr_floors=(0.0,), spawn_fractions=(0.0,),
+    study = resolve(NoiseRegimeStudy, "smoke", steps=20, lrs=(0.05,), lr_floors=(0.0,), spawn_fractions=(0.0, 0.5),
                     augment=False, seeds=1)
     store = RunStore(tmp_path / "s")
     frame = experiments.regime_map_frame(study, store)
-    assert sorted(frame["method"]) == ["independent", "spawn"]
+    assert sorted(frame["method"]) == ["independent", "spawn", "spawn"]
     for col in ("ensemble_gain", "disagreement", "pair_distance", "train_acc_a", "train_loss_merged", "loss_b"):
         assert frame[col].notna().all(), col
     assert np.allclose(frame["ensemble_gain"], frame["acc_ensemble"] - frame["acc_endpoints"], atol=1e-6)
@@ -247,4 +247,10 @@ def test_the_regime_map_measures_every_pair(tmp_path):
     data = experiments.study_data(study)
     a, b = (store.load(s) for s in study.noise_study().children(study.cells()[0], 0))
     assert shared["pair_distance"] == pytest.approx(relative_distance(a.model, b.model, init_model(a.spec, data)))
+    # spawned children: measured from their parent at the spawn, not from the initialisation
+    spawned = frame[(frame["method"] == "spawn") & (frame["spawn_fraction"] == 0.5)].iloc[0]
+    ca, cb = (store.load(s) for s in study.noise_study().children(study.cells()[1], 0))
+    parent = store.load(ca.spec.parent).model
+    assert spawned["pair_distance"] == pytest.approx(relative_distance(ca.model, cb.model, parent))
+    assert spawned["pair_distance"] != pytest.approx(relative_distance(ca.model, cb.model, init_model(ca.spec, data)))
     assert (frame["disagreement"] >= 0).all() and (frame["disagreement"] <= 1).all()

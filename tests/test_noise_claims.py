@@ -150,6 +150,9 @@ def test_n3_equivalence_within_the_minimum_effect():
     r = claims.claim_n3(components([0.003, 0.005, 0.007], [0, 0, 0]))
     assert r.state == claims.PASS and r.values["threshold"] == claims.NOISE_MIN_EFFECT
     assert claims.claim_n3(components([0.0, 0.004, 0.008], [0, 0, 0])).state == claims.FAIL  # 0.8 points apart
+    # no cell gains the paper's size: "weight decay barely changes merging" would pass vacuously, so n/a
+    none = claims.claim_n3(components([0.001, 0.0015, 0.002], [0, 0, 0]))
+    assert none.state == claims.NA and claims.ABSENT in none.measured
 
 
 def test_n4_only_at_matched_training():
@@ -160,7 +163,7 @@ def test_n4_only_at_matched_training():
     assert claims.claim_n4(failed).state == claims.NA
     # a real difference of 0.2 points: above 0, and below the minimum effect: ✗, an absence of the paper's size
     small = claims.claim_n4(components([0, 0, 0], [0.0, 0.001, 0.002]))
-    assert small.state == claims.FAIL and small.values["lo"] > 0 and claims.ABSENT in small.measured
+    assert small.state == claims.FAIL and small.values["lo"] > 0 and claims.ABSENT_EFFECT in small.measured
     # both converged, but 0.991 against 0.999: not matched within MATCHED_ACC_TOL
     unmatched = components([0, 0, 0], [0.0, 0.005, 0.01], acc_layer={0.0: 0.991, 5e-4: 0.995, 5e-3: 0.999})
     r = claims.claim_n4(unmatched)
@@ -185,7 +188,7 @@ def test_n5_learning_rate_pairs():
     assert claims.claim_n5(components(lr_pairs=failed)).state == claims.NA
     # the diagonal rises by 0.3 points only: real, and below the minimum effect
     small = claims.claim_n5(components(lr_pairs=_lr_pairs([0.0, 0.001, 0.002, 0.003], -0.01)))
-    assert small.state == claims.FAIL and claims.ABSENT in small.measured
+    assert small.state == claims.FAIL and claims.ABSENT_EFFECT in small.measured
 
 
 def _momentum(gain_of, acc=0.995):
@@ -308,7 +311,14 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
     df = pd.concat([df, steps], ignore_index=True)
     rows = claims.claim_n1(df) + claims.claim_n2(df)
     text = noise_reference_facts(df, rows, 0.025)
-    assert "15 of 20 cells met the rule" in text and "20 cells reached the 8000-step cap" in text
+    # one length: no cap and no confounding of S with length to report
+    assert "15 of 20 cells met the rule, every one after 8000 steps" in text and "cap" not in text
+    assert "one test example is 0.025 points" in text
+    several = df.copy()
+    several.loc[(several["metric"] == "train_steps") & (several["lr"] == 0.01), "value"] = 2000.0
+    text2 = noise_reference_facts(several, rows)
+    assert "the kept ones took 2000, 8000 steps, so across them S and training length are not independent" in text2
+    assert "16 cells reached the 8000-step cap" in text2 and "one test example" not in text2
     assert "Excluded: η 0.01, B 32 (" in text and "weaker child 0.100 on average" in text
     assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest kept S" in text
     assert "gain falls beyond the best kept cell only where the rule excluded cells" in text
@@ -397,7 +407,7 @@ def test_the_landing_page_sentence_on_a_map():
                  if m == "independent" else 0.0, lambda *k: 0.02).assign(dataset="mnist1d")
     text = noise_map_sentence("this build", frame)
     assert text.startswith("On this build's regime map (MNIST-1D")
-    assert "of 18 cells 2 gain at least the paper's size (half a point)" in text
+    assert "of 18 cells 2 gain at least the paper's size (0.5 points)" in text
     assert "It picks children spawned at 25% of training, a learning rate that decays to 0.2" in text
     assert "first protocol" not in text  # this map has no 50% spawn
     flat = _map(lambda *k: 0.0, lambda *k: 0.0).assign(dataset="mnist1d")

@@ -86,7 +86,7 @@ def test_lr_floor_keeps_every_existing_run_id():
     from lmcbook import profiles
 
     assert RunSpec().id == "6a14211c4d1c6f5423a8130b4af9ba20c1d59b8019d01827eea74e013a41d54c"
-    study = profiles.resolve(profiles.NoiseStudy, "quick")
+    study = profiles.resolve(profiles.NoiseStudy, "quick", lr_floor=0.0)  # the first protocol's schedule
     child, _ = study.children(study.grid_cells()[0], 0)
     assert child.id == "02b9f7b779f7911cf6b13cc52ebbb57a9fc24de66c58140013d6421e1e7afaa8"
     assert "lr_floor" not in RunSpec().hashed_dict()["train"]

@@ -496,7 +496,7 @@ def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) ->
 def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None,
                 pairs: int | None = None) -> pd.DataFrame:
     """Return one row per (cell, pair) (``pairs`` per cell, default ``study.seeds``): the cell's settings, S in both
-    forms, the merging gains of the pair and what tells whether it could gain (:func:`_pair_measures`), the lower of
+    forms, the merging gains of the pair and what tells whether it could gain (``_pair_measures``), the lower of
     its two children's training accuracies (``train_acc_min``), and the steps its runs took (``train_steps``).
 
     The convergence rule (:data:`lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC`, on every pair's weaker child) decides
@@ -533,7 +533,7 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
 
 
 def regime_map_frame(study: NoiseRegimeStudy, store: RunStore | None = None) -> pd.DataFrame:
-    """Return the regime map: one row per (cell, pair) of :meth:`NoiseRegimeStudy.cells` (:func:`noise_frame`'s
+    """Return the regime map: one row per (cell, pair) of :meth:`lmcbook.profiles.NoiseRegimeStudy.cells` (:func:`noise_frame`'s
     columns), with ``method`` "spawn" or "independent"."""
     frame = noise_frame(study.noise_study(), study.cells(), store)
     return frame.assign(method=frame["independent"].map({True: "independent", False: "spawn"}))

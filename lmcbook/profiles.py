@@ -1025,7 +1025,7 @@ def resolve(cls: type[StudyT], profile: str = "quick", **overrides: Any) -> Stud
 
 
 def check_run_count(runs: int, what: str) -> None:
-    """Raise SpecError naming ``what`` if it would train more than :data:`MAX_RUNS` runs."""
+    """Raise SpecError naming ``what`` if it would train more than ``MAX_RUNS`` runs."""
     if runs > MAX_RUNS:
         raise SpecError(f"{what} would train {runs:,} runs: expected at most {MAX_RUNS:,}; lower seeds, "
                         "decisive_seeds or the number of values in its lists")

@@ -7,7 +7,7 @@ An entry lives at ``ROOT/<run id>/`` (64 hex digits, nothing else) and holds
 - ``history.json``, ``metrics.json``, ``provenance.json``;
 - ``manifest.json``: the SHA-256 of every other file, checked on load.
 
-Writes go to ``ROOT/.tmp/<what>__<host>__<pid>__<random>/`` (:func:`lmcbook.files.tmp_prefix`) and
+Writes go to ``ROOT/.tmp/<what>__<host>__<pid>__<random>/`` (``lmcbook.files.tmp_prefix``) and
 are renamed into place, so a killed process never leaves a half entry: at worst a
 stale temporary directory, which ``gc`` removes.  A per-run file lock (fcntl,
 released by the kernel when its holder dies) keeps two processes from training the

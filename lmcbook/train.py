@@ -335,7 +335,7 @@ def resume(checkpoint: str | Path | None, every: int, spec: RunSpec, model: nn.M
     safetensors file; run id, source hash and schedule as JSON in its header, never
     pickle), with the SHA-256 of its tensors in that header.  Only one of this run id
     written by this lmcbook source, whose contents match its SHA-256, is used; any other
-    (a damaged one included) is discarded with a :class:`CheckpointWarning` and deleted.  On the CPU at the
+    (a damaged one included) is discarded with a ``CheckpointWarning`` and deleted.  On the CPU at the
     same thread count the resumed run equals the uninterrupted run bitwise; its provenance adds
     ``resumed_from_step``.
     """

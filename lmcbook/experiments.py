@@ -533,8 +533,8 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
 
 
 def regime_map_frame(study: NoiseRegimeStudy, store: RunStore | None = None) -> pd.DataFrame:
-    """Return the regime map: one row per (cell, pair) of :meth:`lmcbook.profiles.NoiseRegimeStudy.cells` (:func:`noise_frame`'s
-    columns), with ``method`` "spawn" or "independent"."""
+    """Return the regime map: one row per (cell, pair) of :meth:`lmcbook.profiles.NoiseRegimeStudy.cells`
+    (:func:`noise_frame`'s columns), with ``method`` "spawn" or "independent"."""
     frame = noise_frame(study.noise_study(), study.cells(), store)
     return frame.assign(method=frame["independent"].map({True: "independent", False: "spawn"}))
 

@@ -423,6 +423,14 @@ def regime_table(regime: pd.DataFrame) -> str:
     return "\n".join(rows)
 
 
+def describe_map(study: Any) -> str:
+    """Return one sentence on what the regime map trained (for captions)."""
+    m = study.noise_study().spec(study.cells()[0], 0).model
+    return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden "
+            f"units on {DATASET_LABELS[study.dataset]}; {study.steps} SGD steps per run at B = {study.batch_size}, "
+            f"momentum {study.momentum:g}, weight decay {study.weight_decay:g}; {study.seeds} pair(s) per cell")
+
+
 def describe_noise(study: Any, spawned: bool = True) -> str:
     """Return a one-sentence Markdown description of what the noise study trained (for captions): its
     spawn-and-merge pairs, or with ``spawned=False`` the models it trained from scratch (task arithmetic's

@@ -51,7 +51,7 @@ show_references = None
 
 # %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots, reference, schema
-from lmcbook.page import map_table, noise_map_sentence, open_page
+from lmcbook.page import describe_map, map_table, noise_map_sentence, open_page
 
 page, study = open_page("noise_regime", globals())
 
@@ -96,6 +96,7 @@ cells = claims.map_cells(long)
 settings = claims.map_settings(cells)
 pick = claims.pick_setting(cells)
 page.glue_figure("fig_map", plots.plot_noise_map(cells))
+page.glue_md("setup", describe_map(study))
 page.glue_md("map_table", map_table(settings, cells))
 counts = cells["reading"].value_counts()
 page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, n_pairs=study.seeds, n_cells=len(cells),
@@ -138,7 +139,7 @@ page.save(long)
 # per start (dashed: independently initialised pairs), one panel per schedule (rows) and
 # augmentation (columns). The grey band is ± the minimum effect ({glue:text}`min_effect:g` points); the
 # vertical axis is linear within ± 2 points and logarithmic beyond. Grey crosses: cells
-# the rule excluded.
+# the rule excluded. Trained: {glue:md}`setup`.
 # ```
 #
 # **What the map shows.** Of its {glue:text}`n_cells` cells,
@@ -234,7 +235,8 @@ page.glue_figure("fig_map_ref", ref_fig or plots.placeholder("No reference run o
 # ```{glue:figure} fig_map_ref
 # :name: fig-noise-map-reference
 #
-# The last reference map listed above, drawn as the map of this build.
+# The last reference map listed above, drawn as the map of this build. Trained: as that
+# reference run records above (its provenance).
 # ```
 
 # %% tags=["remove-input"]

@@ -725,6 +725,7 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
         best = ok["gain"].idxmax()
         at_end = np.isclose(ok.loc[best, "noise_scale"], ok["noise_scale"].max())
         worse_out = out[out["noise_scale"] > ok["noise_scale"].max()]
+        beyond = ok[ok["noise_scale"] > ok.loc[best, "noise_scale"] * (1 + 1e-9)]
         n2 = next((r for r in rows if r.id.startswith("N2")), None)
         anova = n2.values.get("anova_p", float("nan")) if n2 is not None else float("nan")
         text.append(
@@ -737,8 +738,9 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
             + f" (p = {anova:.2g}). Their mean gain {trend(rho)} with S (Spearman ρ = {rho:.2f} over "
             f"{len(ok)} cells), and the best of them is η {best[0]:g}, B {best[1]:g}"
             + (", at the largest kept S" if at_end else ", inside the kept range of S") + "."
-            + (f" Every cell at a larger S missed the rule; their mean gains run from "
-               f"{100 * worse_out['gain'].min():.2f} to {100 * worse_out['gain'].max():.2f} points"
-               + (", so the gain falls beyond the best kept cell only where the rule excluded cells."
-                  if worse_out["gain"].max() < ok["gain"].max() else ".") if len(worse_out) else ""))
+            + (f" At a larger S than the best, the kept cells gain {100 * beyond['gain'].min():.2f} to "
+               f"{100 * beyond['gain'].max():.2f} points." if len(beyond) else "")
+            + (f" Every cell at a larger S than the kept ones was excluded; their mean gains run from "
+               f"{100 * worse_out['gain'].min():.2f} to {100 * worse_out['gain'].max():.2f} points."
+               if len(worse_out) else ""))
     return " ".join(text)

@@ -321,7 +321,8 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
     assert "16 cells reached the 8000-step cap" in text2 and "one test example" not in text2
     assert "Excluded: η 0.01, B 32 (" in text and "weaker child 0.100 on average" in text
     assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest kept S" in text
-    assert "gain falls beyond the best kept cell only where the rule excluded cells" in text
+    assert "Every cell at a larger S than the kept ones was excluded; their mean gains run from -5.00" in text
+    assert "At a larger S than the best" not in text  # the best kept cell is at the largest kept S
 
 
 def _map(gain_of, ens_of, acc=0.995, pairs=range(3), jitter=1e-4):

@@ -193,7 +193,7 @@ def cmd_reference(args) -> int:
     if args.list or args.name is None:
         for name, ref in reference.REFERENCES.items():
             have = "committed" if reference.csv_path(name).exists() else "not committed"
-            have += f", retired: {ref.retired}" if ref.retired else ""
+            have += f", retired: {ref.retired}" if ref.retired else f", pending: {ref.pending}" if ref.pending else ""
             print(f"{name} ({have}): notebook {ref.notebook}; {ref.purpose}; data: {ref.data}")
         return 0
     from .book import regenerate_reference

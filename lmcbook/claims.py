@@ -1158,6 +1158,13 @@ def absent(*ivs: Interval, effect: float = NOISE_MIN_EFFECT) -> bool:
     return any(iv.n >= MIN_PAIRS and iv.decided and iv.hi < effect for iv in ivs)
 
 
+def _smaller(*ivs: Interval) -> str:
+    """Return the note of a difference row whose interval decides an effect smaller than the paper's, or "" (none
+    does, or one lies wholly at or below 0: then the ✗ is a plain reversal, and its numbers say so)."""
+    reversed_ = any(iv.n >= MIN_PAIRS and iv.decided and iv.hi <= 0 for iv in ivs)
+    return f"; {ABSENT_EFFECT}" if absent(*ivs) and not reversed_ else ""
+
+
 def sized(state: str, *ivs: Interval) -> str:
     """Return ``state``, unless an interval of ``ivs`` decides an absence (:func:`absent`): then ✗."""
     return FAIL if absent(*ivs) else state
@@ -1473,8 +1480,7 @@ def claim_n4(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     iv = interval_diff(_at(pairs, "weight_decay", strong), _at(pairs, "weight_decay", weak))
     return _noise_row("N4", "noise_components", statement, f"gain at weight decay {strong:g} minus at {weak:g}: "
                       f"{iv.text('.2f', 100)} points (training accuracy {acc.iloc[1]:.3f} and {acc.iloc[0]:.3f})"
-                      + (f"; {ABSENT_EFFECT}" if absent(iv) else ""),
-                      test, sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
+                      + _smaller(iv), test, sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
 
 
 def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
@@ -1506,7 +1512,7 @@ def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     return _noise_row("N5", "noise_components", statement,
                       f"{rule_text}; diagonal gain at η {lrs[-1]:g} minus at {lrs[0]:g}: {iv_ends.text('.2f', 100)} "
                       f"points; diagonal minus off-diagonal: {iv_diag.text('.2f', 100)} points"
-                      + (f"; {ABSENT_EFFECT}" if absent(iv_ends, iv_diag) else ""), test,
+                      + _smaller(iv_ends, iv_diag), test,
                       sized(both(above(iv_ends, 0.0, MIN_PAIRS), above(iv_diag, 0.0, MIN_PAIRS)), iv_ends, iv_diag),
                       _values(iv_diag, NOISE_MIN_EFFECT, ends=iv_ends.mean, ends_lo=iv_ends.lo, ends_hi=iv_ends.hi))
 
@@ -1561,8 +1567,7 @@ def claim_n7(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     at = pairs[np.isclose(pairs["lr"], lr0)]
     iv = interval_diff(at.loc[at["augment"], GAIN], at.loc[~at["augment"], GAIN])
     return _noise_row("N7", "noise_components", statement, f"{rule_text}; at η {lr0:g}, gain with minus without "
-                      f"augmentation {iv.text('.2f', 100)} points" + (f"; {ABSENT_EFFECT}" if absent(iv) else ""),
-                      test,
+                      f"augmentation {iv.text('.2f', 100)} points" + _smaller(iv), test,
                       sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
 
 

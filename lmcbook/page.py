@@ -526,7 +526,15 @@ def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
     pick = pick_setting(cells)
     if pick is None:
         return text + " No spawned setting gains measurably."
-    return text + f" It picks {describe_setting(pick)}: its best gain is {gain(best(pick))}."
+    b = best(pick)
+    text += f" It picks {describe_setting(pick)}: its best gain is {gain(b)}."
+    at = cells[(cells["method"] == "spawn") & (cells["augment"] == pick["augment"]) & (cells["lr"] == b["best_lr"])
+               & np.isclose(cells["spawn_fraction"], pick["spawn_fraction"])].set_index("lr_floor")
+    if pick["lr_floor"] > 0 and 0.0 in at.index and "acc_merged" in at:
+        text += (f" There the merged model reaches {at.loc[pick['lr_floor'], 'acc_merged']:.3f} test accuracy, and "
+                 f"children whose learning rate decays to zero from the same spawn reach "
+                 f"{at.loc[0.0, 'acc_endpoints']:.3f}: the merge's gain is measured against noisier children.")
+    return text
 
 
 def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:

@@ -87,8 +87,9 @@ page.glue_values(grid_pairs=noise.grid_pairs, sweep_pairs=noise.seeds, noise_min
 ref_noise = (board[board["source"].notna() & board["method"].astype(str).str.startswith("N")]
              if "source" in board.columns else board.iloc[:0])
 page.glue_md("noise_ref_rows", " ".join(
-    f"On the reference run `{src}` ({rows['dataset'].dropna().iloc[0] if rows['dataset'].notna().any() else 'its data'}"
-    "): " + ", ".join(f"{c} {claims.MARKS[claims.state_of(board, c, source=src)]}"
+    f"On the reference run `{src}` ("
+    + (DATASET_SHORT.get(str(rows["dataset"].dropna().iloc[0]), "its data") if rows["dataset"].notna().any()
+       else "its data") + "): " + ", ".join(f"{c} {claims.MARKS[claims.state_of(board, c, source=src)]}"
                                           for c in sorted(set(rows.loc[rows["metric"] == schema.CLAIM_STATE, "method"]),
                                                           key=claims.id_order)) + "."
     for src, rows in ref_noise.groupby("source")) or "No noise reference run is committed.")

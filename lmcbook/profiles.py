@@ -643,7 +643,20 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class NoiseStudy(Study):
+class NoiseModel(Study):
+    """What the two noise studies share: the data set and the MLP every run trains."""
+
+    dataset: str = "mnist1d"
+    data_root: str | None = None
+    download: bool = False
+    base_width: int = BASE_WIDTHS["mlp"]
+    width: float = 2.0
+    depth: int = field(default=4, metadata=_at_least(1))
+    bias: bool = False
+
+
+@dataclass(frozen=True)
+class NoiseStudy(NoiseModel):
     """The optimizer-noise study: spawn-and-merge over learning rate, batch size, momentum, weight decay,
     augmentation and spawn point, plus the learning-rate-pair matrix and task arithmetic."""
 
@@ -656,13 +669,6 @@ class NoiseStudy(Study):
                       seeds=10, grid_seeds=10),  # N1 reads 5 pairs on each half; the other noise rows 5 per cell
     }
 
-    dataset: str = "mnist1d"
-    data_root: str | None = None
-    download: bool = False
-    base_width: int = BASE_WIDTHS["mlp"]
-    width: float = 2.0
-    depth: int = field(default=4, metadata=_at_least(1))
-    bias: bool = False
     #: Every run takes this many steps whatever its batch size (the paper's fixed-steps protocol), unless its cell
     #: misses the convergence rule and ``max_steps`` lets it train longer.
     steps: int = field(default=2000, metadata=_at_least(1))
@@ -817,7 +823,7 @@ class NoiseStudy(Study):
 
 
 @dataclass(frozen=True)
-class NoiseRegimeStudy(Study):
+class NoiseRegimeStudy(NoiseModel):
     """The regime map of merging gain: where can two children gain from merging at all?  Spawn-and-merge pairs over
     the schedule's floor, the spawn point (and independently initialised pairs), augmentation and the peak learning
     rate, at one batch size; the noise study then runs where the map finds gains."""
@@ -829,13 +835,6 @@ class NoiseRegimeStudy(Study):
                       spawn_fractions=(0.0, 0.1, 0.25, 0.5), independent=True, augment=True, seeds=10),
     }
 
-    dataset: str = "mnist1d"
-    data_root: str | None = None
-    download: bool = False
-    base_width: int = BASE_WIDTHS["mlp"]
-    width: float = 2.0
-    depth: int = field(default=4, metadata=_at_least(1))
-    bias: bool = False
     steps: int = field(default=2000, metadata=_at_least(1))
     warmup: float = _TRAIN.warmup
     batch_size: int = field(default=128, metadata=_at_least(1))
@@ -855,13 +854,13 @@ class NoiseRegimeStudy(Study):
     #: Add every floor, spawn point and learning rate again with augmentation (random shifts): a network that cannot
     #: memorise its training set (the reference maps do).
     augment: bool = False
+    #: Show the committed reference maps (results/) beside this run's own.
+    show_references: bool = True
     #: Spawn-and-merge pairs per cell, each from its own parent (or initialisation).
     seeds: int = field(default=3, metadata=_at_least(1, MAX_REPLICATES))
     device: str = field(default="auto", metadata={"check": check_device})
     #: Where missing runs train: None (in the notebook's process), "local:N" or "tcp://HOST:PORT" (Dask).
     scheduler: str | None = None
-    #: Show the committed reference maps (results/) beside this run's own.
-    show_references: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

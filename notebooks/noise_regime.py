@@ -46,8 +46,8 @@
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseRegimeStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = warmup = batch_size = lrs = None
-momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = seeds = device = scheduler = None
-show_references = None
+momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = show_references = seeds = device = None
+scheduler = None
 
 # %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots, reference, schema

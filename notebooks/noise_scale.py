@@ -237,7 +237,8 @@ page.glue_md("map_spawns", ", ".join("a shared initialisation" if f == 0 else f"
 #
 # Left: merging gain against $S$ on the regime map's row (one batch size), one line per
 # spawn point (0%: a shared initialisation), at this page's schedule and augmentation.
-# Right: the children's own accuracy. No verdict reads it.
+# Right: the children's own accuracy. No verdict reads it. Trained: as the regime map
+# records (the previous page).
 # ```
 
 # %% tags=["remove-input"]

@@ -499,10 +499,10 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
     forms, the merging gains of the pair and what tells whether it could gain (``_pair_measures``), the lower of
     its two children's training accuracies (``train_acc_min``), and the steps its runs took (``train_steps``).
 
-    The convergence rule (:data:`lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC`, on every pair's weaker child) decides
-    how long a cell trains: each cell first trains ``study.steps`` long; a cell that misses the rule trains again
-    at the next of ``study.lengths()`` (doubled steps, up to ``max_steps``), all its pairs together, until it meets
-    the rule or the lengths run out.  A cell's rows are those of the last length it trained."""
+    Each cell trains ``study.steps`` long.  Only with ``max_steps`` set (the first protocol, unset in every profile)
+    does the old convergence rule (:data:`lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC`, on every pair's weaker child)
+    train a cell that misses it again at the next of ``study.lengths()`` (doubled steps), all its pairs together,
+    until it meets the rule or the lengths run out; a cell's rows are then those of the last length it trained."""
     from .claims import NOISE_CONVERGED_TRAIN_ACC
 
     store = store or RunStore()

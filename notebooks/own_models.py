@@ -305,8 +305,9 @@ page.glue_values(diagnose_seconds=report["seconds"])
 
 # %% [markdown]
 # The command, run in the folder holding the files, is printed below. It took {glue:text}`diagnose_seconds:.1f` s. Its plain merge is section 5's to the last
-# digit (the page asserts it); its weight matching uses the spec it derived, which permutes
-# the same axes as the hand-written one. Its report's reading:
+# digit (the page asserts it); its weight matching uses the spec it derived by tracing the
+# network (the tests check that such specs equal the hand-written ones for lmcbook's
+# models; this page does not check it for TinyNet). Its report's reading:
 
 # %%
 print("lmcbook", shlex.join(command), end="\n\n")

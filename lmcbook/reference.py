@@ -66,6 +66,11 @@ _MNIST_STANDIN = ("the 8k/2k MNIST stand-in: MNIST's official 10,000-image test 
                   "(800 held out for calibration) and its last 2,000 to test")
 _PENDING = ("not made yet: this machine's two cores went to the MNIST-1D references first; `lmcbook reference NAME` "
             "makes it (with --data-root for the MNIST stand-in)")
+_DIGITS = "scikit-learn's digits (1,797 8×8 images), the quick book's split"
+_LONG_PENDING = ("not made yet: 600 epochs at 1024 hidden units on 7,200 MNIST images take about 25 CPU-minutes per "
+                 "network here, 8 hours for the 20 networks the verdicts read; `lmcbook reference NAME --data-root DIR` "
+                 "makes it, and its runs resume from the store")
+_TRAINING = "not made yet: its runs are training (about three hours on two cores)"
 _MNIST1D = ("MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
             "calibration) and 4,000 test signals")
 
@@ -76,6 +81,15 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
               _MNIST_STANDIN, needs_data_root=True,
               purpose="the mechanism study's arms on 784-dimensional real data, every weight decay up to 2048 hidden "
                       "units (H3, H4)"),
+    *(Reference(f"mechanism-long-{tag}", "mechanism", "quick",
+                {**({"dataset": "mnist_standin"} if tag == "mnist-standin" else {}), "regimes": [60, 600],
+                 "regime_weight_decays": [1e-4, 3e-3], "long_max_width": 16, "show_references": False},
+                _MNIST_STANDIN if tag == "mnist-standin" else _DIGITS, needs_data_root=tag == "mnist-standin",
+                purpose="the width paper's own route to a large decay integral: the quick recipe trained 600 epochs "
+                        "at weight decay 1e-4 and 3e-3 at every width up to 1024 hidden units, 5 pairs at the two "
+                        "widest (M1 and M6 by the paper's route; W1, W6 and W7 in the long regime)",
+                pending=_LONG_PENDING if tag == "mnist-standin" else _TRAINING)
+      for tag in ("digits", "mnist-standin")),
     Reference("noise-regime-mnist-standin", "noise_regime", "quick",
               {"dataset": "mnist_standin", "lr_floors": [0.0, 0.2, 1.0], "spawn_fractions": [0.0, 0.1, 0.25, 0.5],
                "independent": True, "augment": True, "seeds": 3, "show_references": False},

@@ -298,6 +298,10 @@ report = json.loads((files / "report" / "summary.json").read_text())
 same = pd.DataFrame(report["pairs"]).set_index("method")
 # Known answer: the command's plain merge is section 5's, number for number.
 assert (same.loc["none", table.columns.drop("pair")] == table.loc["none"].drop("pair")).all()
+# And its weight matching, on the spec it derived by tracing TinyNet, is section 5's on the hand-written spec.
+cols = table.columns.drop("pair")
+assert np.allclose(same.loc["weight_matching", cols].astype(float), table.loc["weight_matching", cols].astype(float),
+                   rtol=0, atol=1e-9), "the traced spec's weight matching differs from the hand-written spec's"
 same[["acc_merged", "acc_ensemble", "loss_barrier_mid", "loss_barrier_cal_mid", "logit_norm_ratio"]]
 
 # %% tags=["remove-cell"]
@@ -305,9 +309,8 @@ page.glue_values(diagnose_seconds=report["seconds"])
 
 # %% [markdown]
 # The command, run in the folder holding the files, is printed below. It took {glue:text}`diagnose_seconds:.1f` s. Its plain merge is section 5's to the last
-# digit (the page asserts it); its weight matching uses the spec it derived by tracing the
-# network (the tests check that such specs equal the hand-written ones for lmcbook's
-# models; this page does not check it for TinyNet). Its report's reading:
+# digit, and so is its weight matching, which uses the spec it derived by tracing the network
+# rather than the one section 5 used (the page asserts both). Its report's reading:
 
 # %%
 print("lmcbook", shlex.join(command), end="\n\n")

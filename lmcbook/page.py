@@ -35,11 +35,14 @@ from .claims import (
     HYPOTHESES,
     INCONCLUSIVE,
     NA,
+    NOISE_CONVERGED_TRAIN_ACC,
     NOISE_FAILED_TRAIN_ACC,
     NOISE_MIN_EFFECT,
+    NOISE_RULE_THRESHOLDS,
     PAGE_CLAIMS,
     PASS,
     ClaimResult,
+    id_order,
     noise_grid_cells,
     page_claims,
 )
@@ -489,16 +492,71 @@ def noise_reference_block(page: Page, name: str, frame: pd.DataFrame, prov: dict
         page.glue_claim(r)
     stale = reference.stale_note(prov)
     scale, components = (frame, None) if page.name == "noise_scale" else (None, frame)
+    table = rule_sensitivity(scale, components)
     text = (f"**Reference** {reference.describe(name, prov)}." + (f" **{stale}**" if stale else "")
             + (f" {facts}" if facts else "") + f"\n\n{claims_markdown(rows)}\n\nThe sensitivity of its rows to the "
-            f"rule:\n\n{markdown_table(rule_sensitivity(scale, components))}")
+            f"rule:\n\n{markdown_table(table)}\n\n{sensitivity_words(table)}")
     return text, rows
+
+
+def noise_verdict_words(label: str, rows: list[ClaimResult], sensitivity: pd.DataFrame | None = None) -> str:
+    """Return, for a landing page, what a run's noise rows found in words: each claim of the noise paper, and whether
+    it holds, fails, shows no effect of the paper's size, is undecided or does not apply there; then (``sensitivity``:
+    :func:`lmcbook.claims.rule_sensitivity`'s table) which verdicts move with the rule's threshold."""
+    said = {PASS: "holds", FAIL: "does not hold", INCONCLUSIVE: "is undecided", NA: "does not apply"}
+    words = []
+    for r in sorted(rows, key=lambda r: id_order(r.id)):
+        verb = ABSENT_WORDS if r.state == FAIL and ("of the paper's size" in r.measured) else said[r.state]
+        words.append(f"{r.id} ({r.mark}) {verb}: “{r.statement.rstrip('.')}”")
+    text = f"On {label}: " + "; ".join(words) + "."
+    return text + (f" {sensitivity_words(sensitivity)}" if sensitivity is not None else "")
+
+
+#: How :func:`noise_verdict_words` says a ✗ that is an absence (an interval below the minimum effect).
+ABSENT_WORDS = "shows no effect of the paper's size"
+
+
+def rule_between_words() -> str:
+    """Return the sensitivity table's thresholds between the rule and the old convergence rule, in words."""
+    between = [f"{t:g}" for t in NOISE_RULE_THRESHOLDS[1:-1]]
+    return ", ".join(between[:-1]) + f" and {between[-1]}" if len(between) > 1 else "".join(between)
+
+
+def sensitivity_words(table: pd.DataFrame) -> str:
+    """Return one Markdown sentence saying which noise rows change verdict as the rule's threshold moves
+    (:func:`lmcbook.claims.rule_sensitivity`'s table), and how."""
+    first, last = str(table.columns[0]), str(table.columns[-1])
+
+    def name(col: str) -> str:
+        at = re.search(r"([0-9.]+)\)?$", col)
+        return "the rule" if col == first else f"a weaker child ≥ {at.group(1) if at else col}"
+
+    def where(cols: list[str]) -> str:
+        return (f"at {name(cols[0])}" if len(cols) == 1 else f"from {name(cols[0])} on" if cols[-1] == last else
+                f"from {name(cols[0])} to {name(cols[-1])}")
+
+    moving = [f"{cid} reads " + ", ".join(f"{m} {where(cols)}" for m, cols in _runs(marks))
+              for cid, marks in table.iterrows() if marks.nunique() > 1]
+    if not moving:
+        return "No row's verdict changes with the threshold."
+    return "As the threshold rises, " + "; ".join(moving) + "; the other rows do not change."
+
+
+def _runs(marks: pd.Series) -> list[tuple[str, list[str]]]:
+    """Return the consecutive runs of equal marks along the thresholds: (mark, the columns it holds over)."""
+    out: list[tuple[str, list[str]]] = []
+    for col, m in marks.items():
+        if out and out[-1][0] == m:
+            out[-1][1].append(str(col))
+        else:
+            out.append((m, [str(col)]))
+    return out
 
 
 def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
     """Return one sentence on a regime map (the noise_regime page's CSV, this build's or a reference's): how its cells
     read (:data:`lmcbook.claims.MAP_READINGS`) and the setting it picks, every number computed."""
-    from .claims import describe_setting, map_cells, map_settings, pick_setting
+    from .claims import FIRST_PICK, describe_setting, map_cells, map_settings, pick_setting
 
     cells = map_cells(frame)
     n = cells["reading"].value_counts()
@@ -527,14 +585,32 @@ def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
     if pick is None:
         return text + " No spawned setting gains measurably."
     b = best(pick)
-    text += f" It picks {describe_setting(pick)}: its best gain is {gain(b)}."
-    at = cells[(cells["method"] == "spawn") & (cells["augment"] == pick["augment"]) & (cells["lr"] == b["best_lr"])
-               & np.isclose(cells["spawn_fraction"], pick["spawn_fraction"])].set_index("lr_floor")
-    if pick["lr_floor"] > 0 and 0.0 in at.index and "acc_merged" in at:
-        text += (f" There the merged model reaches {at.loc[pick['lr_floor'], 'acc_merged']:.3f} test accuracy, and "
-                 f"children whose learning rate decays to zero from the same spawn reach "
-                 f"{at.loc[0.0, 'acc_endpoints']:.3f}: the merge's gain is measured against noisier children.")
+    first = pick_setting(cells, FIRST_PICK)
+    text += (f" It picks {describe_setting(pick)}: its best gain is {gain(b)}."
+             + ("" if first == pick else f" (The ranking fixed before the map first ran would pick "
+                                         f"{describe_setting(first)}.)")
+             + _against_decay(cells, pick, b["best_lr"]))
     return text
+
+
+def _against_decay(cells: pd.DataFrame, pick: dict, lr: float) -> str:
+    """Return the sentence that compares a map setting's merged model at ``lr`` with children spawned at the same
+    point whose learning rate decays to zero instead ("" when the map has no such cell), and gives the weaker child's
+    training accuracy there."""
+    at = cells[(cells["method"] == "spawn") & (cells["augment"] == pick["augment"]) & (cells["lr"] == lr)
+               & np.isclose(cells["spawn_fraction"], pick["spawn_fraction"])].set_index("lr_floor")
+    if not (pick["lr_floor"] > 0 and 0.0 in at.index and {"acc_merged", "train_acc_min"} <= set(at)):
+        return ""
+    here, decayed = at.loc[pick["lr_floor"]], at.loc[0.0, "acc_endpoints"]
+    diff = 100 * (here["acc_merged"] - decayed)
+    how = ("within the minimum effect of the merge: here merging recovers what decaying the learning rate gives, "
+           "no more" if abs(diff) <= 100 * NOISE_MIN_EFFECT else
+           f"{diff:.2f} points below the merge" if diff > 0 else f"{-diff:.2f} points above the merge")
+    return (f" At η {lr:g} the merged model reaches {here['acc_merged']:.3f} test accuracy and its children "
+            f"{here['acc_endpoints']:.3f} (the weaker child {here['train_acc_min']:.3f} on its own training set"
+            + (": they are not trained to convergence" if here["train_acc_min"] < NOISE_CONVERGED_TRAIN_ACC else "")
+            + f"); children whose learning rate decays to zero from the same spawn "
+            f"reach {decayed:.3f}, {how}.")
 
 
 def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
@@ -569,9 +645,14 @@ def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
     same = (bool(pick["augment"]) == own["augment"] and np.isclose(pick["lr_floor"], own["lr_floor"])
             and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
     most = "the most learning rates that gain the paper's size" if s["n_paper"] else "the most that gain"
-    return text + (f" It is the setting the map picks: {most}." if same
-                   else f" The map, as this build ran it, would pick {describe_setting(pick)} instead; this page "
-                        "keeps its own setting (the one the reference runs used), and says so here.")
+    text += (f" It is the setting the map picks: {most}." if same
+             else f" The map, as this build ran it, would pick {describe_setting(pick)} instead; this page "
+                  "keeps its own setting (the one the reference runs used), and says so here.")
+    return (text + _against_decay(cells, own, s["best_lr"]) + " The ranking that picks it (gains of the paper's size "
+            "first) was set after the whole MNIST-1D map first ran, where the ranking fixed before it picked another "
+            "setting (the regime page says which, and why). And wherever this page's cells coincide with the map's "
+            "(the same learning rate, batch size and seed), they are the same runs, trained once: the setting was "
+            "chosen partly on runs this page reads.")
 
 
 def _shell_yaml(v: Any) -> str:
@@ -710,6 +791,13 @@ def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+def _gain_span(gains: pd.Series) -> str:
+    """Return "its mean gain is X points" for one cell, "their mean gains run from X to Y points" for several."""
+    if len(gains) == 1:
+        return f"its mean gain is {100 * gains.iloc[0]:.2f} points"
+    return f"their mean gains run from {100 * gains.min():.2f} to {100 * gains.max():.2f} points"
+
+
 def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_point: float | None = None,
                           rule: float = NOISE_FAILED_TRAIN_ACC) -> str:
     """Return what a noise reference run's grid shows, in Markdown, every number computed from its CSV (``frame``)
@@ -748,7 +836,6 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
             + (", at the largest kept S" if at_end else ", inside the kept range of S") + "."
             + (f" At a larger S than the best, the kept cells gain {100 * beyond['gain'].min():.2f} to "
                f"{100 * beyond['gain'].max():.2f} points." if len(beyond) else "")
-            + (f" Every cell at a larger S than the kept ones was excluded; their mean gains run from "
-               f"{100 * worse_out['gain'].min():.2f} to {100 * worse_out['gain'].max():.2f} points."
+            + (f" Every cell at a larger S than the kept ones was excluded; {_gain_span(worse_out['gain'])}."
                if len(worse_out) else ""))
     return " ".join(text)

@@ -667,7 +667,7 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
                     vmin=logb.min(), vmax=logb.max())
     if (~ok).any():
         ax.scatter(grid.loc[~ok, "noise_scale"], 100 * grid.loc[~ok, "gain"], marker="x", color="0.6", s=14,
-                   label="excluded: missed the convergence rule")
+                   label="excluded by the rule (failed)")
     if fit_s is not None and ok.any():
         xs = np.linspace(np.log10(grid.loc[ok, "noise_scale"].min()), np.log10(grid.loc[ok, "noise_scale"].max()),
                          100)
@@ -713,8 +713,11 @@ def plot_noise_map(cells: pd.DataFrame) -> Figure:
                         marker="o", ms=3, capsize=2, color=color, ls="--" if m == "independent" else "-",
                         label=_start_label(m, f))
             out = d[~d["kept"].astype(bool)]
-            ax.scatter(out["lr"], 100 * out["gain"].fillna(0), marker="x", s=40, color="0.5", zorder=5,
+            ax.scatter(out["lr"], 100 * out["gain"], marker="x", s=40, color="0.5", zorder=5,
                        label="excluded by the rule" if len(out) else None)
+            lost = out[out["gain"].isna()]  # diverged: no gain to draw, so a mark at the panel's foot
+            ax.scatter(lost["lr"], np.full(len(lost), 0.03), marker="v", s=30, color="0.5", zorder=5,
+                       transform=ax.get_xaxis_transform(), label="diverged (no gain)" if len(lost) else None)
         ax.axhline(0, color="k", lw=0.6)
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=2)
@@ -777,7 +780,7 @@ def plot_weight_decay(wd: pd.DataFrame) -> Figure:
             if "kept" in s:
                 miss = ~s.groupby("weight_decay")["kept"].all().reindex(st["weight_decay"]).to_numpy(bool)
                 ax.scatter(x[miss], scale * st["mean"].to_numpy()[miss], marker="x", s=60, color="0.5", zorder=5,
-                           label="missed the convergence rule" if norm == "none" and miss.any() else None)
+                           label="excluded by the rule (failed)" if norm == "none" and miss.any() else None)
             ax.set_xticks(x)
             ax.set_xticklabels([f"{v:g}" for v in st["weight_decay"]])
             ax.set_xlabel("weight decay")

@@ -47,7 +47,15 @@ show_references = None
 import numpy as np
 
 from lmcbook import claims, experiments, plots, reference, schema
-from lmcbook.page import describe_noise, noise_reference_block, noise_reference_facts, open_page, where_noise_runs
+from lmcbook.page import (
+    describe_noise,
+    noise_reference_block,
+    noise_reference_facts,
+    open_page,
+    rule_between_words,
+    sensitivity_words,
+    where_noise_runs,
+)
 
 page, study = open_page("noise_scale", globals())
 
@@ -66,7 +74,7 @@ table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_
 # %% [markdown]
 # The sensitivity of N1 and N2 to the rule's threshold: each row's verdict with only
 # failed runs excluded (the rule), with every pair's weaker child at
-# {glue:text}`rule_between:g` training accuracy or more, and at {glue:text}`rule_old:g`
+# {glue:md}`rule_between` training accuracy or more, and at {glue:text}`rule_old:g`
 # (the book's earlier convergence rule, which removed the high-noise side):
 
 # %%
@@ -75,7 +83,11 @@ metrics = ["gain", "gain_best", "loss_gain", "ensemble_gain", "disagreement", "p
            "noise_scale_sq", "acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "train_acc_min",
            "train_acc_merged", "train_steps", "diverged"]
 long = schema.to_long(grid.assign(method="grid", dataset=study.dataset), page.name, metrics, keys, drop_missing=True)
-claims.rule_sensitivity(long, None)
+sensitivity = claims.rule_sensitivity(long, None)
+sensitivity
+
+# %% [markdown]
+# {glue:md}`rule_moves`
 
 # %% tags=["remove-cell"]
 cells = claims.noise_cells(grid, ["lr", "batch_size"])
@@ -105,8 +117,9 @@ page.glue_values(
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")
 page.choose("n1_decides", study.grid_pairs >= 2 * claims.MIN_PAIRS)
-page.glue_values(n1_pairs=2 * claims.MIN_PAIRS, rule_between=claims.NOISE_RULE_THRESHOLDS[1],
-                 rule_old=claims.NOISE_RULE_THRESHOLDS[2])
+page.glue_values(n1_pairs=2 * claims.MIN_PAIRS, rule_old=claims.NOISE_RULE_THRESHOLDS[-1])
+page.glue_md("rule_between", rule_between_words())
+page.glue_md("rule_moves", sensitivity_words(sensitivity))
 page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
 
 # %% [markdown]
@@ -134,7 +147,8 @@ page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spa
 # {glue:text}`gain_min:.2f` to {glue:text}`gain_max:.2f` points; the largest is at
 # $\eta =$ {glue:text}`best_lr:g`, $B =$ {glue:text}`best_b:g` ($S =$
 # {glue:text}`best_cell_s:.2e`). The most a cell's logit ensemble gains is
-# {glue:text}`ens_max:.2f` points: what a merge could at best harvest.
+# {glue:text}`ens_max:.2f` points: a yardstick for what two children have to harvest, not a
+# bound (a merge can gain more than its children's ensemble).
 #
 # - **Optimum.** Verdict N1 ({glue:md}`n1_test`): {glue:md}`n1_mark`, {glue:md}`n1_measured`.
 #   Choosing the best cell on one half of the pairs and reading it on the other keeps the
@@ -189,7 +203,7 @@ for name, (frame, prov) in (page.references() if study.show_references else {}).
     ref_blocks.append(block)
 page.glue_md("ref_figure_name", f"`{next(iter(ref_rows))}`" if ref_rows else "(none)")
 page.glue_figure("fig_grid_ref", ref_figure or plots.placeholder("No reference run of this page is committed."))
-page.glue_md("noise_references", "\n\n".join(ref_blocks + retired) or "No reference run of this page is committed.")
+page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref_blocks, *retired]))
 page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" for r in rows)
                                       for n, rows in ref_rows.items()) or "none is committed")
 

@@ -32,9 +32,9 @@ profile = "quick"
 
 # %% tags=["remove-cell"]
 
-from lmcbook import claims, plots, schema, stats
+from lmcbook import claims, plots, reference, schema, stats
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import describe_study, noise_map_sentence, open_page, regime_table, study_of
+from lmcbook.page import describe_study, noise_map_sentence, noise_verdict_words, open_page, regime_table, study_of
 
 page, study = open_page("overview", globals())
 acc = page.read_csv("width_accuracy")
@@ -84,15 +84,13 @@ noise = study_of("noise_scale")
 page.choose("noise_intervals", "all" if noise.grid_pairs // 2 >= claims.MIN_PAIRS and noise.seeds >= claims.MIN_PAIRS
             else "n2" if noise.grid_pairs >= claims.MIN_PAIRS else "none")
 page.glue_values(grid_pairs=noise.grid_pairs, sweep_pairs=noise.seeds, noise_min_effect=100 * claims.NOISE_MIN_EFFECT)
-ref_noise = (board[board["source"].notna() & board["method"].astype(str).str.startswith("N")]
-             if "source" in board.columns else board.iloc[:0])
-page.glue_md("noise_ref_rows", " ".join(
-    f"On the reference run `{src}` ("
-    + (DATASET_SHORT.get(str(rows["dataset"].dropna().iloc[0]), "its data") if rows["dataset"].notna().any()
-       else "its data") + "): " + ", ".join(f"{c} {claims.MARKS[claims.state_of(board, c, source=src)]}"
-                                          for c in sorted(set(rows.loc[rows["metric"] == schema.CLAIM_STATE, "method"]),
-                                                          key=claims.id_order)) + "."
-    for src, rows in ref_noise.groupby("source")) or "No noise reference run is committed.")
+# each committed noise reference, its rows in words (the noise paper's claims: where they hold, fail or are absent)
+ref_words = []
+for name, (frame, _) in {**page.references("noise_scale"), **page.references("noise_components")}.items():
+    scale, comp = (frame, None) if reference.get(name).notebook == "noise_scale" else (None, frame)
+    ref_words.append(noise_verdict_words(f"the reference run `{name}` ({DATASET_SHORT[reference.dataset(name)]})",
+                                         claims.noise_claims(scale, comp), claims.rule_sensitivity(scale, comp)))
+page.glue_md("noise_ref_rows", " ".join(ref_words) or "No noise reference run is committed.")
 # where merging gains exist at all: this build's regime map and every committed one
 maps = {"this build": page.read_csv("noise_regime"), **{f"`{n}`": f for n, (f, _) in page.references("noise_regime").items()}}
 page.glue_md("noise_map", " ".join(noise_map_sentence(label, frame) for label, frame in maps.items()))

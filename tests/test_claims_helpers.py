@@ -67,7 +67,7 @@ def test_methods_page_states_the_rules_the_claims_apply():
                    f"has at least {claims.MIN_PAIRS} pairs",
                    f"ended below {claims.NOISE_FAILED_TRAIN_ACC:g} training accuracy (twice the chance",
                    f"the weaker child at {claims.NOISE_CONVERGED_TRAIN_ACC:g} or more",
-                   "verdict at the rule, at {:g} and at {:g}".format(*claims.NOISE_RULE_THRESHOLDS[1:]),
+                   "verdict at the rule, at {:g}, {:g} and {:g}, and at {:g}".format(*claims.NOISE_RULE_THRESHOLDS[1:]),
                    f"{'half a point' if claims.NOISE_MIN_EFFECT == 0.005 else claims.NOISE_MIN_EFFECT} of test "
                    "accuracy",
                    f"over at least {claims.MIN_PAIRS} pairs in every cell they read",

@@ -233,3 +233,15 @@ def test_prefetched_matchings_are_what_matched_permutation_computes(tmp_path, di
         direct = weight_matching(ra.model, rb.model, max_iter=50)
         assert all(torch.equal(perms[p], direct.perms[p]) for p in direct.perms)
         assert info["match_iterations"] == direct.iterations
+
+
+def test_a_page_lists_its_committed_and_pending_references(tmp_path):
+    declared = [r for r in reference.REFERENCES.values() if r.notebook == "noise_scale"]
+    text = reference.listing("noise_scale")
+    for r in declared:
+        committed = reference.csv_path(r.name).exists()
+        assert (f"`{r.name}`" in text.split("Declared but not made yet")[0]) == committed, r.name
+        if r.pending:
+            assert r.pending.removeprefix("not made yet: ") in text
+    assert reference.listing("noise_scale", tmp_path).startswith("Committed: none.")  # an empty results root
+    assert reference.listing("theory_lewc") == "No reference run of this page is declared."

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmcbook import claims, schema
+from lmcbook import claims, page, schema
 
 PAIRS = range(10)  # the odd half (N1's reading half) then has MIN_PAIRS pairs
 LRS, BS = (0.01, 0.02, 0.05, 0.1, 0.2), (32, 64, 128, 256)
@@ -265,10 +265,24 @@ def test_the_sensitivity_table_reads_every_row_at_each_threshold():
     table = claims.rule_sensitivity(grid(peaked, acc_of=acc), comp)
     assert list(table.index) == ["N1 (50%)", "N2 (50%)", "N3", "N4", "N5", "N6", "N7"]
     assert len(table.columns) == len(claims.NOISE_RULE_THRESHOLDS)
-    rule, between, old = table.columns
+    rule, *_, between, old = table.columns
+    assert between.endswith("0.95") and old.endswith("0.99")
     assert table.loc["N1 (50%)", rule] == "✓" and table.loc["N3", rule] == "✓"
     # at 0.99 the weight-decay cells (0.97) are all excluded, and N3 has nothing to compare
     assert table.loc["N3", old] == "*n/a*" and table.loc["N3", between] == "✓"
+    words = page.sensitivity_words(table)
+    assert "N3 reads ✓ from the rule to a weaker child ≥ 0.95, *n/a* at a weaker child ≥ 0.99" in words
+    assert page.sensitivity_words(table.iloc[:, :1]) == "No row's verdict changes with the threshold."
+
+
+def test_verdict_words_say_an_absence_apart_from_a_failure():
+    rows = [claims.ClaimResult("N7", "noise", "Augmentation raises the gain.",
+                               f"-0.02 [-0.3, 0.3]; {claims.ABSENT_EFFECT}", "t", claims.FAIL, "noise_components"),
+            claims.ClaimResult("N5", "noise", "Similar rates merge best.", "-7.5 [-9.5, -5.5]", "t", claims.FAIL,
+                               "noise_components")]
+    text = page.noise_verdict_words("a run", rows)
+    assert text == ("On a run: N5 (✗) does not hold: “Similar rates merge best”; N7 (✗) shows no effect of the "
+                    "paper's size: “Augmentation raises the gain”.")
 
 
 def test_interval_of_one_sample_is_the_mean_interval():
@@ -322,7 +336,7 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
     assert "16 cells reached the 8000-step cap" in text2 and "one test example" not in text2
     assert "Excluded: η 0.01, B 32 (" in text and "weaker child 0.100 on average" in text
     assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest kept S" in text
-    assert "Every cell at a larger S than the kept ones was excluded; their mean gains run from -5.00" in text
+    assert "Every cell at a larger S than the kept ones was excluded; its mean gain is -5.00 points." in text
     assert "At a larger S than the best" not in text  # the best kept cell is at the largest kept S
 
 
@@ -367,6 +381,22 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
                    "augmentation"
 
 
+@pytest.mark.parametrize("decayed, says", [(0.818, "within the minimum effect of the merge: here merging recovers"),
+                                           (0.80, "1.80 points below the merge"), (0.83, "1.20 points above")])
+def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, says):
+    from lmcbook.page import _against_decay
+
+    row = dict(method="spawn", augment=False, lr=0.1, spawn_fraction=0.5)
+    cells = pd.DataFrame([{**row, "lr_floor": 1.0, "acc_merged": 0.818, "acc_endpoints": 0.782, "train_acc_min": 0.865},
+                          {**row, "lr_floor": 0.0, "acc_merged": 0.819, "acc_endpoints": decayed,
+                           "train_acc_min": 0.99}])
+    pick = {"augment": False, "lr_floor": 1.0, "spawn_fraction": 0.5}
+    text = _against_decay(cells, pick, 0.1)
+    assert "merged model reaches 0.818 test accuracy and its children 0.782 (the weaker child 0.865" in text
+    assert "not trained to convergence" in text and says in text
+    assert _against_decay(cells, dict(pick, lr_floor=0.0), 0.1) == ""  # nothing to compare a decayed merge with
+
+
 def test_a_noise_page_says_where_it_runs_from_the_map():
     from lmcbook.page import where_noise_runs
     from lmcbook.profiles import NoiseStudy, resolve
@@ -378,6 +408,7 @@ def test_a_noise_page_says_where_it_runs_from_the_map():
     assert text.startswith("This page runs children spawned at 25% of training, a learning rate that decays to 0.2")
     assert "reads as gaining (an interval over at least 3 pairs above zero) at 2 of them" in text
     assert "It is the setting the map picks" in text
+    assert "was set after the whole MNIST-1D map first ran" in text and "chosen partly on runs this page reads" in text
     other = where_noise_runs(resolve(NoiseStudy, "smoke", lr_floor=0.0, spawn_fraction=0.0), frame)
     assert "would pick children spawned at 25% of training" in other
     assert "No regime map of this data set" in where_noise_runs(here, frame.assign(dataset="mnist1d"))

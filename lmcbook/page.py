@@ -617,12 +617,16 @@ def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
     """Return, for a noise page, the paragraph that says in which setting it runs and what the regime map
     (``map_frame``: the noise_regime page's CSV, None if not executed beside it) measured there and where it would
     pick, every number computed."""
-    from .claims import MAP_MIN_PAIRS, describe_setting, map_cells, map_settings, pick_setting
+    from .claims import FIRST_PICK, MAP_MIN_PAIRS, describe_setting, map_cells, map_settings, pick_setting
 
     own = {"augment": bool(study.augment), "lr_floor": float(study.lr_floor), "spawn_fraction": study.spawn_fraction}
     text = f"This page runs {describe_setting(own)}."
+    label = "the regime map (the previous page: one batch size, {n} learning rates)"
     if map_frame is not None and "dataset" in map_frame:
         map_frame = map_frame[map_frame["dataset"] == study.dataset]
+    if map_frame is None or map_frame.empty:  # no map of this data set beside it: a committed reference map, if any
+        name, map_frame = _reference_map(study.dataset)
+        label = f"the committed reference map `{name}` (one batch size, {{n}} learning rates)"
     if map_frame is None or map_frame.empty:
         return text + " No regime map of this data set was executed beside this page, so none is read here."
     cells = map_cells(map_frame)
@@ -632,7 +636,7 @@ def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
     if here.empty:
         return text + " The regime map did not train this setting, so it says nothing about it."
     s = map_settings(here).iloc[0]
-    text += (f" On the regime map (the previous page: one batch size, {len(here)} learning rates), this setting "
+    text += (f" On {label.format(n=len(here))}, this setting "
              f"reads as gaining (an interval over at least {MAP_MIN_PAIRS} pairs above zero) at {s['n_gain']} of "
              f"them; its best gain is {100 * s['best_gain']:.2f} points (95% interval {100 * s['best_gain_lo']:.2f} "
              f"to {100 * s['best_gain_hi']:.2f}, η {s['best_lr']:g}); "
@@ -646,13 +650,23 @@ def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
             and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
     most = "the most learning rates that gain the paper's size" if s["n_paper"] else "the most that gain"
     text += (f" It is the setting the map picks: {most}." if same
-             else f" The map, as this build ran it, would pick {describe_setting(pick)} instead; this page "
-                  "keeps its own setting (the one the reference runs used), and says so here.")
-    return (text + _against_decay(cells, own, s["best_lr"]) + " The ranking that picks it (gains of the paper's size "
-            "first) was set after the whole MNIST-1D map first ran, where the ranking fixed before it picked another "
-            "setting (the regime page says which, and why). And wherever this page's cells coincide with the map's "
-            "(the same learning rate, batch size and seed), they are the same runs, trained once: the setting was "
-            "chosen partly on runs this page reads.")
+             else f" The map would pick {describe_setting(pick)} instead; this page keeps its own setting (the one "
+                  "the reference runs used), and says so here.")
+    first = pick_setting(cells, FIRST_PICK)
+    return (text + _against_decay(cells, own, s["best_lr"]) + " The map's ranking (gains of the paper's size first) "
+            "was set after the whole MNIST-1D map first ran (the regime page says why); on this map the ranking fixed "
+            "before it picks " + ("the same setting" if first == pick else
+                                  describe_setting(first) if first is not None else "nothing") + ". And wherever "
+            "this page's cells coincide with the map's (the same learning rate, batch size and seed), they are the "
+            "same runs, trained once: the setting was chosen partly on runs this page reads.")
+
+
+def _reference_map(dataset: str) -> tuple[str, pd.DataFrame | None]:
+    """Return the first committed reference regime map of ``dataset`` (its name and frame), or ("", None)."""
+    for name in reference.available("noise_regime"):
+        if reference.dataset(name) == dataset:
+            return name, reference.load(name)[0]
+    return "", None
 
 
 def _shell_yaml(v: Any) -> str:

@@ -409,6 +409,7 @@ def test_a_noise_page_says_where_it_runs_from_the_map():
     assert "reads as gaining (an interval over at least 3 pairs above zero) at 2 of them" in text
     assert "It is the setting the map picks" in text
     assert "was set after the whole MNIST-1D map first ran" in text and "chosen partly on runs this page reads" in text
+    assert "on this map the ranking fixed before it picks the same setting" in text
     other = where_noise_runs(resolve(NoiseStudy, "smoke", lr_floor=0.0, spawn_fraction=0.0), frame)
     assert "would pick children spawned at 25% of training" in other
     assert "No regime map of this data set" in where_noise_runs(here, frame.assign(dataset="mnist1d"))
@@ -445,3 +446,17 @@ def test_the_landing_page_sentence_on_a_map():
     assert "first protocol" not in text  # this map has no 50% spawn
     flat = _map(lambda *k: 0.0, lambda *k: 0.0).assign(dataset="mnist1d")
     assert noise_map_sentence("x", flat).endswith("No spawned setting gains measurably.")
+
+
+def test_a_noise_page_alone_reads_the_committed_map_of_its_data(monkeypatch):
+    from lmcbook import page as page_mod
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
+                 lambda *k: 0.02).assign(dataset="digits")
+    monkeypatch.setattr(page_mod, "_reference_map", lambda d: ("ref-x", frame) if d == "digits" else ("", None))
+    here = resolve(NoiseStudy, "smoke", lr_floor=0.2, spawn_fraction=0.25)
+    text = page_mod.where_noise_runs(here, None)
+    assert "On the committed reference map `ref-x` (one batch size, 3 learning rates), this setting" in text
+    assert "It is the setting the map picks" in text
+    assert "No regime map" in page_mod.where_noise_runs(resolve(NoiseStudy, "smoke", dataset="mnist1d"), None)

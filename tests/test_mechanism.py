@@ -230,6 +230,15 @@ def _absolute_paths(obj) -> list[str]:
     return [obj] if isinstance(obj, str) and re.search(r"(^|[\s='\"])(/|~/)[\w.]", obj) else []
 
 
+def test_no_committed_provenance_names_an_absolute_path():
+    root = Path(__file__).resolve().parents[1] / "results"
+    provenances = sorted(root.glob("*/provenance.json"))
+    assert provenances
+    for path in provenances:
+        assert not _absolute_paths(json.loads(path.read_text())), path
+    assert _absolute_paths({"a": ["lmcbook x --data-root /work/data"]}) and not _absolute_paths({"a": "8k/2k, η/B"})
+
+
 def test_reference_provenance_names_its_data_relative_to_the_repository(tmp_path, monkeypatch):
     name = "mechanism-mnist-standin"
     data_dir = tmp_path / "mnist"

@@ -60,6 +60,7 @@ from .schema import (
 )
 from .stats import (
     CONFIDENCE,
+    MIN_REPLICATES,
     Interval,
     above,
     at_least,
@@ -1201,8 +1202,8 @@ HYPOTHESES = {
     "P": "the paper's account: weight decay gives low rank, reciprocal orthogonality and LEWC, and wide networks "
          "then merge without permutations",
     "H1": "near initialisation: in short training the width effect comes from the two random initialisations",
-    "H2": "permutation collapse: once weight decay has acted, the two networks are one solution up to a "
-          "permutation, so plain averaging fails where weight matching succeeds",
+    "H2": "permutation collapse: weight decay drives the two networks to one solution up to a permutation, so plain "
+          "averaging fails at large D where weight matching succeeds, and matching gains more as D grows (M2)",
     "H3": "width truncation: with large D, plain merging keeps improving with width beyond the 256 units where the "
           "first long runs stopped (M3; M1 says whether it has recovered)",
     "H4": "data: digits' 64 input dimensions force shared features, and on 784-dimensional MNIST large D behaves "
@@ -1431,8 +1432,10 @@ def barrier_cells(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def closest_barrier(frames: dict[str, pd.DataFrame]) -> dict[str, object] | None:
     """Return the cell of :func:`barrier_cells` whose accuracy barrier comes closest to the width paper's (about half
-    a point), with ``setting`` (it in words) and ``cells`` (how many were searched), or None without any cell."""
+    a point), among the cells with an interval (two pairs or more), with ``setting`` (it in words) and ``cells`` (how
+    many were searched), or None without any such cell."""
     cells = barrier_cells(frames)
+    cells = cells[cells["pairs"] >= MIN_REPLICATES] if len(cells) else cells
     if cells.empty:
         return None
     best = cells.loc[cells["distance"].idxmin()]

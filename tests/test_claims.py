@@ -636,4 +636,7 @@ def test_the_closest_approach_to_the_papers_barrier():
     assert best["setting"] == ("MNIST (reference): 1024 hidden units, 60 epochs at weight decay 0.0001, initial "
                                "weights ×0.25")
     assert (best["lo"], best["hi"], best["pairs"]) == (pytest.approx(0.008, abs=5e-4), pytest.approx(0.010, abs=5e-4), 5)
-    assert claims.closest_barrier({}) is None
+    one_pair = frame("mechanism", [{"metric": "acc_barrier", "value": 0.005, "pair": 0, "hidden_units": 2048,
+                                    "epochs": 60, "weight_decay": 1e-4}])  # exact, but no interval: not read
+    assert claims.closest_barrier({"a": width, "b": mech, "c": one_pair})["barrier"] == pytest.approx(0.009)
+    assert claims.closest_barrier({}) is None and claims.closest_barrier({"c": one_pair}) is None

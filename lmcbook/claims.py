@@ -836,7 +836,8 @@ def claim_r2(tr: pd.DataFrame) -> ClaimResult:
 # -- the mechanism study: which account of merging without permutations the runs support ---------------------
 # The tests M1–M6 and their constants were fixed in this file and committed before any run of the mechanism
 # study was trained or read; issue 36 changed M2 (the gain of weight matching must grow with D) and gave M3–M5
-# minimum effects after their results, so they count as set after results (CHANGED_AFTER_RESULTS).  Every M row reads a 95% bootstrap interval over pairs (lmcbook.stats), decides
+# minimum effects after their results, so they count as set after results (CHANGED_AFTER_RESULTS).  Every M row
+# reads a 95% bootstrap interval over pairs (lmcbook.stats), decides
 # only when the interval clears its threshold (else inconclusive), and needs at least MIN_PAIRS pairs in each
 # cell it reads; it is n/a when its cells are outside the regime the claim is about, or when an endpoint of a
 # pair it reads did not fit its training data (the convergence rule, fixed beforehand like the rest).

@@ -646,15 +646,7 @@ def hypotheses_markdown(states: dict[str, dict[str, str]]) -> str:
     """Return a Markdown table of each hypothesis' state (supported, contradicted, undecided) per data set."""
     table = pd.DataFrame({n: {f"**{h}**: {text}": states[n].get(h, "—") for h, text in HYPOTHESES.items()}
                           for n in states})
-    return table_markdown(table, "hypothesis")
-
-
-def table_markdown(table: pd.DataFrame, corner: str = "") -> str:
-    """Return a frame as a Markdown table: its index as the first column (headed ``corner``), then its columns."""
-    lines = [f"| {corner} | " + " | ".join(map(str, table.columns)) + " |", "|---" * (len(table.columns) + 1) + "|"]
-    for index, row in table.iterrows():
-        lines.append(f"| {index} | " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
-    return "\n".join(lines)
+    return markdown_table(table.rename_axis("hypothesis"))
 
 
 def claims_markdown(rows: list[ClaimResult]) -> str:

@@ -76,11 +76,11 @@ from lmcbook.page import (
     claims_markdown,
     describe_mechanism,
     hypotheses_markdown,
+    markdown_table,
     mechanism_cells_markdown,
     mechanism_cut,
     mechanism_numbers,
     open_page,
-    table_markdown,
 )
 
 page, study = open_page("mechanism", globals())
@@ -136,7 +136,8 @@ page.glue_figure("fig_width_ref", ref_figure or plots.placeholder("No reference 
 page.glue_md("ref_figure_name", f"`{next(iter(references))}`" if references else "(none)")
 states = claims.decide(m_rows)
 page.glue_md("hypotheses", hypotheses_markdown(states))
-page.glue_md("conclusion_table", table_markdown(claims.conclusion_table(m_rows, ref_frames), "observation"))
+conclusions = claims.conclusion_table(m_rows, ref_frames).rename_axis("observation")
+page.glue_md("conclusion_table", markdown_table(conclusions))
 own_m5 = next(r for r in rows[label] if r.id == "M5")
 page.choose("m5_reading", {claims.PASS: "for", claims.FAIL: "against"}.get(own_m5.state, "open"))
 outcome, conclusion_lists = claims.conclusion(states)

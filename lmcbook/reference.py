@@ -68,8 +68,8 @@ _PENDING = ("not made yet: this machine's two cores went to the MNIST-1D referen
             "makes it (with --data-root for the MNIST stand-in)")
 _DIGITS = "scikit-learn's digits (1,797 8×8 images), the quick book's split"
 _LONG_PENDING = ("not made yet: 600 epochs at 1024 hidden units on 7,200 MNIST images take about 25 CPU-minutes per "
-                 "network here, 8 hours for the 20 networks the verdicts read; `lmcbook reference NAME --data-root DIR` "
-                 "makes it, and its runs resume from the store")
+                 "network here, 8 hours for the 20 networks the verdicts read; "
+                 "`lmcbook reference NAME --data-root DIR` makes it, and its runs resume from the store")
 _TRAINING = "not made yet: its runs are training (about three hours on two cores)"
 _MNIST1D = ("MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
             "calibration) and 4,000 test signals")

@@ -58,9 +58,11 @@ page.glue_md("orth_fall_min", f"{claims.ORTH_FALL_MIN:g}")
 page.glue_md("tie_rtol", f"{claims.D_TIE_RTOL:.1%}")
 
 # %% [markdown]
-# **The papers' claims.** The table has {glue:text}`paper_rows` rows that test a claim of
-# the width or the noise paper ({glue:text}`n_own` of its rows are this build's, the rest
-# come from {glue:text}`n_refs` committed reference runs): {glue:text}`paper_pass` ✓,
+# Of the table's rows, {glue:text}`n_own` are this build's and the rest come from the
+# {glue:text}`n_refs` committed reference runs.
+#
+# **The papers' claims.** {glue:text}`paper_rows` rows test a claim of the width or the
+# noise paper: {glue:text}`paper_pass` ✓,
 # {glue:text}`paper_fail` ✗, {glue:text}`paper_inconclusive` *inconclusive* and
 # {glue:text}`paper_na` *n/a*. Of the {glue:text}`paper_fixed_before` whose test was
 # fixed before its results, {glue:text}`paper_fixed_before_pass` pass.

@@ -1336,11 +1336,9 @@ def _merge_ratio(df: pd.DataFrame, cell: pd.Series, units: float) -> tuple[Inter
 
 def largest_d_cell(df: pd.DataFrame) -> str:
     """Return, in words, the cell M1, M2, M3 and M5 read on a mechanism frame: the largest D at the widest width
-    (its length, weight decay, width and D), or why there is none."""
+    (its length, weight decay, width and D), or "none" and why they read none."""
     widest, big, why = _largest_d_gate(df)
-    if big.empty:
-        return why or "no cell"
-    return f"{_cell_name(big)} at {widest:g} hidden units (D = {big['D']:.3g})"
+    return f"none ({why})" if why else f"{_cell_name(big)} at {widest:g} hidden units (D = {big['D']:.3g})"
 
 
 def short_merge(df: pd.DataFrame) -> Interval:

@@ -127,8 +127,8 @@ if m4 is not None and m4.state != claims.NA:
 # {glue:md}`m4_measured`).
 
 # %% [markdown] tags=["when:small_init=open"]
-# **Does the width effect survive a small initialisation?** {doc}`mechanism`'s test does
-# not decide (M4 {glue:md}`m4_mark`: {glue:md}`m4_measured`).
+# **Does the width effect survive a small initialisation?** M4, on the page
+# {doc}`mechanism`, does not decide ({glue:md}`m4_mark`: {glue:md}`m4_measured`).
 
 # %% [markdown] tags=["when:small_init=pending"]
 # **Does the width effect survive a small initialisation?** {doc}`mechanism` answers it

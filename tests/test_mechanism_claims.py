@@ -317,6 +317,8 @@ def test_m1_reads_the_papers_route_where_two_cells_tie_at_the_largest_d():
     assert "D = 0.404" in claims.claim_m3(tied).measured and "D = 0.404" in claims.largest_d_cell(tied)
     apart = long_d(0.35)
     assert "60 epochs at weight decay 0.03" in claims.claim_m1(apart).measured
+    idle = claims.largest_d_cell(mech_frame(world(decay_shrinkage=lambda *a: 0.5)))
+    assert idle.startswith("none (weight decay has not acted")
 
 
 def test_the_conclusion_table_says_which_account_explains_what_and_what_none_does():

@@ -739,12 +739,9 @@ def mechanism_cells_markdown(long: pd.DataFrame) -> str:
 
 def hypotheses_markdown(states: dict[str, dict[str, str]]) -> str:
     """Return a Markdown table of each hypothesis' state (supported, contradicted, undecided) per data set."""
-    names = list(states)
-    lines = ["| hypothesis | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    for h, text in HYPOTHESES.items():
-        cells = [states[n].get(h, "—") for n in names]
-        lines.append(f"| **{h}**: {text} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    table = pd.DataFrame({n: {f"**{h}**: {text}": states[n].get(h, "—") for h, text in HYPOTHESES.items()}
+                          for n in states})
+    return markdown_table(table.rename_axis("hypothesis"))
 
 
 def claims_markdown(rows: list[ClaimResult]) -> str:

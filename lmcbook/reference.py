@@ -219,6 +219,40 @@ def _data_files(root: str | Path | None) -> dict[str, str]:
     return out
 
 
+def repo_relative(path: str | Path) -> str:
+    """Return ``path`` (``~`` expanded; a relative one taken from the working directory) relative to the repository
+    that holds the library, as a provenance records it: never an absolute path of the machine."""
+    return os.path.relpath(Path(path).expanduser().resolve(), PACKAGE_DIR.parent.resolve())
+
+
+def _data_root_text(prov: dict[str, Any], data_root: str | None) -> dict[str, Any]:
+    """Return a provenance with its data root (``data.data_root``, ``params.data_root``) replaced by ``data_root``,
+    and the commands that name the old one naming the new one."""
+    old = prov.get("data", {}).get("data_root")
+    out = json.loads(json.dumps(prov))
+    out.setdefault("data", {})["data_root"] = data_root
+    if "data_root" in out.get("params", {}):
+        out["params"]["data_root"] = data_root
+    for key in ("command", "execute_command"):
+        if old and data_root and key in out:
+            out[key] = out[key].replace(shlex.quote(str(old)), shlex.quote(data_root))  # as record() quoted it
+    return out
+
+
+def relativize_provenance(name: str, root: Path | None = None) -> Path:
+    """Rewrite reference ``name``'s committed provenance so that its data root, and the commands that name it, are
+    relative to the repository (:func:`repo_relative`); the CSV and every SHA-256 stay as they are.  Return the
+    provenance's path (unchanged when its data root already was relative, or it has none)."""
+    path = provenance_path(name, root)
+    prov = json.loads(path.read_text())
+    old = prov.get("data", {}).get("data_root")
+    if old and Path(old).expanduser().is_absolute():
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(_data_root_text(prov, repo_relative(old)), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    return path
+
+
 def command(name: str, data_root: str | None = None) -> str:
     """Return the shell command that regenerates reference ``name``."""
     cmd = f"lmcbook reference {name}"
@@ -228,7 +262,8 @@ def command(name: str, data_root: str | None = None) -> str:
 def record(name: str, written: Path, params: dict[str, Any], seconds: float, train_seconds: float,
            data_root: str | None = None, root: Path | None = None) -> Path:
     """Copy the CSV that ``lmcbook execute --out`` wrote (``written``), byte for byte, to results/NAME/ and write its
-    provenance beside it; return the CSV's new path.  Both files are replaced atomically."""
+    provenance beside it; return the CSV's new path.  Both files are replaced atomically.  The provenance names the
+    data root relative to the repository (:func:`repo_relative`), with the SHA-256 of every data file read."""
     ref = get(name)
     target = csv_path(name, root)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -249,6 +284,8 @@ def record(name: str, written: Path, params: dict[str, Any], seconds: float, tra
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": round(seconds, 1), "train_seconds": train_seconds, "csv_sha256": _sha(tmp_target),
     }
+    if data_root is not None:
+        prov = _data_root_text(prov, repo_relative(data_root))
     os.replace(tmp_target, target)
     prov_tmp = provenance_path(name, root).with_suffix(".json.tmp")
     prov_tmp.write_text(json.dumps(prov, indent=2, sort_keys=True) + "\n")

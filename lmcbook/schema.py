@@ -90,6 +90,10 @@ CLAIM_PASSED = "claim_passed"  #: 1.0 if a scoreboard test passed (method = the 
 CLAIM_STATE = "claim_state"  #: the verdict: 0 ✗, 1 ✓, 2 inconclusive, 3 n/a (claims.STATE_CODES)
 RUNS_MISSING = "runs_missing"  #: 1.0 if a page found a run it needs missing from the store (the explorer)
 CLAIM_CONTROL = "claim_control"  #: 1.0 if the row tests a control experiment, not a claim of a paper
+#: The scoreboard's numbers per row (claims.csv): the estimate its test decides on, that estimate's 95% interval and
+#: the threshold it is held to (a row without one of them has no such metric row)
+CLAIM_ESTIMATE, CLAIM_LO, CLAIM_HI, CLAIM_THRESHOLD = "claim_estimate", "claim_lo", "claim_hi", "claim_threshold"
+CLAIM_BLOCK = "claim_block"  #: the scoreboard block of a row: 0 the papers' claims, 1 the book's own, 2 a diagnostic
 
 # -- controls (weight matching, random permutations, REPAIR) ---------------------------
 MATCH_SECONDS, MATCH_ITERATIONS, MATCH_OBJECTIVE = "match_seconds", "match_iterations", "match_objective"

@@ -90,8 +90,9 @@ page.glue_values(scale_missing=why or "")
 # **Verdicts** (the scoreboard's, computed by `lmcbook.claims` on this page's CSV):
 # - W3, LEWC holds better as width grows, against the untrained pair
 #   ({glue:md}`w3_test`): {glue:md}`w3_mark`, {glue:md}`w3_measured`;
-# - W13, wide networks follow LEWC closely ({glue:md}`w13_test`): {glue:md}`w13_mark`,
-#   {glue:md}`w13_measured`.
+# - W13, wide networks follow LEWC closely, read where LEWC's prediction and LLFC's differ
+#   (at $\lambda = \tfrac12$ their cosines coincide, so a cosine there cannot tell them
+#   apart; {glue:md}`w13_test`): {glue:md}`w13_mark`, {glue:md}`w13_measured`.
 
 # %% [markdown]
 # ## The scale law

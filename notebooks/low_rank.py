@@ -34,7 +34,7 @@ seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = w
 # %% tags=["remove-cell"]
 import numpy as np
 
-from lmcbook import experiments, plots, schema, stats
+from lmcbook import claims, experiments, plots, schema, stats
 from lmcbook.page import describe_study, open_page, regime_table
 
 page, study = open_page("low_rank", globals())
@@ -66,6 +66,12 @@ for key, metric in (("upd_er", "delta_rel_effective_rank"), ("upd_sr", "delta_re
 page.glue_values(n_inputs=int(np.prod(experiments.study_data(study).input_shape)),
                  shrink=schema.select(regime, "decay_shrinkage")["value"].mean())
 page.glue_md("regime", regime_table(regime))
+# did lower rank help merging?  R2, on the mechanism page's cells (None until that page has run: `lmcbook execute`
+# then runs this page again)
+mech = page.read_csv_if("mechanism")
+r2 = None if mech is None else page.glue_claim(claims.claim_r2(claims.mechanism_standard(mech)), "r2")
+page.choose("r2_reading", "pending" if r2 is None else {claims.PASS: "helped", claims.FAIL: "not"}.get(r2.state,
+                                                                                                      "open"))
 
 # %% [markdown]
 # ```{glue:figure} fig_rank
@@ -118,6 +124,24 @@ page.glue_md("regime", regime_table(regime))
 # networks with stronger weight decay and for longer, shows whether the rank falls as
 # weight decay acts, and measures the rank of what training added, $W - W_0$; the
 # claims scoreboard scores this claim in both regimes.
+
+# %% [markdown] tags=["when:r2_reading=not"]
+# **Lower rank did not help merging.** Across the cells of {doc}`mechanism`, where
+# weight decay acts for longer and the rank falls, merged accuracy does not rise with the
+# decay integral (R2 {glue:md}`r2_mark`, {glue:md}`r2_test`): {glue:md}`r2_measured`.
+
+# %% [markdown] tags=["when:r2_reading=helped"]
+# **Lower rank went with better merging.** Across the cells of {doc}`mechanism`, merged
+# accuracy rises as weight decay acts for longer (R2 {glue:md}`r2_mark`,
+# {glue:md}`r2_test`): {glue:md}`r2_measured`.
+
+# %% [markdown] tags=["when:r2_reading=open"]
+# **Did lower rank help merging?** Across the cells of {doc}`mechanism` the test does not
+# decide (R2 {glue:md}`r2_mark`, {glue:md}`r2_test`): {glue:md}`r2_measured`.
+
+# %% [markdown] tags=["when:r2_reading=pending"]
+# **Did lower rank help merging?** R2 reads the cells of {doc}`mechanism`, which had not
+# run when this page was executed; `lmcbook execute` runs this page again once it has.
 
 # %% tags=["remove-input"]
 page.save(low_rank=rank, keys=schema.PROBE_KEYS, regime=regime)

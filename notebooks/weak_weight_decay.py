@@ -114,9 +114,9 @@ pd.DataFrame({(metric, name): stats.cell_stats(long, metric, weight_decay=wd)["m
 # the merged model's accuracy is {glue:text}`acc_merged_strong_0:.3f` (spread {glue:text}`acc_merged_strong_0_spread:.3f`)
 # at weight decay {glue:text}`wd_strong` against {glue:text}`acc_merged_weak_0:.3f`
 # (spread {glue:text}`acc_merged_weak_0_spread:.3f`) at {glue:text}`wd_weak`, a gap of
-# {glue:text}`gap:.3f`. Verdict W7, the
-# scoreboard's short-regime row ({glue:md}`w7_test`): {glue:md}`w7_mark`,
-# {glue:md}`w7_measured`. At {glue:text}`n_wide2` hidden units the two give
+# {glue:text}`gap:.3f`. The scoreboard does not read W7 here: weight decay has not acted
+# in these runs (below), so its W7 rows read {doc}`mechanism`'s decay arm and its longest
+# runs, at the widest width where a weight decay has acted. At {glue:text}`n_wide2` hidden units the two give
 # {glue:text}`acc_merged_strong_1:.3f` and {glue:text}`acc_merged_weak_1:.3f`.
 #
 # The logit norm ratio at the widest width is {glue:text}`logit_norm_ratio_strong_0:.3f`
@@ -156,8 +156,8 @@ pd.DataFrame({(metric, name): stats.cell_stats(long, metric, weight_decay=wd)["m
 # weight decay does not break merging without permutations.
 
 # %% [markdown] tags=["when:weak_merges=false"]
-# The strong weight decay merges better here by the gap above; W7 says whether beyond the
-# interval over pairs. With the weak weight decay the merged model goes from
+# The strong weight decay merges better here by the gap above, in runs where weight decay
+# has barely acted; W7, on {doc}`mechanism`, reads the comparison where it has. With the weak weight decay the merged model goes from
 # {glue:text}`acc_merged_weak_narrow:.3f` at {glue:text}`n_narrow` hidden units to
 # {glue:text}`acc_merged_weak_0:.3f` at {glue:text}`n_wide`.
 

@@ -27,7 +27,8 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %% tags=["remove-cell"]
-from lmcbook import claims, experiments, plots
+from lmcbook import claims, experiments, plots, schema, stats
+from lmcbook.data import DATASET_SHORT
 from lmcbook.page import describe_study, open_page, regime_table
 
 page, study = open_page("width_accuracy", globals())
@@ -51,6 +52,19 @@ page.glue_values(n_narrow=int(narrow), n_wide=int(wide), acc_barrier_paper=100 *
                  gap_wide=means.loc[wide, "acc_ensemble"] - means.loc[wide, "acc_merged"])
 page.glue_rows(means, {"narrow": narrow, "wide": wide}, ["acc_merged", "acc_ensemble"])
 page.glue_rows(means, {"wide": wide}, ["acc_endpoints"])
+# does the width effect survive a small initialisation?  M4 and the small-initialisation arm of the mechanism page
+# (None until that page has run: `lmcbook execute` then runs this page again)
+mech = page.read_csv_if("mechanism")
+m4 = None if mech is None else page.glue_claim(claims.claim_m4(mech), "m4")
+page.choose("small_init", "pending" if m4 is None else {claims.PASS: "vanishes", claims.FAIL: "stays"}.get(m4.state,
+                                                                                                          "open"))
+if m4 is not None and m4.state != claims.NA:
+    scale = float(mech["init_scale"].min())
+    small = stats.cell_stats(schema.select(mech, "acc_merged", method="none", init_scale=scale), "acc_merged")
+    page.glue_md("small_data", DATASET_SHORT.get(str(mech["dataset"].iloc[0]), "this data set"))
+    page.glue_values(small_scale=scale, small_n_narrow=int(small.index.min()), small_n_wide=int(small.index.max()),
+                     small_narrow=small["mean"].iloc[0], small_wide=small["mean"].iloc[-1],
+                     standard_wide=m4.values["standard"])
 
 # %% [markdown]
 # ```{glue:figure} fig_curves
@@ -93,9 +107,38 @@ page.glue_rows(means, {"wide": wide}, ["acc_endpoints"])
 # decay, the paper's proposed cause, to have acted is the question of the page
 # {doc}`mechanism`, which repeats this sweep with stronger weight decay, for longer and
 # from smaller initial weights.
-#
+
+# %% [markdown] tags=["when:small_init=vanishes"]
+# **With a small initialisation this width effect largely disappears** on {glue:md}`small_data`:
+# with initial weights ×{glue:text}`small_scale:g`, at the same length and the weakest
+# weight decay of {doc}`mechanism`, plain merged accuracy goes from
+# {glue:text}`small_narrow:.3f` at {glue:text}`small_n_narrow` hidden units to only
+# {glue:text}`small_wide:.3f` at {glue:text}`small_n_wide`, against
+# {glue:text}`standard_wide:.3f` with the standard initialisation (M4 {glue:md}`m4_mark`:
+# {glue:md}`m4_measured`). Short training's width effect leans on the random
+# initialisation, before weight decay can act.
+
+# %% [markdown] tags=["when:small_init=stays"]
+# **A small initialisation leaves this width effect intact** on {glue:md}`small_data`:
+# with initial weights ×{glue:text}`small_scale:g`, plain merged accuracy goes from
+# {glue:text}`small_narrow:.3f` at {glue:text}`small_n_narrow` hidden units to
+# {glue:text}`small_wide:.3f` at {glue:text}`small_n_wide`, against
+# {glue:text}`standard_wide:.3f` with the standard initialisation (M4 {glue:md}`m4_mark`:
+# {glue:md}`m4_measured`).
+
+# %% [markdown] tags=["when:small_init=open"]
+# **Does the width effect survive a small initialisation?** M4, on the page
+# {doc}`mechanism`, does not decide ({glue:md}`m4_mark`: {glue:md}`m4_measured`).
+
+# %% [markdown] tags=["when:small_init=pending"]
+# **Does the width effect survive a small initialisation?** {doc}`mechanism` answers it
+# (M4), but had not run when this page was executed; `lmcbook execute` runs this page
+# again once it has.
+
+# %% [markdown]
 # Accuracy does not depend on the softmax temperature, so this figure needs no
-# calibration. The loss does: the next page shows why the merged model's loss
+# calibration.
+# The loss does: the next page shows why the merged model's loss
 # barrier stays large until its temperature is refitted, and how the size of that
 # temperature correction follows from the LEWC theory.
 

@@ -265,14 +265,16 @@ def test_scoreboard_and_csv_links_in_a_browser(built):
         page.goto((built / "book" / "generated" / "claims.html").as_uri())
         head = page.evaluate("[...document.querySelector('main table').querySelectorAll('thead th')]"
                              ".map(c => c.innerText.trim())")
-        rows = page.evaluate("[...document.querySelector('main table').querySelectorAll('tbody tr')]"
+        boards = ("[...document.querySelectorAll('main table')].filter(t => [...t.querySelectorAll('thead th')]"
+                  ".some(c => c.innerText.trim() == 'result'))")  # every block's table, not the provenance's
+        rows = page.evaluate(f"{boards}.flatMap(t => [...t.querySelectorAll('tbody tr')])"
                              ".map(r => [...r.querySelectorAll('td')].map(c => c.innerText.trim()))")
         assert len(rows) >= 13
         result = head.index("result")
         assert all(r[result] in ("✓", "✗", "inconclusive", "n/a") for r in rows), rows
         assert {r[0].split()[0] for r in rows} >= {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "N3",
                                                    "M1", "M2", "M3", "M4", "M5", "M6"}
-        links = page.evaluate("[...document.querySelector('main table').querySelectorAll('a')].map(a => a.href)")
+        links = page.evaluate(f"{boards}.flatMap(t => [...t.querySelectorAll('a')]).map(a => a.href)")
         assert len(links) >= 13 and all(Path(unquote(urlparse(h).path)).exists() for h in links)
         for name in all_notebooks():
             page.goto((built / "book" / "generated" / f"{name}.html").as_uri())
@@ -340,7 +342,8 @@ def test_mechanism_page_has_its_figures_verdicts_and_conclusion(executed):
     glued = _glued(nbformat.read(out / "mechanism.ipynb", as_version=4))
     for fig in ("fig_width", "fig_d", "fig_width_ref"):
         assert "image/png" in glued[fig], (fig, glued.get(fig))
-    for key in ("cells", "verdicts", "regime_rows", "references", "hypotheses", "conclusion", "against_sets",
+    for key in ("cells", "verdicts", "regime_rows", "references", "hypotheses", "conclusion_table", "conclusion",
+                "against_sets",
                 "alternatives", "open_sets", "m1_mark", "m6_mark",
                 "r1_mark", "r2_mark", "w1_long_mark"):
         assert key in glued, key

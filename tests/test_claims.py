@@ -105,38 +105,6 @@ def test_w6_update_reads_the_rank_of_what_training_added():
     assert [x.id for x in claims.page_claims("low_rank", rows([0.3, 0.2, 0.1, 0.05]))] == ["W6", "W6 (update)"]
 
 
-def test_w7():
-    def rows(weak_wide):
-        return frame("wd", by_width("wd", "acc_merged", [0.3, 0.6, 0.8, 0.9], weight_decay=3e-3)
-                     + by_width("wd", "acc_merged", [0.3, 0.5, 0.6, weak_wide], weight_decay=1e-4))
-
-    assert verdict(claims.claim_w7, rows(0.7))
-    assert not verdict(claims.claim_w7, rows(0.9))
-
-
-def _draws(shift_wide, spread_wide, spread_narrow=0.2, draws=10):
-    """Random-permutation draws of two pairs at 16 and 1024 units, each pair's unpermuted merge at 0.9; at 1024 units
-    the draws sit ``shift_wide`` from it, spread evenly over ``spread_wide``."""
-    rows = []
-    for u, shift, sp in ((16, -0.3, spread_narrow), (1024, shift_wide, spread_wide)):
-        for pair in (0, 1):
-            rows.append({"metric": "acc_merged", "value": 0.9, "pair": pair, "hidden_units": u, "method": "none"})
-            for d in range(draws):
-                rows.append({"metric": "acc_merged", "value": 0.9 + shift + sp * (d / (draws - 1) - 0.5),
-                             "pair": pair, "hidden_units": u, "method": "random_permutation", "index": d})
-    return frame("p", rows)
-
-
-def test_w8_reads_the_mean_change_over_draws_at_the_widest_width():
-    assert claims.claim_w8(_draws(0.0, 0.004)).state == claims.PASS
-    assert claims.claim_w8(_draws(-0.022, 0.004)).state == claims.FAIL  # the referee's 0.906 against 0.928
-    assert claims.claim_w8(_draws(-0.009, 0.02)).state == claims.INCONCLUSIVE  # the interval straddles -1 point
-    assert claims.claim_w8(_draws(0.0, 0.004)).control
-    r = claims.claim_w8(_draws(-0.022, 0.004))
-    assert r.values["mean"] == pytest.approx(-0.022) and r.values["wide"] == pytest.approx(0.004)
-    assert "draws − unpermuted = -2.2 [" in r.measured
-
-
 def setting(notebook, lewc_ok=True):
     """The regime row that says whether the page's networks are in LEWC's setting (bias-free MLP, no norm)."""
     return [{"metric": "lewc_setting", "value": float(lewc_ok), "pair": 0, "hidden_units": 16}]
@@ -183,21 +151,6 @@ def test_every_state_has_a_mark_and_a_code():
         claims.ClaimResult("W1", "width", "s", "m", "t", "maybe", "p")
 
 
-def test_w7_is_inconclusive_within_the_interval_and_fails_the_other_way():
-    def rows(weak_wide, jitter=0.001):
-        return frame("wd", by_width("wd", "acc_merged", [0.3, 0.6, 0.8, 0.9], weight_decay=3e-3, jitter=jitter)
-                     + by_width("wd", "acc_merged", [0.3, 0.5, 0.6, weak_wide], weight_decay=1e-4, jitter=jitter))
-
-    assert claims.claim_w7(rows(0.7)).state == claims.PASS
-    assert claims.claim_w7(rows(0.895, jitter=0.02)).state == claims.INCONCLUSIVE
-    assert claims.claim_w7(rows(0.99)).state == claims.FAIL
-    # a wide spread at the narrowest width says nothing about the widest, where the row is read
-    noisy = rows(0.7)
-    noisy.loc[(noisy["hidden_units"] == noisy["hidden_units"].min()) & (noisy["pair"] == 0), "value"] -= 0.5
-    r = claims.claim_w7(noisy)
-    assert r.state == claims.PASS and r.values["gap_hi"] - r.values["gap_lo"] < 0.005
-
-
 def test_w11_and_w12_thresholds_over_seeds():
     acc = lambda wide, j: frame("w", by_width("w", "acc_barrier", [0.5, 0.2, 0.05, wide], jitter=j))  # noqa: E731
     assert claims.claim_w11(acc(0.01, 0.001)).state == claims.PASS  # 1 point
@@ -217,8 +170,8 @@ def test_keys_and_order():
 
 def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     assert set(claims.PAGE_CLAIMS) == {"width_accuracy", "loss_barrier_calibration", "lewc", "weak_additivity",
-                                       "reciprocal_orthogonality", "low_rank", "weak_weight_decay",
-                                       "random_permutation", "lewc_depth", "llfc_vs_lewc", "mechanism",
+                                       "reciprocal_orthogonality", "low_rank", "random_permutation", "lewc_depth",
+                                       "llfc_vs_lewc", "mechanism",
                                        "noise_scale", "noise_components"}
     rows = [claims.ClaimResult("W2", "width", "s", "m", "t", "inconclusive", "p", regime="short",
                                decay_integral=0.04),
@@ -231,7 +184,7 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     assert claims.state_of(long, "N4") == "n/a"
     md = claims.scoreboard_markdown(rows)
     assert "*inconclusive*" in md and "*n/a*" in md and "long (D = 0.4)" in md
-    assert md.count("after a pilot") == 3 and "before results" not in md
+    assert md.count("after a pilot") == 2 and md.count("after results") == 1 and "before results" not in md
     assert "| before results |" in claims.scoreboard_markdown([claims.ClaimResult("M1", "width", "s", "m", "t",
                                                                                    "pass", "mechanism")])
 
@@ -274,9 +227,10 @@ def _regime_frame(rank_of, acc_of, units=(16, 64, 256, 1024), lengths=(60, 600),
             d = wd * e
             for u in units:
                 for s in range(models):
-                    keys = {"seed": s, "hidden_units": u, "epochs": e, "weight_decay": wd}
+                    keys = {"seed": s, "pair": s, "hidden_units": u, "epochs": e, "weight_decay": wd}
                     rows.append({"metric": "acc_merged", "value": acc_of(d, u) + 1e-4 * s, **keys})
                     rows.append({"metric": "decay_integral", "value": d, **keys})
+                    rows.append({"metric": "decay_shrinkage", "value": float(np.exp(-10 * d)), **keys})  # μ = 0.9
                     for layer in (1, 2, 3, 4):
                         v = rank_of(d, u) if layer in (2, 3) else 0.5
                         rows.append({"metric": "rel_effective_rank", "value": v, "layer": layer, "method": "trained",
@@ -393,22 +347,6 @@ def test_w9_needs_the_prediction_at_the_widest_width_and_not_at_the_narrowest():
     assert claims.claim_w9(rows(0.25, 0.125, ok=False)).state == claims.NA
 
 
-def test_w13_reads_the_cosine_against_the_untrained_pair():
-    def rows(trained_wide, untrained_wide, j=0.001, ok=True):
-        out = []
-        for layer in (1, 2, 3, 4):
-            out += five("lewc", "lewc_cos", [0.7, 0.8, 0.9, trained_wide], j, lam=0.5, layer=layer, method="trained")
-            out += five("lewc", "lewc_cos", [0.6] * 3 + [untrained_wide], 0.001, lam=0.5, layer=layer,
-                        method="untrained")
-        return frame("lewc", out + setting("lewc", ok))
-
-    assert claims.claim_w13(rows(0.98, 0.63)).state == claims.PASS
-    assert claims.claim_w13(rows(0.94, 0.63)).state == claims.FAIL  # the referee's 0.94: below 0.95
-    assert claims.claim_w13(rows(0.98, 0.985)).state == claims.FAIL  # untrained pairs do as well
-    assert claims.claim_w13(rows(0.95, 0.63, j=0.02)).state == claims.INCONCLUSIVE  # straddles 0.95
-    assert claims.claim_w13(rows(0.98, 0.63, ok=False)).state == claims.NA
-
-
 def test_w14_against_the_untrained_pair_and_in_absolute_terms():
     def rows(trained_wide, j=0.001):
         out = []
@@ -483,8 +421,7 @@ def test_width_rows_decide_only_with_min_pairs_in_the_cells_they_read():
             return frame("b", by_width("b", "loss_barrier_mid", [2, 1.5, 1.2, 1.2], seeds=seeds)
                          + by_width("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, 0.1], seeds=seeds))
         if fn is claims.claim_w7:
-            return frame("wd", by_width("wd", "acc_merged", [0.3, 0.6, 0.8, 0.9], weight_decay=3e-3, seeds=seeds)
-                         + by_width("wd", "acc_merged", [0.3, 0.5, 0.6, 0.7], weight_decay=1e-4, seeds=seeds))
+            return _decay_arm(0.9, 0.7, pairs=n)
         return frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, 0.125], depth=4, seeds=seeds)
                      + setting("b"))
 
@@ -509,3 +446,198 @@ def test_the_claims_page_opens_with_its_table():
     assert words(cells[:table]) <= 150, words(cells[:table])
     after = [c.source for c in cells[table:] if c.cell_type == "markdown"]
     assert any(s.startswith("## How the rows are decided") for s in after) and words(cells[table:]) > 700
+
+
+# -- issue 36: rows that measure what they claim ----------------------------------------------------------------------
+def _decay_arm(strong_wide, weak_wide, shrink=0.01, jitter=0.001, pairs=5, strong_units=UNITS, extra=()):
+    """One training length's decay arm: merged accuracy per pair at weight decay 1e-4 (idle: weight decay alone
+    leaves 0.98 of a weight) and 3e-2 (leaving ``shrink``), with each run's D and shrinkage; ``extra``: more cells,
+    as (weight decay, shrinkage, merged accuracy at every width, widths)."""
+    cells = [(1e-4, 0.98, weak_wide, UNITS), (3e-2, shrink, strong_wide, strong_units), *extra]
+    rows = []
+    for wd, sh, acc, units in cells:
+        for u in units:
+            for p in range(pairs):
+                keys = {"hidden_units": u, "epochs": 60, "weight_decay": wd, "pair": p}
+                rows.append({"metric": "acc_merged", "value": acc + jitter * (p - (pairs - 1) / 2), **keys})
+                for seed in (2 * p, 2 * p + 1):
+                    rows += [{"metric": "decay_integral", "value": -np.log(sh) / 10, "seed": seed, **keys},
+                             {"metric": "decay_shrinkage", "value": sh, "seed": seed, **keys}]
+    return frame("mechanism", rows)
+
+
+def test_w7_reads_the_widest_width_where_weight_decay_has_acted():
+    assert claims.claim_w7(_decay_arm(0.9, 0.7)).state == claims.PASS
+    r = claims.claim_w7(_decay_arm(0.7, 0.934))  # the book's decay arm: strong − weak = −23.4 points
+    assert r.state == claims.FAIL and r.values["estimate"] == pytest.approx(-0.234)
+    assert r.decay_integral == pytest.approx(-np.log(0.01) / 10) and r.page == "mechanism"
+    assert claims.claim_w7(_decay_arm(0.9, 0.895, jitter=0.02)).state == claims.INCONCLUSIVE
+    idle = claims.claim_w7(_decay_arm(0.9, 0.7, shrink=0.6))  # D = 0.05: weight decay has not acted
+    assert idle.state == claims.NA and "has not acted" in idle.measured
+    # the strongest decay stops at 256 units; a middle one that has acted reaches 1024: W7 reads 1024 units
+    mid = claims.claim_w7(_decay_arm(0.9, 0.7, strong_units=UNITS[:3], extra=[(1e-2, 0.05, 0.6, UNITS)]))
+    assert mid.values["units"] == 1024 and mid.state == claims.FAIL and "weight decay 0.01" in mid.measured
+
+
+def _perm(gain, jitter=0.001, matched=True):
+    """Five pairs at 16 and 1024 units: each pair's unpermuted merge 0.9, five random-permutation draws around 0.88,
+    and (with ``matched``) the weight-matched merge ``gain`` above the pair's mean draw, spread over ±2 × jitter."""
+    rows = []
+    for u in (16, 1024):
+        for p in range(5):
+            rows.append({"metric": "acc_merged", "value": 0.9, "pair": p, "hidden_units": u, "method": "none"})
+            rows += [{"metric": "acc_merged", "value": 0.88 + 0.01 * (d - 2), "pair": p, "hidden_units": u,
+                      "method": "random_permutation", "index": d} for d in range(5)]
+            if matched:
+                rows.append({"metric": "acc_merged", "value": 0.88 + gain + jitter * (p - 2), "pair": p,
+                             "hidden_units": u, "method": "weight_matching"})
+    return frame("p", rows)
+
+
+def test_w8_reads_pairs_and_a_null_that_can_fail():
+    r = claims.claim_w8(_perm(0.0))
+    assert r.state == claims.PASS and r.control and r.block == claims.BOOK
+    assert r.values["unpermuted"] == pytest.approx(0.02) and "over 5 pairs" in r.measured
+    assert claims.claim_w8(_perm(0.057)).state == claims.FAIL  # the book's 5.7 points: the permutation matters
+    assert claims.claim_w8(_perm(0.01, jitter=0.005)).state == claims.INCONCLUSIVE  # straddles 1 point
+    assert claims.claim_w8(_perm(0.0, matched=False)).state == claims.NA
+
+
+def _cosines(lewc_cos, llfc_cos, untrained=0.87, lams=(0.25, 0.75), jitter=0.001, ok=True):
+    """LEWC and LLFC cosines at the last hidden layer (3 of 4) at ``lams``, and at λ=½ (where both are 0.5: a
+    reading there would fail), trained and untrained."""
+    rows = []
+    for layer in (1, 2, 3, 4):
+        for lam in (*lams, 0.5):
+            for metric, trained in (("lewc_cos", lewc_cos), ("llfc_cos", llfc_cos)):
+                value = 0.5 if lam == 0.5 else trained
+                rows += five("lewc", metric, [0.7, 0.8, 0.9, value], jitter, lam=lam, layer=layer, method="trained")
+                rows += five("lewc", metric, [untrained] * 4, 0.001, lam=lam, layer=layer, method="untrained")
+    return frame("lewc", rows + setting("lewc", ok))
+
+
+def test_w13_reads_the_lams_where_lewc_and_llfc_differ():
+    r = claims.claim_w13(_cosines(0.98, 0.97))
+    assert r.state == claims.PASS and "λ = 0.25, 0.75" in r.measured
+    assert r.values["over_llfc"] == pytest.approx(0.01)
+    assert claims.claim_w13(_cosines(0.94, 0.93)).state == claims.FAIL  # below 0.95
+    assert claims.claim_w13(_cosines(0.98, 0.99)).state == claims.FAIL  # LLFC predicts better
+    assert claims.claim_w13(_cosines(0.98, 0.97, untrained=0.985)).state == claims.FAIL  # untrained pairs do as well
+    assert claims.claim_w13(_cosines(0.95, 0.94, jitter=0.02)).state == claims.INCONCLUSIVE  # straddles 0.95
+    assert claims.claim_w13(_cosines(0.98, 0.97, lams=(0.25,))).state == claims.PASS  # ¼ alone: what the book records
+    only_half = claims.claim_w13(_cosines(0.98, 0.97, lams=()))
+    assert only_half.state == claims.NA and "no λ" in only_half.measured
+    assert claims.claim_w13(_cosines(0.98, 0.97, ok=False)).state == claims.NA
+
+
+def test_w2_says_it_reads_the_relative_fall_and_w6_update_is_a_diagnostic():
+    raw = five("b", "loss_barrier_mid", [2, 1.5, 1.2, 1.0], 0.0)
+    r = claims.claim_w2(frame("b", raw + five("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, 0.19], 0.001)))
+    assert r.state == claims.PASS and "relative fall" in r.statement and "W12" in r.statement  # 0.19 of the raw
+    assert r.numbers == pytest.approx({"estimate": 0.19, "lo": 0.19, "hi": 0.19, "threshold": 0.25}, abs=2e-3)
+    assert r.fixed_when == "after results"
+    rank = frame("r", [x for layer in (1, 2, 3, 4)
+                       for x in by_width("r", "delta_rel_stable_rank", [0.3, 0.2, 0.1, 0.05], seeds=range(10),
+                                         replicate="seed", layer=layer)])
+    upd = claims.claim_w6_update(rank)
+    assert upd.diagnostic and upd.block == claims.DIAGNOSTIC and not upd.can_fail and upd.tested
+
+
+def test_ties_in_d_are_one_value_of_d():
+    got = claims.ties([0.840, 0.841, 2.522, 2.520, 0.0084, 0.85])
+    assert got.tolist() == [0.840, 0.840, 2.520, 2.520, 0.0084, 0.85]
+    # six cells, two couples of equal D whose ranks are swapped by noise: without ties ρ = −0.886, no trend
+    cells = {(60, 1e-4): 0.006, (600, 1e-4): 0.06, (200, 3e-3): 0.6, (60, 1e-2): 0.6006, (600, 3e-3): 1.8,
+             (60, 3e-2): 1.8018}
+    rank = {0.006: 0.8, 0.06: 0.7, 0.6: 0.5, 0.6006: 0.52, 1.8: 0.2, 1.8018: 0.22}
+    rows = []
+    for (e, wd), d in cells.items():
+        for s in range(5):
+            keys = {"seed": s, "hidden_units": 64, "epochs": e, "weight_decay": wd}
+            rows.append({"metric": "decay_integral", "value": d, **keys})
+            rows += [{"metric": "rel_effective_rank", "value": (rank[d] if layer in (2, 3) else 0.5) + 1e-4 * s,
+                      "layer": layer, "method": "trained", **keys} for layer in (1, 2, 3, 4)]
+    assert stats.spearman(list(rank), list(rank.values())) == pytest.approx(-0.886, abs=1e-3)
+    r = claims.claim_r1(frame("mechanism", rows))
+    assert r.state == claims.PASS and r.values["rho"] == pytest.approx(-1.0)
+    assert "over 4 values of D (2 shared by cells of equal D)" in r.measured and r.fixed_when == "after results"
+
+
+def _result(cid, state, **kw):
+    return claims.ClaimResult(cid, "noise" if cid.startswith("N") else "width", "s", "m", "t", state, "p", **kw)
+
+
+def test_scoreboard_counts_the_papers_claims_and_the_books_own_rows_apart():
+    rows = [_result("W1", "pass", regime="short"), _result("W11", "fail", regime="short"),
+            _result("M1", "pass"), _result("M2", "pass"), _result("M4", "fail"), _result("W10", "inconclusive"),
+            _result("W8", "pass", control=True), _result("W9", "n/a"),
+            _result("W6 (update)", "pass", control=True, diagnostic=True, regime="short")]
+    assert [r.block for r in rows] == [claims.PAPER] * 3 + [claims.BOOK] * 4 + [claims.PAPER, claims.DIAGNOSTIC]
+    counts = claims.block_counts(rows)
+    assert set(counts) == {claims.PAPER, claims.BOOK}  # the diagnostic is in neither count
+    paper, book = counts[claims.PAPER], counts[claims.BOOK]
+    assert (paper["rows"], paper["pass"], paper["fail"], paper["na"], paper["can_fail"]) == (4, 2, 1, 1, 3)
+    assert (book["rows"], book["pass"], book["fail"], book["inconclusive"], book["can_fail"]) == (4, 2, 1, 1, 4)
+    assert (paper["fixed_before"], paper["fixed_before_pass"]) == (2, 1)  # W11 ✗ and M1 ✓
+    assert (book["fixed_before"], book["fixed_before_pass"]) == (0, 0)  # M2 and M4 no longer count as fixed before
+    assert (paper["chance_expected"], paper["chance_upper"]) == (pytest.approx(0.15), claims.chance_passes(3)[1])
+    md = claims.scoreboard_markdown(rows)
+    assert md.index("The papers' claims") < md.index("The book's own") < md.index("Diagnostics")
+    assert md.count("| claim | data |") == 3 and "W8 (control)" in md
+    assert _result("M2", "pass").fixed_when == "after results" and _result("M6", "pass").fixed_when == "before results"
+    assert _result("W3", "pass").fixed_when == "after a pilot"
+    board = claims.scoreboard_long(rows)
+    back = claims.board_results(board)
+    assert {(r.id, r.state, r.block) for r in back} == {(r.id, r.state, r.block) for r in rows}
+    assert claims.block_counts(back) == counts  # the overview counts from claims.csv as the claims page does
+
+
+def test_claims_csv_carries_each_rows_numbers():
+    rows = [_result("W11", "fail", regime="short", values={"estimate": 0.056, "lo": 0.042, "hi": 0.07,
+                                                           "threshold": 0.02}),
+            _result("W10", "inconclusive", values={"estimate": -0.19, "threshold": 0.25}),
+            _result("N4", "n/a", source="noise-components-mnist1d")]
+    long = claims.scoreboard_long(rows)
+    schema.validate_results(long, "claims")
+    assert {"claim_estimate", "claim_lo", "claim_hi", "claim_threshold", "claim_block"} <= set(long["metric"])
+    table = claims.scoreboard_table(long).set_index("claim")
+    assert list(table.columns) == ["regime", "dataset", "source", "state", "block", "estimate", "lo", "hi",
+                                   "threshold"]
+    assert table.loc["W11", ["estimate", "lo", "hi", "threshold"]].tolist() == pytest.approx([0.056, 0.042, 0.07, 0.02])
+    assert np.isnan(table.loc["W10", "lo"]) and table.loc["W10", "threshold"] == 0.25
+    assert table.loc["N4", ["estimate", "lo", "hi", "threshold"]].isna().all()
+    assert table.loc["N4", "source"] == "noise-components-mnist1d" and table.loc["W11", "regime"] == "short"
+    assert table.loc["W11", "state"] == "fail" and table.loc["W10", "block"] == claims.BOOK
+
+
+def test_every_changed_row_gives_its_numbers_and_is_marked_after_results():
+    assert claims.claim_w7(_decay_arm(0.9, 0.7)).numbers["threshold"] == 0.0
+    r = claims.claim_w8(_perm(0.057))
+    assert r.numbers == pytest.approx({"estimate": 0.057, "lo": 0.056, "hi": 0.058, "threshold": 0.01}, abs=1e-3)
+    assert claims.claim_w13(_cosines(0.98, 0.97)).numbers["threshold"] == claims.LEWC_COS_MIN
+    for cid in ("W2", "W6 (update)", "W7", "W8", "W13", "R1", "R2", "M2", "M3", "M4", "M5"):
+        assert _result(cid, "pass").fixed_when == "after results", cid
+    assert not (claims.CHANGED_AFTER_RESULTS & claims.FIXED_BEFORE)
+
+
+def test_the_closest_approach_to_the_papers_barrier():
+    def cells(label, barriers, method=None, init=None):
+        rows = [{"metric": "acc_barrier", "value": b + 0.001 * (p - 2), "pair": p, "hidden_units": u, "epochs": 60,
+                 "weight_decay": 1e-4, **({"method": method} if method else {}),
+                 **({"init_scale": init} if init else {})} for u, b in barriers.items() for p in range(5)]
+        return frame(label, rows)
+
+    width = cells("width_accuracy", {256: 0.05, 1024: 0.03})
+    mech = pd.concat([cells("mechanism", {1024: 0.012}, method="none", init=1.0),
+                      cells("mechanism", {1024: 0.005}, method="weight_matching", init=1.0),  # not a plain merge
+                      cells("mechanism", {1024: 0.009}, method="none", init=0.25)], ignore_index=True)
+    best = claims.closest_barrier({"digits (this build)": width, "MNIST (reference)": mech})
+    assert best["cells"] == 4 and best["barrier"] == pytest.approx(0.009)
+    assert best["distance"] == pytest.approx(0.009 - claims.PAPER_MLP_ACC_BARRIER)
+    assert best["setting"] == ("MNIST (reference): 1024 hidden units, 60 epochs at weight decay 0.0001, initial "
+                               "weights ×0.25")
+    assert best["pairs"] == 5 and (best["lo"], best["hi"]) == pytest.approx((0.008, 0.010), abs=5e-4)
+    one_pair = frame("mechanism", [{"metric": "acc_barrier", "value": 0.005, "pair": 0, "hidden_units": 2048,
+                                    "epochs": 60, "weight_decay": 1e-4}])  # exact, but no interval: not read
+    assert claims.closest_barrier({"a": width, "b": mech, "c": one_pair})["barrier"] == pytest.approx(0.009)
+    assert claims.closest_barrier({}) is None and claims.closest_barrier({"c": one_pair}) is None

@@ -73,7 +73,11 @@ def test_methods_page_states_the_rules_the_claims_apply():
                    f"over at least {claims.MIN_PAIRS} pairs in every cell they read",
                    f"at least {claims.NOISE_MIN_CELLS} cells, over at least 3 values of",
                    f"at most {'half' if claims.COLLAPSE_RATIO_MAX == 0.5 else claims.COLLAPSE_RATIO_MAX} that",
-                   "decays must lie within ± the minimum effect (half a point)"):
+                   "decays must lie within ± the minimum effect (half a point)",
+                   f"change in plain merged accuracy of more than {100 * claims.MIN_ACC_EFFECT:g} points",
+                   f"orthogonality ratio of more than {claims.ORTH_FALL_MIN:g}",
+                   f"differ by less than {claims.D_TIE_RTOL:.1%} are one value",
+                   f"relative error after matching at the largest $D$ at most {claims.LLFC_MATCHED_MAX:g}"):
         assert phrase in text, f"book/methods.md does not say {phrase!r}"
     from lmcbook.profiles import NoiseStudy, resolve
 

@@ -324,3 +324,26 @@ def test_dask_info_lines_show_only_with_v(tmp_path, verbose):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert ("State start" in proc.stderr) is verbose and "a worker died" in proc.stderr, proc.stderr
+
+
+def test_a_page_that_read_a_later_pages_csv_as_absent_waits_on_it(tmp_path):
+    """A page that read another page's CSV as absent (Page.read_csv_if) is executed again at the end of the pass
+    once that CSV exists: the width pages read the mechanism page's verdicts, which the book computes later."""
+    import json
+
+    from lmcbook.page import record_path
+
+    record = record_path(tmp_path, "width_accuracy")
+    record.parent.mkdir(parents=True)
+
+    def reads(csv):
+        record.write_text(json.dumps({"key": {}, "reads": {"csv": csv}}))
+
+    (tmp_path / "data").mkdir()
+    reads({"mechanism": None})
+    assert not book._waiting_on(tmp_path, "width_accuracy")  # the mechanism page has not written its CSV
+    (tmp_path / "data" / "mechanism.csv").write_text("notebook,metric,value,pair\n")
+    assert book._waiting_on(tmp_path, "width_accuracy")
+    reads({"mechanism": "0" * 64})  # read as present: nothing to wait for
+    assert not book._waiting_on(tmp_path, "width_accuracy")
+    assert not book._waiting_on(tmp_path, "low_rank")  # never executed

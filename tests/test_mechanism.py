@@ -4,6 +4,7 @@ the committed reference runs."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import struct
 from pathlib import Path
@@ -216,6 +217,52 @@ def test_a_changed_reference_csv_is_refused_and_a_stale_one_says_so(tmp_path):
         reference.get("nope")
     with pytest.raises(SpecError, match="--data-root"):
         reference.params_for("mechanism-mnist-standin", None)
+
+
+def _absolute_paths(obj) -> list[str]:
+    """Return every string of a JSON value that holds an absolute path (a word starting with / or ~/)."""
+    import re
+
+    if isinstance(obj, dict):
+        return [p for v in obj.values() for p in _absolute_paths(v)]
+    if isinstance(obj, list):
+        return [p for v in obj for p in _absolute_paths(v)]
+    return [obj] if isinstance(obj, str) and re.search(r"(^|[\s='\"])(/|~/)[\w.]", obj) else []
+
+
+def test_no_committed_provenance_names_an_absolute_path():
+    root = Path(__file__).resolve().parents[1] / "results"
+    provenances = sorted(root.glob("*/provenance.json"))
+    assert provenances
+    for path in provenances:
+        assert not _absolute_paths(json.loads(path.read_text())), path
+    assert _absolute_paths({"a": ["lmcbook x --data-root /work/data"]}) and not _absolute_paths({"a": "8k/2k, η/B"})
+
+
+def test_reference_provenance_names_its_data_relative_to_the_repository(tmp_path, monkeypatch):
+    name = "mechanism-mnist-standin"
+    data_dir = tmp_path / "mnist"
+    data_dir.mkdir()
+    (data_dir / "t10k-images-idx3-ubyte.gz").write_bytes(b"images")
+    written = tmp_path / "written.csv"
+    written.write_text("notebook,metric,value,pair\nmechanism,acc_merged,0.5,0\n")
+    params = reference.params_for(name, str(data_dir))
+    csv = reference.record(name, written, params, 1.0, 0.5, str(data_dir), tmp_path / "results")
+    prov = json.loads(reference.provenance_path(name, tmp_path / "results").read_text())
+    rel = reference.repo_relative(data_dir)
+    assert not Path(rel).is_absolute() and (Path(reference.PACKAGE_DIR.parent) / rel).resolve() == data_dir.resolve()
+    assert prov["data"]["data_root"] == prov["params"]["data_root"] == rel
+    assert prov["command"].endswith(f"--data-root {rel}") and f"-p data_root {rel}" in prov["execute_command"]
+    assert not _absolute_paths(prov) and prov["data"]["files_sha256"] == {
+        "t10k-images-idx3-ubyte.gz": hashlib.sha256(b"images").hexdigest()}
+    assert prov["csv_sha256"] == hashlib.sha256(csv.read_bytes()).hexdigest()
+    # an older provenance with an absolute path is rewritten, its CSV and every SHA-256 kept
+    old = reference._data_root_text(prov, str(data_dir))
+    assert _absolute_paths(old)
+    reference.provenance_path(name, tmp_path / "results").write_text(json.dumps(old))
+    reference.relativize_provenance(name, tmp_path / "results")
+    fixed = json.loads(reference.provenance_path(name, tmp_path / "results").read_text())
+    assert fixed == prov and reference.load(name, tmp_path / "results")[1] == prov
 
 
 @pytest.mark.integration

@@ -37,6 +37,8 @@ def base_values(metric, e, wd, s, u, p):
         return 0.975 + jitter
     if metric == "orth_ratio":
         return 0.6 - 0.5 * d + jitter
+    if metric == "llfc_rel_err":
+        return 0.6 * np.exp(-d / 0.05) + abs(jitter)
     if metric == "train_acc":
         return 1.0
     if metric == "decay_integral":
@@ -46,9 +48,9 @@ def base_values(metric, e, wd, s, u, p):
     raise KeyError(metric)
 
 
-def mech_frame(values=base_values, pairs=5, length_arm=True, small_init=True, dataset="digits"):
+def mech_frame(values=base_values, pairs=5, length_arm=True, small_init=True, dataset="digits", extra_cells=()):
     rows = []
-    for e, wd, s, units in cells(length_arm, small_init):
+    for e, wd, s, units in cells(length_arm, small_init) + list(extra_cells):
         for u in units:
             for p in range(pairs):
                 keys = {"epochs": e, "weight_decay": wd, "init_scale": s, "hidden_units": u, "dataset": dataset}
@@ -60,6 +62,8 @@ def mech_frame(values=base_values, pairs=5, length_arm=True, small_init=True, da
                 for layer in (2, 3, 4):
                     rows.append({"metric": "orth_ratio", "value": values("orth_ratio", e, wd, s, u, p), "pair": p,
                                  "lam": 0.5, "layer": layer, "method": "trained", **keys})
+                    rows.append({"metric": "llfc_rel_err", "value": values("llfc_rel_err", e, wd, s, u, p),
+                                 "pair": p, "lam": 0.5, "layer": layer, "method": "weight_matched", **keys})
                 for seed in (2 * p, 2 * p + 1):
                     for metric in ("train_acc", "decay_integral", "decay_shrinkage"):
                         rows.append({"metric": metric, "value": values(metric, e, wd, s, u, p), "seed": seed,
@@ -118,16 +122,39 @@ def test_too_few_pairs_is_inconclusive_whatever_the_values():
     assert claims.claim_m2(mech_frame(pairs=4)).state == INCONCLUSIVE
 
 
-def test_m2_gives_each_verdict():
-    assert claims.claim_m2(mech_frame()).state == PASS  # matched 0.975 > plain 0.97 on every pair
-    worse = world(acc_merged_weight_matching=lambda e, wd, s, u, p: 0.9)
-    assert claims.claim_m2(mech_frame(worse)).state == FAIL
-    same = world(acc_merged_weight_matching=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p))
-    assert claims.claim_m2(mech_frame(same)).state == FAIL  # no gain at all is not > 0
-    mixed = world(acc_merged_weight_matching=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p)
-                  + (0.02, -0.02, 0.01, -0.01, 0.005)[p])
-    assert claims.claim_m2(mech_frame(mixed)).state == INCONCLUSIVE
+def test_m2_reads_the_weight_matching_gain_growing_with_d_and_llfc_after_matching():
+    # the paper's world: plain merging recovers at large D, so weight matching gains least there
+    r = claims.claim_m2(mech_frame())
+    assert r.state == FAIL and r.values["estimate"] < 0
+    def gain(e, wd, s, u, p):
+        return base_values_none(e, wd, s, u, p) + 0.02 + 0.5 * _d(e, wd) + 0.002 * p
+
+    grows = world(acc_merged_weight_matching=gain)
+    r = claims.claim_m2(mech_frame(grows))
+    assert r.state == PASS and r.values["llfc_large_d"] < claims.LLFC_MATCHED_MAX
+    assert "LLFC's error after matching" in r.measured and r.numbers["threshold"] == 0.0
+    no_llfc = world(acc_merged_weight_matching=gain, llfc_rel_err=lambda e, wd, s, u, p: 0.5 + 0.001 * p)
+    assert claims.claim_m2(mech_frame(no_llfc)).state == FAIL  # the gain grows, but LLFC does not hold after matching
+    noisy = world(acc_merged_weight_matching=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p) + 0.02
+                  + 0.01 * _d(e, wd) + 0.05 * (p - 2) * (-1) ** (wd > 1e-3))
+    assert claims.claim_m2(mech_frame(noisy)).state == INCONCLUSIVE
     assert claims.claim_m2(mech_frame(world(decay_shrinkage=lambda *a: 0.9))).state == NA
+    assert claims.claim_m2(mech_frame(grows, pairs=4)).state == INCONCLUSIVE
+
+
+def test_m3_m4_m5_read_a_flat_result_as_refuted_by_their_minimum_effect():
+    flat_m3 = world(acc_merged_none=lambda e, wd, s, u, p: {64: 0.5, 256: 0.795, 1024: 0.8}[u] + 0.001 * (p - 2))
+    r = claims.claim_m3(mech_frame(flat_m3))
+    assert r.state == FAIL and "refuted by its equivalence margin" in r.measured
+    assert r.numbers["threshold"] == claims.MIN_ACC_EFFECT
+    flat_m4 = world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, 1.0, u, p)
+                    - (0.005 if s < 1 else 0))
+    r = claims.claim_m4(mech_frame(flat_m4))  # the MNIST case: a small initialisation costs 0.2 points
+    assert r.state == FAIL and "refuted" in r.measured and r.values["estimate"] == pytest.approx(0.005)
+    small_fall = world(orth_ratio=lambda e, wd, s, u, p: 0.42 - 0.05 * _d(e, wd) + 0.0002 * (p - 2))
+    r = claims.claim_m5(mech_frame(small_fall))  # the digits case: falls with D, by 0.02 of 0.42
+    assert r.values["rho"] == pytest.approx(-1.0) and r.state == FAIL and "refuted" in r.measured
+    assert r.numbers["threshold"] == claims.ORTH_FALL_MIN
 
 
 def test_m3_gives_each_verdict():
@@ -180,7 +207,8 @@ def test_m6_gives_each_verdict():
 
 def test_mechanism_page_claims_mark_their_data_set_and_skip_long_rows_without_a_length_arm():
     rows = claims.page_claims("mechanism", mech_frame(length_arm=False, dataset="mnist_standin"))
-    assert [r.id for r in rows] == ["R1", "R2", "M1", "M2", "M3", "M4", "M5", "M6"]  # no long W rows
+    assert [r.id for r in rows] == ["W7", "R1", "R2", "M1", "M2", "M3", "M4", "M5", "M6"]  # no long W rows
+    assert rows[0].regime == "short" and rows[0].state == PASS  # W7 on the decay arm: weight decay has acted
     assert all(r.dataset == "mnist_standin" for r in rows if r.id.startswith("M"))
     assert all(r.regime is None for r in rows if r.id.startswith("M"))
     board = claims.scoreboard_long([*rows])
@@ -272,3 +300,47 @@ def test_mechanism_numbers_name_the_cell_m1_reads_and_how_far_the_length_arm_rea
     assert (got["units"], got["epochs_hi"], got["wd_hi"]) == (UNITS[-1], EPOCHS, DECAYS[-1])
     assert got["length_widest"] == UNITS[1]  # the length arm stops at the second width
     assert mechanism_numbers(mech_frame(length_arm=False))["length_widest"] == 0
+
+
+def test_m1_reads_the_papers_route_where_two_cells_tie_at_the_largest_d():
+    """Equal D reached by training longer and by a stronger weight decay (a tie, D_TIE_RTOL): M1 and M3 read the
+    longer training, the paper's route; a clearly larger D by weight decay is still read first."""
+    def long_d(d_long):
+        def values(metric, e, wd, s, u, p):
+            if metric == "decay_integral" and (e, wd) == (600, 3e-3):
+                return d_long
+            return base_values(metric, e, wd, s, u, p)
+        return mech_frame(values, length_arm=False, extra_cells=[(e, 3e-3, 1.0, UNITS) for e in (200, 600)])
+
+    tied = long_d(0.404)  # 0.2% below the decay arm's 0.405: a tie, though the smaller D
+    assert "600 epochs at weight decay 0.003" in claims.claim_m1(tied).measured
+    assert "D = 0.404" in claims.claim_m3(tied).measured and "D = 0.404" in claims.largest_d_cell(tied)
+    apart = long_d(0.35)
+    assert "60 epochs at weight decay 0.03" in claims.claim_m1(apart).measured
+    idle = claims.largest_d_cell(mech_frame(world(decay_shrinkage=lambda *a: 0.5)))
+    assert idle.startswith("none (weight decay has not acted")
+
+
+def test_the_conclusion_table_says_which_account_explains_what_and_what_none_does():
+    def merged(cost):  # wide networks merge near the ensemble; a small initialisation costs ``cost``
+        return world(acc_merged_none=lambda e, wd, s, u, p: min(0.97, base_values_none(e, wd, 1.0, u, p)
+                                                                + (0.1 if u == 1024 else 0)) - (cost if s < 1 else 0))
+
+    digits = mech_frame(merged(0.5))  # M4 ✓: a small initialisation destroys the merge
+    mnist = mech_frame(merged(0.005), dataset="mnist_standin")  # M4 ✗: it leaves the merge intact
+    rows = {"digits": claims.mechanism_claims(digits), "MNIST": claims.mechanism_claims(mnist)}
+    table = claims.conclusion_table(rows, {"digits": digits, "MNIST": mnist})
+    assert list(table.columns) == ["digits", "MNIST"] and table.index[-1] == claims.NONE_EXPLAINS
+    short = table.index[0]
+    assert "H1, near initialisation" in table.loc[short, "digits"] and "(M4 ✓)" in table.loc[short, "digits"]
+    assert table.loc[short, "MNIST"].startswith("0.990 [") and "none: " in table.loc[short, "MNIST"]
+    assert "H1 is refuted (M4 ✗)" in table.loc[short, "MNIST"]
+    assert table.loc[claims.NONE_EXPLAINS, "MNIST"] == "the merge after short training"
+    assert table.loc[claims.NONE_EXPLAINS, "digits"] == "nothing"
+    assert "the paper's account (M1 ✓)" in table.loc[table.index[1], "digits"]
+    states = {"M1": FAIL, "M2": FAIL, "M3": FAIL, "M4": NA, "M5": INCONCLUSIVE}
+    flat = [claims.ClaimResult(k, "width", "s", "m", "t", v, "mechanism") for k, v in states.items()]
+    col = claims.conclusion_table({"x": flat}, {"x": digits})["x"]
+    assert "none: H2 is refuted (M2 ✗)" in col.iloc[1] and "H3 is refuted (M3 ✗)" in col.iloc[2]
+    assert "undecided (M5 *inconclusive*)" in col.iloc[3] and "undecided (M4 *n/a*)" in col.iloc[0]
+    assert col.iloc[-1] == "the merge at large D"

@@ -70,7 +70,8 @@ _DIGITS = "scikit-learn's digits (1,797 8×8 images), the quick book's split"
 _LONG_PENDING = ("not made yet: 600 epochs at 1024 hidden units on 7,200 MNIST images take about 25 CPU-minutes per "
                  "network here, 8 hours for the 20 networks the verdicts read; "
                  "`lmcbook reference NAME --data-root DIR` makes it, and its runs resume from the store")
-_TRAINING = "not made yet: its runs are training (about three hours on two cores)"
+_TRAINING = ("not made yet: its runs take about three hours of this machine's two cores, which went to the noise "
+             "references first; `lmcbook reference NAME` makes it, and its runs resume from the store")
 _MNIST1D = ("MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
             "calibration) and 4,000 test signals")
 
@@ -95,7 +96,7 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
                "independent": True, "augment": True, "seeds": 3, "show_references": False},
               _MNIST_STANDIN, needs_data_root=True,
               purpose="the regime map of merging gain (schedule floor × start × augmentation × η) on 784-dimensional "
-                      "real data, to see whether MNIST-1D's map holds on another data set", pending=_PENDING),
+                      "real data, to see whether MNIST-1D's map holds on another data set"),
     Reference("noise-regime-mnist1d", "noise_regime", "quick",
               {"lr_floors": [0.0, 0.2, 1.0], "spawn_fractions": [0.0, 0.1, 0.25, 0.5], "independent": True,
                "augment": True, "seeds": 3, "show_references": False},

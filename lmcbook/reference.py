@@ -161,8 +161,8 @@ def listing(notebook: str, root: Path | None = None) -> str:
     """Return one Markdown sentence naming the reference runs declared for ``notebook``: which are committed (and
     which of those retired), and which are declared but not made yet, with why (their ``pending`` note)."""
     declared = [r for r in REFERENCES.values() if r.notebook == notebook]
-    made = [f"`{r.name}`" + (" (retired)" if r.retired else "") for r in declared
-            if r.name in available(notebook, root) + available(notebook, root, retired=True)]
+    committed = set(available(notebook, root)) | set(available(notebook, root, retired=True))
+    made = [f"`{r.name}`" + (" (retired)" if r.retired else "") for r in declared if r.name in committed]
     pending = [f"`{r.name}` ({r.pending.removeprefix('not made yet: ')})" for r in declared if r.pending]
     if not declared:
         return "No reference run of this page is declared."

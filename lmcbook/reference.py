@@ -64,8 +64,6 @@ class Reference:
 
 _MNIST_STANDIN = ("the 8k/2k MNIST stand-in: MNIST's official 10,000-image test split, its first 8,000 images to train "
                   "(800 held out for calibration) and its last 2,000 to test")
-_PENDING = ("not made yet: this machine's two cores went to the other noise references first; its runs resume from "
-            "the store; `lmcbook reference NAME` makes it (with --data-root for the MNIST stand-in)")
 _DIGITS = "scikit-learn's digits (1,797 8×8 images), the quick book's split"
 _LONG_PENDING = ("not made yet: 600 epochs at 1024 hidden units on 7,200 MNIST images take about 25 CPU-minutes per "
                  "network here, 8 hours for the 20 networks the verdicts read; "
@@ -102,15 +100,14 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
                "augment": True, "seeds": 3, "show_references": False},
               _MNIST1D,
               purpose="the whole regime map of merging gain (three schedule floors × five starts × augmentation × "
-                      "five η) on the quick book's data, of which the quick book trains a part", pending=_PENDING),
+                      "five η) on the quick book's data, of which the quick book trains a part"),
     *(Reference(f"noise-{page.replace('noise_', '')}-{tag}", page, "quick",
                 {**({"dataset": "mnist_standin"} if tag == "mnist-standin" else {}), "lr_floor": 1.0,
                  "spawn_fraction": 0.5, "augment": tag == "mnist-standin", "seeds": 10, "grid_seeds": 10,
                  "show_references": False},
                 _MNIST_STANDIN if tag == "mnist-standin" else _MNIST1D, needs_data_root=tag == "mnist-standin",
                 purpose=f"{what} in the setting the regime map picked, with 10 pairs per cell so that every noise row "
-                        "can decide, under the rule that excludes only failed runs",
-                pending=_PENDING if (tag, page) == ("mnist-standin", "noise_components") else "")
+                        "can decide, under the rule that excludes only failed runs")
       for tag in ("mnist1d", "mnist-standin")
       for page, what in (("noise_scale", "the η × B grid"),
                          ("noise_components", "momentum, weight decay, augmentation and learning-rate pairs"))),

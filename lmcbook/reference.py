@@ -103,7 +103,7 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
                       "five η) on the quick book's data, of which the quick book trains a part"),
     *(Reference(f"noise-{page.replace('noise_', '')}-{tag}", page, "quick",
                 {**({"dataset": "mnist_standin"} if tag == "mnist-standin" else {}), "lr_floor": 1.0,
-                 "spawn_fraction": 0.5, "augment": tag == "mnist-standin", "seeds": 10, "grid_seeds": 10,
+                 "spawn_fraction": 0.5, "augment": True, "seeds": 10, "grid_seeds": 10,
                  "show_references": False},
                 _MNIST_STANDIN if tag == "mnist-standin" else _MNIST1D, needs_data_root=tag == "mnist-standin",
                 purpose=f"{what} in the setting the regime map picked, with 10 pairs per cell so that every noise row "

@@ -204,10 +204,11 @@ page.save(long)
 
 # %% [markdown] tags=["when:first_pick=same"]
 # The ranking fixed before the map first ran (most cells that gain at all) picks the
-# same setting on this build's map. It did not on the whole MNIST-1D map (the reference
-# maps below say what each ranking picks there): the ranking above was set after that
-# map first ran, because the first one picked a setting whose gains lay below the noise
-# rows' minimum effect, where they would have read an absence almost by construction.
+# same setting on this build's map. The ranking above was set after the whole MNIST-1D
+# map first ran: there, the ranking fixed before it picked a setting with a schedule floor
+# whose gains lay nearly all below the noise rows' minimum effect, where they would have
+# read an absence almost by construction. On each committed whole map, the reference
+# paragraphs below say what each ranking picks.
 
 # %% [markdown] tags=["when:pick=none"]
 # **Where the noise study goes.** No spawned setting of this map has a cell whose gain

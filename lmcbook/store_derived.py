@@ -38,6 +38,7 @@ class DerivedResults:
     """The derived-result methods of :class:`~lmcbook.store.RunStore` (which provides ``root``, ``check_writable``,
     ``remove`` and ``_publish``)."""
 
+    #: The store's root folder (set by :class:`~lmcbook.store.RunStore`).
     root: Path
 
     def weights_sha(self, rid: str) -> str | None:

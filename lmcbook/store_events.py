@@ -28,6 +28,7 @@ def _last_byte(path: Path) -> bytes:
 class EventLog:
     """The event log's methods of :class:`~lmcbook.store.RunStore` (which provides ``root`` and ``_note``)."""
 
+    #: The store's root folder (set by :class:`~lmcbook.store.RunStore`).
     root: Path
 
     def _event(self, event: str, spec: RunSpec, **extra: Any) -> None:

@@ -11,12 +11,7 @@ import torch
 
 from .data import Dataset, load
 from .experiments_runs import cached_pair_summary, study_data, sweep_first
-from .merge import (
-    add_vectors,
-    interpolate,
-    task_vector,
-    ties_vector,
-)
+from .merge import add_vectors, interpolate, task_vector, ties_vector
 from .metrics import disagreement, ensemble_gain, evaluate, logits, relative_distance
 from .noise import effective_noise_scale, merging_gain
 from .profiles import TASKS, Cell, NoiseRegimeStudy, NoiseStudy
@@ -24,7 +19,7 @@ from .specs import RunSpec
 from .store import RunStore
 from .train import DivergedError, TrainedRun, init_model
 
-log = logging.getLogger("lmcbook.experiments")  # the family's logger: a diverged cell is its warning
+log = logging.getLogger("lmcbook.experiments")  # the logger of every experiments module
 
 GAIN_LAMS = (0.0, 0.5, 1.0)
 

@@ -23,6 +23,7 @@ from .store_files import _HEX, StoreError, StoreWarning, _read_frame, _sha256, _
 
 log = logging.getLogger("lmcbook.store")
 
+
 def _run_ids_in(obj: Any) -> set[str]:
     """Return every run id (64 lowercase hex digits) among the strings nested in ``obj``."""
     if isinstance(obj, str):

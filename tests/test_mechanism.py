@@ -176,7 +176,7 @@ def test_mechanism_frames_measure_every_cell_once(tmp_path, monkeypatch):
     assert {r.id for r in rows} >= {"M1", "M2", "M3", "M4", "M5", "M6", "R1", "R2"}
     assert all(r.state == claims.INCONCLUSIVE or r.state == claims.NA for r in rows if r.id.startswith("M"))
     n = sum(e["event"] == "trained" for e in store.events())
-    for module in (experiments, experiments_runs):  # the plain pairs' summaries and the matched ones
+    for module in (experiments, experiments_runs):  # where the matched and the plain summaries are computed
         monkeypatch.setattr(module, "pair_summary", lambda *a, **k: pytest.fail("a cached summary recomputed"))
     again = experiments.mechanism_frames(st, store)
     assert sum(e["event"] == "trained" for e in store.events()) == n

@@ -8,11 +8,13 @@ changed: its source, parameters, profile, the library's source, and everything t
 page recorded reading when it saved (store entries and other pages' CSVs).
 :func:`build` renders the generated notebooks with Jupyter Book v1, execution off,
 warnings as errors.
+
+What an executed notebook shows (its parameters cells removed, only the alternatives
+it chose) is in ``book_choices.py``; the execution report, in ``book_report.py``.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import os
@@ -22,42 +24,39 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 import jupytext
-import nbformat
 import papermill
 import yaml
 from tqdm.auto import tqdm
 from traitlets.config import Config
 
-from . import __version__, reference
+from . import reference
+from .book_choices import WHEN, ChoiceError, _finish_notebook, glued_words, show_chosen
+from .book_report import (
+    BUILD_LINE,
+    REPORT_JSON,
+    REPORT_PAGE,
+    Outcome,
+    build_line,
+    ci_run,
+    report_markdown,
+    write_report,
+)
 from .data import check_available, resolve_device
 from .files import fsync_dir, is_stale, temp_dir
 from .page import file_sha, reads_path, record_path
 from .parts import all_notebooks, part_of
 from .paths import OUT_ENV, PROGRESS_ENV, STAGE_ENV, STORE_ENV, checked_out_dir, checked_path, store_root
 from .profiles import PROFILES, check_run_count
-from .provenance import git_sha, source_hash
+from .provenance import source_hash
 from .specs import CODE_VERSION, RunSpec, SpecError
 from .store import SESSION_ENV, RunStore, StoreError, describe
 
 log = logging.getLogger("lmcbook.book")
-
-
-@dataclass
-class Outcome:
-    """What executing one notebook did."""
-
-    name: str
-    ok: bool
-    seconds: float
-    loaded: int = 0
-    trained: int = 0
-    error: str = ""
-    cached: bool = False
 
 
 # -- the notebook cache (jupyter-cache semantics) ---------------------------------------
@@ -492,72 +491,6 @@ def _keep_partial(out: Path, name: str, partial: Path) -> str:
     return f"no earlier good output: {name} has no notebook or CSV" + where
 
 
-def _finish_notebook(path: Path) -> None:
-    """Tag the parameters and injected-parameters cells ``remove-cell`` (the provenance box shows the values) and
-    show only the chosen alternatives (:func:`show_chosen`)."""
-    nb = nbformat.read(str(path), as_version=4)
-    for cell in nb.cells:
-        tags = cell.metadata.get("tags", [])
-        if "parameters" in tags or "injected-parameters" in tags:
-            _remove(cell)
-    show_chosen(nb)
-    nbformat.write(nb, str(path))
-
-
-WHEN = "when:"  #: the tag prefix of an alternative cell: ``when:KEY=VALUE``
-
-
-class ChoiceError(ValueError):
-    """A page's alternative cells and its choices (``page.choose``) do not fit together."""
-
-
-def _remove(cell: Any) -> None:
-    tags = cell.metadata.get("tags", [])
-    if "remove-cell" not in tags:
-        cell.metadata["tags"] = tags + ["remove-cell"]
-
-
-def glued_words(nb: Any) -> dict[str, str]:
-    """Return every value an executed notebook glued as a plain string (:meth:`lmcbook.page.Page.choose`), by key."""
-    out = {}
-    for cell in nb.cells:
-        for o in cell.get("outputs", []):
-            meta = o.get("metadata", {}).get("scrapbook")
-            text = o.get("data", {}).get(f"{(meta or {}).get('mime_prefix', '')}text/plain")
-            if meta and isinstance(text, str) and text[:1] in "'\"":
-                try:
-                    out[meta["name"]] = ast.literal_eval(text)
-                except (ValueError, SyntaxError):
-                    pass
-    return out
-
-
-def show_chosen(nb: Any) -> None:
-    """Hide every alternative cell the page did not choose.
-
-    A cell tagged ``when:KEY=VALUE`` is shown only if the page called ``page.choose(KEY, VALUE)``.  Raise
-    :class:`ChoiceError` (the execution fails) for a malformed tag, for a key the page never chose, and for a
-    chosen value that no cell is written for, naming the values that are.
-    """
-    chosen = glued_words(nb)
-    written: dict[str, list[str]] = {}
-    for cell in nb.cells:
-        for tag in [t for t in cell.metadata.get("tags", []) if t.startswith(WHEN)]:
-            key, sep, value = tag[len(WHEN):].partition("=")
-            if not (sep and key and value):
-                raise ChoiceError(f"cell tag {tag!r} is not of the form when:KEY=VALUE")
-            written.setdefault(key, []).append(value)
-            if key not in chosen:
-                raise ChoiceError(f"a cell is tagged {tag!r}, but the page never chose {key!r}: call "
-                                  f"page.choose({key!r}, ...) before the cell")
-            if chosen[key] != value:
-                _remove(cell)
-    for key, values in written.items():
-        if chosen[key] not in values:
-            raise ChoiceError(f"the page chose {key} = {chosen[key]!r}, but no cell is tagged when:{key}={chosen[key]} "
-                              f"(cells are written for {', '.join(map(repr, sorted(set(values))))})")
-
-
 def regenerate_reference(name: str, data_root: str | None = None, store: str | Path | None = None,
                          root: Path | None = None, notebooks: str | Path = "notebooks") -> Path:
     """Execute reference run ``name`` with ``lmcbook execute --out`` into a temporary folder, then copy the CSV it
@@ -577,148 +510,6 @@ def regenerate_reference(name: str, data_root: str | None = None, store: str | P
 
 # -- building the book ------------------------------------------------------------------
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
-
-
-# -- the execution report ---------------------------------------------------------------
-REPORT_JSON = "execution.json"  #: in the output folder: every notebook's last execution, and the build's facts
-REPORT_PAGE = "report.md"  #: the execution report page (About this book), rendered from REPORT_JSON
-BUILD_LINE = "build_info.md"  #: one line for the landing page: commit, profile, date, CI run
-
-
-def ci_run() -> dict[str, str] | None:
-    """Return the CI run that is building the book (GitHub Actions' ``GITHUB_SHA``, ``GITHUB_RUN_ID`` and
-    ``GITHUB_SERVER_URL``), with its URL, or None when they are not set."""
-    sha, run, server = (os.environ.get(k) for k in ("GITHUB_SHA", "GITHUB_RUN_ID", "GITHUB_SERVER_URL"))
-    if not (sha and run and server):
-        return None
-    repo = os.environ.get("GITHUB_REPOSITORY", "")
-    url = f"{server}/{repo}/actions/runs/{run}" if repo else f"{server}/actions/runs/{run}"
-    return {"sha": sha, "run_id": run, "url": url}
-
-
-def _uncommitted() -> bool | None:
-    """Return whether the checkout the library runs from has uncommitted changes (None outside a checkout)."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
-
-
-def _machine() -> str:
-    import platform
-
-    import torch
-
-    gpu = f", GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no GPU"
-    return f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPU cores{gpu})"
-
-
-def write_report(out: Path, outcomes: list[Outcome], profile: str, params: dict[str, dict[str, Any]]) -> dict:
-    """Write the execution report of ``out`` (``execution.json``, ``report.md`` and ``build_info.md``) and return it.
-
-    Every notebook of the book has a row: what the latest :func:`execute` that included it did (``executed``,
-    ``cached`` or ``failed``), its wall time in that execution, the runs it loaded and trained, and the code
-    version its output was computed with; a notebook no execution has included yet is ``not executed``.  The
-    build's facts: commit, profile, data sets, machine, date, and the CI run when one is building.
-    """
-    path = out / REPORT_JSON
-    try:
-        before = json.loads(path.read_text()).get("notebooks", {}) if path.exists() else {}
-    except ValueError:
-        before = {}
-    rows = dict(before)
-    for o in outcomes:
-        prev = rows.get(o.name, {})
-        try:
-            rec = json.loads(record_path(out, o.name).read_text())
-        except (OSError, ValueError):
-            rec = {}
-        status = "cached" if o.cached else "executed" if o.ok else "failed"
-        study = part_of(o.name).resolve(profile, params.get(o.name, {}))
-        # a failed execution keeps the last good output (if any): its record says what computed it
-        rows[o.name] = {"status": status, "seconds": round(o.seconds, 1), "loaded": o.loaded, "trained": o.trained,
-                        "code_version": rec.get("code_version", prev.get("code_version")), "error": o.error,
-                        "profile": profile if o.ok else prev.get("profile"),
-                        "dataset": getattr(study, "dataset", None) if o.ok else prev.get("dataset")}
-    datasets = {r["dataset"] for r in rows.values() if r.get("dataset")}
-    report = {"notebooks": {n: rows[n] for n in all_notebooks() if n in rows},
-              "build": {"commit": git_sha(), "uncommitted_changes": _uncommitted(), "profile": profile,
-                        "datasets": sorted(datasets), "machine": _machine(),
-                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "lmcbook": __version__,
-                        "code_version": CODE_VERSION, "ci": ci_run()}}
-    _write_atomic(path, json.dumps(report, indent=1))  # notebooks in the book's order
-    _write_atomic(out / REPORT_PAGE, report_markdown(report))
-    _write_atomic(out / BUILD_LINE, build_line(report))
-    return report
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def build_line(report: dict) -> str:
-    """Return the landing page's line about this build: commit, profile, date, and the CI run if there is one."""
-    b = report["build"]
-    commit = f"commit `{(b['commit'] or 'unknown')[:10]}`" + (" with uncommitted changes" if b.get(
-        "uncommitted_changes") else "")
-    ci = f"; [CI run {b['ci']['run_id']}]({b['ci']['url']})" if b.get("ci") else ""
-    profiles = sorted({str(r.get("profile")) for r in report["notebooks"].values() if r.get("profile")})
-    profile = f"profile `{b['profile']}`" if profiles in ([], [b["profile"]]) else \
-        "profiles " + ", ".join(f"`{p}`" for p in profiles) + " (mixed)"
-    return (f"*This build: {commit}, {profile}, {b['date']}{ci}. What each page did is in the "
-            "{doc}`execution report <report>`.*\n")
-
-
-def report_markdown(report: dict) -> str:
-    """Return the execution report page (MyST Markdown) of :func:`write_report`'s record."""
-    b, rows = report["build"], report["notebooks"]
-    lines = ["# Execution report", "",
-             f"This book was built from commit `{b['commit'] or 'unknown'}`"
-             f"{' with uncommitted changes' if b.get('uncommitted_changes') else ''} at the `{b['profile']}` "
-             f"profile on {b['date']}, on {b['machine']}, with lmcbook {b['lmcbook']} "
-             f"(code version {b['code_version']}). Data sets: {', '.join(b['datasets']) or 'none'}."]
-    if b.get("ci"):
-        lines += ["", f"Built in CI: [run {b['ci']['run_id']}]({b['ci']['url']}), commit `{b['ci']['sha']}`."]
-    lines += ["", "Each notebook as the latest `lmcbook execute` that included it left it: *executed* (run now), "
-              "*cached* (its source, parameters, library and inputs were unchanged, so its last output was kept) or "
-              "*failed* (the last good output was kept). Wall time, runs loaded and runs trained are that "
-              "execution's; the code version is the one its output was computed with.", "",
-              "| notebook | status | wall time (s) | runs loaded | runs trained | code version |",
-              "|---|---|---:|---:|---:|---:|"]
-    for name in all_notebooks():
-        r = rows.get(name)
-        if r is None:
-            lines.append(f"| {name} | not executed | | | | |")
-            continue
-        lines.append(f"| {{doc}}`{name} <{name}>` | {r['status']} | {r['seconds']:.1f} | {r['loaded']} | "
-                     f"{r['trained']} | {'–' if r['code_version'] is None else r['code_version']} |")
-    counts = {s: sum(r["status"] == s for r in rows.values()) for s in ("executed", "cached", "failed")}
-    lines.append(f"| **total** | {', '.join(f'{n} {s}' for s, n in counts.items())} | "
-                 f"{sum(r['seconds'] for r in rows.values()):.1f} | {sum(r['loaded'] for r in rows.values())} | "
-                 f"{sum(r['trained'] for r in rows.values())} | |")
-    profiles = sorted({str(r.get("profile")) for r in rows.values() if r.get("profile")})
-    if len(profiles) > 1:  # an `execute --only` at another profile replaced some pages
-        lines += ["", "**Mixed profiles.** These pages come from executions at different profiles: " + "; ".join(
-            f"`{p}`: {', '.join(n for n, r in rows.items() if r.get('profile') == p)}" for p in profiles) + "."]
-    failed = [(n, r["error"]) for n, r in rows.items() if r["status"] == "failed"]
-    if failed:
-        lines += ["", "Failures:", ""] + [f"- `{n}`: {e}" for n, e in failed]
-    lines += ["", "## Reference runs", "",
-              "Results too costly for this build are committed under `results/` with their provenance, and the pages "
-              "show them beside this build's runs. `lmcbook reference NAME` regenerates one and rewrites its "
-              "provenance.", ""]
-    for name in reference.REFERENCES:
-        try:
-            _, prov = reference.load(name)
-            lines.append(f"- {reference.describe(name, prov)}.")
-        except (OSError, ValueError) as e:  # not committed, or not the CSV its provenance names
-            lines.append(f"- `{name}`: not available ({e}).")
-    return "\n".join(lines) + "\n"
 
 
 def build(src: str | Path = ".", generated: str | Path | None = None, builddir: str | Path | None = None) -> Path:

@@ -5,6 +5,11 @@ Everything measured on a pair (its interpolation curve, its summary, all its
 probes) is cached in the store's ``derived/`` area keyed by the runs' ids and
 the library's source hash, so the first notebook that needs a measurement
 computes it and every later notebook reads it.
+
+The width study, its controls and the mechanism study are here; the noise study's frames are in
+``experiments_noise.py``, and what every family shares (a study's data set, its trained pairs, the cached pair
+summary) in ``experiments_runs.py``.  This module names them all: a page reads every frame as
+``experiments.NAME``.
 """
 
 from __future__ import annotations
@@ -15,34 +20,30 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
 import torch
 
-from .data import Dataset, load
-from .merge import (
-    add_vectors,
-    interpolate,
-    permutation_spec,
-    permute,
-    random_permutation,
-    repair,
-    task_vector,
-    ties_vector,
-    weight_matching,
+from .data import Dataset
+from .experiments_noise import (
+    GAIN_LAMS,
+    lr_pair_frame,
+    noise_frame,
+    regime_map_frame,
+    spawn_point,
+    task_arithmetic_frame,
 )
-from .metrics import disagreement, ensemble_gain, evaluate, logits, pair_summary, relative_distance
-from .noise import effective_noise_scale, merging_gain
+from .experiments_runs import Runs, cached_pair_summary, study_data, sweep_first, trained_pairs
+from .merge import permutation_spec, permute, random_permutation, repair, weight_matching
+from .metrics import pair_summary
 from .probes import PairActivations, rank_profile
-from .profiles import TASKS, Cell, NoiseRegimeStudy, NoiseStudy, Pair, Recipe
+from .profiles import Pair, Recipe
 from .regime import regime_measures
 from .schema import concat, last_hidden, select, to_long, to_long_frame
-from .specs import RunSpec
 from .store import RunStore
-from .sweep import run_all
-from .train import DivergedError, TrainedRun, init_model
+from .train import TrainedRun, init_model
 
 log = logging.getLogger("lmcbook.experiments")
 
@@ -59,46 +60,11 @@ class PairFrames:
     summary: pd.DataFrame
 
 
-def study_data(study: Recipe | NoiseStudy) -> Dataset:
-    """Return the data set of a study (any study with a dataset, data_root, download and device) on its device."""
-    return load(study.dataset, study.data_root, study.device, download=study.download)
-
-
-def trained_pairs(study: Recipe, store: RunStore | None = None,
-                  data: Dataset | None = None) -> list[tuple[Pair, TrainedRun, TrainedRun]]:
-    """Return (pair, run a, run b) for every pair of the study, trained at most once through the store.
-
-    Missing runs of one shape (the seeds of one width) train together in one stacked step.
-    """
-    store = store or RunStore()
-    data = data or study_data(study)
-    pairs = study.pairs()
-    specs = [s for p in pairs for s in (p.a, p.b)]
-    sweep_first(specs, study, store)
-    runs = store.get_or_train_many(specs, data=data)
-    return [(p, runs[2 * i], runs[2 * i + 1]) for i, p in enumerate(pairs)]
-
-
-def sweep_first(specs: list[RunSpec], study, store: RunStore) -> None:
-    """Train the missing ``specs`` on the study's Dask scheduler, if it names one; raise if any failed."""
-    scheduler = getattr(study, "scheduler", None)
-    missing = [s for s in specs if not store.has(s)]
-    if scheduler is None or not missing:
-        return
-    failed = [r for r in run_all(missing, scheduler, store.root, device=study.device) if not r.ok]
-    if failed:
-        raise RuntimeError(f"{len(failed)} run(s) failed on {scheduler}: " +
-                           "; ".join(f"{r.id[:12]}: {r.error}" for r in failed[:3]))
-
-
 def _keys(pair: Pair) -> dict:
     return {"width": pair.width, "hidden_units": pair.hidden_units, "depth": pair.depth,
             "weight_decay": pair.weight_decay, "epochs": pair.epochs, "init_scale": pair.init_scale,
             "pair": pair.index}
 
-
-#: What :func:`trained_pairs` returns: (pair, run a, run b) for every pair of a study.
-Runs = list[tuple[Pair, TrainedRun, TrainedRun]]
 
 
 def regime_frame(study: Recipe, store: RunStore | None = None) -> pd.DataFrame:
@@ -172,15 +138,6 @@ def probe_sweep(study: Recipe, store: RunStore | None = None, **options: Any) ->
     return Sweep(probe_frames(study, store, **options), regime_frame(study, store))
 
 
-def cached_pair_summary(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset,
-                        lams) -> dict[str, pd.DataFrame]:
-    """Return {"curve", "summary"} of :func:`lmcbook.metrics.pair_summary` for two stored runs (cached)."""
-    def compute():
-        curve, summ = pair_summary(ra.model, rb.model, data, lams)
-        return {"curve": curve, "summary": pd.DataFrame([summ])}
-
-    return store.cached_frames("pair_summary", {"a": ra.id, "b": rb.id, "lams": list(lams),
-                                                "dataset": data.name}, compute)
 
 
 def probe_points_of(model) -> str:
@@ -456,199 +413,9 @@ def mechanism_long(frames: dict[str, pd.DataFrame], notebook: str = "mechanism")
     ])
 
 
-# -- the noise study: spawn-and-merge ------------------------------------------------
-GAIN_LAMS = (0.0, 0.5, 1.0)
-
-
-def spawn_point(store: RunStore, spec: RunSpec, data: Dataset) -> torch.nn.Module:
-    """Return where a noise pair's model ``spec`` started: its parent at the spawn, or (a shared initialisation, or an
-    independent pair) its own initialisation."""
-    return store.load(spec.parent).model if spec.parent is not None else init_model(spec, data)
-
-
-def _pair_measures(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) -> dict[str, float]:
-    """Return what tells whether a pair can gain from merging (cached): the two models' disagreement and logit-ensemble
-    gain on the test split, their distance relative to where model a started, and the merged model's training
-    accuracy and loss."""
-    def compute() -> dict[str, pd.DataFrame]:
-        za, zb = logits(ra.model, data.x_test), logits(rb.model, data.x_test)
-        merged = interpolate(ra.model, rb.model, 0.5, data)
-        train = evaluate(merged, data.x_train, data.y_train)
-        row = {"disagreement": disagreement(za, zb), "ensemble_gain": ensemble_gain(za, zb, data.y_test),
-               "pair_distance": relative_distance(ra.model, rb.model, spawn_point(store, ra.spec, data)),
-               "train_acc_merged": train.acc, "train_loss_merged": train.loss}
-        return {"row": pd.DataFrame([row])}
-
-    ref = ra.spec.parent.id if ra.spec.parent is not None else "init"  # where the distance is measured from
-    got = store.cached_frames("noise_pair", {"a": ra.id, "b": rb.id, "dataset": data.name, "ref": ref}, compute)
-    return {k: float(v) for k, v in got["row"].iloc[0].items()}
-
-
-def _gain_row(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset) -> dict:
-    summ = cached_pair_summary(store, ra, rb, data, GAIN_LAMS)["summary"].iloc[0].to_dict()
-    keep = ("acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "loss_endpoints", "loss_merged",
-            "loss_barrier_cal_mid")
-    own = {f"{what}_{ab}": float(r.metrics[key]) for ab, r in (("a", ra), ("b", rb))
-           for what, key in (("loss", "test_loss"), ("train_acc", "train_acc"), ("train_loss", "train_loss"))}
-    return {**{k: float(summ[k]) for k in keep}, **merging_gain(summ), **own, **_pair_measures(store, ra, rb, data)}
-
-
-def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = None,
-                pairs: int | None = None) -> pd.DataFrame:
-    """Return one row per (cell, pair) (``pairs`` per cell, default ``study.seeds``): the cell's settings, S in both
-    forms, the merging gains of the pair and what tells whether it could gain (``_pair_measures``), the lower of
-    its two children's training accuracies (``train_acc_min``), and the steps its runs took (``train_steps``).
-
-    Each cell trains ``study.steps`` long.  Only with ``max_steps`` set (the first protocol, unset in every profile)
-    does the old convergence rule (:data:`lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC`, on every pair's weaker child)
-    train a cell that misses it again at the next of ``study.lengths()`` (doubled steps), all its pairs together,
-    until it meets the rule or the lengths run out; a cell's rows are then those of the last length it trained."""
-    from .claims import NOISE_CONVERGED_TRAIN_ACC
-
-    store = store or RunStore()
-    data = study_data(study)
-    out: dict[Cell, list[dict]] = {}
-    todo = list(dict.fromkeys(cells))
-    for steps in study.lengths():
-        if not todo:
-            break
-        kids = {(cell, p): study.children(cell, p, steps) for cell in todo for p in range(pairs or study.seeds)}
-        runs, diverged = _train_reporting_divergence(kids, study, store, data)
-        for cell in todo:
-            out[cell] = []
-            for p in range(pairs or study.seeds):
-                row = {**asdict(cell), "pair": p, "train_steps": steps,
-                       "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
-                       "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 2)}
-                if cell in diverged:  # reported, counted as missing the rule, never merged
-                    out[cell].append({**row, "diverged": 1.0, "train_acc_min": 0.0})
-                    continue
-                ra, rb = (runs[s.id] for s in kids[cell, p])
-                out[cell].append({**row, "diverged": 0.0,
-                                  "train_acc_min": min(float(ra.metrics["train_acc"]), float(rb.metrics["train_acc"])),
-                                  **_gain_row(store, ra, rb, data)})
-        todo = [c for c in todo if c not in diverged
-                and min(r["train_acc_min"] for r in out[c]) < NOISE_CONVERGED_TRAIN_ACC]
-    return pd.DataFrame([r for cell in dict.fromkeys(cells) for r in out[cell]])
-
-
-def regime_map_frame(study: NoiseRegimeStudy, store: RunStore | None = None) -> pd.DataFrame:
-    """Return the regime map: one row per (cell, pair) of :meth:`lmcbook.profiles.NoiseRegimeStudy.cells`
-    (:func:`noise_frame`'s columns), with ``method`` "spawn" or "independent"."""
-    frame = noise_frame(study.noise_study(), study.cells(), store)
-    return frame.assign(method=frame["independent"].map({True: "independent", False: "spawn"}))
-
-
-def _train_reporting_divergence(kids: dict[tuple[Cell, int], tuple[RunSpec, RunSpec]], study: NoiseStudy,
-                                store: RunStore, data: Dataset) -> tuple[dict, dict[Cell, str]]:
-    """Train (or load) every child of ``kids``; return the runs by id and, per cell in which a run (a child or its
-    parent) diverged, the divergence's message.  The other runs are stored as they train; a diverged cell's runs are
-    left out (logged as a warning), so a diverged run is reported and never merged."""
-    diverged: dict[Cell, str] = {}
-    while True:
-        live = {k: v for k, v in kids.items() if k[0] not in diverged}
-        flat = [s for pair in live.values() for s in pair]
-        if not flat:
-            return {}, diverged
-        sweep_first(flat, study, store)
-        try:
-            return {s.id: r for s, r in zip(flat, store.get_or_train_many(flat, data=data))}, diverged
-        except DivergedError as first:
-            found = 0
-            for err in [first, *getattr(first, "others", [])]:  # every divergence of the call, in one retry
-                bad = {cell for (cell, _), pair in live.items()
-                       if any(err.run_id in (s.id, getattr(s.parent, "id", None)) for s in pair)}
-                found += len(bad)
-                for cell in bad:
-                    diverged.setdefault(cell, str(err))
-                    log.warning("noise cell %s diverged and is excluded: %s", cell, err)
-            if not found:
-                raise
-
-
-def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:
-    """Return the learning-rate-pair matrix: children of one parent, continued at peak learning rates η_i and
-    η_j (different batch orders), merged pairwise; one row per (i, j, pair), with the weaker child's training
-    accuracy (``train_acc_min``) and the steps the runs took (``train_steps``).
-
-    One parent feeds every cell of its pair's matrix, so the matrix trains at one length: ``study.steps``, then,
-    while some cell's children miss the convergence rule, again at the next of ``study.lengths()`` (parents
-    included), until every cell meets it or the lengths run out.  Cells that still miss it are excluded by the rule
-    (N5); a learning rate whose children diverge is reported and left out of every cell it is in."""
-    from .claims import NOISE_CONVERGED_TRAIN_ACC
-
-    store = store or RunStore()
-    data = study_data(study)
-    cell = study.cell(study.component_lr)
-    rows: list[dict] = []
-    for steps in study.lengths():
-        by_lr = {lr: replace(cell, lr=lr) for lr in study.pair_lrs}  # a key per learning rate, for divergence
-        kids = {(by_lr[lr], p): study.children(cell, p, steps, lr=lr) for p in range(study.seeds)
-                for lr in study.pair_lrs}
-        trained, diverged = _train_reporting_divergence(kids, study, store, data)
-        rows = []
-        for p in range(study.seeds):
-            for lr_i in study.pair_lrs:
-                for lr_j in study.pair_lrs:
-                    row = {"lr": lr_i, "lr_b": lr_j, "pair": p, "train_steps": steps}
-                    if by_lr[lr_i] in diverged or by_lr[lr_j] in diverged:
-                        rows.append({**row, "diverged": 1.0, "train_acc_min": 0.0})
-                        continue
-                    ra, rb = trained[kids[by_lr[lr_i], p][0].id], trained[kids[by_lr[lr_j], p][1].id]
-                    rows.append({**row, "diverged": 0.0, "train_acc_min": min(float(ra.metrics["train_acc"]),
-                                                                              float(rb.metrics["train_acc"])),
-                                 **_gain_row(store, ra, rb, data)})
-        if all(r["train_acc_min"] >= NOISE_CONVERGED_TRAIN_ACC for r in rows if not r["diverged"]):
-            break
-    return pd.DataFrame(rows)
-
-
-def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFrame:
-    """Return each task's test loss and accuracy (and calibration-split loss, to choose α on) against α for task
-    arithmetic and TIES, per fine-tuning lr.
-
-    θ0 is trained on the original task; copies are fine-tuned on the time-reversed and the
-    negated inputs (``transform`` in the DataSpec) at each of ``finetune_lrs``, with a fresh
-    optimizer for ``finetune_steps`` steps.  The merge is θ0 + α(v1 + v2) (task arithmetic) or
-    θ0 + α·TIES(v1, v2).  Tasks evaluated: ``original``, ``reverse``, ``negate``.
-    """
-    store = store or RunStore()
-    rows = []
-    tasks = {t: load(study.dataset, study.data_root, study.device, study.download, transform=t)
-             for t in ("none",) + TASKS}
-    base_specs, tuned_specs = study.task_specs()
-    sweep_first(base_specs + list(tuned_specs.values()), study, store)
-    bases = store.get_or_train_many(base_specs, data=tasks["none"])
-    runs = {}
-    for t in TASKS:  # the fine-tuning runs of one task share a shape: they train stacked
-        specs = [s for (p, lr, task), s in tuned_specs.items() if task == t]
-        runs.update(zip([s.id for s in specs], store.get_or_train_many(specs, data=tasks[t])))
-    for p in range(study.seeds):
-        base = bases[p]
-        for lr in study.finetune_lrs:
-            tuned = {t: runs[tuned_specs[p, lr, t].id] for t in TASKS}
-
-            def compute(tuned=tuned, base=base, lr=lr):
-                vecs = [task_vector(tuned[t].model, base.model) for t in TASKS]
-                merged = {"task_arithmetic": {k: vecs[0][k] + vecs[1][k] for k in vecs[0]},
-                          "ties": ties_vector(vecs, study.ties_keep)}
-                out = []
-                for method, vec in merged.items():
-                    for alpha in study.alphas:
-                        model = add_vectors(base.model, vec, alpha)
-                        for t, ds in tasks.items():
-                            ev, cal = evaluate(model, ds.x_test, ds.y_test), evaluate(model, *ds.split("cal"))
-                            out.append({"method": method, "alpha": alpha, "task": "original" if t == "none" else t,
-                                        "task_loss": ev.loss, "task_acc": ev.acc, "task_cal_loss": cal.loss})
-                for t in TASKS:  # the fine-tuned models themselves, on their own task
-                    ev = evaluate(tuned[t].model, tasks[t].x_test, tasks[t].y_test)
-                    cal = evaluate(tuned[t].model, *tasks[t].split("cal"))
-                    out.append({"method": "finetuned", "alpha": 1.0, "task": t, "task_loss": ev.loss,
-                                "task_acc": ev.acc, "task_cal_loss": cal.loss})
-                return {"rows": pd.DataFrame(out)}
-
-            got = store.cached_frames("task_arithmetic", {"base": base.id, "tuned": [tuned[t].id for t in TASKS],
-                                                          "alphas": list(study.alphas), "keep": study.ties_keep},
-                                      compute)
-            rows.append(got["rows"].assign(lr=lr, pair=p))
-    return pd.concat(rows, ignore_index=True)
+__all__ = ["PROBE_LAMS", "PROBES", "PairFrames", "study_data", "trained_pairs", "sweep_first", "Runs", "regime_frame",
+           "pair_frames", "Sweep", "pair_sweep", "probe_sweep", "cached_pair_summary", "probe_points_of",
+           "MATCHED_PROBES", "probe_frames", "prefetch_matchings", "matched_permutation", "matched_model",
+           "permutation_frames", "method_frames", "matched_summaries", "MECHANISM_SUMMARY", "mechanism_frames",
+           "MECHANISM_KEYS", "mechanism_long", "GAIN_LAMS", "spawn_point", "noise_frame", "regime_map_frame",
+           "lr_pair_frame", "task_arithmetic_frame"]

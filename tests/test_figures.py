@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from lmcbook import plots  # noqa: E402
+from lmcbook import plots, plots_style  # noqa: E402
 from lmcbook.page import Page  # noqa: E402
 
 UNITS = [16, 32, 64, 128, 256, 512, 1024]  # the quick profile's seven widths: the most legend entries
@@ -153,7 +153,7 @@ def test_a_legend_outside_the_figure_widens_the_png_and_is_counted():
 
 def test_more_than_two_panels_side_by_side_is_refused_by_the_layout_helper():
     with pytest.raises(ValueError, match="at most 2 panels side by side"):
-        plots._figure(1, 3)
+        plots_style._figure(1, 3)
 
 
 # -- the book's own figures, at the quick profile's seven widths --------------------------------------------------

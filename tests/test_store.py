@@ -6,7 +6,8 @@ import torch
 
 from lmcbook.cli import main
 from lmcbook.specs import DataSpec, RunSpec
-from lmcbook.store import RunStore, StoreError, StoreWarning, _read_frame
+from lmcbook.store import RunStore, StoreError, StoreWarning
+from lmcbook.store_files import _read_frame
 from tests.conftest import tiny_spec
 
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -96,6 +96,9 @@ def reference_sections(claims: ModuleType, refs: dict[str, pd.DataFrame]) -> dic
         if nb == "noise_scale":
             out[f"ref {name}: rule_sensitivity"] = text(claims.rule_sensitivity(frame, None))
             out[f"ref {name}: noise_grid_cells"] = text(claims.noise_grid_cells(frame))
+            keys, grid = ["lr", "batch_size"], frame[frame["method"] == "grid"]
+            out[f"ref {name}: cell_mean_fit"] = text([claims.cell_mean_fit(claims.noise_pairs(part, keys), keys)
+                                                      for _, part in grid.groupby("spawn_fraction")])
         if nb == "noise_components":
             out[f"ref {name}: rule_sensitivity"] = text(claims.rule_sensitivity(None, frame))
         if nb == "noise_regime":
@@ -108,8 +111,10 @@ def reference_sections(claims: ModuleType, refs: dict[str, pd.DataFrame]) -> dic
 def map_text(claims: ModuleType, frame: pd.DataFrame) -> str:
     """Return the regime map's cells, settings (both rankings) and picks."""
     cells = claims.map_cells(frame)
-    return text([cells, claims.map_settings(cells), claims.map_settings(cells, claims.FIRST_PICK),
-                 claims.pick_setting(cells), claims.pick_setting(cells, claims.FIRST_PICK)])
+    picks = [p for p in (claims.pick_setting(cells), claims.pick_setting(cells, claims.FIRST_PICK)) if p]
+    studies = [SimpleNamespace(dataset=d, **p) for p in picks for d in frame.get("dataset", pd.Series()).unique()]
+    return text([cells, claims.map_settings(cells), claims.map_settings(cells, claims.FIRST_PICK), picks,
+                 [claims.describe_setting(p) for p in picks], [claims.map_spawn_sweep(frame, s) for s in studies]])
 
 
 def page_sections(claims: ModuleType, data: Path, refs: dict[str, pd.DataFrame]) -> dict[str, str]:

@@ -45,7 +45,7 @@ CAL_OVER_RAW_MAX = 0.25
 #: β from 1
 LOGIT_SCALE_TOL = 0.25
 #: W8 | after results (its value since a6ba8f0; read per pair against a null that can fail since a6734c6, issue 36) |
-#: a6734c6, from a6ba8f0 | the largest mean gain per pair of the weight-matched merge over the pair's
+#: a6ba8f0 | the largest mean gain per pair of the weight-matched merge over the pair's
 #: random-permutation merges that still counts as "the permutation does not matter" (1 point)
 PERM_EQUIV_TOL = 0.01
 #: W11 (and the size of MIN_ACC_EFFECT) | before results (W11 is in FIXED_BEFORE) | 25dc1c7 | accuracy barrier at the
@@ -128,8 +128,9 @@ NOISE_MIN_EFFECT = 0.005
 #: N1, N2, N6 | after a pilot: with the convergence rule, before the noise pages ran under it (before
 #: noise-scale-converged ran) | 8402e7b | kept cells they need (a quadratic fit through 3 points has no residual)
 NOISE_MIN_CELLS = 4
-#: N4 | after a pilot: a referee's fix (0.01 could never fire among converged cells), before the noise references |
-#: 25f2740, from 8402e7b | the two cells' mean training accuracies (weaker child) agree within this
+#: N4 | after results: a referee's fix (0.01 could never fire among converged cells), before the noise references
+#: (the scoreboard counts this build's N4 as set after a pilot) | 25f2740, from 8402e7b | the two cells' mean training
+#: accuracies (weaker child) agree within this
 MATCHED_ACC_TOL = 0.005
 #: N2, N6 | after a pilot (N2 and N6 as fits with this share: 64b70ce, before the noise reference runs) | 25dc1c7 |
 #: residual variance on S over that on η (or B), each net of pair noise

@@ -203,18 +203,20 @@ def test_threshold_provenance_and_chance_passes():
 
 def test_every_test_text_is_formatted_from_its_constants():
     """No threshold is typed into the text of a test or a measurement: every number after ≤, ≥ or "within" in a string
-    of lmcbook/claims.py (docstrings and comments aside) comes from a constant through an f-string."""
+    of the lmcbook.claims package (docstrings and comments aside) comes from a constant through an f-string."""
     import ast
-    import inspect
     import re
+    from pathlib import Path
 
-    tree = ast.parse(inspect.getsource(claims))
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
-            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
     pattern = re.compile(r"(≤|≥|within) ?[−-]?\d")
-    typed = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-             and id(n) not in docs and pattern.search(n.value)]
+    typed = []
+    for path in sorted(Path(claims.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        typed += [(path.name, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                  and isinstance(n.value, str) and id(n) not in docs and pattern.search(n.value)]
     assert not typed, typed
     assert pattern.search("ratio ≤ 0.5") and pattern.search("ρ ≤ −0.9") and not pattern.search("ratio ≤ ")
 

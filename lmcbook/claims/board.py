@@ -1,0 +1,268 @@
+"""The board: every page with claims and the claims its verdicts come from (:data:`PAGE_CLAIMS`, the index of the
+whole package), a page's verdicts (:func:`page_claims`), the scoreboard built from them (:func:`scoreboard`), and the
+claims page's CSV written and read back.
+
+A page glues ``page_claims(its name, the frame it saved)``; the claims page runs :func:`scoreboard` on the saved CSVs
+and the committed reference runs, so a verdict is computed once, by the same function, wherever it shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from ..schema import (
+    CLAIM_BLOCK,
+    CLAIM_CONTROL,
+    CLAIM_ESTIMATE,
+    CLAIM_HI,
+    CLAIM_LO,
+    CLAIM_PASSED,
+    CLAIM_STATE,
+    CLAIM_THRESHOLD,
+    DECAY_INTEGRAL,
+    at_length,
+    select,
+)
+from .mechanism import claim_r1, claim_r2, mechanism_claims, mechanism_standard
+from .mechanism_accounts import source_label
+from .noise import claim_n1, claim_n2, claim_n3, claim_n4, claim_n5, claim_n6, claim_n7
+from .verdicts import (
+    BLOCK_CODES,
+    BOOK,
+    DIAGNOSTIC,
+    MARKS,
+    PAPER,
+    STATE_CODES,
+    ClaimResult,
+    _dataset,
+    _in_regime,
+    chance_passes,
+)
+from .width import (
+    claim_w1,
+    claim_w2,
+    claim_w3,
+    claim_w4,
+    claim_w5,
+    claim_w6,
+    claim_w6_update,
+    claim_w7,
+    claim_w8,
+    claim_w9,
+    claim_w10,
+    claim_w11,
+    claim_w12,
+    claim_w13,
+    claim_w14,
+    claim_w15,
+)
+
+#: Every page with claims, and the claims its verdicts come from (in the scoreboard's order).  A page glues
+#: ``page_claims(its name, the frame it saved)``; the scoreboard reads the same functions on the saved CSVs.
+PAGE_CLAIMS: dict[str, Callable[[pd.DataFrame], list[ClaimResult]]] = {
+    "width_accuracy": lambda f: [claim_w1(f), claim_w11(f)],
+    "loss_barrier_calibration": lambda f: [claim_w2(f), claim_w9(f), claim_w12(f)],
+    "lewc": lambda f: [claim_w3(f), claim_w13(f)],
+    "weak_additivity": lambda f: [claim_w4(f)],
+    "reciprocal_orthogonality": lambda f: [claim_w5(f), claim_w14(f)],
+    "low_rank": lambda f: [claim_w6(f), claim_w6_update(f)],
+    "random_permutation": lambda f: [claim_w8(f)],
+    "lewc_depth": lambda f: [claim_w10(f)],
+    "llfc_vs_lewc": lambda f: [claim_w15(f)],
+    "mechanism": lambda f: _regime_rows(mechanism_standard(f)) + mechanism_claims(f),
+    "noise_scale": lambda f: claim_n1(f) + claim_n2(f),
+    "noise_components": lambda f: [claim_n3(f), claim_n4(f), claim_n5(f), claim_n6(f), claim_n7(f)],
+}
+
+
+def page_claims(page: str, frame: pd.DataFrame) -> list[ClaimResult]:
+    """Return the verdicts of the claims whose evidence is ``page``, computed on that page's long frame.
+
+    Width-paper rows that do not set their regime read the profile's own runs: the short regime.
+    """
+    if page not in PAGE_CLAIMS:
+        raise ValueError(f"page={page!r} has no claims: expected one of {sorted(PAGE_CLAIMS)}")
+    rows = PAGE_CLAIMS[page](frame)
+    for r in rows:
+        if r.paper == "width" and r.regime is None and r.page != "mechanism":
+            _in_regime(r, frame, "short")
+        if r.page == "mechanism" or r.paper == "noise":
+            r.dataset = _dataset(frame)
+    return rows
+
+
+def _regime_rows(f: pd.DataFrame) -> list[ClaimResult]:
+    """W7 on the mechanism page's decay arm (the *short* regime: its shortest length); W1, W6 and W7 on its longest
+    length (the *long* regime); and R1–R2 across its cells."""
+    rows, regime = [claim_w7(at_length(f, f["epochs"].min()), "short")], [claim_r1(f), claim_r2(f)]
+    if f["epochs"].nunique() < 2:  # no length arm: no long regime to score
+        return rows + regime
+    longest = at_length(f, strongest=True)
+    rows += [claim_w1(longest, "long", "mechanism"), claim_w6(longest, "long", "mechanism"),
+             claim_w6_update(longest, "long", "mechanism")]
+    if at_length(f)["weight_decay"].nunique() >= 2:  # W7 compares two weight decays at the longest length
+        rows.append(claim_w7(at_length(f), "long"))
+    return rows + regime
+
+
+def id_order(cid: str) -> tuple[int, int, str]:
+    """Return the sort key of a claim id: W, R, M, N rows in that order, then by number (W2 before W11)."""
+    return "WRMN".index(cid[0]), int("".join(c for c in cid.split(" ")[0][1:] if c.isdigit())), cid
+
+
+def _order(r: ClaimResult) -> tuple:
+    return (r.source is not None, r.source or "", *id_order(r.id)[:2], r.regime == "long", r.id)
+
+
+def scoreboard(frames: dict[str, pd.DataFrame],
+               references: dict[str, pd.DataFrame] | None = None) -> list[ClaimResult]:
+    """Return every claim's result, reading the pages' long frames by notebook name, then the committed reference
+    runs' frames (by reference name; each scored by its own page's claims, ``source`` = the name), ordered by
+    source and claim id.
+
+    W1, W6 and W7 appear twice: on the profile's own runs (``regime="short"``) and on the
+    mechanism page's longest length (``regime="long"``).
+    """
+    rows = [r for page in PAGE_CLAIMS for r in page_claims(page, frames[page])]
+    for name, frame in (references or {}).items():
+        if str(frame["notebook"].iloc[0]) not in PAGE_CLAIMS:  # a reference of a page with no claims (the map)
+            continue
+        for r in page_claims(str(frame["notebook"].iloc[0]), frame):
+            r.source = name
+            rows.append(r)
+    return sorted(rows, key=_order)
+
+
+BLOCK_TITLES = {PAPER: "The papers' claims", BOOK: "The book's own alternatives and controls",
+                DIAGNOSTIC: "Diagnostics (shown, never counted)"}  #: each scoreboard block's heading
+
+
+def scoreboard_markdown(rows: list[ClaimResult]) -> str:
+    """Return the scoreboard as MyST tables, one per block (:data:`BLOCK_TITLES`), each row linking to the page with
+    its evidence; a row of a committed reference run names it and its data set."""
+    parts = []
+    for block, title in BLOCK_TITLES.items():
+        some = [r for r in rows if r.block == block]
+        if some:
+            parts.append(f"**{title}** ({len(some)} rows)\n\n{_table(some)}")
+    return "\n\n".join(parts)
+
+
+def _table(rows: list[ClaimResult]) -> str:
+    lines = ["| claim | data | regime | paper's statement | measured here | test | threshold fixed | result | "
+             "evidence |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        label = f"{r.id} (control)" if r.control and not r.diagnostic else r.id
+        regime = "—" if r.regime is None else (f"{r.regime} (D = {r.decay_integral:.3g})"
+                                               if np.isfinite(r.decay_integral) else r.regime)
+        data = r.dataset or "—"
+        data = f"{data} (reference `{r.source}`)" if r.source else data
+        cells = [label, data, regime, f"{r.paper} paper: {r.statement}", r.measured, r.test, r.fixed_when, r.mark,
+                 f"{{doc}}`{r.page}`"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def block_counts(rows: Iterable[ClaimResult]) -> dict[str, dict[str, float]]:
+    """Return, for the blocks that are counted (the papers' claims, the book's own rows), how many rows each has,
+    how many of them reach each verdict (keys ``pass``, ``fail``, ``inconclusive``, ``na``), how many can fail
+    (:attr:`ClaimResult.can_fail`) and pass among those, the chance passes among those (:func:`chance_passes`:
+    ``chance_expected``, ``chance_upper``), and how many were fixed before their results and pass among those."""
+    out = {}
+    for block in (PAPER, BOOK):
+        some = [r for r in rows if r.block == block]
+        live = [r for r in some if r.can_fail]
+        expected, upper = chance_passes(len(live))
+        out[block] = {"rows": len(some), **{s.replace("/", ""): sum(r.state == s for r in some) for s in MARKS},
+                      "can_fail": len(live), "can_fail_pass": sum(r.passed for r in live),
+                      "chance_expected": expected, "chance_upper": upper,
+                      "fixed_before": sum(r.fixed_before for r in live),
+                      "fixed_before_pass": sum(r.fixed_before and r.passed for r in live)}
+    return out
+
+
+def scoreboard_long(rows: list[ClaimResult]) -> pd.DataFrame:
+    """Return the scoreboard as the claims page's long frame: per row its state code, pass flag, control flag, block
+    (:data:`BLOCK_CODES`), D, and its numbers (the estimate its test decides on, that interval's ends and its
+    threshold; a number a row does not have is left out), keyed by ``method`` (the claim id), ``regime``,
+    ``dataset`` and ``source`` (a reference run's name)."""
+    out = []
+    for r in rows:
+        n = r.numbers
+        for metric, v in ((CLAIM_STATE, STATE_CODES[r.state]), (CLAIM_PASSED, float(r.passed)),
+                          (CLAIM_CONTROL, float(r.control)), (CLAIM_BLOCK, BLOCK_CODES[r.block]),
+                          (DECAY_INTEGRAL, r.decay_integral), (CLAIM_ESTIMATE, n["estimate"]), (CLAIM_LO, n["lo"]),
+                          (CLAIM_HI, n["hi"]), (CLAIM_THRESHOLD, n["threshold"])):
+            if np.isfinite(v):
+                out.append({"notebook": "claims", "metric": metric, "value": v, "pair": 0, "method": r.id,
+                            "regime": r.regime, "dataset": r.dataset, "source": r.source})
+    return pd.DataFrame(out)
+
+
+#: The columns of :func:`scoreboard_table`'s numbers, and the metric of claims.csv each comes from.
+NUMBER_COLUMNS = {"estimate": CLAIM_ESTIMATE, "lo": CLAIM_LO, "hi": CLAIM_HI, "threshold": CLAIM_THRESHOLD}
+
+
+def scoreboard_table(board: pd.DataFrame) -> pd.DataFrame:
+    """Return claims.csv as one row per scoreboard row: ``claim``, ``regime``, ``dataset``, ``source``, its verdict
+    (``state``), ``block``, and the numeric columns ``estimate``, ``lo``, ``hi`` and ``threshold`` (NaN where the
+    row has none), so that the verdicts can be plotted or filtered."""
+    wide = _board_wide(board)
+    missing = pd.Series(np.nan, index=wide.index)
+    out = wide.reindex(columns=[k for k in ("method", "regime", "dataset", "source")]).rename(
+        columns={"method": "claim"})
+    out["state"] = wide[CLAIM_STATE].map({v: k for k, v in STATE_CODES.items()})
+    out["block"] = wide.get(CLAIM_BLOCK, missing).map({v: k for k, v in BLOCK_CODES.items()})
+    for column, metric in NUMBER_COLUMNS.items():
+        out[column] = wide.get(metric, missing)
+    order = sorted(out.index, key=lambda i: id_order(out.loc[i, "claim"]))
+    return out.loc[order].reset_index(drop=True)
+
+
+def state_of(board: pd.DataFrame, claim: str, regime: str | None = None, source: str | None = None) -> str:
+    """Return a claim's verdict read back from the claims page's CSV (``source``: a reference run's name, None for
+    this build's own row)."""
+    d = select(board, CLAIM_STATE, method=claim)
+    d = d[d["regime"].isna()] if regime is None else d[d["regime"] == regime]
+    if "source" in d.columns:
+        d = d[d["source"].isna()] if source is None else d[d["source"] == source]
+    if len(d) != 1:
+        raise KeyError(f"claims.csv has {len(d)} rows for claim {claim!r}, regime {regime!r}, source {source!r}: "
+                       "expected 1")
+    return {v: k for k, v in STATE_CODES.items()}[float(d["value"].iloc[0])]
+
+
+def board_results(board: pd.DataFrame) -> list[ClaimResult]:
+    """Return the rows of the claims page's CSV as verdict rows: the state, regime, data set, source, and the control
+    and diagnostic flags (no texts)."""
+    names, blocks = {v: k for k, v in STATE_CODES.items()}, {v: k for k, v in BLOCK_CODES.items()}
+    out = []
+    for _, row in _board_wide(board).iterrows():
+        keys = {k: row.get(k) for k in ("regime", "dataset", "source")}
+        out.append(ClaimResult(row["method"], "noise" if row["method"].startswith("N") else "width", "", "", "",
+                               names[float(row[CLAIM_STATE])], "", control=bool(row.get(CLAIM_CONTROL, 0.0)),
+                               diagnostic=blocks.get(row.get(CLAIM_BLOCK), PAPER) == DIAGNOSTIC, **keys))
+    return sorted(out, key=_order)
+
+
+def _board_wide(board: pd.DataFrame) -> pd.DataFrame:
+    """Return the claims page's CSV with one row per scoreboard row: its keys (None where a key is empty) and one
+    column per metric."""
+    keys = [k for k in ("method", "regime", "dataset", "source") if k in board]
+    wide = board.assign(**{k: board[k].astype(object).where(board[k].notna(), "") for k in keys})
+    wide = wide.pivot_table(index=keys, columns="metric", values="value", aggfunc="first").reset_index()
+    for k in keys:
+        wide[k] = wide[k].astype(object).where(wide[k] != "", None)
+    return wide
+
+
+def board_rows(board: pd.DataFrame, short: dict[str, str] | None = None) -> dict[str, list[ClaimResult]]:
+    """Return the M rows of the claims page's CSV as verdict rows (state only), grouped by :func:`source_label`."""
+    out: dict[str, list[ClaimResult]] = {}
+    for r in board_results(board):
+        if r.id.startswith("M"):
+            out.setdefault(source_label(r.dataset, r.source, short), []).append(r)
+    return out

@@ -1,0 +1,519 @@
+"""The mechanism family: which account of merging without permutations the runs support.  The rows M1–M6 read a
+mechanism frame (cells of several lengths, weight decays and initial scales, pairs merged plainly and after weight
+matching), and the training-regime rows R1–R2 read the same frame's cells across the decay integral D.
+
+Every M row reads a 95% bootstrap interval over pairs (:mod:`lmcbook.stats`), decides only when the interval clears
+its threshold (else inconclusive), and needs at least MIN_PAIRS pairs in each cell it reads; it is n/a when its cells
+are outside the regime the claim is about, or when an endpoint of a pair it reads did not fit its training data (the
+convergence rule, CONVERGED_TRAIN_ACC).  When each test and threshold was fixed: :mod:`lmcbook.claims.thresholds`.
+What the rows conclude (the hypotheses, the conclusion table): :mod:`lmcbook.claims.mechanism_accounts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from ..schema import (
+    ACC_ENSEMBLE,
+    ACC_MERGED,
+    DECAY_INTEGRAL,
+    LLFC_REL_ERR,
+    ORTH_RATIO,
+    REL_EFFECTIVE_RANK,
+    TRAIN_ACC,
+    cell_table,
+    hidden_to_hidden,
+    in_cell,
+    pair_values,
+    replicate,
+    select,
+)
+from ..stats import (
+    Interval,
+    above,
+    at_least,
+    at_most,
+    both,
+    cell_stats,
+    interval,
+    interval_diff,
+    spearman,
+    trend_and_ends,
+    within,
+)
+from .thresholds import (
+    CONVERGED_TRAIN_ACC,
+    D_TIE_RTOL,
+    DECAY_ACTED_MAX,
+    DECAY_IDLE_MIN,
+    EQUAL_D_TOL,
+    LLFC_MATCHED_MAX,
+    MERGED_OVER_ENSEMBLE_MIN,
+    MIN_ACC_EFFECT,
+    MIN_PAIRS,
+    ORTH_FALL_MIN,
+    RHO_MIN,
+)
+from .verdicts import (
+    FAIL,
+    INCONCLUSIVE,
+    MATCHED,
+    NA,
+    PASS,
+    PLAIN,
+    ClaimResult,
+    _cell_name,
+    _dataset,
+    _ends_state,
+    _trend_verdict,
+    _values,
+    ties,
+)
+
+
+def mechanism_standard(df: pd.DataFrame) -> pd.DataFrame:
+    """Return the rows of a mechanism frame that the width claims read: standard initialisation, and no
+    weight-matched merge or probe (so W1, W6, W7 and R1–R2 read it as they read the training-regime page)."""
+    keep = ~df.get("method", pd.Series(index=df.index, dtype=object)).isin([MATCHED, "weight_matched"])
+    if "init_scale" in df.columns:
+        keep &= df["init_scale"].fillna(1.0).eq(1.0)
+    return df[keep]
+
+
+def _unfit(df: pd.DataFrame, cell: dict, units: float) -> str | None:
+    """Return why the endpoints of a cell at a width break the convergence rule (None when they meet it)."""
+    acc = select(in_cell(df, cell, units), TRAIN_ACC)["value"]
+    if acc.empty:
+        return f"no training accuracy is recorded at {units:g} units"
+    if acc.min() < CONVERGED_TRAIN_ACC:
+        return (f"an endpoint at {units:g} units reached training accuracy {acc.min():.3f} < {CONVERGED_TRAIN_ACC:g} "
+                "(the convergence rule)")
+    return None
+
+
+class _NotApplicable(Exception):
+    """Raised by a mechanism claim's reading when its setting cannot be read: why, and the D of the cell it would
+    have read (NaN if none)."""
+
+    def __init__(self, why: str, d_value: float = float("nan")) -> None:
+        super().__init__(why)
+        self.why, self.d_value = why, d_value
+
+
+def _check(why: str | None, d_value: float = float("nan")) -> None:
+    """Raise :class:`_NotApplicable` when there is a reason (``why``) the setting cannot be read."""
+    if why is not None:
+        raise _NotApplicable(why, d_value)
+
+
+class _Reading(NamedTuple):
+    """What a mechanism claim measured: the sentence, the state, the D of the cell it read and its values."""
+
+    measured: str
+    state: str
+    d_value: float
+    values: dict[str, float]
+
+
+def _mechanism_row(cid: str, statement: str, test: str, read: Callable[[pd.DataFrame], _Reading],
+                   df: pd.DataFrame) -> ClaimResult:
+    """Return the mechanism claim ``cid``'s row from ``read``, its reading of the mechanism frame ``df``: the row holds
+    the reading, or n/a and why when the reading raises :class:`_NotApplicable`."""
+    try:
+        r = read(df)
+    except _NotApplicable as na:
+        r = _Reading(f"n/a: {na.why}", NA, na.d_value, {})
+    return ClaimResult(cid, "width", statement, r.measured, test, r.state, "mechanism", values=dict(r.values),
+                       decay_integral=r.d_value, dataset=_dataset(df))
+
+
+def _too_few(*ivs: Interval) -> bool:
+    return any(iv.n < MIN_PAIRS for iv in ivs)
+
+
+def _exceeds(measured: str, d_value: float, iv: Interval, units: float, margin: float,
+             **arms: pd.Series) -> _Reading:
+    """Return the reading of a claim that reads a difference of two arms as > ``margin``, its minimum effect (pass
+    when its interval lies above it, fail when it lies at or below it), with the interval and each arm's mean as
+    values."""
+    return _Reading(measured + _below_margin(iv, margin), _decided(iv, above(iv, margin)), d_value,
+                    _values(iv, margin, diff=iv.mean, **{k: float(v.mean()) for k, v in arms.items()}, units=units,
+                            n=iv.n))
+
+
+def _below_margin(iv: Interval, margin: float) -> str:
+    """Return the note of a difference whose interval lies between 0 and its minimum effect (an effect too small to
+    count), or ""."""
+    if margin > 0 and iv.decided and iv.n >= MIN_PAIRS and 0 < iv.hi <= margin:
+        return f"; smaller than the minimum effect, {margin:g}: refuted by its equivalence margin"
+    return ""
+
+
+def _decided(iv: Interval, state: str) -> str:
+    """Return ``state``, or inconclusive when the interval holds fewer than MIN_PAIRS pairs."""
+    return INCONCLUSIVE if _too_few(iv) else state
+
+
+def _extremes(df: pd.DataFrame) -> tuple[float, pd.Series, pd.Series] | None:
+    """Return the widest width of the standard-initialisation cells and, among the cells that reach it, the one of
+    smallest and of largest D (None if there are none)."""
+    cells = cell_table(df)
+    cells = cells[cells["init_scale"] == 1.0]
+    if cells.empty:
+        return None
+    widest = cells["widest"].max()
+    at = _widest_cells(cells, widest)
+    return widest, at.iloc[0], at.iloc[-1]
+
+
+def _widest_cells(cells: pd.DataFrame, widest: float) -> pd.DataFrame:
+    """Return the standard-initialisation cells of a :func:`lmcbook.schema.cell_table` that reach ``widest``, by D;
+    of cells whose D tie (:func:`ties`), the longest training last (the paper's route to large D)."""
+    at = cells[(cells["init_scale"] == 1.0) & (cells["widest"] == widest)]
+    return at.assign(tie=ties(at["D"])).sort_values(["tie", "epochs"], ignore_index=True)
+
+
+def _largest_d_gate(df: pd.DataFrame, need: list[float] | None = None) -> tuple[float, pd.Series, str | None]:
+    """Return the widest width, the largest-D cell there, and why that cell cannot be read (None if it can)."""
+    ext = _extremes(df)
+    if ext is None:
+        return float("nan"), pd.Series(dtype=float), "no standard-initialisation cell was run"
+    widest, _, big = ext
+    if not big["shrinkage"] <= DECAY_ACTED_MAX:
+        return widest, big, (f"weight decay has not acted in any cell at {widest:g} units: at the largest D "
+                             f"({big['D']:.3g}, {_cell_name(big)}) weight decay alone would leave "
+                             f"{big['shrinkage']:.2f} of a weight (> {DECAY_ACTED_MAX:g})")
+    for units in need or [widest]:
+        why = _unfit(df, big, units)
+        if why is not None:
+            return widest, big, why
+    return widest, big, None
+
+
+def _largest_d(df: pd.DataFrame) -> tuple[float, pd.Series]:
+    """Return the widest width and the largest-D cell there (:func:`_largest_d_gate`); raise when it cannot be
+    read."""
+    widest, big, why = _largest_d_gate(df)
+    _check(why, big.get("D", float("nan")))
+    return widest, big
+
+
+_M_TEST_PAIRS = f"at least {MIN_PAIRS} pairs; 95% bootstrap interval over pairs"
+
+
+def claim_m1(df: pd.DataFrame) -> ClaimResult:
+    """M1 (the paper's account against H2): at the widest width and the largest D, plain merged accuracy ≥ 0.95 ×
+    the logit ensemble's: pass when the interval of the per-pair ratio lies at or above 0.95, fail when it lies
+    below, else inconclusive; n/a when weight decay has not acted there or an endpoint did not converge.  Of cells
+    whose D tie (:func:`ties`), it reads the longest training: the paper's route to a large D."""
+    return _mechanism_row("M1", "Once weight decay has acted, wide networks merge without permutations: plain "
+                          "merged accuracy reaches the logit ensemble's.",
+                          f"merged/ensemble ≥ {MERGED_OVER_ENSEMBLE_MIN:g} at the widest width and largest D "
+                          f"({_M_TEST_PAIRS})", _read_m1, df)
+
+
+def _read_m1(df: pd.DataFrame) -> _Reading:
+    """Return M1's reading of a mechanism frame (:func:`claim_m1`); raise :class:`_NotApplicable` where
+    its setting cannot be read."""
+    widest, big = _largest_d(df)
+    iv, merged, ens = _merge_ratio(df, big, widest)
+    measured = (f"at {widest:g} units, D = {big['D']:.3g} ({_cell_name(big)}): merged/ensemble = {iv.text()} over "
+                f"{iv.n} pairs (merged {merged.mean():.3f}, ensemble {ens.mean():.3f})")
+    return _Reading(measured, _decided(iv, at_least(iv, MERGED_OVER_ENSEMBLE_MIN)), big["D"],
+                    _values(iv, MERGED_OVER_ENSEMBLE_MIN, ratio=iv.mean, merged=float(merged.mean()),
+                            ensemble=float(ens.mean()), units=widest, n=iv.n))
+
+
+def _along_d(df: pd.DataFrame, widest: float, value: Callable[[pd.Series], pd.Series]) -> tuple[pd.DataFrame, list]:
+    """Return the standard-initialisation cells at the widest width, by D (:func:`_widest_cells`; the first and the
+    last must converge, else raise), and ``value(cell)`` (a series over pairs) for each."""
+    cells = _widest_cells(cell_table(df), widest)
+    for end in (cells.iloc[0], cells.iloc[-1]):
+        _check(_unfit(df, end, widest), cells["D"].iloc[-1])
+    return cells, [value(c) for _, c in cells.iterrows()]
+
+
+def claim_m2(df: pd.DataFrame) -> ClaimResult:
+    """M2 (H2, permutation collapse; since issue 36): at the widest width, the gain of weight matching (matched minus
+    plain merged accuracy, per pair) grows with D: ρ(D, mean gain) ≥ 0.9 over the standard-initialisation cells
+    there and the largest-D cell's gain above the smallest-D cell's beyond their interval
+    (lmcbook.stats.trend_and_ends); and LLFC's relative error after matching (λ=½, mean over layers) at the largest
+    D is ≤ LLFC_MATCHED_MAX and below the smallest-D cell's, each by its interval.  n/a as M1 (both end cells must
+    converge)."""
+    return _mechanism_row("M2", "(H2, ours) Weight decay drives the two networks to one solution up to a "
+                          "permutation: the gain of weight matching over plain averaging grows with D, and after "
+                          "matching they interpolate linearly, layer by layer (LLFC).",
+                          f"ρ(D, weight-matched − plain merged accuracy) ≥ {RHO_MIN:g} over the cells at the widest "
+                          "width, the largest-D cell's gain above the smallest-D cell's; and LLFC's relative error "
+                          f"after weight matching at the largest D ≤ {LLFC_MATCHED_MAX:g} and below the smallest-D "
+                          f"cell's ({_M_TEST_PAIRS})", _read_m2, df)
+
+
+def _read_m2(df: pd.DataFrame) -> _Reading:
+    """Return M2's reading of a mechanism frame (:func:`claim_m2`); raise :class:`_NotApplicable` where
+    its setting cannot be read."""
+    widest, big = _largest_d(df)
+
+    def gain(cell: pd.Series) -> pd.Series:
+        plain, matched = (pair_values(df, ACC_MERGED, cell, widest, method=m) for m in (PLAIN, MATCHED))
+        return (matched - plain).dropna()
+
+    cells, gains = _along_d(df, widest, gain)
+    rho = spearman(cells["tie"], [g.mean() for g in gains])
+    iv = interval_diff(gains[-1], gains[0])
+    err = [pair_values(df, LLFC_REL_ERR, cells.iloc[i], widest, lam=0.5, method="weight_matched") for i in (0, -1)]
+    at_big, fall = interval(err[1]), interval_diff(err[0], err[1])
+    state = both(trend_and_ends(rho, +1, above(iv, 0.0), RHO_MIN), at_most(at_big, LLFC_MATCHED_MAX),
+                 above(fall, 0.0))
+    measured = (f"at {widest:g} units: weight-matched minus plain merged accuracy {gains[0].mean():.3f} at D = "
+                f"{cells['D'].iloc[0]:.3g} → {gains[-1].mean():.3f} at D = {cells['D'].iloc[-1]:.3g} (ρ = {rho:.2f} "
+                f"over {len(cells)} cells), largest minus smallest D {iv.text()}; LLFC's error after matching "
+                f"{err[0].mean():.3f} → {at_big.text()}")
+    return _Reading(measured, INCONCLUSIVE if _too_few(iv, at_big, fall) else state, big["D"],
+                    _values(iv, 0.0, rho=rho, llfc_small_d=float(err[0].mean()), llfc_large_d=at_big.mean,
+                            units=widest, n=iv.n))
+
+
+def claim_m3(df: pd.DataFrame) -> ClaimResult:
+    """M3 (H3, width truncation): at the largest D, plain merged accuracy rises with width up to the widest:
+    ρ(width, mean merged accuracy) ≥ 0.9 over the widths whose endpoints converged, and the widest width above
+    the next narrower one by more than MIN_ACC_EFFECT beyond the interval of their difference
+    (lmcbook.stats.trend_and_ends: an interval wholly at or below the minimum effect fails); n/a as M1, or when the
+    two widest widths did not converge."""
+    return _mechanism_row("M3", "(H3, ours) With large D, plain merging recovers as width grows, up to the widest "
+                          "width.",
+                          f"ρ(width, merged accuracy) ≥ {RHO_MIN:g} at the largest D, and the widest width above the "
+                          f"next narrower one by more than the minimum effect, {MIN_ACC_EFFECT:g} ({_M_TEST_PAIRS})",
+                          _read_m3, df)
+
+
+def _read_m3(df: pd.DataFrame) -> _Reading:
+    """Return M3's reading of a mechanism frame (:func:`claim_m3`); raise :class:`_NotApplicable` where
+    its setting cannot be read."""
+    widest, big = _largest_d(df)
+    units = sorted(in_cell(df, big)["hidden_units"].dropna().unique())
+    _check(f"only one width was trained at the largest D ({_cell_name(big)})" if len(units) < 2 else None, big["D"])
+    _check(_unfit(df, big, units[-2]), big["D"])
+    fit = [u for u in units if _unfit(df, big, u) is None]
+    means = [pair_values(df, ACC_MERGED, big, u, method=PLAIN).mean() for u in fit]
+    rho = spearman(fit, means)
+    wide, prev = (pair_values(df, ACC_MERGED, big, u, method=PLAIN) for u in (units[-1], units[-2]))
+    iv = interval_diff(wide, prev)
+    dropped = f"; {len(units) - len(fit)} narrower width(s) left out by the convergence rule" if len(fit) < len(units) \
+        else ""
+    measured = (f"at D = {big['D']:.3g}: ρ = {rho:.2f} over {len(fit)} widths, merged accuracy {means[0]:.3f} at "
+                f"{fit[0]:g} → {means[-1]:.3f} at {fit[-1]:g} units; {units[-1]:g} minus {units[-2]:g} units: "
+                f"{iv.text()}{_below_margin(iv, MIN_ACC_EFFECT)}{dropped}")
+    return _Reading(measured, _decided(iv, trend_and_ends(rho, +1, above(iv, MIN_ACC_EFFECT), RHO_MIN)), big["D"],
+                    _values(iv, MIN_ACC_EFFECT, rho=rho, diff=iv.mean, units=widest, n=iv.n))
+
+
+def claim_m4(df: pd.DataFrame) -> ClaimResult:
+    """M4 (H1, near initialisation): at the smallest D and the widest width, plain merged accuracy with a small
+    initialisation (the smallest init_scale) is below the standard initialisation's by more than MIN_ACC_EFFECT:
+    pass when the interval of standard minus small lies above it, fail when it lies at or below it (a small
+    initialisation that leaves merging intact refutes H1), else inconclusive; n/a without a small-initialisation
+    arm, when weight decay has acted in the smallest-D cell, or when an endpoint did not converge."""
+    return _mechanism_row("M4", "(H1, ours) In short training the width effect comes from the random "
+                          "initialisation: with a small initialisation, wide networks merge worse.",
+                          f"standard − small-initialisation merged accuracy > {MIN_ACC_EFFECT:g} (the minimum effect) "
+                          f"at the smallest D, widest width ({_M_TEST_PAIRS})", _read_m4, df)
+
+
+def _read_m4(df: pd.DataFrame) -> _Reading:
+    """Return M4's reading of a mechanism frame (:func:`claim_m4`); raise :class:`_NotApplicable` where
+    its setting cannot be read."""
+    ext = _extremes(df)
+    cells = cell_table(df)
+    smalls = cells[cells["init_scale"] < 1.0].sort_values("init_scale")
+    _check("no small-initialisation arm was run" if ext is None or smalls.empty else None)
+    widest, low, _ = ext
+    small = smalls.iloc[0]
+    if not low["shrinkage"] >= DECAY_IDLE_MIN:
+        _check(f"weight decay has acted in the smallest-D cell ({_cell_name(low)}: alone it would leave "
+               f"{low['shrinkage']:.2f} of a weight, < {DECAY_IDLE_MIN:g})")
+    if not (np.isclose(small["epochs"], low["epochs"]) and np.isclose(small["weight_decay"], low["weight_decay"])):
+        _check(f"the small-initialisation arm ({_cell_name(small)}) is not at the smallest D ({_cell_name(low)})")
+    _check(_unfit(df, low, widest) or _unfit(df, small, widest))
+    std, sml = (pair_values(df, ACC_MERGED, cell, widest, method=PLAIN) for cell in (low, small))
+    iv = interval_diff(std, sml)
+    measured = (f"at {widest:g} units, D = {low['D']:.3g}: "
+                f"merged accuracy {std.mean():.3f} (standard) vs {sml.mean():.3f} (initial weights "
+                f"×{small['init_scale']:g}); difference {iv.text()}")
+    return _exceeds(measured, low["D"], iv, widest, MIN_ACC_EFFECT, standard=std, small=sml)
+
+
+def claim_m5(df: pd.DataFrame) -> ClaimResult:
+    """M5 (the paper's chain): at the widest width the orthogonality ratio ‖W_a z_b‖/‖W_a z_a‖ (λ=½, mean over
+    layers 2..L) falls as D rises: ρ(D, mean ratio) ≤ −0.9 over the standard-initialisation cells that reach the
+    widest width (tied D: one rank), and the smallest-D cell's ratio minus the largest-D cell's above ORTH_FALL_MIN
+    beyond the interval of their difference (wholly at or below it: ✗); n/a as M1 (both end cells must converge)."""
+    return _mechanism_row("M5", "Weight decay brings reciprocal orthogonality: as D rises, ‖W_a z_b‖/‖W_a z_a‖ "
+                          "falls.",
+                          f"ρ(D, orthogonality ratio) ≤ −{RHO_MIN:g} at the widest width, and the largest-D cell "
+                          f"below the smallest-D cell by more than the minimum effect, {ORTH_FALL_MIN:g} "
+                          f"({_M_TEST_PAIRS})", _read_m5, df)
+
+
+def _read_m5(df: pd.DataFrame) -> _Reading:
+    """Return M5's reading of a mechanism frame (:func:`claim_m5`); raise :class:`_NotApplicable` where
+    its setting cannot be read."""
+    widest, big = _largest_d(df)
+    cells, per = _along_d(df, widest, lambda c: pair_values(df, ORTH_RATIO, c, widest, lam=0.5, method="trained"))
+    rho = spearman(cells["tie"], [p.mean() for p in per])
+    iv = interval_diff(per[0], per[-1])
+    measured = (f"at {widest:g} units: ratio {per[0].mean():.3f} at D = {cells['D'].iloc[0]:.3g} → "
+                f"{per[-1].mean():.3f} at D = {cells['D'].iloc[-1]:.3g} (ρ = {rho:.2f} over {len(per)} cells); "
+                f"smallest minus largest D: {iv.text()}{_below_margin(iv, ORTH_FALL_MIN)}")
+    return _Reading(measured, _decided(iv, trend_and_ends(rho, -1, above(iv, ORTH_FALL_MIN), RHO_MIN)),
+                    cells["D"].iloc[-1], _values(iv, ORTH_FALL_MIN, rho=rho, diff=iv.mean, units=widest, n=iv.n))
+
+
+def equal_d_couples(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
+    """Return the couples (length-arm cell, decay-arm cell) of standard initialisation whose weight decay × length
+    agree (equal D, one reached by training longer, one by a stronger weight decay); the decay arm is the length
+    of the cells that reach the widest width."""
+    cells = cell_table(df)
+    cells = cells[cells["init_scale"] == 1.0]
+    if cells.empty:
+        return []
+    base = cells.loc[cells["widest"].idxmax(), "epochs"]
+    decay, length = cells[np.isclose(cells["epochs"], base)], cells[~np.isclose(cells["epochs"], base)]
+    out = []
+    for _, lc in length.iterrows():
+        for _, dc in decay.iterrows():
+            if np.isclose(lc["weight_decay"] * lc["epochs"], dc["weight_decay"] * dc["epochs"], rtol=1e-6):
+                out.append((lc, dc))
+    return out
+
+
+def claim_m6(df: pd.DataFrame) -> ClaimResult:
+    """M6 (D is a fair axis): in every couple of equal-D cells, one reached by training longer and one by a stronger
+    weight decay, plain merged accuracy at their widest common width agrees within 5 points: an equivalence test
+    on the interval of the difference (pass when every couple's interval lies within ±0.05, fail when one lies
+    wholly outside, else inconclusive); n/a without such couples or when an endpoint did not converge."""
+    return _mechanism_row("M6", "(ours) The decay integral D is a fair axis: equal D reached by length or by "
+                          "weight decay merges alike.",
+                          f"|merged accuracy difference| ≤ {EQUAL_D_TOL:g} in every equal-D couple, equivalence "
+                          f"({_M_TEST_PAIRS})", _read_m6, df)
+
+
+def _read_m6(df: pd.DataFrame) -> _Reading:
+    """Return M6's reading of a mechanism frame (:func:`claim_m6`); raise :class:`_NotApplicable` where
+    its setting cannot be read."""
+    couples = equal_d_couples(df)
+    _check(None if couples else "no two cells of equal D, one by length and one by weight decay, were run")
+    parts, states, worst = [], [], Interval(0.0, 0.0, 0.0, 0)
+    for lc, dc in couples:
+        units = min(lc["widest"], dc["widest"])
+        _check(_unfit(df, lc, units) or _unfit(df, dc, units), lc["D"])
+        iv = interval_diff(pair_values(df, ACC_MERGED, lc, units, method=PLAIN),
+                           pair_values(df, ACC_MERGED, dc, units, method=PLAIN))
+        states.append(_decided(iv, within(iv, EQUAL_D_TOL)))
+        worst = max(worst, iv, key=lambda x: abs(x.mean))
+        parts.append(f"{_cell_name(lc)} (D = {lc['D']:.3g}) minus {_cell_name(dc)} (D = {dc['D']:.3g}) at "
+                     f"{units:g} units: {iv.text()}")
+    state = FAIL if FAIL in states else PASS if all(s == PASS for s in states) else INCONCLUSIVE
+    return _Reading("; ".join(parts), state, float(couples[-1][0]["D"]),
+                    _values(worst, EQUAL_D_TOL, worst=abs(worst.mean), couples=len(couples)))
+
+
+def mechanism_claims(df: pd.DataFrame) -> list[ClaimResult]:
+    """Return M1–M6 on a mechanism frame."""
+    return [claim_m1(df), claim_m2(df), claim_m3(df), claim_m4(df), claim_m5(df), claim_m6(df)]
+
+
+def _merge_ratio(df: pd.DataFrame, cell: pd.Series, units: float) -> tuple[Interval, pd.Series, pd.Series]:
+    """Return the interval over pairs of plain merged accuracy over the logit ensemble's in one cell at one width,
+    and the two per-pair series."""
+    merged, ens = (pair_values(df, metric, cell, units, method=PLAIN) for metric in (ACC_MERGED, ACC_ENSEMBLE))
+    return interval(merged / ens), merged, ens
+
+
+def largest_d_cell(df: pd.DataFrame) -> str:
+    """Return, in words, the cell M1, M2, M3 and M5 read on a mechanism frame: the largest D at the widest width
+    (its length, weight decay, width and D), or "none" and why they read none."""
+    widest, big, why = _largest_d_gate(df)
+    return f"none ({why})" if why else f"{_cell_name(big)} at {widest:g} hidden units (D = {big['D']:.3g})"
+
+
+def short_merge(df: pd.DataFrame) -> Interval:
+    """Return plain merged accuracy over the logit ensemble's at the widest width in the smallest-D cell of
+    standard initialisation, where weight decay has barely acted (an empty interval when it has acted there, or an
+    endpoint did not converge): how well wide networks merge before the paper's mechanism can act."""
+    ext = _extremes(df)
+    if ext is None or not ext[1]["shrinkage"] >= DECAY_IDLE_MIN or _unfit(df, ext[1], ext[0]) is not None:
+        return interval([])
+    return _merge_ratio(df, ext[1], ext[0])[0]
+
+
+def regime_cells(tr: pd.DataFrame, metric: str, hidden: bool = False, **filters) -> tuple[int, pd.DataFrame]:
+    """Return the widest width trained in every (length, weight decay) cell of a training-regime frame, and per
+    cell there: the mean decay integral D, its tie (:func:`ties`), and the seed mean and spread of ``metric`` (over the
+    hidden-to-hidden layers only, with ``hidden``)."""
+    cells = tr.groupby(["epochs", "weight_decay"])["hidden_units"].agg(lambda u: set(u.dropna()))
+    units = int(max(set.intersection(*cells)))
+    rows = []
+    for (e, wd), cell in tr[tr["hidden_units"] == units].groupby(["epochs", "weight_decay"]):
+        st = cell_stats(hidden_to_hidden(cell) if hidden else cell, metric, **filters)
+        d = float(select(cell, DECAY_INTEGRAL)["value"].mean())
+        rows.append({"epochs": e, "weight_decay": wd, "D": d, "mean": float(st["mean"].iloc[0]),
+                     "spread": float(st["spread"].iloc[0])})
+    out = pd.DataFrame(rows)
+    return units, out.assign(tie=ties(out["D"])).sort_values("D", ignore_index=True)
+
+
+def _regime_claim(cid: str, statement: str, tr: pd.DataFrame, metric: str, sign: int, what: str,
+                  **kw) -> ClaimResult:
+    """A claim that ``metric`` rises (+1) or falls (−1) with D across the cells at the widest common width; cells
+    whose D tie (:func:`ties`) are one point of the trend (the mean of their means), and an end of the trend pools
+    the replicates of its tied cells."""
+    units, st = regime_cells(tr, metric, **kw)
+    points = st.groupby("tie").agg(D=("D", "mean"), mean=("mean", "mean"), cells=("D", "size"))
+    rho = spearman(points.index, points["mean"])
+    lo, hi = points.iloc[0], points.iloc[-1]
+
+    def reps(point: float) -> np.ndarray:
+        out = []
+        for _, cell in st[st["tie"] == point].iterrows():
+            d = tr[(tr["hidden_units"] == units) & (tr["epochs"] == cell["epochs"])
+                   & np.isclose(tr["weight_decay"], cell["weight_decay"])]
+            d = select(hidden_to_hidden(d) if kw.get("hidden") else d, metric,
+                       **{k: v for k, v in kw.items() if k != "hidden"})
+            out.append(d.groupby(replicate(d))["value"].mean().to_numpy())
+        return np.concatenate(out)
+
+    ends, diff = _ends_state(sign, reps(points.index[-1]), reps(points.index[0]))
+    state = _trend_verdict(rho, sign, ends, diff, len(points))
+    tied = int((points["cells"] > 1).sum())
+    return ClaimResult(cid, "width", statement,
+                       f"at {units} units, ρ(D, {what}) = {rho:.2f} over {len(points)} values of D"
+                       + (f" ({tied} shared by cells of equal D)" if tied else "")
+                       + f"; {what} {lo['mean']:.3f} at D = {lo['D']:.3g} → {hi['mean']:.3f} at D = {hi['D']:.3g}; "
+                       f"largest-D minus smallest-D cell {diff.text()} "
+                       f"({diff.n} {'models' if replicate(tr[tr['metric'] == metric]) == 'seed' else 'pairs'})",
+                       f"ρ(D, {what}) {'≥' if sign > 0 else '≤'} {sign * RHO_MIN:g} over the (length, weight decay) "
+                       f"cells at the widest common width (cells whose D differ by less than {D_TIE_RTOL:.1%} are one "
+                       f"value of D), and the largest-D cell {'above' if sign > 0 else 'below'} the smallest-D "
+                       "cell by its 95% bootstrap interval", state, "mechanism",
+                       values=_values(diff, 0.0, rho=rho, units=units, lo_d=lo["mean"], hi_d=hi["mean"],
+                                      ends=diff.mean, ends_lo=diff.lo, ends_hi=diff.hi))
+
+
+def claim_r1(tr: pd.DataFrame) -> ClaimResult:
+    """R1: at the widest width trained at every length, ρ(D, relative effective rank of the hidden-to-hidden
+    matrices) ≤ −0.9 across the (length, weight decay) cells."""
+    return _regime_claim("R1", "Weight decay makes the weights low-rank: the longer it acts, the lower the rank (the "
+                         "first link of the paper's causal account).", tr, REL_EFFECTIVE_RANK, -1,
+                         "relative effective rank", hidden=True, method="trained")
+
+
+def claim_r2(tr: pd.DataFrame) -> ClaimResult:
+    """R2: at the widest width trained at every length, ρ(D, merged accuracy at λ=½) ≥ 0.9 across the (length,
+    weight decay) cells."""
+    return _regime_claim("R2", "As weight decay acts longer (larger D), merging without permutations improves (the "
+                         "paper's causal account, end to end).", tr, ACC_MERGED, +1, "merged accuracy")

@@ -1,0 +1,204 @@
+"""What the mechanism rows conclude: the hypotheses they decide between (:data:`HYPOTHESES`), each one's state per
+data set, the outcome the pages' sentences choose, the conclusion table (which account explains which observation),
+and the trained cell whose accuracy barrier comes closest to the width paper's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from ..schema import ACC_BARRIER, select
+from ..stats import MIN_REPLICATES, Interval, at_least, interval
+from .mechanism import short_merge
+from .thresholds import MERGED_OVER_ENSEMBLE_MIN, MIN_PAIRS, PAPER_MLP_ACC_BARRIER
+from .verdicts import FAIL, PASS, PLAIN, ClaimResult
+
+#: The hypotheses the mechanism study decides between, and the M rows each reads.
+HYPOTHESES = {
+    "P": "the paper's account: weight decay gives low rank, reciprocal orthogonality and LEWC, and wide networks "
+         "then merge without permutations",
+    "H1": "near initialisation: in short training the width effect comes from the two random initialisations",
+    "H2": "permutation collapse: weight decay drives the two networks to one solution up to a permutation, so plain "
+          "averaging fails at large D where weight matching succeeds, and matching gains more as D grows (M2)",
+    "H3": "width truncation: with large D, plain merging keeps improving with width beyond the 256 units where the "
+          "first long runs stopped (M3; M1 says whether it has recovered)",
+    "H4": "data: digits' 64 input dimensions force shared features, and on 784-dimensional MNIST large D behaves "
+          "as the paper says",
+}
+SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
+
+
+def hypothesis_states(rows: Iterable[ClaimResult]) -> dict[str, str]:
+    """Return, from one data set's M rows, whether each of P, H1, H2 and H3 is supported, contradicted or undecided.
+
+    P: M1 and M5 pass (supported), M1 fails (contradicted).  H1: M4 passes or fails.
+    H2: M1 fails and M2 passes (supported); M1 passes or M2 fails (contradicted).  H3: M3 passes or fails.
+    Anything else (inconclusive or n/a rows) leaves the hypothesis undecided.
+    """
+    m = {r.id: r.state for r in rows if r.id.startswith("M")}
+
+    def rule(sup: bool, con: bool) -> str:
+        return SUPPORTED if sup else CONTRADICTED if con else UNDECIDED
+
+    return {"P": rule(m.get("M1") == PASS and m.get("M5") == PASS, m.get("M1") == FAIL),
+            "H1": rule(m.get("M4") == PASS, m.get("M4") == FAIL),
+            "H2": rule(m.get("M1") == FAIL and m.get("M2") == PASS, m.get("M1") == PASS or m.get("M2") == FAIL),
+            "H3": rule(m.get("M3") == PASS, m.get("M3") == FAIL)}
+
+
+def data_hypothesis(digits: dict[str, str], mnist: dict[str, str] | None) -> str:
+    """Return H4's state: supported when the paper's account holds on MNIST and is contradicted on digits,
+    contradicted when it is contradicted on MNIST too, else undecided (and undecided without an MNIST run)."""
+    if mnist is None:
+        return UNDECIDED
+    if mnist["P"] == SUPPORTED and digits["P"] == CONTRADICTED:
+        return SUPPORTED
+    return CONTRADICTED if mnist["P"] == CONTRADICTED else UNDECIDED
+
+
+def source_label(dataset: str | None, source: str | None, short: dict[str, str] | None = None) -> str:
+    """Return how the book names the runs of a set of rows: the data set (short name), and "this build" or the
+    reference run's name."""
+    name = (short or {}).get(dataset or "", dataset or "runs")
+    return f"{name} (this build)" if source is None else f"{name} (reference {source})"
+
+
+def decide(rows_by_label: dict[str, list[ClaimResult]]) -> dict[str, dict[str, str]]:
+    """Return each data set's hypothesis states (:func:`hypothesis_states`) with H4 added: this build's digits rows
+    against the first MNIST rows (:func:`data_hypothesis`)."""
+    states = {k: hypothesis_states(v) for k, v in rows_by_label.items()}
+    datasets = {k: next((r.dataset for r in v if r.dataset), None) for k, v in rows_by_label.items()}
+    sources = {k: next((r.source for r in v), None) for k, v in rows_by_label.items()}
+    digits = next((states[k] for k in states if datasets[k] == "digits" and sources[k] is None), None)
+    mnist = next((states[k] for k in states if (datasets[k] or "").startswith("mnist")), None)
+    for s in states.values():
+        s["H4"] = data_hypothesis(digits, mnist) if digits is not None else UNDECIDED
+    return states
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+CONCLUSIONS = ("contradicted", "supported", "mixed", "undecided")  #: the outcomes :func:`conclusion` chooses among
+
+
+def conclusion(states: dict[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
+    """Return which account the data support, from :func:`hypothesis_states` per data set (keyed by the data set's
+    name as the book writes it): one of :data:`CONCLUSIONS`, and the lists the pages' sentences glue.
+
+    The outcome is ``contradicted`` when P is contradicted on some data set and supported on none, ``supported``
+    in the reverse case, ``mixed`` when both occur, and ``undecided`` when P is decided nowhere.  The lists:
+    ``against_sets`` and ``for_sets`` (the data sets that contradict or support P), ``open_sets`` (the others, or
+    "none"), and ``alternatives``: which of H1-H3 each data set that contradicts P supports ("none of H1-H3").
+    The sentences themselves are the pages' Markdown, one per outcome (``page.choose``).
+    """
+    against = [n for n, s in states.items() if s["P"] == CONTRADICTED]
+    for_p = [n for n, s in states.items() if s["P"] == SUPPORTED]
+    rest = [n for n in states if n not in against and n not in for_p]
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for n in against:  # data sets that support the same alternatives share a clause
+        groups.setdefault(tuple(h for h in ("H1", "H2", "H3") if states[n][h] == SUPPORTED), []).append(n)
+    alternatives = "; ".join(f"{_join(list(hs)) if hs else 'none of H1-H3'} on {_join(where)}"
+                             for hs, where in groups.items())
+    outcome = ("mixed" if against and for_p else "contradicted" if against else "supported" if for_p
+               else "undecided")
+    return outcome, {"against_sets": _join(against) if against else "none", "for_sets": _join(for_p) if for_p
+                     else "none", "open_sets": _join(rest) if rest else "none", "alternatives": alternatives or "none"}
+
+
+#: The mechanism's observations, in the conclusion table's order (:func:`conclusion_table`): each one's row title and
+#: its short name in the last row, :data:`NONE_EXPLAINS`.
+OBSERVATIONS = {
+    "short": ("After short training (smallest D, weight decay idle), wide networks' plain merge over their ensemble",
+              "the merge after short training"),
+    "large_d": ("Once weight decay has acted (largest D), plain averaging of wide networks", "the merge at large D"),
+    "width": ("At the largest D, merging as width grows", "the width trend at large D"),
+    "orth": ("Reciprocal orthogonality as D grows", "the orthogonality ratio"),
+}
+NONE_EXPLAINS = "What no account explains"  #: the conclusion table's last row
+
+
+def _explained(r: ClaimResult | None, passed: str, failed: str) -> str:
+    """Return ``passed`` or ``failed`` by the row's verdict (each naming the row), else "undecided"."""
+    if r is None:
+        return "undecided (not scored)"
+    return {PASS: f"{passed} ({r.id} ✓)", FAIL: f"{failed} ({r.id} ✗)"}.get(r.state, f"undecided ({r.id} {r.mark})")
+
+
+def _near_init(short: Interval, m4: ClaimResult | None) -> str:
+    """Return who explains how wide networks merge after short training: H1 when a small initialisation destroys
+    it (M4 ✓); none when the merge is near the ensemble and a small initialisation leaves it intact (M4 ✗)."""
+    seen = at_least(short, MERGED_OVER_ENSEMBLE_MIN, MIN_PAIRS)
+    text = f"{short.text()}: " if short.n else ""
+    if seen == FAIL:
+        return text + "not near the ensemble"
+    if seen == PASS and m4 is not None and m4.state == FAIL:
+        return (text + "none: a small initialisation leaves it intact, so H1 is refuted (M4 ✗), and weight decay has "
+                "not acted, so the paper's account does not reach it")
+    return text + _explained(m4, "H1, near initialisation: a small initialisation destroys it",
+                             "H1 is refuted: a small initialisation leaves it intact")
+
+
+def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
+    """Return, for one data set, which account explains each observation of :data:`OBSERVATIONS`, from its M rows and
+    :func:`short_merge`; an alternative whose row fails is *refuted*; and the observations none explains."""
+    m1 = rows.get("M1")
+    large = _explained(m1, "merges near the ensemble: the paper's account", "falls short of the ensemble")
+    if m1 is not None and m1.state == FAIL:
+        large += "; " + _explained(rows.get("M2"), "H2, permutation collapse: the gain of weight matching grows with D",
+                                   "none: H2 is refuted")
+    out = {"short": _near_init(short, rows.get("M4")), "large_d": large,
+           "width": _explained(rows.get("M3"), "still improves up to the widest width: H3, width truncation",
+                               "no longer improves by the minimum effect: H3 is refuted"),
+           "orth": _explained(rows.get("M5"), "falls: the paper's chain",
+                              "falls less than the minimum effect, or rises: evidence against the paper's chain")}
+    none = [OBSERVATIONS[k][1] for k, v in out.items() if "none:" in v]
+    return {**out, "none": "; ".join(none) if none else "nothing"}
+
+
+def conclusion_table(rows_by_label: dict[str, list[ClaimResult]],
+                     frames_by_label: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Return the mechanism's conclusion as a table: one row per observation (:data:`OBSERVATIONS`, then
+    :data:`NONE_EXPLAINS`), one column per data set (the keys of ``rows_by_label``), each cell the account that
+    explains it there, chosen from the verdicts of the M rows (an alternative whose test or equivalence branch fails
+    is said to be refuted)."""
+    cols = {label: _observe({r.id: r for r in rows if r.id.startswith("M")}, short_merge(frames_by_label[label]))
+            for label, rows in rows_by_label.items()}
+    return pd.DataFrame(cols).rename(index={**{k: v[0] for k, v in OBSERVATIONS.items()}, "none": NONE_EXPLAINS})
+
+
+def barrier_cells(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Return one row per trained cell of the given frames (by label: the width pages' and the mechanism frames, this
+    build's and the references'): its label, length, weight decay, initial-weight factor and width, the plain merge's
+    accuracy barrier (max over λ; mean over pairs, its interval and pairs) and its distance from the width paper's
+    barrier, PAPER_MLP_ACC_BARRIER."""
+    keys = ["epochs", "weight_decay", "init_scale", "hidden_units"]
+    out = []
+    for label, frame in frames.items():
+        d = select(frame, ACC_BARRIER)
+        if "method" in d:
+            d = d[d["method"].isna() | (d["method"] == PLAIN)]
+        d = d.assign(init_scale=d["init_scale"].fillna(1.0) if "init_scale" in d else 1.0)
+        for cell, g in d.groupby(keys):
+            iv = interval(g.groupby("pair")["value"].mean())
+            out.append({"label": label, **dict(zip(keys, cell)), "barrier": iv.mean, "lo": iv.lo, "hi": iv.hi,
+                        "pairs": iv.n, "distance": abs(iv.mean - PAPER_MLP_ACC_BARRIER)})
+    return pd.DataFrame(out)
+
+
+def closest_barrier(frames: dict[str, pd.DataFrame]) -> dict[str, object] | None:
+    """Return the cell of :func:`barrier_cells` whose accuracy barrier comes closest to the width paper's (about half
+    a point), among the cells with an interval (two pairs or more), with ``setting`` (it in words) and ``cells`` (how
+    many were searched), or None without any such cell."""
+    cells = barrier_cells(frames)
+    cells = cells[cells["pairs"] >= MIN_REPLICATES] if len(cells) else cells
+    if cells.empty:
+        return None
+    best = cells.loc[cells["distance"].idxmin()]
+    init = f", initial weights ×{best['init_scale']:g}" if best["init_scale"] != 1.0 else ""
+    setting = (f"{best['label']}: {best['hidden_units']:g} hidden units, {best['epochs']:g} epochs at weight decay "
+               f"{best['weight_decay']:g}{init}")
+    return {**best.to_dict(), "setting": setting, "cells": len(cells)}

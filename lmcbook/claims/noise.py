@@ -1,0 +1,507 @@
+"""The noise family: the noise paper's claims N1–N7 on the spawn-and-merge studies (noise_scale's η × B grid,
+noise_components' weight decay, learning-rate pairs, momentum and augmentation sweeps), and the sensitivity table
+that reads them again at other thresholds of the rule.
+
+A noise cell (an optimizer setting) is read unless it *failed*: a run of it diverged (a non-finite loss), or the
+weaker child of one of its pairs ended below NOISE_FAILED_TRAIN_ACC training accuracy (near chance).  A cell that
+trains less well because its noise is high stays: it is the descending side of the paper's curve.  The old
+convergence rule (the weaker child at NOISE_CONVERGED_TRAIN_ACC or more) removed that side; it survives as one
+threshold of the sensitivity table (NOISE_RULE_THRESHOLDS, :func:`rule_sensitivity`) and as the legacy protocol's
+reason to train a cell longer.  Every row has a minimum effect, NOISE_MIN_EFFECT: an interval wholly below it decides
+an absence (✗, "no gain of the paper's size in this setting"), so a flat result is not left *inconclusive*.  N1, N3,
+N4, N5 and N7 decide only from intervals over at least MIN_PAIRS pairs in every cell they read; N2 and N6 from a fit
+(NOISE_MIN_CELLS cells, 3 values of S and η).  When each was fixed: :mod:`lmcbook.claims.thresholds`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import f_oneway
+
+from ..schema import DIVERGED, GAIN, NOISE_SCALE, NOISE_SCALE_SQ, TRAIN_ACC_MIN, TRAIN_STEPS, replicate
+from ..stats import (
+    CONFIDENCE,
+    Interval,
+    above,
+    at_most,
+    both,
+    interval,
+    interval_diff,
+    interval_of,
+    quadratic_fit,
+    within,
+)
+from .thresholds import (
+    COLLAPSE_RATIO_MAX,
+    MATCHED_ACC_TOL,
+    MIN_PAIRS,
+    NOISE_FAILED_TRAIN_ACC,
+    NOISE_MIN_CELLS,
+    NOISE_MIN_EFFECT,
+    NOISE_RULE_THRESHOLDS,
+)
+from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, _values
+
+#: The measured text of a row whose gains all lie below NOISE_MIN_EFFECT, and of a row whose difference does.
+ABSENT = "no gain of the paper's size in this setting"
+ABSENT_EFFECT = "no effect of the paper's size in this setting"
+
+
+def noise_pairs(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Return one row per (cell, pair) of a noise selection: ``keys``, ``pair`` and every metric as a column."""
+    rep = replicate(df)
+    wide = df.pivot_table(index=keys + [rep], columns="metric", values="value").reset_index()
+    return wide.rename(columns={rep: "pair"})
+
+
+def noise_cells(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return one row per cell of :func:`noise_pairs`' frame: pairs ``n``, mean gain, the weaker child's lowest and
+    mean training accuracy, ``kept`` (every pair's weaker child reached ``rule``, the rule's threshold, and no run
+    diverged; False where the training accuracy is not recorded) and ``diverged`` (a run of the cell diverged)."""
+    acc = pairs[TRAIN_ACC_MIN] if TRAIN_ACC_MIN in pairs else pd.Series(np.nan, index=pairs.index)
+    g = pairs.assign(_acc=acc).groupby(keys)
+    out = pd.DataFrame({"n": g.size(), "gain": g[GAIN].mean(), "train_acc_min": g["_acc"].min(),
+                        "train_acc_mean": g["_acc"].mean()})
+    out["diverged"] = g[DIVERGED].max().fillna(0).astype(bool) if DIVERGED in pairs else False
+    out["kept"] = (out["train_acc_min"] >= rule) & ~out["diverged"]
+    return out
+
+
+def absent(*ivs: Interval, effect: float = NOISE_MIN_EFFECT) -> bool:
+    """Return True when one of ``ivs`` decides an absence: it has MIN_PAIRS replicates and lies wholly below
+    ``effect`` (a gain, or a difference of gains, smaller than the paper's size)."""
+    return any(iv.n >= MIN_PAIRS and iv.decided and iv.hi < effect for iv in ivs)
+
+
+def _smaller(*ivs: Interval) -> str:
+    """Return the note of a difference row whose interval decides an effect smaller than the paper's, or "" (none
+    does, or one lies wholly at or below 0: then the ✗ is a plain reversal, and its numbers say so)."""
+    reversed_ = any(iv.n >= MIN_PAIRS and iv.decided and iv.hi <= 0 for iv in ivs)
+    return f"; {ABSENT_EFFECT}" if absent(*ivs) and not reversed_ else ""
+
+
+def sized(state: str, *ivs: Interval) -> str:
+    """Return ``state``, unless an interval of ``ivs`` decides an absence (:func:`absent`): then ✗."""
+    return FAIL if absent(*ivs) else state
+
+
+def _cell_intervals(pairs: pd.DataFrame, keys: list[str], cells: list) -> list[Interval]:
+    return [interval(_gains(pairs, keys, c if isinstance(c, tuple) else (c,))) for c in cells]
+
+
+def cell_mean_fit(pairs: pd.DataFrame, keys: list[str]) -> dict[str, float] | None:
+    """Return the quadratic fit (:func:`lmcbook.stats.quadratic_fit`) of the kept cells' mean gains on log10 S,
+    as N2 reads them, or None with fewer than NOISE_MIN_CELLS kept cells or 3 values of S (a frame of
+    :func:`noise_pairs` or of the noise study, one row per cell and pair)."""
+    cells = noise_cells(pairs, keys)
+    means = pairs.groupby(keys)[[NOISE_SCALE, GAIN]].mean()[cells["kept"]]
+    if len(means) < NOISE_MIN_CELLS or means[NOISE_SCALE].nunique() < 3:
+        return None
+    return quadratic_fit(np.log10(means[NOISE_SCALE]), means[GAIN])
+
+
+def noise_grid_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return the η × B grid cells of a noise_scale CSV (:func:`noise_cells`, at the rule's threshold ``rule``) with
+    each cell's S and training steps (NaN where a CSV does not record them)."""
+    keys = ["lr", "batch_size"]
+    pairs = noise_pairs(frame[frame["method"] == "grid"], keys)
+    first = pairs.reindex(columns=keys + [NOISE_SCALE, TRAIN_STEPS]).groupby(keys).first()
+    return noise_cells(pairs, keys, rule).join(first)
+
+
+def mark_kept(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return a noise frame (one row per cell and pair) with a ``kept`` column: its cell passed the rule
+    (:func:`noise_cells`).  The figures mark the cells that did not."""
+    return pairs.merge(noise_cells(pairs, keys, rule)["kept"].reset_index(), on=keys)
+
+
+def _rule_text(cells: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> str:
+    n_out, n_div = int((~cells["kept"]).sum()), int(cells["diverged"].sum()) if "diverged" in cells else 0
+    what = ("failed: a non-finite loss, or the weaker child's training accuracy < "
+            f"{rule:g}" if rule <= NOISE_FAILED_TRAIN_ACC else f"the weaker child's training accuracy < {rule:g}")
+    return (f"{n_out} of {len(cells)} cells excluded by the rule ({what}" + (f"; {n_div} of them diverged" if n_div
+                                                                            else "") + ")")
+
+
+def _noise_row(cid: str, page: str, statement: str, measured: str, test: str, state: str,
+               values: dict[str, float] | None = None) -> ClaimResult:
+    return ClaimResult(cid, "noise", statement, measured, test, state, page, values=values or {})
+
+
+def _gains(pairs: pd.DataFrame, keys: list[str], cell: tuple, half: int | None = None) -> pd.Series:
+    sel = pairs[np.logical_and.reduce([np.isclose(pairs[k], v) if isinstance(v, float) else pairs[k] == v
+                                       for k, v in zip(keys, cell)])]
+    if half is not None:
+        sel = sel[sel["pair"].astype(int) % 2 == half]
+    return sel[GAIN]
+
+
+def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
+    """N1 (one row per spawn point of the full grid), on the cells the rule keeps (``rule``: its threshold on the
+    weaker child's training accuracy), read by a split half: the best cell is chosen on the even pairs and read on
+    the odd ones, so the winner's curse does not inflate it.
+
+    ✗ first, when every kept cell's gain (over all its pairs) lies below NOISE_MIN_EFFECT by its interval: no gain of
+    the paper's size in this setting.  Else ✓: the chosen cell lies strictly inside the kept cells' range of S, and on
+    the odd pairs its gain is > 0 and above the gains of the cells at the smallest and the largest S (of several
+    cells at one end, the one best on the even pairs), each beyond its interval; ✗: an end cell's gain is above it
+    beyond its interval (the optimum is not between).  When the chosen cell is itself at an end, the best interior
+    cell (on the even pairs) is read against it on the odd pairs: ✗ if the end cell's gain is above it beyond the
+    interval (the optimum is at an end), else inconclusive.  n/a: fewer than NOISE_MIN_CELLS kept cells, or no
+    interior S among them.  Otherwise (fewer than MIN_PAIRS odd pairs in a cell it reads, or an interval that
+    straddles): inconclusive."""
+    out, keys = [], ["lr", "batch_size"]
+    statement = "Merging gain has an optimum at intermediate noise S."
+    test = (f"kept cells only (≥ {NOISE_MIN_CELLS}); best cell chosen on the even pairs, read on the odd ones: "
+            "strictly inside the kept range of S, gain > 0 and above the cells at the smallest and largest S, "
+            f"each by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs (chosen at an end: ✗ only if it "
+            f"is above the best interior cell by its interval); ✗ if every kept cell's gain lies below the minimum "
+            f"effect, {100 * NOISE_MIN_EFFECT:g} points")
+    grid = noise[noise["method"] == "grid"]
+    for k, part in grid.groupby("spawn_fraction"):
+        cid = f"N1 ({k:.0%})"
+        pairs = noise_pairs(part, keys)
+        cells = noise_cells(pairs, keys, rule)
+        cells["S"] = pairs.groupby(keys)[NOISE_SCALE].first()
+        ok = cells[cells["kept"]]
+        rule_text = _rule_text(cells, rule)
+        if len(ok) < NOISE_MIN_CELLS:
+            out.append(_noise_row(cid, "noise_scale", statement, f"{rule_text}: {len(ok)} left", test, NA,
+                                  {"n_kept": len(ok), "n_cells": len(cells)}))
+            continue
+        chosen = {c: _gains(pairs, keys, c, half=0).mean() for c in ok.index}
+        s_lo, s_hi = ok["S"].min(), ok["S"].max()
+        at_lo = [c for c in ok.index if np.isclose(ok.loc[c, "S"], s_lo)]
+        at_hi = [c for c in ok.index if np.isclose(ok.loc[c, "S"], s_hi)]
+        inner = [c for c in ok.index if c not in at_lo + at_hi]
+        if not inner:
+            out.append(_noise_row(cid, "noise_scale", statement, f"{rule_text}; no kept cell between the smallest "
+                                  "and the largest S", test, NA, {"n_kept": len(ok), "n_cells": len(cells)}))
+            continue
+        best = max(chosen, key=lambda c: chosen[c])
+        interior = best in inner
+        read = interval(_gains(pairs, keys, best, half=1))
+        state, versus = _n1_reading(pairs, keys, chosen, best, read, at_lo, at_hi, inner)
+        where = f"η {best[0]:g}, B {best[1]:g} (S = {ok.loc[best, 'S']:.2e}" + ("" if interior else
+                                                                                  ", an end of the range") + ")"
+        if all(absent(iv) for iv in _cell_intervals(pairs, keys, list(ok.index))):
+            state = FAIL
+            versus += f"; every kept cell's gain lies below {100 * NOISE_MIN_EFFECT:g} points: {ABSENT}"
+        out.append(_noise_row(cid, "noise_scale", statement,
+                              f"{rule_text}; best on the even pairs: {where}; on the odd pairs its gain "
+                              f"{read.text('.2f', 100)} points, {versus}", test, state,
+                              {"n_kept": len(ok), "n_cells": len(cells), "estimate": read.mean, "lo": read.lo,
+                               "hi": read.hi, "interior": float(interior)}))
+    return out
+
+
+def _n1_reading(pairs: pd.DataFrame, keys: list[str], chosen: dict, best: tuple, read: Interval,
+                at_lo: list, at_hi: list, inner: list) -> tuple[str, str]:
+    """Return N1's verdict and the comparisons it read on the odd pairs, for the cell ``best`` chosen on the even
+    ones (``chosen``: each converged cell's even-half mean gain; ``at_lo``/``at_hi``/``inner``: the cells at the
+    smallest S, at the largest and between)."""
+    def odd(c: tuple) -> pd.Series:
+        return _gains(pairs, keys, c, half=1)
+
+    if best in inner:
+        lo_cell, hi_cell = (max(cs, key=lambda c: chosen[c]) for cs in (at_lo, at_hi))
+        d_lo, d_hi = interval_diff(odd(best), odd(lo_cell)), interval_diff(odd(best), odd(hi_cell))
+        place = both(above(d_lo, 0.0, MIN_PAIRS), above(d_hi, 0.0, MIN_PAIRS))
+        sign = above(read, 0.0, MIN_PAIRS)
+        text = (f"above the smallest-S cell's by {d_lo.text('.2f', 100)}, above the largest-S cell's by "
+                f"{d_hi.text('.2f', 100)}")
+        return both(place, sign), text
+    rival = max(inner, key=lambda c: chosen[c])
+    d_end = interval_diff(odd(best), odd(rival))
+    return (FAIL if above(d_end, 0.0, MIN_PAIRS) == PASS else INCONCLUSIVE,
+            f"above the best interior cell's (η {rival[0]:g}, B {rival[1]:g}, on the even pairs) by "
+            f"{d_end.text('.2f', 100)}")
+
+
+def claim_n2(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
+    """N2: on the kept cells (at least NOISE_MIN_CELLS, over 3 values of S, of η and of B, else n/a), the cell
+    mean gains collapse on log10 S: the residual variance of their quadratic fit on log10 S is at most
+    COLLAPSE_RATIO_MAX × the smaller of those on log10 η and on log10 B, by the ratio's interval over pairs
+    (:func:`collapse`); ✗ when the interval lies above it, or when every kept cell's gain lies below
+    NOISE_MIN_EFFECT by its interval (no gain of the paper's size to collapse)."""
+    out, keys = [], ["lr", "batch_size"]
+    for k, part in noise[noise["method"] == "grid"].groupby("spawn_fraction"):
+        pairs = noise_pairs(part, keys)
+        cells = noise_cells(pairs, keys, rule)
+        ok = pairs.set_index(keys).loc[cells.index[cells["kept"]]].reset_index()
+        out.append(_collapse_row(f"N2 ({k:.0%})", "noise_scale", "Gains against S collapse onto one curve.",
+                                 ok, cells, keys, NOISE_SCALE, {"η": "lr", "B": "batch_size"}, rule=rule))
+    return out
+
+
+def _fit_residual(x: np.ndarray) -> np.ndarray:
+    """Return the matrix that maps values at ``x`` to their residuals around the least-squares quadratic in x."""
+    v = np.vander(np.asarray(x, float), 3)
+    return np.eye(len(v)) - v @ np.linalg.pinv(v)
+
+
+@dataclass(frozen=True)
+class Collapse:
+    """How well log10 S collapses a noise sweep's cell mean gains, against other axes (:func:`collapse`)."""
+
+    #: Residual variance on S over the smallest on the other axes, each net of pair noise (a point estimate).
+    ratio: float
+    #: Residual variance on S minus a share (COLLAPSE_RATIO_MAX) of the smallest on the other axes (net; gain², so
+    #: points² ×
+    #: 1e-4), with its interval over pairs: ≤ 0 means the collapse holds.
+    excess: Interval
+    #: One-way ANOVA p-value of the cells' gains: do they differ beyond pair noise at all?
+    anova_p: float
+
+    @property
+    def has_signal(self) -> bool:
+        """Return True when the cells' mean gains differ beyond pair noise (ANOVA p < 1 − CONFIDENCE)."""
+        return bool(self.anova_p < 1 - CONFIDENCE)
+
+
+def collapse(ok: pd.DataFrame, keys: list[str], on: str, against: dict[str, str],
+             share: float = COLLAPSE_RATIO_MAX) -> Collapse:
+    """Return how well log10 ``on`` collapses a noise frame's cells (one row per cell and pair, ``keys`` naming the
+    cell) against log10 of each column of ``against``: quadratic least-squares fits of the cell mean gains, and the
+    residual variance of each.
+
+    Each residual variance is taken net of pair noise: the noise in a cell's mean (its pairs' variance over n) adds
+    Σ_i P_ii s_i²/n_i / N to it (P: the fit's residual projection), which is subtracted, so noise does not pull
+    the ratio towards 1.  The verdict reads ``excess`` (on S minus ``share`` × the smallest other; ``share`` 1
+    compares two axes as equals),
+    whose percentile-bootstrap interval resamples each cell's pairs on its own; ``anova_p`` says whether the cells
+    differ beyond noise at all (if not, nothing is there to collapse)."""
+    groups = [g for _, g in ok.groupby(keys, sort=True)]
+    samples = [g[GAIN].to_numpy(float) for g in groups]
+    first = pd.DataFrame([g.iloc[0] for g in groups])
+    p_on = _fit_residual(np.log10(first[on].to_numpy(float)))
+    p_against = [_fit_residual(np.log10(first[c].to_numpy(float))) for c in against.values()]
+
+    def net(p: np.ndarray, y: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        return ((y @ p.T) ** 2).mean(axis=-1) - (noise * np.diag(p)).mean(axis=-1)
+
+    def parts(*gains: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        y = np.stack([g.mean(axis=axis) for g in gains], axis=-1)
+        noise = np.stack([g.var(axis=axis, ddof=1) / g.shape[axis] for g in gains], axis=-1)
+        return net(p_on, y, noise), np.min([net(p, y, noise) for p in p_against], axis=0)
+
+    def excess(*gains: np.ndarray, axis: int = -1) -> np.ndarray:
+        r_on, r_min = parts(*gains, axis=axis)
+        return r_on - share * r_min
+
+    r_on, r_min = (float(v) for v in parts(*samples)) if min(map(len, samples)) >= 2 else (np.nan, np.nan)
+    ratio = max(r_on, 0.0) / r_min if r_min > 0 else float("inf") if r_on > 0 else float("nan")
+    if min(map(len, samples)) < 2:
+        anova = float("nan")
+    elif all(np.ptp(x) == 0 for x in samples):  # no pair noise at all: the cells differ or they do not
+        anova = 0.0 if np.ptp([x[0] for x in samples]) > 0 else 1.0
+    else:
+        anova = float(f_oneway(*samples).pvalue)
+    return Collapse(ratio, interval_of(samples, excess), anova)
+
+
+def _collapse_row(cid: str, page: str, statement: str, ok: pd.DataFrame, cells: pd.DataFrame, keys: list[str],
+                  on: str, against: dict[str, str], extra: str = "",
+                  rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
+    names = " and on ".join(f"log10 {n}" for n in against)
+    test = (f"kept cells only (≥ {NOISE_MIN_CELLS}) whose gains differ beyond pair noise (ANOVA p < "
+            f"{1 - CONFIDENCE:.2g}); quadratic fits of the cell mean gains, residual variances net of pair noise: on "
+            f"log10 S ≤ {COLLAPSE_RATIO_MAX:g} × the smaller of those on {names}, by a {100 * CONFIDENCE:.0f}% "
+            f"interval over ≥ {MIN_PAIRS} pairs per cell; ✗ if every kept cell's gain lies below the minimum effect, "
+            f"{100 * NOISE_MIN_EFFECT:g} points")
+    rule_text = _rule_text(cells, rule)
+    n_ok = int(cells["kept"].sum())
+    if n_ok < NOISE_MIN_CELLS:
+        return _noise_row(cid, page, statement, f"{rule_text}: {n_ok} left", test, NA, {"n_kept": n_ok})
+    if min(ok[c].nunique() for c in [on, *against.values()]) < 3:
+        return _noise_row(cid, page, statement, f"{rule_text}; the {n_ok} left span fewer than 3 values of S or of "
+                          f"{' or of '.join(against)}, too few for a quadratic fit", test, NA, {"n_kept": n_ok})
+    ivs = _cell_intervals(ok, keys, list(ok.groupby(keys).groups))
+    best = max(ivs, key=lambda iv: iv.hi)
+    c = collapse(ok, keys, on, against)
+    if all(absent(iv) for iv in ivs):
+        return _noise_row(cid, page, statement, f"{rule_text}; the best kept cell's gain {best.text('.2f', 100)} "
+                          f"points: {ABSENT}", test, FAIL,
+                          {"n_kept": n_ok, "estimate": best.mean, "lo": best.lo, "hi": best.hi,
+                           "anova_p": c.anova_p})
+    ratio = f"{c.ratio:.3g}" if np.isfinite(c.ratio) else "undefined (no variance left beyond pair noise)"
+    measured = (f"{rule_text}; residual variance on log10 S over the smaller on {names}: {ratio}; on S minus "
+                f"{COLLAPSE_RATIO_MAX:g} × the smaller: {c.excess.text('.3g', 1e4)} points²; ANOVA p = "
+                f"{c.anova_p:.2g}")
+    if not c.has_signal:
+        state, measured = INCONCLUSIVE, measured + ": the cells' gains do not differ beyond pair noise"
+    else:
+        state = at_most(c.excess, 0.0, MIN_PAIRS)
+    return _noise_row(cid, page, statement, measured + extra, test, state,
+                      {"ratio": c.ratio, "estimate": c.excess.mean, "lo": c.excess.lo,
+                       "hi": c.excess.hi, "anova_p": c.anova_p, "n_kept": n_ok})
+
+
+def _wd_cells(components: pd.DataFrame, norm: str, rule: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    d = components[(components["method"] == "weight_decay") & (components["norm"] == norm)]
+    pairs = noise_pairs(d, ["weight_decay"])
+    return pairs, noise_cells(pairs, ["weight_decay"], rule)
+
+
+def _at(pairs: pd.DataFrame, column: str, value: float) -> pd.Series:
+    return pairs.loc[np.isclose(pairs[column], value), GAIN]
+
+
+def claim_n3(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
+    """N3: without normalisation, weight decay barely changes merging, an equivalence test on the kept cells of the
+    weight-decay sweep: the best minus the worst cell's mean gain lies within ± NOISE_MIN_EFFECT (the paper's size)
+    by its interval (✓), or wholly outside it (✗).  n/a: fewer than two kept cells."""
+    statement = "Without normalisation, weight decay barely changes merging."
+    test = (f"kept cells only; best − worst cell mean gain within ± {100 * NOISE_MIN_EFFECT:g} points (the minimum "
+            f"effect), by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs")
+    pairs, cells = _wd_cells(components, "none", rule)
+    ok = cells[cells["kept"]]
+    rule_text = _rule_text(cells, rule)
+    if len(ok) < 2:
+        return _noise_row("N3", "noise_components", statement, f"{rule_text}; fewer than two kept cells", test, NA)
+    if all(absent(iv) for iv in _cell_intervals(pairs, ["weight_decay"], list(ok.index))):
+        return _noise_row("N3", "noise_components", statement, f"{rule_text}; {ABSENT}: nothing for weight decay "
+                          "to change", test, NA)
+    hi, lo = ok["gain"].idxmax(), ok["gain"].idxmin()
+    iv = interval_diff(_at(pairs, "weight_decay", hi), _at(pairs, "weight_decay", lo))
+    return _noise_row("N3", "noise_components", statement,
+                      f"{rule_text}; Δ gain {iv.text('.2f', 100)} points between weight decay {hi:g} and {lo:g}, "
+                      f"tolerance ± {100 * NOISE_MIN_EFFECT:g}", test, within(iv, NOISE_MIN_EFFECT, MIN_PAIRS),
+                      _values(iv, NOISE_MIN_EFFECT))
+
+
+def claim_n4(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
+    """N4: with LayerNorm, the strongest weight decay gives a larger merging gain than the weakest, compared only
+    at matched training: both cells kept and their mean training accuracies (weaker child) within MATCHED_ACC_TOL,
+    else n/a.  ✓: the difference's interval lies above 0; ✗: it lies below NOISE_MIN_EFFECT (no effect of the paper's
+    size, or a negative one)."""
+    statement = "With normalisation (LayerNorm), stronger weight decay gives a larger merging gain."
+    test = (f"both cells kept and matched in training accuracy (within {MATCHED_ACC_TOL:g}); gain at the strongest "
+            f"minus the weakest weight decay > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ "
+            f"if it lies below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
+    pairs, cells = _wd_cells(components, "layer", rule)
+    weak, strong = cells.index.min(), cells.index.max()
+    acc = cells.loc[[weak, strong], "train_acc_mean"]
+    if not cells.loc[[weak, strong], "kept"].all():
+        return _noise_row("N4", "noise_components", statement, f"{_rule_text(cells, rule)}, among them weight decay "
+                          f"{weak:g} or {strong:g}", test, NA)
+    if abs(acc.iloc[1] - acc.iloc[0]) > MATCHED_ACC_TOL + 1e-12:
+        return _noise_row("N4", "noise_components", statement, f"training accuracy {acc.iloc[0]:.3f} at weight decay "
+                          f"{weak:g} vs {acc.iloc[1]:.3f} at {strong:g}: not matched", test, NA)
+    iv = interval_diff(_at(pairs, "weight_decay", strong), _at(pairs, "weight_decay", weak))
+    return _noise_row("N4", "noise_components", statement, f"gain at weight decay {strong:g} minus at {weak:g}: "
+                      f"{iv.text('.2f', 100)} points (training accuracy {acc.iloc[1]:.3f} and {acc.iloc[0]:.3f})"
+                      + _smaller(iv), test, sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
+
+
+def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
+    """N5 (learning-rate pairs): children continued at similar, larger learning rates merge best.  Per parent
+    (pair), the diagonal's gain at the largest η minus at the smallest, and the mean diagonal gain minus the mean
+    off-diagonal gain, both > 0 by their intervals (paired: one parent gives every cell of its row); ✗ when either
+    lies below NOISE_MIN_EFFECT.  Cells the rule excludes are left out; n/a when the diagonal's ends or every
+    off-diagonal cell are."""
+    statement = "Models trained at similar, larger learning rates merge best with each other."
+    test = ("kept cells only; per parent, diagonal gain at the largest η minus the smallest, and mean diagonal "
+            f"minus mean off-diagonal gain, both > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} parents; "
+            f"✗ if either lies below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
+    keys = ["lr", "lr_b"]
+    pairs = noise_pairs(components[components["method"] == "lr_pairs"], keys)
+    cells = noise_cells(pairs, keys, rule)
+    ok = set(cells.index[cells["kept"]])
+    lrs = sorted(set(pairs["lr"]))
+    diag = [c for c in ((x, x) for x in lrs) if c in ok]
+    off = [c for c in ok if c[0] != c[1]]
+    rule_text = _rule_text(cells, rule)
+    if len(diag) < 2 or (lrs[0], lrs[0]) not in ok or (lrs[-1], lrs[-1]) not in ok or not off:
+        return _noise_row("N5", "noise_components", statement, f"{rule_text}; the diagonal's ends or the off-diagonal "
+                          "cells are among them", test, NA)
+    by = pairs.set_index(keys + ["pair"])[GAIN]
+    ends = by.xs((lrs[-1], lrs[-1]), level=keys) - by.xs((lrs[0], lrs[0]), level=keys)
+    dmean = pd.concat([by.xs(c, level=keys) for c in diag], axis=1).mean(axis=1)
+    omean = pd.concat([by.xs(c, level=keys) for c in off], axis=1).mean(axis=1)
+    iv_ends, iv_diag = interval(ends.dropna()), interval((dmean - omean).dropna())
+    return _noise_row("N5", "noise_components", statement,
+                      f"{rule_text}; diagonal gain at η {lrs[-1]:g} minus at {lrs[0]:g}: {iv_ends.text('.2f', 100)} "
+                      f"points; diagonal minus off-diagonal: {iv_diag.text('.2f', 100)} points"
+                      + _smaller(iv_ends, iv_diag), test,
+                      sized(both(above(iv_ends, 0.0, MIN_PAIRS), above(iv_diag, 0.0, MIN_PAIRS)), iv_ends, iv_diag),
+                      _values(iv_diag, NOISE_MIN_EFFECT, ends=iv_ends.mean, ends_lo=iv_ends.lo, ends_hi=iv_ends.hi))
+
+
+def claim_n6(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
+    """N6 (momentum): momentum acts through S = η/(B(1−μ)) (the main text's form): on the kept cells of the
+    momentum sweep, the cell mean gains collapse on log10 S against log10 η as N2 asks (:func:`collapse`; ✗ too when
+    no kept cell gains NOISE_MIN_EFFECT).  The row also reports the appendix's form η/(B(1−μ)²) against the main
+    text's (the ratio of their net residual variances), which its verdict does not read."""
+    keys = ["lr", "momentum"]
+    pairs = noise_pairs(components[components["method"] == "momentum"], keys)
+    cells = noise_cells(pairs, keys, rule)
+    ok = pairs.set_index(keys).loc[cells.index[cells["kept"]]].reset_index()
+    extra = ""
+    if (len(ok) and NOISE_SCALE_SQ in ok and int(cells["kept"].sum()) >= NOISE_MIN_CELLS
+            and min(ok[NOISE_SCALE].nunique(), ok[NOISE_SCALE_SQ].nunique()) >= 3):
+        sq = collapse(ok, keys, NOISE_SCALE_SQ, {"S": NOISE_SCALE}, share=1.0)
+        extra = (f"; the (1−μ)² form's residual variance over the main text's: {sq.ratio:.3g} (difference "
+                 f"{sq.excess.text('.3g', 1e4)} points²)")
+    row = _collapse_row("N6", "noise_components", "Momentum acts through S = η/(B(1−μ)): gains against S collapse "
+                        "across momenta.", ok, cells, keys, NOISE_SCALE, {"η": "lr"}, extra, rule=rule)
+    if extra:
+        row.values.update({"sq_over_main": sq.ratio, "sq_minus_main_lo": sq.excess.lo,
+                           "sq_minus_main_hi": sq.excess.hi})
+    return row
+
+
+def claim_n7(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
+    """N7 (augmentation): augmentation raises the noise, so at the smallest η of the sweep, on the rising side of the
+    gain curve, augmentation raises the gain: on minus off > 0 by its interval; ✗ when it lies below
+    NOISE_MIN_EFFECT.  n/a when either cell fails the rule, or when the smallest η is not on the rising side (the
+    off curve's best η is the smallest)."""
+    statement = "Augmentation raises the noise: on the low-noise side it raises the merging gain."
+    test = (f"kept cells only; off curve's best η above the smallest; at the smallest η, gain with minus "
+            f"without augmentation > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if it lies "
+            f"below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
+    keys = ["lr", "augment"]
+    aug = components[components["method"] == "augmentation"].copy()
+    aug["augment"] = aug["augment"].astype(str).str.lower().isin(["true", "1", "1.0"])
+    pairs = noise_pairs(aug, keys)
+    cells = noise_cells(pairs, keys, rule)
+    lr0 = float(pairs["lr"].min())
+    rule_text = _rule_text(cells, rule)
+    need = [c for c in cells.index if np.isclose(c[0], lr0)]
+    if len(need) < 2 or not cells.loc[need, "kept"].all():
+        return _noise_row("N7", "noise_components", statement, f"{rule_text}, among them η {lr0:g}", test, NA)
+    off = cells.xs(False, level="augment")
+    off = off[off["kept"]]
+    if np.isclose(off["gain"].idxmax(), lr0):
+        return _noise_row("N7", "noise_components", statement, f"{rule_text}; the off curve's best η is the smallest, "
+                          f"{lr0:g}: no rising side", test, NA)
+    at = pairs[np.isclose(pairs["lr"], lr0)]
+    iv = interval_diff(at.loc[at["augment"], GAIN], at.loc[~at["augment"], GAIN])
+    return _noise_row("N7", "noise_components", statement, f"{rule_text}; at η {lr0:g}, gain with minus without "
+                      f"augmentation {iv.text('.2f', 100)} points" + _smaller(iv), test,
+                      sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
+
+
+def noise_claims(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,
+                 rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
+    """Return N1–N7 at the rule's threshold ``rule`` on a noise_scale frame and a noise_components frame (either may
+    be None)."""
+    rows = [] if noise_scale is None else claim_n1(noise_scale, rule) + claim_n2(noise_scale, rule)
+    if components is not None:
+        rows += [f(components, rule) for f in (claim_n3, claim_n4, claim_n5, claim_n6, claim_n7)]
+    return rows
+
+
+def rule_sensitivity(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,
+                     thresholds: tuple[float, ...] = NOISE_RULE_THRESHOLDS) -> pd.DataFrame:
+    """Return each noise row's verdict mark at each of the rule's ``thresholds`` (one column per threshold, the
+    first being the rule itself): how the verdicts move as the rule excludes more cells."""
+    out: dict[str, dict[str, str]] = {}
+    for t in thresholds:
+        name = f"failed only (< {t:g})" if t <= NOISE_FAILED_TRAIN_ACC else f"weaker child ≥ {t:g}"
+        for r in noise_claims(noise_scale, components, t):
+            out.setdefault(r.id, {})[name] = r.mark
+    return pd.DataFrame.from_dict(out, orient="index").rename_axis("claim")

@@ -1,0 +1,191 @@
+"""Every constant the claims decide by, in one table: its value, the rows it serves, when it was fixed and by which
+commit; then the record of which rows were fixed before their results (:data:`FIXED_BEFORE`,
+:data:`FIXED_BEFORE_SOURCE`) and which were changed after them (:data:`CHANGED_AFTER_RESULTS`).
+
+This module imports nothing: a threshold is a value, never a computation.  The statistics' own constants (the 95%
+confidence, :data:`lmcbook.stats.CONFIDENCE`, and the two replicates an interval needs,
+:data:`lmcbook.stats.MIN_REPLICATES`) live in :mod:`lmcbook.stats`.
+"""
+
+from __future__ import annotations
+
+# -- how to read the table ----------------------------------------------------------------------------------------
+# Above each constant one ``#:`` comment (the API pages show it as the constant's documentation):
+#     ROWS | FIXED | COMMIT | what it is
+# ROWS    the scoreboard rows that read it (for a constant no verdict reads: what does)
+# FIXED   when its value was fixed, as the scoreboard counts its rows: "before results" (committed before any result
+#         it decides was computed), "after a pilot" (set after a small pilot run or beside its first results),
+#         "after results" (set or changed after its rows' results had been read: CHANGED_AFTER_RESULTS), or "the
+#         paper" (a paper's number, not a choice).  A row's own label (``ClaimResult.fixed_when``) reads the sets at
+#         the end of this module, not this column.
+# COMMIT  the commit (``git log -S NAME``) that gave it its present value; "from X" names the one that introduced
+#         it where the two differ.
+# Conventions of every row: figures are seed means; ρ is Spearman's rank correlation across widths (or cells);
+# "spread" is max − min over seeds (the mean over cells where several cells are pooled); noise fits (N2, N6) are
+# quadratic least squares on cell means, their excess bootstrapped over pairs.
+
+# -- trends and replicates: every family ----------------------------------------------------------------------------
+#: W1–W6, W6 (update), R1, R2, M2, M3, M5 | after a pilot | 25dc1c7 | the absolute rank correlation a trend needs
+RHO_MIN = 0.9
+#: W1–W6, W6 (update), R1, R2 | after results: a referee's fix once the width rows had results; it can only turn a
+#: trend's verdict inconclusive (over 2 points ρ is ±1 whatever the data), and the rows keep their labels | 92d8e7b |
+#: widths (or cells) a W or R row's trend needs before its ρ can decide
+MIN_TREND_POINTS = 4
+#: every W, R, M and N row that reads an interval | before results for M1–M6 (a05a29c, "fixed before any mechanism run
+#: is trained or read") and for N1–N7 (8402e7b, before the noise pages ran under it); after results for the W and R
+#: rows, which adopted it once they had results (26d2e99, 8f41b00); it can only turn a verdict inconclusive, and the
+#: rows keep their labels | a05a29c | pairs a cell needs before a row can decide
+MIN_PAIRS = 5
+
+# -- the width rows (W1–W15) ----------------------------------------------------------------------------------------
+#: W2 | after a pilot (the row's test was restated after its results, issue 36: W2 is in CHANGED_AFTER_RESULTS) |
+#: 25dc1c7 | calibrated/raw midpoint barrier at the widest width
+CAL_OVER_RAW_MAX = 0.25
+#: W9, W10 | after a pilot | 25dc1c7 | W9: relative distance of the logit norm ratio from 2^(1−L); W10: distance of
+#: β from 1
+LOGIT_SCALE_TOL = 0.25
+#: W8 | after results (its value since a6ba8f0; read per pair against a null that can fail since a6734c6, issue 36) |
+#: a6ba8f0 | the largest mean gain per pair of the weight-matched merge over the pair's
+#: random-permutation merges that still counts as "the permutation does not matter" (1 point)
+PERM_EQUIV_TOL = 0.01
+#: W11 (and the size of MIN_ACC_EFFECT) | before results (W11 is in FIXED_BEFORE) | 25dc1c7 | accuracy barrier at the
+#: widest width (2 points)
+ACC_BARRIER_MAX = 0.02
+#: W11's statement, :func:`lmcbook.claims.closest_barrier` | the paper | f3108a6 | the accuracy barrier the width
+#: paper reports for its wide MLP (about 0.5 points)
+PAPER_MLP_ACC_BARRIER = 0.005
+#: W12 | before results (W12 is in FIXED_BEFORE) | 25dc1c7 | calibrated midpoint loss barrier at the widest width,
+#: nats
+CAL_BARRIER_MAX = 0.1
+#: W13 | after results (its value since a6ba8f0; read at LEWC_LLFC_LAMS since a6734c6, issue 36) | a6ba8f0 | cosine
+#: of the merged activations with LEWC's prediction (last hidden layer, widest width)
+LEWC_COS_MIN = 0.95
+#: W13 | after results | a6734c6 | the λ it reads, where LEWC's λ^l weights and LLFC's λ differ (at λ=½ the two
+#: cosines coincide)
+LEWC_LLFC_LAMS = (0.25, 0.75)
+#: W14 | before results (W14's first test, the verdicts issue); the row counts as set after a pilot since a referee
+#: made its test stronger after reading its results (a6ba8f0) | 25dc1c7 | orthogonality ratio at the widest width
+#: over the untrained pair's
+ORTH_OVER_UNTRAINED_MAX = 0.5
+#: W5, W14 | after results: added when a referee had read W14's results (the scoreboard counts W5 and W14 as set
+#: after a pilot) | a6ba8f0 | the orthogonality ratio itself at the widest width (the paper: it goes to about 0)
+ORTH_RATIO_MAX = 0.2
+
+# -- the mechanism rows (M1–M6), and the training-regime rows' tie rule ----------------------------------------------
+# M1–M6 and the first five constants here were fixed in lmcbook/claims.py and committed before any run of the
+# mechanism study was trained or read (a05a29c); issue 36 (a6734c6) changed M2 and gave M3–M5 their minimum effects
+# after their results (the last four constants), so those rows count as set after results.  M5 counts as set after a
+# pilot (5772522): it reads the cell the mechanism shares with the width pages, whose results were on those pages
+# before.
+#: M1, and the mechanism's conclusion table (the short-training merge) | before results | a05a29c | plain merged
+#: accuracy over the logit ensemble's, at the widest width
+MERGED_OVER_ENSEMBLE_MIN = 0.95
+#: M6 | before results | a05a29c | largest difference in plain merged accuracy between cells of equal D (5 points)
+EQUAL_D_TOL = 0.05
+#: M1–M6 (the convergence rule), the cell M1 reads, the short-training merge | before results | a05a29c | every
+#: endpoint an M row reads reached at least this training accuracy
+CONVERGED_TRAIN_ACC = 0.95
+#: M1, M2, M3, M5 (the largest-D cell), W7 | before results for the M rows; W7 reads it since issue 36 (a6734c6), after
+#: its results | a05a29c | weight decay has acted: alone (momentum included) it would leave at most 10% of a weight
+DECAY_ACTED_MAX = 0.1
+#: M4, the short-training merge | before results | a05a29c | weight decay has barely acted: alone it would leave at
+#: least half of a weight
+DECAY_IDLE_MIN = 0.5
+#: R1, R2, M1–M5 | after results (M1 gained only this tie rule, before any result it changes) | a6734c6 | cells whose
+#: D differ by less than 0.5% tie, equal D to about 3 significant figures (0.840/0.841 and 2.520/2.522: one D reached
+#: by length, one by weight decay)
+D_TIE_RTOL = 0.005
+#: M2's second part | after results | a6734c6 | LLFC's relative error after weight matching (λ=½, mean over layers)
+#: at the largest D is at most 0.1: once permuted onto each other, the two networks interpolate linearly, layer by
+#: layer
+LLFC_MATCHED_MAX = 0.1
+#: M3, M4 | after results | a6734c6 | the smallest change in plain merged accuracy that counts as an effect, 2 points
+#: (W11's small barrier, ACC_BARRIER_MAX): an interval wholly below it refutes the alternative (✗), not *inconclusive*
+MIN_ACC_EFFECT = 0.02
+#: M5 | after results | a6734c6 | the fall of the orthogonality ratio from the smallest to the largest D must exceed
+#: 0.05, a quarter of the way from an untrained pair's ratio (about 0.4) to W5's 0.2
+ORTH_FALL_MIN = 0.05
+
+# -- the noise rows (N1–N7) -----------------------------------------------------------------------------------------
+# The rule and the minimum effect were fixed and committed before the regime map and the noise references of the
+# noise-regime issue ran (06ddcb5: FIXED_BEFORE_SOURCE); this build's own noise cells had had gains on the pages
+# before, so its noise rows count as set after a pilot.
+#: N1–N7, the regime map, the figures' kept cells | before the noise references (this build's rows: after a pilot) |
+#: 06ddcb5 | the rule: a pair failed when its weaker child ends below this training accuracy (twice 10-class chance)
+NOISE_FAILED_TRAIN_ACC = 0.2
+#: the sensitivity table's last column; the legacy protocol's reason to train a cell longer
+#: (:mod:`lmcbook.experiments`) | after a pilot: committed before the noise pages ran under it, but their cells' gains
+#: had been on the pages (before noise-scale-converged ran) | 8402e7b | the old convergence rule (weaker child), now a
+#: column of the sensitivity table
+NOISE_CONVERGED_TRAIN_ACC = 0.99
+#: the sensitivity table (N1–N7 read again; no verdict) | after results for 0.4 and 0.6, added after a referee read
+#: the first references, where N1's and N5's verdicts turn between 0.2 and 0.95; 0.95 with the rule, before the noise
+#: references (06ddcb5) | d0c7fe4 | the rule itself, three thresholds between, and the old rule
+NOISE_RULE_THRESHOLDS = (NOISE_FAILED_TRAIN_ACC, 0.4, 0.6, 0.95, NOISE_CONVERGED_TRAIN_ACC)
+#: N1–N7, the regime map's readings | before the noise references (this build's rows: after a pilot) | 06ddcb5 | the
+#: noise rows' minimum effect: half a point, about half the noise paper's gains
+NOISE_MIN_EFFECT = 0.005
+#: N1, N2, N6 | after a pilot: with the convergence rule, before the noise pages ran under it (before
+#: noise-scale-converged ran) | 8402e7b | kept cells they need (a quadratic fit through 3 points has no residual)
+NOISE_MIN_CELLS = 4
+#: N4 | after results: a referee's fix (0.01 could never fire among converged cells), before the noise references
+#: (the scoreboard counts this build's N4 as set after a pilot) | 25f2740, from 8402e7b | the two cells' mean training
+#: accuracies (weaker child) agree within this
+MATCHED_ACC_TOL = 0.005
+#: N2, N6 | after a pilot (N2 and N6 as fits with this share: 64b70ce, before the noise reference runs) | 25dc1c7 |
+#: residual variance on S over that on η (or B), each net of pair noise
+COLLAPSE_RATIO_MAX = 0.5
+
+# -- the regime map (no verdict: where the noise pages run) ----------------------------------------------------------
+#: the map's cell readings | before results (with the map, before it first ran) | cbd1322 | pairs a map cell needs for
+#: a reading: the map decides no claim, so it reads intervals over fewer pairs than a verdict (MIN_PAIRS)
+MAP_MIN_PAIRS = 3
+#: the setting the noise pages run (:func:`lmcbook.claims.pick_setting`) | after results: set after the map first
+#: ran | fd2f9ee | how the map ranks its settings, best first: most cells gaining the paper's size, then most cells
+#: gaining at all, then the best cell's lower interval end
+PICK_ORDER = ("n_paper", "n_gain", "best_gain_lo")
+#: the regime page, beside PICK_ORDER's pick | before results (cbd1322's ranking, named in fd2f9ee) | fd2f9ee | the
+#: ranking fixed before the map first ran, most cells gaining at all first.  On MNIST-1D it picked a floor of 0.2,
+#: all but one of whose gains lie below half a point, so that the noise rows' minimum effect would have read an
+#: absence by construction; the regime page shows what each ranking picks
+FIRST_PICK = ("n_gain", "best_gain_lo")
+
+# -- the scoreboard's count of chance passes ------------------------------------------------------------------------
+#: :func:`lmcbook.claims.chance_passes` (the blocks' counts; no verdict) | after results: an assumption of the count,
+#: set when the scoreboard had results | 0a65c89 | the false-pass rate per tested row: a claim with no effect behind
+#: it passes this often (about the rate of a one-sided 95% interval clearing a threshold, or of ρ ≥ 0.9 over 5 widths
+#: by chance: 5 of the 120 orders)
+CHANCE_RATE = 0.05
+
+# -- which rows were fixed before their results, and which were changed after ---------------------------------------
+#: The claims whose tests and thresholds were fixed, and committed, before any of their results were computed: W11 and
+#: W12 (the verdicts issue) and M1 and M6 (the mechanism issue; M2–M4 were too, until issue 36 changed their tests
+#: after their results: :data:`CHANGED_AFTER_RESULTS`).  M5 was fixed with them, but it reads the cell the
+#: mechanism shares with the width pages (their length and weight decay), whose results were on those pages before,
+#: so it counts as set after a pilot.  N3 was too, until the verdicts issue replaced its
+#: tolerance (0.5 points, larger than every gain it read) with one scaled to the gains; the noise rows' convergence
+#: rule and tests were fixed before the noise pages ran under them, but their cells' gains had been on the pages.
+#: W13 and W14 were fixed before too, but their tests were made stronger after a referee read their results, so they
+#: count as set after a pilot.  Every other row's threshold was set after a small pilot run or beside its first
+#: results, so its verdict is weaker evidence; the scoreboard says which is which.  (0a65c89; its present members
+#: since a6734c6.)
+FIXED_BEFORE = frozenset({"W11", "W12", "M1", "M6"})
+#: The rows whose tests were changed after their results had been read (the referee's issue 36): W2 (restated as the
+#: relative fall it measures), W6 (update) (a diagnostic outside the counts), W7 (read where weight decay has acted),
+#: W8 (pairs as its unit, a null that can fail), W13 (λ where LEWC and LLFC differ), R1 and R2 (ties in D), M2 (the
+#: weight-matching gain grows with D), M3, M4 and M5 (minimum effects).  M2–M4 had been fixed before their results;
+#: they no longer count so.  M1 gained only the tie rule (:data:`D_TIE_RTOL`), before any result it changes.
+#: (a6734c6.)
+CHANGED_AFTER_RESULTS = frozenset({"W2", "W6 (update)", "W7", "W8", "W13", "R1", "R2", "M2", "M3", "M4", "M5"})
+#: Rows fixed before the results of one reference run only: N1 and N2's tests (and the convergence rule) were
+#: committed before ``noise-scale-converged`` ran, on a grid, length and number of pairs no earlier run had read; the
+#: rule that excludes only failed runs, the minimum effect and N1–N7's tests were committed before the noise
+#: references of the noise-regime issue ran.  Their setting was chosen from the regime map, not from their results,
+#: but by a ranking set after the whole MNIST-1D map first ran (:data:`PICK_ORDER`), and the map's pairs at B = 128
+#: are the grid's first pairs (the same runs); the claims page says both.  (549786f; the noise-regime references
+#: since 06ddcb5.)
+FIXED_BEFORE_SOURCE: dict[str, frozenset[str]] = {
+    "noise-scale-converged": frozenset({"N1", "N2"}),
+    **{f"noise-scale-{d}": frozenset({"N1", "N2"}) for d in ("mnist1d", "mnist-standin")},
+    **{f"noise-components-{d}": frozenset({"N3", "N4", "N5", "N6", "N7"}) for d in ("mnist1d", "mnist-standin")},
+}

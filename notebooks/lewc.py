@@ -28,6 +28,11 @@
 # same pair, at the same width and layer. This page reads the pairs that the width
 # sweep trained; it trains nothing new.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

@@ -30,6 +30,11 @@
 # the model was trained on. The calibrated barrier uses the test losses at those
 # $\tau$. See the methods page for the exact definitions.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

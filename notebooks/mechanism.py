@@ -63,6 +63,11 @@
 # weight) or when an endpoint reached less than {glue:md}`converged_acc` training
 # accuracy, a convergence rule fixed with the tests.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and MechanismStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

@@ -36,6 +36,11 @@
 # effect, {glue:text}`min_effect:g` points (about half the paper's gains), reads ✗: no
 # gain of the paper's size in this setting.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None

@@ -21,6 +21,11 @@
 # The logit ensemble $\tfrac12(f^a_L + f^b_L)$ is the natural reference: it is what
 # merging would reach if the two networks' functions simply added up.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

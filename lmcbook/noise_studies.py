@@ -1,7 +1,7 @@
 """The noise paper's studies: spawn-and-merge pairs over the optimizer's settings, and the regime map.
 
 Every field states, on its line, its quick value, what the smoke and paper profiles run instead, and its check
-(:func:`lmcbook.studies.param`).
+(:func:`lmcbook.profiles.param`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Named parameter sets (``smoke``, ``quick``, ``paper``) for every study of the book, and how a page resolves them.
 
 A study is a frozen dataclass whose fields are the notebook parameters it accepts.  Each field states, on its
-line, its quick value, what the smoke and paper profiles run instead, and its check (:func:`lmcbook.studies.param`):
-the width paper's studies are in :mod:`lmcbook.width_studies`, the noise paper's in :mod:`lmcbook.noise_studies`,
+line, its quick value, what the smoke and paper profiles run instead, and its check (:func:`param`):
+the width paper's studies are in ``lmcbook.width_studies``, the noise paper's in ``lmcbook.noise_studies``,
 the small ones below.  :func:`resolve` fills every override that is None from the profile; the study checks each
 value before any compute starts.  :func:`what_ran` tells a page which value each field took, and from where.
 

@@ -7,8 +7,8 @@ one-line comment saying what it is::
     epochs: int = param(60, smoke=4, paper=100, lo=1)  # passes over the training split
 
 :func:`check_fields` checks every value against its annotation and those checks (with the validators of
-:mod:`lmcbook.specs`) before any compute starts.  The studies themselves live in :mod:`lmcbook.width_studies` and
-:mod:`lmcbook.noise_studies`; :mod:`lmcbook.profiles` resolves them.
+:mod:`lmcbook.specs`) before any compute starts.  The studies themselves live in ``lmcbook.width_studies`` and
+``lmcbook.noise_studies``; :mod:`lmcbook.profiles` resolves them.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ WIDTH = {"ok": lambda v: v > 0, "allowed": "a width multiplier > 0"}
 
 def param(quick: Any, *, smoke: Any = MISSING, paper: Any = MISSING, **check: Any) -> Any:
     """Return a study field: its quick value (the default), the smoke and paper profiles' values where they differ
-    (left out: the quick value), and its checks (:data:`CHECKS`)."""
+    (left out: the quick value), and its checks (``CHECKS``)."""
     unknown = set(check) - set(CHECKS)
     if unknown:
         raise TypeError(f"param() got unknown check(s) {sorted(unknown)}: expected some of {CHECKS}")

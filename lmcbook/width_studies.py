@@ -1,7 +1,7 @@
 """The width paper's studies: the width sweep and its controls, the mechanism study's cells, the depth sweep.
 
 Every field states, on its line, its quick value, what the smoke and paper profiles run instead, and its check
-(:func:`lmcbook.studies.param`).  :class:`Training` holds the fields every width-paper study shares, with the width
+(:func:`lmcbook.profiles.param`).  :class:`Training` holds the fields every width-paper study shares, with the width
 sweep's values; the depth sweep states the ones it runs differently.
 """
 

@@ -36,8 +36,7 @@ def test_every_page_shows_its_table_right_after_its_title(name):
     assert "parameters" in params, name
 
 
-@pytest.mark.parametrize("name", ["width_accuracy", "mechanism", "lewc_depth", "noise_scale", "noise_regime",
-                                  "theory_lewc", "own_models", "explore"])
+@pytest.mark.parametrize("name", [n for n in parts.all_notebooks() if n not in NO_TABLE])
 def test_the_table_lists_every_field_with_its_value_and_source(name):
     study_type = parts.part_of(name).study_type
     params = {k: None for k in book.study_fields(name)}

@@ -16,7 +16,7 @@ Which notebooks read which study is the book's business: see :mod:`lmcbook.parts
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from .noise_studies import TASKS, Cell, NoiseModel, NoiseRegimeStudy, NoiseStudy
 from .specs import BASE_WIDTHS, SpecError, check_lams
@@ -32,7 +32,6 @@ from .studies import (
     WIDTH,
     Pair,
     Study,
-    StudyT,
     check_fields,
     check_lr_floors,
     check_profile,
@@ -57,8 +56,12 @@ __all__ = [
     "STUDIES", "TASKS", "Cell", "CellStudy", "ControlsStudy", "DepthStudy", "ExplorerStudy", "MechanismStudy",
     "NoiseModel", "NoiseRegimeStudy", "NoiseStudy", "Pair", "Recipe", "Study", "StudyT", "SummaryStudy",
     "TheoryStudy", "Training", "TutorialStudy", "WidthStudy", "check_fields", "check_lr_floors", "check_run_count",
-    "check_spawn_fractions", "deciding_widths", "profile_table", "profile_values", "resolve", "sources", "what_ran",
+    "check_spawn_fractions", "deciding_widths", "param", "profile_table", "profile_values", "resolve", "sources",
+    "what_ran",
 ]
+
+#: Any study class; :func:`resolve` returns an instance of the class it is given.
+StudyT = TypeVar("StudyT", bound=Study)
 
 
 @dataclass(frozen=True)

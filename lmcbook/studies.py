@@ -16,7 +16,7 @@ from __future__ import annotations
 import types
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any
 
 from .specs import RunSpec, SpecError, check_bool, check_float, check_int
 
@@ -203,6 +203,3 @@ class Study:
         """Return how many runs the study trains (an upper bound where runs coincide), without building them."""
         return len(self.specs())
 
-
-#: Any study class; :func:`lmcbook.profiles.resolve` returns an instance of the class it is given.
-StudyT = TypeVar("StudyT", bound=Study)

@@ -49,7 +49,7 @@ from .claims import (
 from .data import DATASET_LABELS
 from .parts import part_of
 from .paths import out_dir, stage_dir
-from .profiles import Study
+from .profiles import Study, what_ran
 from .provenance import git_sha
 from .schema import (
     KEY_COLUMNS,
@@ -342,6 +342,7 @@ def open_page(name: str, namespace: dict[str, Any], store: RunStore | None = Non
     params = {k: namespace[k] for k in keys if k in namespace}
     profile = namespace.get("profile", "quick")
     study = part.resolve(profile, params)
+    Page.glue_md("what_ran", what_ran(study, params))  # the table under the page's title
     return Page(name, profile, params, study, store), study
 
 

@@ -50,7 +50,7 @@ class Part(Generic[StudyT]):
     def resolve(self, profile: str, params: dict[str, Any]) -> StudyT:
         """Return the study for ``profile``, taking from ``params`` only the study's own fields."""
         keys = {f.name for f in fields(self.study_type)} - {"profile"}
-        return self.study(profile, **{k: v for k, v in params.items() if k in keys})
+        return resolve(self.study_type, profile, **{k: v for k, v in params.items() if k in keys})
 
 
 #: The book's notebook groups, in execution order. Budgets are each profile's estimated execution time in seconds

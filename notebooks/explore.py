@@ -21,6 +21,11 @@
 # notebook and opens it in JupyterLab (install it with `pip install 'lmcbook[lab]'`).
 # ```
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and ExplorerStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = width = pair = lam = layer = interactive = None

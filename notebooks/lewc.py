@@ -28,6 +28,11 @@
 # same pair, at the same width and layer. This page reads the pairs that the width
 # sweep trained; it trains nothing new.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
@@ -50,6 +55,35 @@ lewc, scale = probes["lewc"], probes["scale_law"]
 last = schema.last_hidden(lewc)
 table = stats.cell_means(lewc, {"err": "lewc_rel_err", "llfc": "llfc_rel_err"}, layer=last, lam=0.5)
 table[["err", "err_spread", "err_un"]].round(4)  # _un: the untrained pairs
+
+# %% [markdown]
+# **One pair by hand.** LEWC predicts the merged network's pre-activations at layer $l$
+# to be $\lambda^l f^a_l + (1-\lambda)^l f^b_l$. The next cell records the first pair at
+# the widest width and its merged model $\theta(\tfrac12)$ on the test split
+# (`probes.record`), at the last hidden layer. It forms the LEWC and LLFC predictions
+# there and their relative errors $\|f_l(\theta(\tfrac12)) - p\| / \|f_l(\theta(\tfrac12))\|$
+# (`probes.rel_err`). It asserts that they are that pair's entries in the probe sweep
+# above, to within $10^{-6}$ (relative).
+
+# %%
+import pandas as pd
+
+from lmcbook import merge
+from lmcbook.probes import record, rel_err
+
+data = experiments.study_data(study)
+pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
+a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
+l, lam = int(last), 0.5
+f_a, f_b, f_m = (record(m, data.x_test).outputs[l] for m in (a, b, merge.interpolate(a, b, lam, data)))
+by_hand = {"lewc_rel_err": rel_err(f_m, lam ** l * f_a + (1 - lam) ** l * f_b),  # LEWC: λ^l f_a + (1-λ)^l f_b
+           "llfc_rel_err": rel_err(f_m, lam * f_a + (1 - lam) * f_b)}  # LLFC: λ f_a + (1-λ) f_b
+rows = lewc[(lewc["method"] == "trained") & (lewc["layer"] == l) & (lewc["lam"] == lam)
+            & (lewc["hidden_units"] == pair.hidden_units) & (lewc["pair"] == pair.index)].set_index("metric")["value"]
+for k, v in by_hand.items():
+    assert abs(v - rows[k]) <= 1e-6 * max(1.0, abs(rows[k])), (k, v, rows[k])
+pd.DataFrame({"this cell": by_hand, "the probe sweep": rows[list(by_hand)]}).rename_axis(
+    f"layer {l}, {pair.hidden_units} hidden units, pair {pair.index}")
 
 # %% tags=["remove-cell"]
 regime = probes.regime

@@ -24,6 +24,11 @@
 # Besides the two logit-scale signatures, each pair gets the scale-law fit
 # $\log_2 r_l = \alpha - \beta(l-1)$ over its own layers (LEWC: $\alpha = 0$, $\beta = 1$).
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and DepthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

@@ -24,6 +24,11 @@
 # the *Why width works* pages on the weight-matched pairs. Commutativity is reported
 # as $\|(W^a - W^b)(z^a - z^b)\| / (\|W^a z^a\| + \|W^b z^b\|)$ *(our normalisation)*.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and ControlsStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

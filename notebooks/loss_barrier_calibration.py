@@ -30,6 +30,11 @@
 # the model was trained on. The calibrated barrier uses the test losses at those
 # $\tau$. See the methods page for the exact definitions.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
@@ -50,6 +55,40 @@ page, study = open_page("loss_barrier_calibration", globals())
 sweep = experiments.pair_sweep(study, page.store)
 sweep.means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal", "tau_merged",
              "tau_ensemble", "logit_norm_ratio", "tau_ratio"]].round(3)
+
+# %% [markdown]
+# **One pair by hand.** For the first pair at the widest width, the next cell fits each
+# model's inverse temperature $\tau$ on the calibration split
+# (`calibrate.fit_inverse_temperature`), takes its test loss at that $\tau$
+# (`calibrate.nll`), and forms the calibrated midpoint barrier
+# $L_\mathrm{cal}(\theta(\tfrac12)) - \tfrac12\big(L_\mathrm{cal}(\theta_a) + L_\mathrm{cal}(\theta_b)\big)$.
+# It also forms the logit norm ratio $\|f_L(\theta(\tfrac12))\| / \|\tfrac12(f^a_L + f^b_L)\|$,
+# which LEWC predicts to be $2^{1-L}$. It asserts that both agree with that pair's row of
+# the sweep above, to within $10^{-6}$ (relative).
+
+# %%
+import pandas as pd
+import torch
+
+from lmcbook import calibrate, merge, metrics
+
+data = experiments.study_data(study)
+pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
+a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
+models = {"a": a, "b": b, "merged": merge.interpolate(a, b, lam=0.5, data=data)}
+tau = {k: calibrate.fit_inverse_temperature(metrics.logits(m, data.x_cal), data.y_cal).tau for k, m in models.items()}
+z = {k: metrics.logits(m, data.x_test) for k, m in models.items()}  # test logits f_L
+loss_cal = {k: calibrate.nll(z[k], data.y_test, tau[k]) for k in models}
+by_hand = {"loss_barrier_cal_mid": loss_cal["merged"] - (loss_cal["a"] + loss_cal["b"]) / 2,
+           "tau_merged": tau["merged"],
+           "logit_norm_ratio": float(torch.linalg.norm(z["merged"].double())
+                                     / torch.linalg.norm((0.5 * (z["a"] + z["b"])).double()))}
+row = sweep["summary"].set_index(["hidden_units", "pair"]).loc[(pair.hidden_units, pair.index)]
+for k, v in by_hand.items():
+    assert abs(v - row[k]) <= 1e-6 * max(1.0, abs(row[k])), (k, v, row[k])
+pd.DataFrame({"this cell": by_hand, "the sweep's row": row[list(by_hand)],
+              "LEWC": {"logit_norm_ratio": 2.0 ** (1 - study.layers)}}).rename_axis(
+    f"{pair.hidden_units} hidden units, pair {pair.index}")
 
 # %% tags=["remove-cell"]
 L, summary, curves, means = study.layers, sweep["summary"], sweep["curves"], sweep.means

@@ -26,6 +26,11 @@
 # is a property of one model, so here the spread and the CSV's `seed` column run
 # over every trained model (seed $2p$ for model $a$ of pair $p$, $2p+1$ for model $b$).
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

@@ -63,6 +63,11 @@
 # weight) or when an endpoint reached less than {glue:md}`converged_acc` training
 # accuracy, a convergence rule fixed with the tests.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and MechanismStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
@@ -92,6 +97,42 @@ page, study = open_page("mechanism", globals())
 
 # %%
 frames = experiments.mechanism_frames(study, page.store)  # every cell's merges, probes and regime, cached
+
+# %% [markdown]
+# **One pair by hand.** The decay integral $D = \mathrm{wd}\cdot\sum_t\eta_t$ is the sum of
+# the learning rate over every step a run took, times its weight decay. The next cell
+# takes the decay arm's strongest weight decay and its widest width, and the first pair
+# there. It sums that pair's learning-rate schedule step by step (`train.lr_at`), merges
+# the pair with `merge.interpolate`, and measures the merged model's test accuracy with
+# `metrics.evaluate`. It asserts that both numbers are the ones in the frames above, to
+# within $10^{-9}$ (relative).
+
+# %%
+import pandas as pd
+
+from lmcbook import merge, metrics
+from lmcbook.train import lr_at
+
+data = experiments.study_data(study)
+cell = max((c for c in study.cells() if c.epochs == study.epochs and c.init_scale == 1.0),
+           key=lambda c: c.weight_decay)  # the decay arm's strongest weight decay
+pair = next(p for p in cell.pairs() if p.width == max(cell.widths))  # its widest width's first pair
+tr, steps = pair.a.train, pair.a.total_steps(len(data.y_train))
+a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
+by_hand = {"decay_integral": tr.weight_decay * sum(lr_at(t, steps, tr.lr, tr.warmup, tr.schedule, tr.lr_floor)
+                                                   for t in range(steps)),  # D = wd · Σ_t η_t
+           "acc_merged": metrics.evaluate(merge.interpolate(a, b, 0.5, data), data.x_test, data.y_test).acc}
+keys = dict(weight_decay=cell.weight_decay, epochs=cell.epochs, init_scale=1.0, hidden_units=pair.hidden_units)
+regime, summary = frames["regime"], frames["summary"]
+found = {"decay_integral": regime.loc[regime[list(keys)].eq(pd.Series(keys)).all(axis=1)
+                                      & (regime["metric"] == "decay_integral") & (regime["seed"] == tr.seed), "value"],
+         "acc_merged": summary.loc[summary[list(keys)].eq(pd.Series(keys)).all(axis=1)
+                                   & (summary["method"] == "none") & (summary["pair"] == pair.index), "acc_merged"]}
+found = {k: float(v.squeeze()) for k, v in found.items()}
+for k, v in by_hand.items():
+    assert abs(v - found[k]) <= 1e-9 * max(1.0, abs(found[k])), (k, v, found[k])
+pd.DataFrame({"this cell": by_hand, "the frames above": found}).rename_axis(
+    f"wd {cell.weight_decay:g}, {cell.epochs} epochs, {pair.hidden_units} hidden units, pair {pair.index}")
 
 # %% tags=["remove-cell"]
 long = experiments.mechanism_long(frames)  # the page's CSV, which the table, the figures and the verdicts read

@@ -39,6 +39,11 @@
 # participation ratio $(\sum_i m_i)^2 / (n \sum_i m_i^2)$ (1 if all are equal, $1/n$ if one
 # neuron carries everything), each beside the untrained pair.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

@@ -32,6 +32,11 @@
 # reads ✗: no effect of the paper's size in this setting. Cells excluded by the rule:
 # {glue:md}`excluded`.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None

@@ -43,6 +43,11 @@
 # {glue:text}`failed_acc:g` training accuracy); a cell that trains less well because its
 # noise is high stays in.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseRegimeStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = warmup = batch_size = lrs = None

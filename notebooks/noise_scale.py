@@ -36,6 +36,11 @@
 # effect, {glue:text}`min_effect:g` points (about half the paper's gains), reads ✗: no
 # gain of the paper's size in this setting.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
@@ -70,6 +75,35 @@ grid = claims.mark_kept(grid, ["lr", "batch_size"])
 per_cell = grid.groupby(["batch_size", "lr"])
 table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean()
 (table * [1, 100, 100, 1, 1]).round(3)
+
+# %% [markdown]
+# **One pair by hand.** The merging gain of a pair is
+# $\mathrm{acc}(\theta(\tfrac12)) - \tfrac12\big(\mathrm{acc}(\theta_a) + \mathrm{acc}(\theta_b)\big)$,
+# and its cell's effective noise scale is $S = \eta / (B(1-\mu))$. The next cell takes the
+# grid cell with the largest mean gain in the table above and loads its first pair of
+# children from the run store. It merges them with `merge.interpolate`, measures the three
+# models' test accuracy with `metrics.evaluate`, and computes $S$. It asserts that the
+# gain and $S$ are the ones in that pair's row of the grid, to within $10^{-9}$.
+
+# %%
+import pandas as pd
+
+from lmcbook import merge, metrics, noise
+
+data = experiments.study_data(study)
+batch_size, lr = table["gain"].idxmax()  # the grid cell with the largest mean gain
+row = grid[(grid["lr"] == lr) & (grid["batch_size"] == batch_size) & (grid["pair"] == 0)].iloc[0]
+spec_a, spec_b = study.children(study.cell(float(lr), int(batch_size)), 0, int(row["train_steps"]))
+a, b = (page.store.load(spec).model for spec in (spec_a, spec_b))
+acc = {k: metrics.evaluate(m, data.x_test, data.y_test).acc for k, m in
+       (("a", a), ("b", b), ("merged", merge.interpolate(a, b, 0.5, data)))}
+by_hand = {"gain": acc["merged"] - (acc["a"] + acc["b"]) / 2,  # acc(θ(½)) − ½(acc(θa) + acc(θb))
+           "noise_scale": lr / (batch_size * (1 - study.momentum))}  # S = η / (B(1 − μ))
+assert by_hand["noise_scale"] == noise.effective_noise_scale(float(lr), int(batch_size), study.momentum)
+for k, v in by_hand.items():
+    assert abs(v - row[k]) <= 1e-9, (k, v, row[k])
+pd.DataFrame({"this cell": by_hand, "the grid's row": row[list(by_hand)]}).rename_axis(
+    f"η {lr:g}, B {batch_size}, pair 0")
 
 # %% [markdown]
 # The sensitivity of N1 and N2 to the rule's threshold: each row's verdict with only

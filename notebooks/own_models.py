@@ -26,6 +26,11 @@
 # 8. read a diagnose report of networks trained other ways: three copies at once, and a
 #    small CNN with BatchNorm.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and TutorialStudy's fields (lmcbook.profiles); None keeps the profile's value
 hidden_units = epochs = pair = None

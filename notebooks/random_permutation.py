@@ -33,6 +33,11 @@
 # already works as well as an aligned merge, width has made alignment unnecessary.
 # If weight matching still gains a lot, it has not.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and ControlsStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

@@ -28,6 +28,11 @@
 # This separates orthogonality from additivity: the cross-term check uses only the
 # linear map of layer $l$, never a ReLU.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

@@ -29,6 +29,11 @@
 #   TIES-merging (Yadav et al. 2023). TIES trims each task vector to its largest
 #   entries, elects a sign per entry, and averages only the entries that agree with it.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None

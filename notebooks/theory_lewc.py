@@ -59,6 +59,11 @@
 #    bound. After calibration, the merged model *is* the ensemble. This is why
 #    calibration can remove the loss barrier entirely when LEWC holds.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and TheoryStudy's fields (lmcbook.profiles); None keeps the profile's value
 lams = depth = hidden = in_features = inputs = seed = None

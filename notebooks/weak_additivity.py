@@ -25,6 +25,11 @@
 # number of inputs and scale ratio (dotted; computed by Monte Carlo), and the
 # untrained pair (dashed). This page reads the width sweep's pairs.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

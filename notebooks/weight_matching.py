@@ -30,6 +30,11 @@
 # barriers, in their max-over-λ form (see the methods page). The time weight matching
 # takes is measured when its permutations are first computed.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and ControlsStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None

@@ -21,6 +21,11 @@
 # The logit ensemble $\tfrac12(f^a_L + f^b_L)$ is the natural reference: it is what
 # merging would reach if the two networks' functions simply added up.
 
+# %% [markdown]
+# ```{glue:md} what_ran
+# :format: myst
+# ```
+
 # %% tags=["parameters"]
 profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
@@ -40,6 +45,34 @@ page, study = open_page("width_accuracy", globals())
 # %%
 sweep = experiments.pair_sweep(study, page.store)
 sweep.means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barrier_mid"]].round(3)
+
+# %% [markdown]
+# **One pair by hand.** The merged model is the plain average of the two networks'
+# parameters, $\theta(\tfrac12) = \tfrac12\theta_a + \tfrac12\theta_b$. The next cell
+# loads the first pair at the widest width from the run store, averages it with
+# `merge.interpolate`, checks that every merged parameter is that average, and measures
+# the three models' test accuracy with `metrics.evaluate`. It asserts that these are the
+# accuracies in that pair's row of the sweep above, to within $10^{-9}$.
+
+# %%
+import pandas as pd
+import torch
+
+from lmcbook import merge, metrics
+
+data = experiments.study_data(study)
+pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
+a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
+merged = merge.interpolate(a, b, lam=0.5, data=data)  # BatchNorm statistics, if any, recomputed on training data
+for p, pa, pb in zip(merged.parameters(), a.parameters(), b.parameters()):
+    assert torch.allclose(p, 0.5 * pa + 0.5 * pb)  # θ(½) = ½θa + ½θb
+by_hand = {f"acc_{k}": metrics.evaluate(m, data.x_test, data.y_test).acc for k, m in
+           (("a", a), ("b", b), ("merged", merged))}
+row = sweep["summary"].set_index(["hidden_units", "pair"]).loc[(pair.hidden_units, pair.index)]
+for k, v in by_hand.items():
+    assert abs(v - row[k]) <= 1e-9, (k, v, row[k])
+pd.DataFrame({"this cell": by_hand, "the sweep's row": row[list(by_hand)]}).rename_axis(
+    f"{pair.hidden_units} hidden units, pair {pair.index}")
 
 # %% tags=["remove-cell"]
 summary, curves, means = sweep["summary"], sweep["curves"], sweep.means

@@ -152,15 +152,15 @@ def scoreboard_markdown(rows: list[ClaimResult]) -> str:
 
 
 def _table(rows: list[ClaimResult]) -> str:
-    lines = ["| claim | data | regime | paper's statement | measured here | test | threshold fixed | result | "
-             "evidence |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| claim | data | regime | statement (the paper's, or the book's own) | measured here | test | "
+             "threshold fixed | result | evidence |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         label = f"{r.id} (control)" if r.control and not r.diagnostic else r.id
         regime = "—" if r.regime is None else (f"{r.regime} (D = {r.decay_integral:.3g})"
                                                if np.isfinite(r.decay_integral) else r.regime)
         data = r.dataset or "—"
         data = f"{data} (reference `{r.source}`)" if r.source else data
-        cells = [label, data, regime, f"{r.paper} paper: {r.statement}", r.measured, r.test, r.fixed_when, r.mark,
+        cells = [label, data, regime, (f"the book's own, on the {r.paper} paper: {r.statement}" if r.block == BOOK else f"{r.paper} paper: {r.statement}"), r.measured, r.test, r.fixed_when, r.mark,
                  f"{{doc}}`{r.page}`"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

@@ -22,8 +22,8 @@ HYPOTHESES = {
     "H1": "near initialisation: in short training the width effect comes from the two random initialisations",
     "H2": "permutation collapse: weight decay drives the two networks to one solution up to a permutation, so plain "
           "averaging fails at large D where weight matching succeeds, and matching gains more as D grows (M2)",
-    "H3": "width truncation: with large D, plain merging keeps improving with width beyond the 256 units where the "
-          "first long runs stopped (M3; M1 says whether it has recovered)",
+    "H3": "width truncation: with large D, plain merging keeps improving with width beyond the widths where "
+          "it first fails (M3, on the decay arm's widths; M1 says whether it has recovered)",
     "H4": "data: digits' 64 input dimensions force shared features, and on 784-dimensional MNIST large D behaves "
           "as the paper says",
 }

@@ -30,7 +30,8 @@ import pandas as pd
 
 import lmcbook as lb
 from lmcbook import explore
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("explore", globals())
 

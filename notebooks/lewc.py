@@ -35,7 +35,8 @@ seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = w
 
 # %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("lewc", globals())
 

@@ -33,7 +33,8 @@ seeds = device = lams = scheduler = init_scale = weight_decay = width = depths =
 import numpy as np
 
 from lmcbook import claims, experiments, plots, probes, schema, stats
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("lewc_depth", globals())
 

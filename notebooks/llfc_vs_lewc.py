@@ -32,7 +32,8 @@ weak_weight_decay = draws = match_iterations = None
 
 # %% tags=["remove-cell"]
 from lmcbook import experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("llfc_vs_lewc", globals())
 

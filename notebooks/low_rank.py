@@ -35,7 +35,8 @@ seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = w
 import numpy as np
 
 from lmcbook import claims, experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page, regime_table
+from lmcbook.captions import describe_study, regime_table
+from lmcbook.page import open_page
 
 page, study = open_page("low_rank", globals())
 

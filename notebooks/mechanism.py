@@ -71,16 +71,15 @@ regime_weight_decays = long_max_width = init_scales = decisive_seeds = match_ite
 
 # %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots, reference, stats
+from lmcbook.captions import claims_markdown, markdown_table
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import (
-    claims_markdown,
+from lmcbook.page import open_page
+from lmcbook.pages.mechanism import (
     describe_mechanism,
     hypotheses_markdown,
-    markdown_table,
     mechanism_cells_markdown,
     mechanism_cut,
     mechanism_numbers,
-    open_page,
 )
 
 page, study = open_page("mechanism", globals())

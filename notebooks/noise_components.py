@@ -43,15 +43,15 @@ show_references = None
 import numpy as np
 
 from lmcbook import claims, experiments, plots, reference, schema, stats
-from lmcbook.data import max_shift
-from lmcbook.page import (
+from lmcbook.captions import (
     describe_noise,
     noise_reference_block,
-    open_page,
     rule_between_words,
     sensitivity_words,
     where_noise_runs,
 )
+from lmcbook.data import max_shift
+from lmcbook.page import open_page
 
 page, study = open_page("noise_components", globals())
 

@@ -51,7 +51,9 @@ scheduler = None
 
 # %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots, reference, schema
-from lmcbook.page import describe_map, map_table, noise_map_sentence, open_page
+from lmcbook.captions import noise_map_sentence
+from lmcbook.page import open_page
+from lmcbook.pages.noise_regime import describe_map, map_table
 
 page, study = open_page("noise_regime", globals())
 

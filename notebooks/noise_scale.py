@@ -47,15 +47,15 @@ show_references = None
 import numpy as np
 
 from lmcbook import claims, experiments, plots, reference, schema
-from lmcbook.page import (
+from lmcbook.captions import (
     describe_noise,
     noise_reference_block,
-    noise_reference_facts,
-    open_page,
     rule_between_words,
     sensitivity_words,
     where_noise_runs,
 )
+from lmcbook.page import open_page
+from lmcbook.pages.noise_scale import noise_reference_facts
 
 page, study = open_page("noise_scale", globals())
 

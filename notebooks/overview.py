@@ -33,8 +33,10 @@ profile = "quick"
 # %% tags=["remove-cell"]
 
 from lmcbook import claims, plots, reference, schema, stats
+from lmcbook.captions import describe_study, noise_map_sentence, regime_table
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import describe_study, noise_map_sentence, noise_verdict_words, open_page, regime_table, study_of
+from lmcbook.page import open_page, study_of
+from lmcbook.pages.overview import noise_verdict_words
 
 page, study = open_page("overview", globals())
 acc = page.read_csv("width_accuracy")

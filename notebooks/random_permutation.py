@@ -41,7 +41,8 @@ weak_weight_decay = draws = match_iterations = None
 
 # %% tags=["remove-cell"]
 from lmcbook import experiments, plots
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("random_permutation", globals())
 

@@ -40,7 +40,8 @@ show_references = None
 import numpy as np
 
 from lmcbook import experiments, plots
-from lmcbook.page import describe_noise, open_page
+from lmcbook.captions import describe_noise
+from lmcbook.page import open_page
 from lmcbook.profiles import TASKS
 
 page, study = open_page("task_arithmetic", globals())

@@ -30,7 +30,8 @@ weak_weight_decay = draws = match_iterations = None
 import pandas as pd
 
 from lmcbook import experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page, regime_table
+from lmcbook.captions import describe_study, regime_table
+from lmcbook.page import open_page
 
 page, study = open_page("weak_weight_decay", globals())
 

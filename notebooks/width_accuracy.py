@@ -28,8 +28,9 @@ seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = w
 
 # %% tags=["remove-cell"]
 from lmcbook import claims, experiments, plots, schema, stats
+from lmcbook.captions import describe_study, regime_table
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import describe_study, open_page, regime_table
+from lmcbook.page import open_page
 
 page, study = open_page("width_accuracy", globals())
 

@@ -143,7 +143,7 @@ def noise_reference_block(page: Page, name: str, frame: pd.DataFrame, prov: dict
     rows = page_claims(page.name, frame)
     for r in rows:
         r.source = name
-        page.glue_claim(r)
+        page.glue_state(r)
     stale = reference.stale_note(prov)
     scale, components = (frame, None) if page.name == "noise_scale" else (None, frame)
     table = rule_sensitivity(scale, components)

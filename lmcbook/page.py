@@ -93,6 +93,7 @@ class Page:
         self.store = store or RunStore()
         self.csv_reads: dict[str, str] = {}
         self.reference_reads: dict[str, str] = {}
+        self.verdicts: dict[str, ClaimResult] = {}  # by key, once saved
         self._t0 = time.time()
         _log_to_stderr()
 
@@ -149,9 +150,10 @@ class Page:
         given: only those; the others are dropped).  They are
         stacked in the order given.  ``regime`` (:func:`lmcbook.experiments.regime_frame`)
         adds the runs' training regime (decay integral, shrinkage, distance from
-        initialisation, weight norms) to the CSV.  Each verdict is glued under its key
-        (``w1``, ``w1_long``, ``n1_50``, ...) as ``KEY_mark``, ``KEY_verdict``,
-        ``KEY_measured``, ``KEY_test`` and ``KEY_state``.
+        initialisation, weight norms) to the CSV.  Each verdict's state is glued under
+        ``KEY_state`` (``w1_state``, ``w1_long_state``, ``n1_50_state``, ...), which the book's
+        checks read; the prose's words for a verdict are glued by the notebook, each under its
+        literal key (:meth:`glue_verdict`).  The verdicts are also kept in :attr:`verdicts`, by key.
         """
         parts = ([] if long is None else [long]) + [self._melt(item, keys) for item in frames.values()]
         if not parts:
@@ -168,7 +170,8 @@ class Page:
         write_reads(self.name, self.store, self.csv_reads, reference_reads=self.reference_reads)
         verdicts = page_claims(self.name, long) if self.name in PAGE_CLAIMS else []
         for r in verdicts:
-            self.glue_claim(r)
+            self.glue_state(r)
+        self.verdicts = {r.key: r for r in verdicts}
         return verdicts
 
     def _melt(self, item: pd.DataFrame | tuple, keys: list[str] | None = None) -> pd.DataFrame:
@@ -185,12 +188,10 @@ class Page:
             cls.glue(key, value)
 
     @classmethod
-    def glue_rows(cls, frame: pd.DataFrame, rows: dict[str, Any], columns: list[str]) -> None:
-        """Glue ``frame.loc[row, column]`` under ``COLUMN_LABEL`` for each label and row of ``rows`` and each of
-        ``columns``: ``glue_rows(means, {"wide": 1024}, ["acc_merged"])`` glues ``acc_merged_wide``."""
-        for label, row in rows.items():
-            for col in columns:
-                cls.glue(f"{col}_{label}", frame.loc[row, col])
+    def glue_markdown(cls, **texts: str) -> None:
+        """Glue each keyword's Markdown text under its name (one call instead of a run of :meth:`glue_md`)."""
+        for key, text in texts.items():
+            cls.glue_md(key, text)
 
     @staticmethod
     def glue(key: str, value: Any) -> None:
@@ -236,17 +237,35 @@ class Page:
         finally:
             plt.close(fig)
 
-    def glue_claim(self, result: ClaimResult, key: str | None = None) -> ClaimResult:
-        """Glue one verdict of :mod:`lmcbook.claims` under ``key`` (default ``result.key``; see :meth:`save`) and
+    @staticmethod
+    def glue_state(result: ClaimResult) -> ClaimResult:
+        """Glue a verdict's state under ``KEY_state`` (its key: ``result.key``), which the book's checks read, and
         return it."""
-        words = {PASS: "passes", FAIL: "**fails**", INCONCLUSIVE: "is **inconclusive**", NA: "does not apply"}
-        key = key or result.key
-        self.glue_md(f"{key}_mark", result.mark)
-        self.glue_md(f"{key}_verdict", words[result.state])
-        self.glue_md(f"{key}_measured", result.measured)
-        self.glue_md(f"{key}_test", result.test)
-        self.glue(f"{key}_state", result.state)
+        Page.glue(f"{result.key}_state", result.state)
         return result
+
+    @classmethod
+    def glue_claim(cls, result: ClaimResult, *keys: str) -> ClaimResult:
+        """Glue the words of one verdict of :mod:`lmcbook.claims` that the prose quotes, each under its literal key,
+        whose last word names the part (``mark``, ``verdict``, ``measured`` or ``test``):
+        ``page.glue_claim(m4, "m4_mark", "m4_measured")``; return the verdict."""
+        words = {PASS: "passes", FAIL: "**fails**", INCONCLUSIVE: "is **inconclusive**", NA: "does not apply"}
+        parts = {"mark": result.mark, "verdict": words[result.state], "measured": result.measured,
+                 "test": result.test}
+        for key in keys:
+            part = key.rsplit("_", 1)[-1]
+            if part not in parts:
+                raise SpecError(f"page.glue_claim: {key!r} must end in one of _{', _'.join(parts)}")
+            cls.glue_md(key, parts[part])
+        return result
+
+    def glue_verdict(self, key: str, *keys: str) -> ClaimResult:
+        """Glue the words of this page's verdict ``key`` (one of :attr:`verdicts`, after :meth:`save`) under the
+        literal ``keys``, as :meth:`glue_claim` does: ``page.glue_verdict("w1", "w1_mark", "w1_test")``."""
+        if key not in self.verdicts:
+            raise SpecError(f"page.glue_verdict({key!r}): this page's verdicts are {sorted(self.verdicts)} "
+                            "(call it after page.save)")
+        return self.glue_claim(self.verdicts[key], *keys)
 
     def reproduce_command(self) -> str:
         """Return the shell command that re-executes this page with its parameters."""

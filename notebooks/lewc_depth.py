@@ -107,4 +107,5 @@ page.glue_values(depth_pairs=study.seeds, min_pairs=claims.MIN_PAIRS)
 page.save(summary=(summary, ["logit_norm_ratio", "tau_ratio", "acc_merged", "acc_ensemble", "acc_endpoints",
                              "loss_barrier_cal_mid", "loss_barrier_mid"], ["width", "hidden_units", "depth"]),
           scale_law=scale, keys=schema.PROBE_KEYS, regime=regime)
+page.glue_verdict("w10", "w10_mark", "w10_measured", "w10_test")
 page.provenance()

@@ -31,9 +31,10 @@ seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = w
 weak_weight_decay = draws = match_iterations = None
 
 # %% tags=["remove-cell"]
-from lmcbook import experiments, plots, schema, stats
+from lmcbook import experiments, plots, schema
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
+from lmcbook.pages.llfc_vs_lewc import compared_numbers
 
 page, study = open_page("llfc_vs_lewc", globals())
 
@@ -64,16 +65,8 @@ panels = [dict(metric="lewc_cos", title=rf"cosine to LEWC, layer {last}, $\lambd
           dict(metric="orth_ratio", title="orthogonality ratio (layers 2..L)", logy=True)]
 page.glue_figure("fig_llfc", plots.plot_panels(long, panels, ncols=3, labels=names))
 page.glue_md("setup", describe_study(study, regime))
-units = sorted(long["hidden_units"].unique())
-narrow, wide = units[0], units[-1]
-page.glue_values(last=int(last), n_narrow=int(narrow), n_wide=int(wide))
-for method in ("trained", "weight_matched", "untrained"):
-    for metric, f in (("lewc_rel_err", dict(layer=last, lam=0.25)), ("llfc_rel_err", dict(layer=last, lam=0.25)),
-                      ("lewc_cos", dict(layer=last, lam=0.25)), ("llfc_cos", dict(layer=last, lam=0.25)),
-                      ("commutativity_rel_err", {}), ("orth_ratio", {})):
-        st = stats.cell_stats(long, metric, method=method, **f)
-        page.glue(f"{method}_{metric}_narrow", st.loc[narrow, "mean"])
-        page.glue(f"{method}_{metric}_wide", st.loc[wide, "mean"])
+page.glue_values(last=int(last), n_narrow=int(long["hidden_units"].min()), n_wide=int(long["hidden_units"].max()),
+                 **compared_numbers(long, last))
 
 # %% [markdown]
 # ```{glue:figure} fig_llfc
@@ -118,4 +111,5 @@ for method in ("trained", "weight_matched", "untrained"):
 
 # %% tags=["remove-input"]
 page.save(long, regime=regime)
+page.glue_verdict("w15", "w15_mark", "w15_measured", "w15_test")
 page.provenance()

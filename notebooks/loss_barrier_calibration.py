@@ -63,8 +63,10 @@ page.glue_values(n_narrow=int(narrow), n_wide=int(wide),
                  loss_ensemble_wide=means.loc[wide, "loss_cal_ensemble"],
                  loss_merged_cal_wide=means.loc[wide, "loss_cal_merged"],
                  n_at_bound=int(summary[["tau_at_bound_merged", "tau_at_bound_ensemble"]].to_numpy().sum()))
-page.glue_rows(means, {"narrow": narrow, "wide": wide},
-               ["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal"])
+page.glue_values(loss_barrier_mid_narrow=means.loc[narrow, "loss_barrier_mid"],
+                 loss_barrier_mid_wide=means.loc[wide, "loss_barrier_mid"],
+                 loss_barrier_cal_mid_narrow=means.loc[narrow, "loss_barrier_cal_mid"],
+                 loss_barrier_cal_mid_wide=means.loc[wide, "loss_barrier_cal_mid"])
 
 # %% [markdown]
 # ```{glue:figure} fig_barriers
@@ -117,7 +119,7 @@ page.glue_values(L=L, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1),
                  norm_rel_err_wide=abs(means.loc[wide, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1),
                  norm_rel_err_narrow=abs(means.loc[narrow, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1),
                  merged_acc_narrow=means.loc[narrow, "acc_merged"])
-page.glue_rows(means, {"narrow": narrow, "wide": wide}, ["tau_ratio"])
+page.glue_values(tau_ratio_narrow=means.loc[narrow, "tau_ratio"], tau_ratio_wide=means.loc[wide, "tau_ratio"])
 # read the two widths apart only by their intervals over pairs, as W9 does
 per_pair = (summary.groupby(["hidden_units", "pair"])["logit_norm_ratio"].mean() / 2.0 ** (1 - L) - 1).abs()
 iv_n, iv_w = stats.interval(per_pair.loc[narrow]), stats.interval(per_pair.loc[wide])
@@ -184,4 +186,7 @@ page.save(curves=(curves, ["loss", "loss_cal", "tau"], ["width", "hidden_units",
                                              "logit_norm_ratio", "tau_at_bound_merged", "tau_at_bound_ensemble"],
                    ["width", "hidden_units", "depth"]),
           regime=sweep.regime)
+page.glue_verdict("w2", "w2_mark", "w2_measured", "w2_test")
+page.glue_verdict("w9", "w9_mark", "w9_measured", "w9_test")
+page.glue_verdict("w12", "w12_mark", "w12_measured", "w12_test")
 page.provenance()

@@ -67,12 +67,18 @@ table.drop(columns="chance_un").round(4)  # means over the hidden layers; _un: t
 nm = probes["neuron_moments"]
 page.glue_md("setup", describe_study(study, probes.regime))
 page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
-narrow, wide = table.index.min(), table.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), jac_wide_spread=table.loc[wide, "jac_spread"])
-page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["jac", "chance", "jac_un", "top_share", "top_share_un",
-                                                         "participation_ratio", "participation_ratio_un"])
-for metric in ("top_share", "participation_ratio"):
-    page.glue_md(f"{metric}_trend", stats.trend(stats.spearman(table.index, table[metric]), "rises", "falls"))
+narrow, wide = table.loc[table.index.min()], table.loc[table.index.max()]
+page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), jac_narrow=narrow["jac"], jac_wide=wide["jac"],
+                 jac_wide_spread=wide["jac_spread"], jac_un_narrow=narrow["jac_un"], jac_un_wide=wide["jac_un"],
+                 chance_narrow=narrow["chance"], chance_wide=wide["chance"],
+                 top_share_narrow=narrow["top_share"], top_share_wide=wide["top_share"],
+                 top_share_un_narrow=narrow["top_share_un"], top_share_un_wide=wide["top_share_un"],
+                 participation_ratio_narrow=narrow["participation_ratio"],
+                 participation_ratio_wide=wide["participation_ratio"],
+                 participation_ratio_un_narrow=narrow["participation_ratio_un"],
+                 participation_ratio_un_wide=wide["participation_ratio_un"])
+trend = {m: stats.trend(stats.spearman(table.index, table[m]), "rises", "falls") for m in ("top_share", "participation_ratio")}
+page.glue_markdown(top_share_trend=trend["top_share"], participation_ratio_trend=trend["participation_ratio"])
 # against the untrained pairs, at every width: does training concentrate the activity?
 more = (table["top_share"] > table["top_share_un"]) & (table["participation_ratio"] < table["participation_ratio_un"])
 less = (table["top_share"] < table["top_share_un"]) & (table["participation_ratio"] > table["participation_ratio_un"])

@@ -104,17 +104,14 @@ for name, (frame, prov) in references.items():
     rows[ref_label] = claims.page_claims(page.name, frame)
     for r in rows[ref_label]:
         r.source = name
-        page.glue_claim(r)
+        page.glue_state(r)
     ref_frames[ref_label] = frame
     ref_figure = ref_figure or plots.plot_mechanism_width(frame, ref_label)  # the first reference's arms
     stale = reference.stale_note(prov)
     ref_notes.append(f"- {reference.describe(name, prov)}." + (f" **{stale}**" if stale else ""))
-page_numbers = mechanism_numbers(long)
-for key, value in page_numbers.items():
-    if isinstance(value, str):
-        page.glue_md(key, value)
-    else:
-        page.glue(key, value)
+page_numbers = mechanism_numbers(long)  # the directions of change are words, the rest numbers
+page.glue_values(**{k: v for k, v in page_numbers.items() if not isinstance(v, str)})
+page.glue_markdown(**{k: v for k, v in page_numbers.items() if isinstance(v, str)})
 page.glue_md("setup", describe_mechanism(study))
 for key, value in {"confidence": stats.CONFIDENCE, "acted_max": claims.DECAY_ACTED_MAX,
                    "converged_acc": claims.CONVERGED_TRAIN_ACC}.items():
@@ -329,4 +326,6 @@ page.glue_values(**conclusion_lists)
 
 # %% tags=["remove-input"]
 page.save(long)
+page.glue_verdict("m5", "m5_mark")
+page.glue_verdict("m6", "m6_mark")
 page.provenance()

@@ -306,4 +306,9 @@ page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref
 # %% tags=["remove-input"]
 page.choose("decides", study.seeds >= claims.MIN_PAIRS)
 page.save(components)
+page.glue_verdict("n3", "n3_mark", "n3_measured", "n3_test")
+page.glue_verdict("n4", "n4_mark", "n4_measured", "n4_test")
+page.glue_verdict("n5", "n5_mark", "n5_measured", "n5_test")
+page.glue_verdict("n6", "n6_mark", "n6_measured", "n6_test")
+page.glue_verdict("n7", "n7_mark", "n7_measured", "n7_test")
 page.provenance()

@@ -100,10 +100,11 @@ pick = claims.pick_setting(cells)
 page.glue_figure("fig_map", plots.plot_noise_map(cells))
 page.glue_md("setup", describe_map(study))
 page.glue_md("map_table", map_table(settings, cells))
-counts = cells["reading"].value_counts()
+n = cells["reading"].value_counts().reindex(list(claims.MAP_READINGS), fill_value=0).astype(int)  # cells per reading
 page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, n_pairs=study.seeds, n_cells=len(cells),
                  min_effect=100 * claims.NOISE_MIN_EFFECT, map_min_pairs=claims.MAP_MIN_PAIRS,
-                 **{f"n_{k}": int(counts.get(k, 0)) for k in claims.MAP_READINGS})
+                 n_failed=n["failed"], n_paper=n["paper"], n_gains=n["gains"], n_basins=n["basins"],
+                 n_harvest=n["harvest"], n_undecided=n["undecided"])
 page.choose("pick", "none" if pick is None else "found")
 vs_decay = "none"  # unless the pick has a decay-to-zero cell beside it (below)
 first = claims.pick_setting(cells, claims.FIRST_PICK)  # the ranking fixed before the map first ran

@@ -70,8 +70,11 @@ flags = own.fillna({"regime": "none"}).pivot_table(index=["method", "regime"], c
 main = flags[flags["claim_block"] == claims.BLOCK_CODES[claims.PAPER]]  # the papers' claims
 long_rows = main.xs("long", level="regime")
 page.glue_values(n_long=len(long_rows), n_long_pass=int(long_rows["claim_passed"].sum()))
-for block, numbers in claims.block_counts(claims.board_results(own)).items():  # each block counted on its own
-    page.glue_values(**{f"{block}_{k}": v for k, v in numbers.items() if k != "chance_expected"})
+counts = claims.block_counts(claims.board_results(own))  # each block counted on its own
+paper, book = counts[claims.PAPER], counts[claims.BOOK]
+page.glue_values(paper_rows=paper["rows"], paper_pass=paper["pass"], paper_fail=paper["fail"],
+                 paper_inconclusive=paper["inconclusive"], paper_na=paper["na"], book_rows=book["rows"],
+                 book_pass=book["pass"])
 long_states = {c: claims.state_of(board, c, "long") for c in long_rows.index}
 page.glue_md("long_rows", "; ".join(f"{c} {claims.MARKS[s]} (short: {claims.MARKS[claims.state_of(board, c, 'short')]})"
                                      for c, s in long_states.items()) or "none")

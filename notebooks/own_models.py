@@ -66,7 +66,8 @@ digits = data.from_arrays("my_digits", x[train], labels[train], x[cal], labels[c
                           num_classes=10, device="cpu")
 
 # %% tags=["remove-cell"]
-page.glue_values(**{f"n_{split}": n for split, n in digits.sizes().items()})
+sizes = digits.sizes()
+page.glue_values(n_train=sizes["train"], n_cal=sizes["cal"], n_test=sizes["test"])
 
 # %% [markdown]
 # That gives {glue:text}`n_train` training, {glue:text}`n_cal` calibration and

@@ -32,6 +32,7 @@ import pandas as pd
 from lmcbook import experiments, plots, schema, stats
 from lmcbook.captions import describe_study, regime_table
 from lmcbook.page import open_page
+from lmcbook.pages.weak_weight_decay import decay_numbers
 
 page, study = open_page("weak_weight_decay", globals())
 
@@ -75,31 +76,17 @@ panels = [
 page.glue_figure("fig_wd", plots.plot_panels(long, panels, group="weight_decay", labels=label))
 page.glue_md("setup", describe_study(study, regime))
 page.glue_md("regime", regime_table(regime))
-units = sorted(long["hidden_units"].unique())
-page.glue_values(wd_strong=wds["strong"], wd_weak=wds["weak"], norm_pred=2.0 ** (1 - L),
-                 **{f"shrink_{name}": schema.select(regime, "decay_shrinkage", weight_decay=wd)["value"].mean()
-                    for name, wd in wds.items()},
-                 n_wide=int(units[-1]), n_wide2=int(units[-2]) if len(units) > 1 else int(units[-1]))
-metrics = ["acc_merged", "logit_norm_ratio", "loss_barrier_cal_mid", "lewc_rel_err", "rel_effective_rank",
-           "acc_endpoints"]
-for name, wd in wds.items():
-    for metric in metrics:
-        st = stats.cell_stats(long, metric, weight_decay=wd)
-        for i, u in enumerate(units[::-1][:2]):
-            page.glue(f"{metric}_{name}_{i}", st.loc[u, "mean"])
-            page.glue(f"{metric}_{name}_{i}_spread", st.loc[u, "spread"])
-strong = stats.cell_stats(long, "acc_merged", weight_decay=wds["strong"]).loc[units[-1]]
-weak = stats.cell_stats(long, "acc_merged", weight_decay=wds["weak"]).loc[units[-1]]
-page.glue("gap", strong["mean"] - weak["mean"])
-weak_narrow = stats.cell_stats(long, "acc_merged", weight_decay=wds["weak"]).loc[units[0]]
-page.glue_values(n_narrow=int(units[0]), acc_merged_weak_narrow=weak_narrow["mean"])
-page.choose("weak_merges", bool(strong["mean"] <= weak["mean"]))
+numbers = decay_numbers(long, regime, wds["strong"], wds["weak"])
+page.glue_values(norm_pred=2.0 ** (1 - L), **numbers)
+page.choose("weak_merges", bool(numbers["gap"] <= 0))
 
 # %% [markdown]
 # Seed means per width of each quantity, at the sweep's weight decay (*strong*) and at
 # the weak one:
 
 # %%
+metrics = ["acc_merged", "logit_norm_ratio", "loss_barrier_cal_mid", "lewc_rel_err", "rel_effective_rank",
+           "acc_endpoints"]
 pd.DataFrame({(metric, name): stats.cell_stats(long, metric, weight_decay=wd)["mean"]
               for name, wd in wds.items() for metric in metrics}).round(4)
 

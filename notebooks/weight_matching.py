@@ -40,6 +40,7 @@ weak_weight_decay = draws = match_iterations = None
 from lmcbook import experiments, plots, schema
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
+from lmcbook.pages.weight_matching import method_numbers
 
 page, study = open_page("weight_matching", globals())
 
@@ -74,10 +75,7 @@ wm = means.xs("weight_matching", level="method")
 page.glue_values(n_narrow=int(narrow), n_wide=int(wide), cap=study.match_iterations,
                  t_narrow=wm.loc[narrow, "match_seconds"], t_wide=wm.loc[wide, "match_seconds"],
                  it_wide=wm.loc[wide, "match_iterations"])
-for m in ("none", "weight_matching", "random_permutation", "repair"):
-    for key in ("acc_barrier", "loss_barrier", "loss_barrier_cal"):
-        page.glue(f"{m}_{key}_narrow", means.loc[(narrow, m), key])
-        page.glue(f"{m}_{key}_wide", means.loc[(wide, m), key])
+page.glue_values(**method_numbers(means))
 best = means.xs(wide, level="hidden_units")["loss_barrier_cal"].idxmin()
 page.glue_md("best_wide", best.replace("_", " "))
 

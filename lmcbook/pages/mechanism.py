@@ -64,43 +64,52 @@ def hypotheses_markdown(states: dict[str, dict[str, str]]) -> str:
     return markdown_table(table.rename_axis("hypothesis"))
 
 
-#: What :func:`mechanism_numbers` reads at the decay arm's widest width: (glue name, metric, filters, hidden-only).
-_MECHANISM_NUMBERS = (
-    ("acc_plain", "acc_merged", {"method": "none"}, False),
-    ("acc_matched", "acc_merged", {"method": "weight_matching"}, False),
-    ("acc_ensemble", "acc_ensemble", {"method": "none"}, False),
-    ("orth", "orth_ratio", {"method": "trained", "lam": 0.5}, False),
-    ("orth_untrained", "orth_ratio", {"method": "untrained", "lam": 0.5}, False),
-    ("lewc", "lewc_rel_err", {"method": "trained", "lam": 0.5}, False),
-    ("llfc_matched", "llfc_rel_err", {"method": "weight_matched", "lam": 0.5}, False),
-    ("rank", "rel_effective_rank", {"method": "trained"}, True),
-    ("rank_untrained", "rel_effective_rank", {"method": "untrained"}, True),
-    ("delta_stable_rank", "delta_rel_stable_rank", {}, True),
-)
-
-
 def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
-    """Return the numbers the mechanism page quotes: at the decay arm's widest width, in its smallest-D (``_lo``)
-    and largest-D (``_hi``) cells, each measure's mean over pairs, the D values, the distance from initialisation,
-    and the direction of each change (``_dir``); the largest-D cell's length and weight decay (``epochs_hi``,
-    ``wd_hi``), and the widest width of the cells trained longer than it (``length_widest``, 0 if none)."""
+    """Return the numbers the mechanism page quotes, by glue key: at the decay arm's widest width (``units``), in its
+    smallest-D (``_lo``) and largest-D (``_hi``) cells, each measure's mean over pairs, the D values, the fraction of a
+    weight that weight decay alone leaves (``shrink``), the distance from initialisation (``dist``), and the direction
+    of each change (``_dir``: :func:`lmcbook.captions.direction`); the largest-D cell's length and weight decay
+    (``epochs_hi``, ``wd_hi``), and the widest width of the cells trained longer than it (``length_widest``, 0 if
+    none).  The accuracies and the distance read the whole network; LEWC, LLFC and orthogonality read λ = ½; the
+    ranks read the hidden-to-hidden matrices."""
     cells = cell_table(long)
     std = cells[cells["init_scale"] == 1.0]
     widest = std["widest"].max()
     at = std[std["widest"] == widest].sort_values("D")
     lo, hi = at.iloc[0], at.iloc[-1]
-    hidden = long[(long["layer"] > 1) & (long["layer"] < long["layer"].max())]
     longer = std[std["epochs"] > hi["epochs"]]  # the length arm: the same weight decays, trained longer
-    out: dict[str, Any] = {"units": int(widest), "d_lo": float(lo["D"]), "d_hi": float(hi["D"]),
-                           "shrink_lo": float(lo["shrinkage"]), "shrink_hi": float(hi["shrinkage"]),
-                           "epochs_hi": float(hi["epochs"]), "wd_hi": float(hi["weight_decay"]),
-                           "length_widest": int(longer["widest"].max()) if len(longer) else 0}
-    whole = long[long["layer"].isna()]
-    rows = _MECHANISM_NUMBERS + (("dist", "init_distance", {}, False),)
-    for name, metric, filters, only_hidden in rows:
-        df = hidden if only_hidden else whole if name == "dist" else long
-        for tag, cell in (("lo", lo), ("hi", hi)):
-            out[f"{name}_{tag}"] = float(select(in_cell(df, cell, widest), metric, **filters)
-                                         .groupby("pair")["value"].mean().mean())
-        out[f"{name}_dir"] = direction(out[f"{name}_lo"], out[f"{name}_hi"])
-    return out
+    hidden = long[(long["layer"] > 1) & (long["layer"] < long["layer"].max())]
+
+    def lo_hi(metric: str, frame: pd.DataFrame = long, **filters: Any) -> tuple[float, float]:
+        """The metric's mean over pairs in the smallest-D and in the largest-D cell, at the widest width."""
+        return tuple(float(select(in_cell(frame, cell, widest), metric, **filters).groupby("pair")["value"].mean()
+                           .mean()) for cell in (lo, hi))
+
+    acc_plain = lo_hi("acc_merged", method="none")
+    acc_matched = lo_hi("acc_merged", method="weight_matching")
+    acc_ensemble = lo_hi("acc_ensemble", method="none")
+    orth = lo_hi("orth_ratio", method="trained", lam=0.5)
+    orth_untrained = lo_hi("orth_ratio", method="untrained", lam=0.5)
+    lewc = lo_hi("lewc_rel_err", method="trained", lam=0.5)
+    llfc_matched = lo_hi("llfc_rel_err", method="weight_matched", lam=0.5)
+    rank = lo_hi("rel_effective_rank", hidden, method="trained")
+    rank_untrained = lo_hi("rel_effective_rank", hidden, method="untrained")
+    delta_stable_rank = lo_hi("delta_rel_stable_rank", hidden)
+    dist = lo_hi("init_distance", long[long["layer"].isna()])
+    return {"units": int(widest), "d_lo": float(lo["D"]), "d_hi": float(hi["D"]),
+            "shrink_lo": float(lo["shrinkage"]), "shrink_hi": float(hi["shrinkage"]),
+            "epochs_hi": float(hi["epochs"]), "wd_hi": float(hi["weight_decay"]),
+            "length_widest": int(longer["widest"].max()) if len(longer) else 0,
+            "acc_plain_lo": acc_plain[0], "acc_plain_hi": acc_plain[1], "acc_plain_dir": direction(*acc_plain),
+            "acc_matched_lo": acc_matched[0], "acc_matched_hi": acc_matched[1],
+            "acc_ensemble_lo": acc_ensemble[0], "acc_ensemble_hi": acc_ensemble[1],
+            "orth_lo": orth[0], "orth_hi": orth[1], "orth_dir": direction(*orth),
+            "orth_untrained_lo": orth_untrained[0],
+            "lewc_lo": lewc[0], "lewc_hi": lewc[1], "lewc_dir": direction(*lewc),
+            "llfc_matched_lo": llfc_matched[0], "llfc_matched_hi": llfc_matched[1],
+            "llfc_matched_dir": direction(*llfc_matched),
+            "rank_lo": rank[0], "rank_hi": rank[1], "rank_dir": direction(*rank),
+            "rank_untrained_lo": rank_untrained[0],
+            "delta_stable_rank_lo": delta_stable_rank[0], "delta_stable_rank_hi": delta_stable_rank[1],
+            "delta_stable_rank_dir": direction(*delta_stable_rank),
+            "dist_lo": dist[0], "dist_hi": dist[1], "dist_dir": direction(*dist)}

@@ -29,7 +29,7 @@ profile = "quick"  # and DepthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = init_scale = weight_decay = width = depths = None
 
-# %% tags=["remove-cell"]
+# %%
 import numpy as np
 
 from lmcbook import claims, experiments, plots, probes, schema, stats

@@ -31,7 +31,7 @@ profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
-# %% tags=["remove-cell"]
+# %%
 import numpy as np
 
 from lmcbook import claims, experiments, plots, schema, stats

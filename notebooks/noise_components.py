@@ -39,17 +39,10 @@ momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size =
 component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
 show_references = None
 
-# %% tags=["remove-cell"]
+# %%
 import numpy as np
 
-from lmcbook import claims, experiments, plots, reference, schema, stats
-from lmcbook.captions import (
-    describe_noise,
-    noise_reference_block,
-    rule_between_words,
-    sensitivity_words,
-    where_noise_runs,
-)
+from lmcbook import captions, claims, experiments, plots, reference, schema, stats
 from lmcbook.data import max_shift
 from lmcbook.page import open_page
 
@@ -68,8 +61,8 @@ mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "ensemble_gain", "train_
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_mom", plots.plot_momentum(mom))
-page.glue_md("setup", describe_noise(study))
-page.glue_md("where_text", where_noise_runs(study, page.read_csv_if("noise_regime")))
+page.glue_md("setup", captions.describe_noise(study))
+page.glue_md("where_text", captions.where_noise_runs(study, page.read_csv_if("noise_regime")))
 # descriptive, over every cell (kept or not): the collapse ratios N6 reads, with intervals over pairs
 on_eta = claims.collapse(mom, ["lr", "momentum"], "noise_scale", {"η": "lr"})
 sq = claims.collapse(mom, ["lr", "momentum"], "noise_scale_sq", {"S": "noise_scale"}, share=1.0)
@@ -227,7 +220,7 @@ kept = {name: frame.groupby(keys)["kept"].first() for name, frame, keys in (
     ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
 page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, min_effect=100 * claims.NOISE_MIN_EFFECT,
                  n_pairs=study.seeds, rule_old=claims.NOISE_RULE_THRESHOLDS[-1], ref_pairs=2 * claims.MIN_PAIRS)
-page.glue_md("rule_between", rule_between_words())
+page.glue_md("rule_between", captions.rule_between_words())
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"
                                     for name, c in kept.items()))
@@ -275,8 +268,8 @@ sensitivity = claims.rule_sensitivity(None, components)
 sensitivity
 
 # %% tags=["remove-cell"]
-page.glue_md("rule_moves", sensitivity_words(sensitivity))
-ref_blocks = [noise_reference_block(page, name, frame, prov)[0]
+page.glue_md("rule_moves", captions.sensitivity_words(sensitivity))
+ref_blocks = [captions.noise_reference_block(page, name, frame, prov)[0]
               for name, (frame, prov) in (page.references() if study.show_references else {}).items()]
 page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref_blocks]))
 

@@ -49,7 +49,7 @@ dataset = data_root = download = base_width = width = depth = bias = steps = war
 momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = show_references = seeds = device = None
 scheduler = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import claims, experiments, plots, reference, schema
 from lmcbook.captions import noise_map_sentence
 from lmcbook.page import open_page

@@ -43,19 +43,11 @@ momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size =
 component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
 show_references = None
 
-# %% tags=["remove-cell"]
-import numpy as np
+# %%
 
-from lmcbook import claims, experiments, plots, reference, schema
-from lmcbook.captions import (
-    describe_noise,
-    noise_reference_block,
-    rule_between_words,
-    sensitivity_words,
-    where_noise_runs,
-)
+from lmcbook import captions, claims, experiments, plots, schema
 from lmcbook.page import open_page
-from lmcbook.pages.noise_scale import noise_reference_facts
+from lmcbook.pages.noise_scale import grid_numbers, reference_texts
 
 page, study = open_page("noise_scale", globals())
 
@@ -89,38 +81,27 @@ sensitivity
 # %% [markdown]
 # {glue:md}`rule_moves`
 
+# %% [markdown]
+# N2 reads the kept cells' mean gains against $\log_{10} S$ through a quadratic fit; its
+# coefficients, and the vertex $\log_{10} S$ where it peaks (or bottoms out):
+
+# %%
+fit_s = claims.cell_mean_fit(grid, ["lr", "batch_size"])  # None with too few kept cells
+fit_s
+
 # %% tags=["remove-cell"]
-cells = claims.noise_cells(grid, ["lr", "batch_size"])
-fit_s = claims.cell_mean_fit(grid, ["lr", "batch_size"])  # on the kept cells' means, as N2 reads them
-n_ok = int(cells["kept"].sum())
-s_of, cell_means = per_cell["noise_scale"].first(), per_cell["gain"].mean()
 page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
 page.glue_md("fit_caption", "dashed: a quadratic fit on $\\log_{10} S$ over the kept cells" if fit_s is not None
              else f"no fit: fewer than {claims.NOISE_MIN_CELLS} cells kept")
-page.glue_md("setup", describe_noise(study))
+page.glue_md("setup", captions.describe_noise(study))
 regime_map = page.read_csv_if("noise_regime")  # None when this page runs alone (a reference run)
-page.glue_md("where_text", where_noise_runs(study, regime_map))
-data = experiments.study_data(study)
-best = cell_means.idxmax()
-page.glue_values(
-    failed_acc=claims.NOISE_FAILED_TRAIN_ACC, min_effect=100 * claims.NOISE_MIN_EFFECT, n_excluded=len(cells) - n_ok,
-    n_kept=n_ok, n_pairs=study.grid_pairs, n_test=len(data.y_test), signal_point=100 / len(data.y_test),
-    n_cells=len(cells), n_lrs=len(study.lrs), n_bs=len(study.batch_sizes), mu=study.momentum, wd=study.weight_decay,
-    s_lo=grid["noise_scale"].min(), s_hi=grid["noise_scale"].max(), min_pairs=claims.MIN_PAIRS,
-    decades=np.log10(grid["noise_scale"].max() / grid["noise_scale"].min()), min_cells=claims.NOISE_MIN_CELLS,
-    gain_min=100 * cell_means.min(), gain_max=100 * cell_means.max(), best_cell_s=s_of[best],
-    best_lr=best[1], best_b=best[0], ens_max=100 * per_cell["ensemble_gain"].mean().max(),
-    acc_lo=per_cell["acc_endpoints"].mean().min(), acc_hi=per_cell["acc_endpoints"].mean().max(),
-    train_lo=per_cell["train_acc_min"].mean().min(), train_hi=per_cell["train_acc_min"].mean().max(),
-    fit_vertex_s=np.nan if fit_s is None else 10 ** fit_s["vertex"],
-    fit_vertex_gain=np.nan if fit_s is None else 100 * fit_s["fit_vertex"])
+page.glue_md("where_text", captions.where_noise_runs(study, regime_map))
+page.glue_values(**grid_numbers(study, grid, fit_s, len(experiments.study_data(study).y_test)))
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")
 page.choose("n1_decides", study.grid_pairs >= 2 * claims.MIN_PAIRS)
-page.glue_values(n1_pairs=2 * claims.MIN_PAIRS, rule_old=claims.NOISE_RULE_THRESHOLDS[-1])
-page.glue_md("rule_between", rule_between_words())
-page.glue_md("rule_moves", sensitivity_words(sensitivity))
-page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
+page.glue_markdown(rule_between=captions.rule_between_words(), rule_moves=captions.sensitivity_words(sensitivity),
+                   legacy="`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
 
 # %% [markdown]
 # **Setup.** {glue:md}`setup`. The grid has {glue:text}`n_lrs` peak learning rates ×
@@ -187,53 +168,9 @@ page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spa
 # the kept cells' $S$; the fitted gain there is {glue:text}`fit_vertex_gain:.2f` points.
 
 # %% tags=["remove-cell"]
-ref_blocks, ref_rows, ref_figure = [], {}, None
-old_rule = claims.NOISE_CONVERGED_TRAIN_ACC
-retired = [f"**Retired:** `{name}`, {reference.get(name).retired} What it showed, under its own rule (the weaker child "
-           f"of every pair at {old_rule:g} training accuracy): " + noise_reference_facts(
-               frame, claims.noise_claims(frame, None, old_rule), rule=old_rule)
-           for name, (frame, _) in (page.references(retired=True) if study.show_references else {}).items()]
-for name, (frame, prov) in (page.references() if study.show_references else {}).items():
-    ref = claims.mark_kept(claims.noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]),
-                           ["lr", "batch_size"])
-    ref_figure = ref_figure or plots.plot_noise_grid(ref, claims.cell_mean_fit(ref, ["lr", "batch_size"]))
-    facts = (f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell. "
-             + noise_reference_facts(frame, claims.noise_claims(frame, None)))
-    block, ref_rows[name] = noise_reference_block(page, name, frame, prov, facts)
-    ref_blocks.append(block)
-page.glue_md("ref_figure_name", f"`{next(iter(ref_rows))}`" if ref_rows else "(none)")
-page.glue_figure("fig_grid_ref", ref_figure or plots.placeholder("No reference run of this page is committed."))
-page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref_blocks, *retired]))
-page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" for r in rows)
-                                      for n, rows in ref_rows.items()) or "none is committed")
-
-# %% [markdown]
-# ## The reference runs
-#
-# A *reference run*, committed under `results/` with its provenance and regenerated with
-# the command it names, runs this page with {glue:text}`n1_pairs` pairs per cell, enough for
-# N1's split half, in this page's setting. Its verdicts are in the scoreboard beside this build's
-# ({glue:md}`ref_summary`). Their tests, the rule and the minimum effect were fixed, and
-# committed, before they ran (the scoreboard marks their rows so).
-#
-# ```{glue:md} noise_references
-# :format: myst
-# ```
-#
-# ```{glue:figure} fig_grid_ref
-# :name: fig-noise-grid-reference
-#
-# The first reference run's grid, drawn as above: grey crosses are the cells the rule
-# excluded; dashed, the quadratic fit on the kept cells' means. Trained: as the
-# reference run {glue:md}`ref_figure_name` records above (its provenance).
-# ```
-
-# %% [markdown]
-# ## The spawn point
-#
-# The regime map trained its spawn points ({glue:md}`map_spawns`) at one batch size.
-# Read at this page's schedule and augmentation, it gives the spawn point's effect on the
-# gain without training anything new (the reference maps have more spawn points):
+ref_texts, ref_figure = reference_texts(page, study)
+page.glue_markdown(**ref_texts)
+page.glue_figure("fig_grid_ref", ref_figure)
 
 # %%
 spawn = claims.map_spawn_sweep(regime_map, study)

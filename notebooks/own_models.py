@@ -30,7 +30,7 @@
 profile = "quick"  # and TutorialStudy's fields (lmcbook.profiles); None keeps the profile's value
 hidden_units = epochs = pair = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import schema
 from lmcbook.page import open_page
 

@@ -33,7 +33,7 @@ profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import experiments, plots, schema, stats
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page

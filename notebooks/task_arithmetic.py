@@ -36,7 +36,7 @@ momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size =
 component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
 show_references = None
 
-# %% tags=["remove-cell"]
+# %%
 import numpy as np
 
 from lmcbook import experiments, plots

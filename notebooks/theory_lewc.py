@@ -63,7 +63,7 @@
 profile = "quick"  # and TheoryStudy's fields (lmcbook.profiles); None keeps the profile's value
 lams = depth = hidden = in_features = inputs = seed = None
 
-# %% tags=["remove-cell"]
+# %%
 import pandas as pd
 
 from lmcbook import plots, schema, theory

@@ -36,7 +36,7 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 weak_weight_decay = draws = match_iterations = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import experiments, plots, schema
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page

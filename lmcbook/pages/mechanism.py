@@ -1,4 +1,4 @@
-"""The mechanism page's captions, cell table, hypotheses table and the numbers its prose quotes."""
+"""The mechanism page's captions, cell table, hypotheses table, reference runs and the numbers its prose quotes."""
 
 from __future__ import annotations
 
@@ -6,10 +6,25 @@ from typing import Any
 
 import pandas as pd
 
+from .. import reference
 from ..captions import direction, markdown_table, short_fraction
-from ..claims import HYPOTHESES
-from ..data import DATASET_LABELS
+from ..claims import (
+    CONVERGED_TRAIN_ACC,
+    D_TIE_RTOL,
+    DECAY_ACTED_MAX,
+    HYPOTHESES,
+    MIN_ACC_EFFECT,
+    MIN_PAIRS,
+    ORTH_FALL_MIN,
+    ClaimResult,
+    page_claims,
+    source_label,
+)
+from ..data import DATASET_LABELS, DATASET_SHORT
+from ..page import Page
+from ..plots import plot_mechanism_width
 from ..schema import cell_table, in_cell, select
+from ..stats import CONFIDENCE
 
 
 def describe_mechanism(study: Any) -> str:
@@ -113,3 +128,34 @@ def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
             "delta_stable_rank_lo": delta_stable_rank[0], "delta_stable_rank_hi": delta_stable_rank[1],
             "delta_stable_rank_dir": direction(*delta_stable_rank),
             "dist_lo": dist[0], "dist_hi": dist[1], "dist_dir": direction(*dist)}
+
+
+def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]], dict[str, pd.DataFrame],
+                                                   dict[str, str], Any]:
+    """Return the page's committed reference runs scored (``show``: read them at all): each one's verdict rows and
+    frame by its label (:func:`lmcbook.claims.source_label`), each verdict's state glued (:meth:`Page.glue_state`);
+    by glue key, their Markdown list (stale ones marked) and the name of the first one, whose figure of the arms
+    comes last (None without one)."""
+    rows, frames, notes, figure = {}, {}, [], None
+    references = page.references() if show else {}
+    for name, (frame, prov) in references.items():
+        label = source_label(str(frame["dataset"].iloc[0]), name, DATASET_SHORT)
+        rows[label] = page_claims(page.name, frame)
+        for r in rows[label]:
+            r.source = name
+            page.glue_state(r)
+        frames[label] = frame
+        figure = figure or plot_mechanism_width(frame, label)
+        stale = reference.stale_note(prov)
+        notes.append(f"- {reference.describe(name, prov)}." + (f" **{stale}**" if stale else ""))
+    texts = {"references": "\n".join(notes) or "No reference run is committed for this page.",
+             "ref_figure_name": f"`{next(iter(references))}`" if references else "(none)"}
+    return rows, frames, texts, figure
+
+
+def threshold_words() -> dict[str, str]:
+    """Return the thresholds the page's prose names, by glue key, as the prose writes them."""
+    return {"confidence": f"{CONFIDENCE:.0%}", "acted_max": f"{DECAY_ACTED_MAX:.0%}",
+            "converged_acc": f"{CONVERGED_TRAIN_ACC:.0%}", "min_pairs": str(MIN_PAIRS),
+            "min_acc_effect": f"{100 * MIN_ACC_EFFECT:g} points", "orth_fall_min": f"{ORTH_FALL_MIN:g}",
+            "tie_rtol": f"{D_TIE_RTOL:.1%}"}

@@ -172,6 +172,34 @@ ref_texts, ref_figure = reference_texts(page, study)
 page.glue_markdown(**ref_texts)
 page.glue_figure("fig_grid_ref", ref_figure)
 
+# %% [markdown]
+# ## The reference runs
+#
+# A *reference run*, committed under `results/` with its provenance and regenerated with
+# the command it names, runs this page with {glue:text}`n1_pairs` pairs per cell, enough for
+# N1's split half, in this page's setting. Its verdicts are in the scoreboard beside this build's
+# ({glue:md}`ref_summary`). Their tests, the rule and the minimum effect were fixed, and
+# committed, before they ran (the scoreboard marks their rows so).
+#
+# ```{glue:md} noise_references
+# :format: myst
+# ```
+#
+# ```{glue:figure} fig_grid_ref
+# :name: fig-noise-grid-reference
+#
+# The first reference run's grid, drawn as above: grey crosses are the cells the rule
+# excluded; dashed, the quadratic fit on the kept cells' means. Trained: as the
+# reference run {glue:md}`ref_figure_name` records above (its provenance).
+# ```
+
+# %% [markdown]
+# ## The spawn point
+#
+# The regime map trained its spawn points ({glue:md}`map_spawns`) at one batch size.
+# Read at this page's schedule and augmentation, it gives the spawn point's effect on the
+# gain without training anything new (the reference maps have more spawn points):
+
 # %%
 spawn = claims.map_spawn_sweep(regime_map, study)
 spawn.groupby(["spawn_fraction", "lr"])[["gain", "ensemble_gain", "acc_endpoints"]].mean().unstack(0).round(4)

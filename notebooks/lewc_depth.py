@@ -56,11 +56,17 @@ by_depth["alpha"] = stats.cell_stats(scale, "scale_alpha", by="depth", method="t
 by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "beta", "acc_merged",
           "acc_ensemble"]].round(4)
 
+# %% [markdown]
+# Across depths, the scale law fitted to the logit norm ratios themselves,
+# $\log_2(\text{ratio}) = \alpha - \beta\,(L-1)$; LEWC predicts $\alpha = 0$, $\beta = 1$:
+
+# %%
+alpha_depth, beta_depth = probes.fit_scale_law(summary["depth"], np.log2(summary["logit_norm_ratio"]))
+alpha_depth, beta_depth
+
 # %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_depth", plots.plot_depth(summary, scale))
-# across depths: log2(logit norm ratio) = a - b (L - 1); LEWC: a = 0, b = 1
-alpha_depth, beta_depth = probes.fit_scale_law(summary["depth"], np.log2(summary["logit_norm_ratio"]))
 rel = np.abs(by_depth["logit_norm_ratio"] / by_depth["norm_pred"] - 1)
 page.glue_values(units=int(study.spec(study.width, 0, 2).model.channels), beta_depth=beta_depth,
                  alpha_depth=alpha_depth, beta_mean=float(beta["mean"].mean()), beta_min=float(beta["mean"].min()),

@@ -34,7 +34,7 @@ weak_weight_decay = draws = match_iterations = None
 from lmcbook import experiments, plots, schema
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
-from lmcbook.pages.llfc_vs_lewc import compared_numbers
+from lmcbook.pages.llfc_vs_lewc import compared_numbers, figure_panels
 
 page, study = open_page("llfc_vs_lewc", globals())
 
@@ -53,17 +53,7 @@ long = schema.concat([schema.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys)
                                            "llfc_vs_lewc", keys)])
 last = schema.last_hidden(frames["lewc"])
 names = {"trained": "unpermuted", "weight_matched": "weight-matched", "untrained": "untrained pair"}
-panels = [dict(metric="lewc_cos", title=rf"cosine to LEWC, layer {last}, $\lambda=\frac{{1}}{{4}}$",
-               filters=dict(layer=last, lam=0.25)),
-          dict(metric="llfc_cos", title=rf"cosine to LLFC, layer {last}, $\lambda=\frac{{1}}{{4}}$",
-               filters=dict(layer=last, lam=0.25)),
-          dict(metric="lewc_rel_err", title=rf"LEWC error, layer {last}, $\lambda=\frac{{1}}{{4}}$",
-               filters=dict(layer=last, lam=0.25), logy=True),
-          dict(metric="llfc_rel_err", title=rf"LLFC error, layer {last}, $\lambda=\frac{{1}}{{4}}$",
-               filters=dict(layer=last, lam=0.25), logy=True),
-          dict(metric="commutativity_rel_err", title="commutativity error (layers 2..L)", logy=True),
-          dict(metric="orth_ratio", title="orthogonality ratio (layers 2..L)", logy=True)]
-page.glue_figure("fig_llfc", plots.plot_panels(long, panels, ncols=3, labels=names))
+page.glue_figure("fig_llfc", plots.plot_panels(long, figure_panels(last), ncols=3, labels=names))
 page.glue_md("setup", describe_study(study, regime))
 page.glue_values(last=int(last), n_narrow=int(long["hidden_units"].min()), n_wide=int(long["hidden_units"].max()),
                  **compared_numbers(long, last))

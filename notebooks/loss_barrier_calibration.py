@@ -109,7 +109,14 @@ page.glue_values(loss_barrier_mid_narrow=means.loc[narrow, "loss_barrier_mid"],
 #
 # If LEWC holds, the merged logits are the ensemble's logits times $2^{1-L}$. The
 # norm ratio then tends to $2^{1-L}$, and the merged model needs a $2^{L-1}$ times
-# larger inverse temperature than the ensemble.
+# larger inverse temperature than the ensemble. How far each pair's norm ratio is from
+# $2^{1-L}$, relative to it, with its 95% interval over pairs at the narrowest and the
+# widest width (read apart only by these intervals, as W9 reads them):
+
+# %%
+per_pair = (summary.groupby(["hidden_units", "pair"])["logit_norm_ratio"].mean() / 2.0 ** (1 - L) - 1).abs()
+iv_n, iv_w = stats.interval(per_pair.loc[narrow]), stats.interval(per_pair.loc[wide])
+iv_n, iv_w
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_signatures", plots.plot_lewc_signatures(summary, L))
@@ -120,9 +127,6 @@ page.glue_values(L=L, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1),
                  norm_rel_err_narrow=abs(means.loc[narrow, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1),
                  merged_acc_narrow=means.loc[narrow, "acc_merged"])
 page.glue_values(tau_ratio_narrow=means.loc[narrow, "tau_ratio"], tau_ratio_wide=means.loc[wide, "tau_ratio"])
-# read the two widths apart only by their intervals over pairs, as W9 does
-per_pair = (summary.groupby(["hidden_units", "pair"])["logit_norm_ratio"].mean() / 2.0 ** (1 - L) - 1).abs()
-iv_n, iv_w = stats.interval(per_pair.loc[narrow]), stats.interval(per_pair.loc[wide])
 page.choose("narrow_norm", "no_interval" if not (iv_n.decided and iv_w.decided) else
             "near" if iv_n.hi <= claims.LOGIT_SCALE_TOL else "farther" if iv_n.lo > iv_w.hi else
             "closer" if iv_n.hi < iv_w.lo else "overlap")

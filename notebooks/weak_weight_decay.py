@@ -29,10 +29,10 @@ weak_weight_decay = draws = match_iterations = None
 # %%
 import pandas as pd
 
-from lmcbook import experiments, plots, schema, stats
+from lmcbook import experiments, plots, stats
 from lmcbook.captions import describe_study, regime_table
 from lmcbook.page import open_page
-from lmcbook.pages.weak_weight_decay import decay_numbers
+from lmcbook.pages.weak_weight_decay import decay_long, decay_numbers, figure_panels
 
 page, study = open_page("weak_weight_decay", globals())
 
@@ -43,37 +43,14 @@ page, study = open_page("weak_weight_decay", globals())
 # %%
 sweeps = [(s.weight_decay, experiments.pair_frames(s, page.store).summary, experiments.probe_frames(s, page.store),
            experiments.regime_frame(s, page.store)) for s in (study, study.weak())]
+long, last = decay_long(sweeps)  # the page's CSV, which the figure and the table read
 
 # %% tags=["remove-cell"]
-frames = []
-for wd, summary, probes, _ in sweeps:  # the page's CSV, which the figures and the table read
-    summ = schema.to_long(summary, "weak_weight_decay", ["acc_merged", "acc_endpoints", "acc_ensemble",
-                                                         "loss_barrier_cal_mid", "loss_barrier_mid",
-                                                         "logit_norm_ratio", "tau_ratio"],
-                          ["width", "hidden_units", "depth"])
-    last = schema.last_hidden(probes["lewc"])
-    lewc = schema.to_long_frame(schema.select(probes["lewc"], "lewc_rel_err", lam=0.5, layer=last,
-                                              method="trained"), "weak_weight_decay",
-                                ["width", "hidden_units", "depth", "layer", "lam"])
-    rank = schema.select(probes["rank"], "rel_effective_rank", method="trained")
-    rank = schema.to_long_frame(rank[rank["role"] == "hidden"], "weak_weight_decay",
-                                ["width", "hidden_units", "depth", "layer"])
-    frames.append(schema.concat([summ, lewc, rank]).assign(weight_decay=wd))
-long = schema.concat(frames)
 regime = pd.concat([r for *_, r in sweeps], ignore_index=True)
 L = study.layers
 wds = {"strong": study.weight_decay, "weak": study.weak_weight_decay}
 label = {wd: f"weight decay {wd:g}" for wd in wds.values()}
-panels = [
-    dict(metric="acc_merged", title=r"merged accuracy, $\lambda=\frac{1}{2}$"),
-    dict(metric="loss_barrier_cal_mid", title="calibrated midpoint loss barrier (nats)"),
-    dict(metric="lewc_rel_err", title=rf"LEWC relative error, layer {last}, $\lambda=\frac{{1}}{{2}}$"),
-    dict(metric="rel_effective_rank", title="relative effective rank (hidden-to-hidden)"),
-    dict(metric="logit_norm_ratio", title="logit norm ratio", hline=(2.0 ** (1 - L), "LEWC: $2^{1-L}$"),
-         logy=True),
-    dict(metric="acc_endpoints", title="endpoint accuracy (mean of a, b)"),
-]
-page.glue_figure("fig_wd", plots.plot_panels(long, panels, group="weight_decay", labels=label))
+page.glue_figure("fig_wd", plots.plot_panels(long, figure_panels(last, L), group="weight_decay", labels=label))
 page.glue_md("setup", describe_study(study, regime))
 page.glue_md("regime", regime_table(regime))
 numbers = decay_numbers(long, regime, wds["strong"], wds["weak"])

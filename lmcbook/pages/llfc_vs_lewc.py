@@ -36,3 +36,16 @@ def compared_numbers(long: pd.DataFrame, last: int) -> dict[str, float]:
         "untrained_lewc_cos_wide": at("untrained", "lewc_cos", wide),
         "untrained_llfc_cos_wide": at("untrained", "llfc_cos", wide),
     }
+
+
+def figure_panels(last: int) -> list[dict]:
+    """Return the page's figure panels (:func:`lmcbook.plots.plot_panels`): the cosines and errors of LEWC and LLFC
+    at the last hidden layer ``last`` and λ = ¼, then the commutativity error and the orthogonality ratio."""
+    quarter = dict(layer=last, lam=0.25)
+    at = rf"layer {last}, $\lambda=\frac{{1}}{{4}}$"
+    return [dict(metric="lewc_cos", title=f"cosine to LEWC, {at}", filters=quarter),
+            dict(metric="llfc_cos", title=f"cosine to LLFC, {at}", filters=quarter),
+            dict(metric="lewc_rel_err", title=f"LEWC error, {at}", filters=quarter, logy=True),
+            dict(metric="llfc_rel_err", title=f"LLFC error, {at}", filters=quarter, logy=True),
+            dict(metric="commutativity_rel_err", title="commutativity error (layers 2..L)", logy=True),
+            dict(metric="orth_ratio", title="orthogonality ratio (layers 2..L)", logy=True)]

@@ -1,10 +1,10 @@
-"""The numbers the weak_weight_decay page quotes, each under its glue key."""
+"""The weak_weight_decay page's CSV, its figure's panels and the numbers its prose quotes."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..schema import select
+from ..schema import concat, last_hidden, select, to_long, to_long_frame
 from ..stats import cell_stats
 
 
@@ -39,3 +39,34 @@ def decay_numbers(long: pd.DataFrame, regime: pd.DataFrame, strong: float, weak:
             "lewc_rel_err_weak_0": at("lewc_rel_err", weak, wide),
             "rel_effective_rank_strong_0": at("rel_effective_rank", strong, wide),
             "rel_effective_rank_weak_0": at("rel_effective_rank", weak, wide)}
+
+
+def decay_long(sweeps: list[tuple]) -> tuple[pd.DataFrame, int]:
+    """Return the page's CSV, which its figure and table read, from its two sweeps (``(weight decay, summary, probe
+    frames, regime)`` each): per weight decay the pair summaries, the LEWC error at the last hidden layer and λ = ½
+    and the relative effective rank of the hidden-to-hidden matrices (trained pairs); and that last hidden layer."""
+    frames = []
+    for wd, summary, probes, _ in sweeps:
+        summ = to_long(summary, "weak_weight_decay", ["acc_merged", "acc_endpoints", "acc_ensemble",
+                                                      "loss_barrier_cal_mid", "loss_barrier_mid",
+                                                      "logit_norm_ratio", "tau_ratio"],
+                       ["width", "hidden_units", "depth"])
+        last = last_hidden(probes["lewc"])
+        lewc = to_long_frame(select(probes["lewc"], "lewc_rel_err", lam=0.5, layer=last, method="trained"),
+                             "weak_weight_decay", ["width", "hidden_units", "depth", "layer", "lam"])
+        rank = select(probes["rank"], "rel_effective_rank", method="trained")
+        rank = to_long_frame(rank[rank["role"] == "hidden"], "weak_weight_decay",
+                             ["width", "hidden_units", "depth", "layer"])
+        frames.append(concat([summ, lewc, rank]).assign(weight_decay=wd))
+    return concat(frames), last
+
+
+def figure_panels(last: int, depth: int) -> list[dict]:
+    """Return the page's figure panels (:func:`lmcbook.plots.plot_panels`), the LEWC error at layer ``last``."""
+    return [dict(metric="acc_merged", title=r"merged accuracy, $\lambda=\frac{1}{2}$"),
+            dict(metric="loss_barrier_cal_mid", title="calibrated midpoint loss barrier (nats)"),
+            dict(metric="lewc_rel_err", title=rf"LEWC relative error, layer {last}, $\lambda=\frac{{1}}{{2}}$"),
+            dict(metric="rel_effective_rank", title="relative effective rank (hidden-to-hidden)"),
+            dict(metric="logit_norm_ratio", title="logit norm ratio", hline=(2.0 ** (1 - depth), "LEWC: $2^{1-L}$"),
+                 logy=True),
+            dict(metric="acc_endpoints", title="endpoint accuracy (mean of a, b)")]

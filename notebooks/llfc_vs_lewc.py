@@ -34,7 +34,7 @@ weak_weight_decay = draws = match_iterations = None
 from lmcbook import experiments, plots, schema
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
-from lmcbook.pages.llfc_vs_lewc import compared_numbers, figure_panels
+from lmcbook.pages.llfc_vs_lewc import PAIR_NAMES, compared_long, compared_numbers, figure_panels
 
 page, study = open_page("llfc_vs_lewc", globals())
 
@@ -47,13 +47,9 @@ frames = experiments.probe_frames(study, page.store, matched=True)
 regime = experiments.regime_frame(study, page.store)
 
 # %% tags=["remove-cell"]
-keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]
-long = schema.concat([schema.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys),  # the page's CSV; the figure reads it
-                      schema.to_long_frame(schema.select(frames["reciprocal_orthogonality"], lam=0.5),
-                                           "llfc_vs_lewc", keys)])
+long = compared_long(frames)  # the page's CSV; the figure reads it
 last = schema.last_hidden(frames["lewc"])
-names = {"trained": "unpermuted", "weight_matched": "weight-matched", "untrained": "untrained pair"}
-page.glue_figure("fig_llfc", plots.plot_panels(long, figure_panels(last), ncols=3, labels=names))
+page.glue_figure("fig_llfc", plots.plot_panels(long, figure_panels(last), ncols=3, labels=PAIR_NAMES))
 page.glue_md("setup", describe_study(study, regime))
 page.glue_values(last=int(last), n_narrow=int(long["hidden_units"].min()), n_wide=int(long["hidden_units"].max()),
                  **compared_numbers(long, last))

@@ -1,9 +1,10 @@
-"""The numbers the llfc_vs_lewc page quotes, each under its glue key."""
+"""The llfc_vs_lewc page's CSV, its figure's panels and the numbers its prose quotes."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from ..schema import concat, select, to_long_frame
 from ..stats import cell_stats
 
 
@@ -49,3 +50,15 @@ def figure_panels(last: int) -> list[dict]:
             dict(metric="llfc_rel_err", title=f"LLFC error, {at}", filters=quarter, logy=True),
             dict(metric="commutativity_rel_err", title="commutativity error (layers 2..L)", logy=True),
             dict(metric="orth_ratio", title="orthogonality ratio (layers 2..L)", logy=True)]
+
+
+#: How the figure names the pairs.
+PAIR_NAMES = {"trained": "unpermuted", "weight_matched": "weight-matched", "untrained": "untrained pair"}
+
+
+def compared_long(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Return the page's CSV, which its figure reads: the LEWC and LLFC probes of every pair kind, and the
+    orthogonality and commutativity probes at λ = ½ (``frames``: :func:`lmcbook.experiments.probe_frames`)."""
+    keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]
+    return concat([to_long_frame(frames["lewc"], "llfc_vs_lewc", keys),
+                   to_long_frame(select(frames["reciprocal_orthogonality"], lam=0.5), "llfc_vs_lewc", keys)])

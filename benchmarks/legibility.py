@@ -99,7 +99,8 @@ def measure() -> dict[str, object]:
         gone = sorted(k for k in keys if not re.search(rf"\b{re.escape(k)}\b", searched))
         if gone:
             missing[nb.stem] = gone
-    modules = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in (ROOT / "lmcbook").rglob("*.py")}
+    modules = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
+               for p in (ROOT / "lmcbook").rglob("*.py")}
     largest = max(modules, key=modules.get)
     return {"hidden_lines": hidden, "code_lines": total, "hidden_share": hidden / total,
             "glue_keys": referenced, "glue_keys_not_literal": sum(map(len, missing.values())),

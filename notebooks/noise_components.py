@@ -59,21 +59,25 @@ mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
 mom = claims.mark_kept(mom, ["lr", "momentum"])
 mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean().round(4)
 
+# %% [markdown]
+# How well $S$ collapses the momenta, over every cell (kept or not): the residual
+# variance of the cell mean gains around one quadratic in $\log_{10} S$, net of pair
+# noise, against that on $\log_{10}\eta$ alone and against that of the $(1-\mu)^2$ form
+# (the collapse N6 reads, with intervals over pairs):
+
+# %%
+on_eta = claims.collapse(mom, ["lr", "momentum"], "noise_scale", {"η": "lr"})
+sq = claims.collapse(mom, ["lr", "momentum"], "noise_scale_sq", {"S": "noise_scale"}, share=1.0)
+on_eta.ratio, sq.ratio, sq.excess
+
 # %% tags=["remove-cell"]
 page.glue_figure("fig_mom", plots.plot_momentum(mom))
 page.glue_md("setup", captions.describe_noise(study))
 page.glue_md("where_text", captions.where_noise_runs(study, page.read_csv_if("noise_regime")))
-# descriptive, over every cell (kept or not): the collapse ratios N6 reads, with intervals over pairs
-on_eta = claims.collapse(mom, ["lr", "momentum"], "noise_scale", {"η": "lr"})
-sq = claims.collapse(mom, ["lr", "momentum"], "noise_scale_sq", {"S": "noise_scale"}, share=1.0)
-def times(c, other):  # a ratio of net residual variances, or why there is none
-    if np.isfinite(c.ratio):
-        return f"{c.ratio:.3g} times {other}"
-    return f"not comparable with {other}, since no variance is left beyond pair noise"
-
-
-page.glue_md("mom_ratio_eta", times(on_eta, "that on log₁₀ η alone, which ignores momentum"))
-page.glue_md("mom_ratio_sq", times(sq, "that with (1−μ)"))
+# a ratio of net residual variances, or none where no variance is left beyond pair noise
+page.glue_values(eta_ratio=on_eta.ratio, sq_ratio=sq.ratio)
+page.choose("mom_ratios", {(True, True): "both", (True, False): "eta", (False, True): "sq",
+                           (False, False): "none"}[bool(np.isfinite(on_eta.ratio)), bool(np.isfinite(sq.ratio))])
 page.glue_md("mom_diff_sq", sq.excess.text(".3g", 1e4))
 few = not sq.excess.decided or sq.excess.n < claims.MIN_PAIRS  # an interval over fewer pairs cannot decide
 page.choose("mom_better", "no_interval" if few else "squared" if sq.excess.hi < 0 else
@@ -91,11 +95,38 @@ page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 # ```
 #
 # If momentum acts only through $S$, the lines for different $\mu$ fall on one curve.
+
+# %% [markdown] tags=["when:mom_ratios=both"]
 # Over every cell, kept or not, the residual variance of the cell mean gains around a
 # quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
-# {glue:md}`mom_ratio_eta`; with $(1-\mu)^2$ in place of $(1-\mu)$ it is
-# {glue:md}`mom_ratio_sq`, a difference of {glue:md}`mom_diff_sq` points² (95% interval
-# over pairs).
+# {glue:text}`eta_ratio:.3g` times that on log₁₀ η alone, which ignores momentum; with $(1-\mu)^2$
+# in place of $(1-\mu)$ it is {glue:text}`sq_ratio:.3g` times that with (1−μ), a difference of
+# {glue:md}`mom_diff_sq` points² (95% interval over pairs).
+
+# %% [markdown] tags=["when:mom_ratios=eta"]
+# Over every cell, kept or not, the residual variance of the cell mean gains around a
+# quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
+# {glue:text}`eta_ratio:.3g` times that on log₁₀ η alone, which ignores momentum; with $(1-\mu)^2$
+# in place of $(1-\mu)$ it is not comparable with that with (1−μ), since no variance is
+# left beyond pair noise, a difference of
+# {glue:md}`mom_diff_sq` points² (95% interval over pairs).
+
+# %% [markdown] tags=["when:mom_ratios=sq"]
+# Over every cell, kept or not, the residual variance of the cell mean gains around a
+# quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
+# not comparable with that on log₁₀ η alone, which ignores momentum, since no variance
+# is left beyond pair noise; with $(1-\mu)^2$
+# in place of $(1-\mu)$ it is {glue:text}`sq_ratio:.3g` times that with (1−μ), a difference of
+# {glue:md}`mom_diff_sq` points² (95% interval over pairs).
+
+# %% [markdown] tags=["when:mom_ratios=none"]
+# Over every cell, kept or not, the residual variance of the cell mean gains around a
+# quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
+# not comparable with that on log₁₀ η alone, which ignores momentum, since no variance
+# is left beyond pair noise; with $(1-\mu)^2$
+# in place of $(1-\mu)$ it is not comparable with that with (1−μ), since no variance is
+# left beyond pair noise, a difference of
+# {glue:md}`mom_diff_sq` points² (95% interval over pairs).
 
 # %% [markdown] tags=["when:mom_better=squared"]
 # Of the two forms, the $(1-\mu)^2$ form collapses them better, beyond the interval.

@@ -91,12 +91,11 @@ fit_s
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
-page.glue_md("fit_caption", "dashed: a quadratic fit on $\\log_{10} S$ over the kept cells" if fit_s is not None
-             else f"no fit: fewer than {claims.NOISE_MIN_CELLS} cells kept")
 page.glue_md("setup", captions.describe_noise(study))
 regime_map = page.read_csv_if("noise_regime")  # None when this page runs alone (a reference run)
 page.glue_md("where_text", captions.where_noise_runs(study, regime_map))
 page.glue_values(**grid_numbers(study, grid, fit_s, len(experiments.study_data(study).y_test)))
+page.choose("fit_drawn", fit_s is not None)
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")
 page.choose("n1_decides", study.grid_pairs >= 2 * claims.MIN_PAIRS)
@@ -114,16 +113,28 @@ page.glue_markdown(rule_between=captions.rule_between_words(), rule_moves=captio
 # {glue:text}`train_hi:.3f`: {glue:text}`n_excluded` of the {glue:text}`n_cells` cells
 # failed. The book's first protocol (a decay to zero, children spawned at 50%) is one
 # command away: {glue:md}`legacy`.
-#
+
+# %% [markdown] tags=["when:fit_drawn=true"]
 # ```{glue:figure} fig_grid
 # :name: fig-noise-grid
 #
 # Merging gain against $\eta$ (one line per $B$), against $B$ (one line per $\eta$), and
 # against $S$ (every pair, colored by $B$; grey crosses: cells the rule excluded;
-# {glue:md}`fit_caption`). Lines: pair means; bars: min to max over pairs. Trained:
+# dashed: a quadratic fit on $\log_{10} S$ over the kept cells). Lines: pair means; bars: min to max over pairs. Trained:
 # {glue:md}`setup`.
 # ```
+
+# %% [markdown] tags=["when:fit_drawn=false"]
+# ```{glue:figure} fig_grid
+# :name: fig-noise-grid
 #
+# Merging gain against $\eta$ (one line per $B$), against $B$ (one line per $\eta$), and
+# against $S$ (every pair, colored by $B$; grey crosses: cells the rule excluded;
+# no fit: fewer than {glue:text}`min_cells` cells kept). Lines: pair means; bars: min to max over pairs. Trained:
+# {glue:md}`setup`.
+# ```
+
+# %% [markdown]
 # **What this run shows.** The cell means of the gain range from
 # {glue:text}`gain_min:.2f` to {glue:text}`gain_max:.2f` points; the largest is at
 # $\eta =$ {glue:text}`best_lr:g`, $B =$ {glue:text}`best_b:g` ($S =$

@@ -48,6 +48,7 @@ seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = w
 from lmcbook import experiments, plots, stats
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
+from lmcbook.pages.neuron_overlap import overlap_numbers
 
 page, study = open_page("neuron_overlap", globals())
 
@@ -67,18 +68,9 @@ table.drop(columns="chance_un").round(4)  # means over the hidden layers; _un: t
 nm = probes["neuron_moments"]
 page.glue_md("setup", describe_study(study, probes.regime))
 page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
-narrow, wide = table.loc[table.index.min()], table.loc[table.index.max()]
-page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), jac_narrow=narrow["jac"], jac_wide=wide["jac"],
-                 jac_wide_spread=wide["jac_spread"], jac_un_narrow=narrow["jac_un"], jac_un_wide=wide["jac_un"],
-                 chance_narrow=narrow["chance"], chance_wide=wide["chance"],
-                 top_share_narrow=narrow["top_share"], top_share_wide=wide["top_share"],
-                 top_share_un_narrow=narrow["top_share_un"], top_share_un_wide=wide["top_share_un"],
-                 participation_ratio_narrow=narrow["participation_ratio"],
-                 participation_ratio_wide=wide["participation_ratio"],
-                 participation_ratio_un_narrow=narrow["participation_ratio_un"],
-                 participation_ratio_un_wide=wide["participation_ratio_un"])
-trend = {m: stats.trend(stats.spearman(table.index, table[m]), "rises", "falls") for m in ("top_share", "participation_ratio")}
-page.glue_markdown(top_share_trend=trend["top_share"], participation_ratio_trend=trend["participation_ratio"])
+numbers, words = overlap_numbers(table)
+page.glue_values(**numbers)
+page.glue_markdown(**words)
 # against the untrained pairs, at every width: does training concentrate the activity?
 more = (table["top_share"] > table["top_share_un"]) & (table["participation_ratio"] < table["participation_ratio_un"])
 less = (table["top_share"] < table["top_share_un"]) & (table["participation_ratio"] > table["participation_ratio_un"])

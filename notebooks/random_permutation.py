@@ -43,6 +43,7 @@ weak_weight_decay = draws = match_iterations = None
 from lmcbook import experiments, plots
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
+from lmcbook.pages.random_permutation import permutation_numbers
 
 page, study = open_page("random_permutation", globals())
 
@@ -62,21 +63,11 @@ means.assign(spread_over_draws=spread).round(4)
 # %% tags=["remove-cell"]
 page.glue_figure("fig_draws", plots.plot_draws(perm))
 page.glue_md("setup", describe_study(study, regime))
-narrow, wide = spread.index.min(), spread.index.max()
-point = 100 / len(experiments.study_data(study).y_test)
-wm_wide = 100 * (means.loc[wide, "weight_matching"] - means.loc[wide, "none"])  # points
-page.glue_values(draws=study.draws, n_narrow=int(narrow), n_wide=int(wide),
-                 spread_narrow=100 * spread.loc[narrow], spread_wide=100 * spread.loc[wide],
-                 spread_ratio=spread.loc[wide] / spread.loc[narrow] if spread.loc[narrow] > 0 else float("nan"),
-                 wm_gain_narrow=means.loc[narrow, "weight_matching"] - means.loc[narrow, "none"],
-                 wm_gain_wide=means.loc[wide, "weight_matching"] - means.loc[wide, "none"],
-                 wm_wide_points=wm_wide, wm_wide_drop=-wm_wide, point_per_image=point,
-                 none_narrow=means.loc[narrow, "none"], none_wide=means.loc[wide, "none"],
-                 random_permutation_narrow=means.loc[narrow, "random_permutation"],
-                 random_permutation_wide=means.loc[wide, "random_permutation"],
-                 weight_matching_narrow=means.loc[narrow, "weight_matching"],
-                 weight_matching_wide=means.loc[wide, "weight_matching"])
-page.choose("wm_wide", "adds" if wm_wide > point else "lowers" if wm_wide < -point else "within")
+point = 100 / len(experiments.study_data(study).y_test)  # one test image, in points
+numbers = permutation_numbers(means, spread)
+page.glue_values(draws=study.draws, point_per_image=point, **numbers)
+page.choose("wm_wide", "adds" if numbers["wm_wide_points"] > point else
+            "lowers" if numbers["wm_wide_points"] < -point else "within")
 
 # %% [markdown]
 # ```{glue:figure} fig_draws

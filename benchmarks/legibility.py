@@ -3,8 +3,10 @@
 - hidden: code lines (non-blank, not comments) of the notebooks that sit in cells tagged ``remove-cell``,
   ``remove-input`` or ``hide-input``, over all code lines of the notebooks (the ``parameters`` cells included);
 - glue keys: the keys a page's prose names (``{glue:...}`key```, ``{glue:figure} key``) that appear literally
-  (as a whole word) neither in the notebook's code nor in the source of an ``lmcbook`` function the notebook
-  names in its code (and, apart, those not in the notebook's own code);
+  (as a whole word) neither in the notebook's code nor in the code of an ``lmcbook`` function the notebook
+  names in its code (and, apart, those not in the notebook's own code).  Comments and docstrings do not count:
+  a key must be written where its value is glued or computed, so that ``grep KEY`` finds where a number comes
+  from;
 - largest module: the longest ``lmcbook`` module, in lines.
 """
 
@@ -16,11 +18,12 @@ import inspect
 import pkgutil
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HIDDEN_TAGS = ("remove-cell", "remove-input", "hide-input")
-GLUE_REF = re.compile(r"\{glue(?::\w+)?\}`([A-Za-z0-9_]+)`|\{glue:figure\}\s+([A-Za-z0-9_]+)")
+GLUE_REF = re.compile(r"\{glue(?::\w+)?\}`([A-Za-z0-9_]+)(?::[^`]*)?`|\{glue:figure\}\s+([A-Za-z0-9_]+)")
 
 
 def cells(text: str) -> list[tuple[str, str]]:
@@ -31,6 +34,20 @@ def cells(text: str) -> list[tuple[str, str]]:
 
 def code_lines(body: str) -> int:
     return sum(1 for line in body.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+
+
+def bare(source: str) -> str:
+    """Return Python source without its comments and docstrings (unparsed); the source itself if it does not parse."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
 
 
 def helper_sources(code: str) -> str:
@@ -55,7 +72,7 @@ def helper_sources(code: str) -> str:
 
 def _source(obj: object) -> str:
     try:
-        return inspect.getsource(getattr(obj, "__func__", obj))
+        return bare(inspect.getsource(getattr(obj, "__func__", obj)))
     except (OSError, TypeError):  # generated (dataclass) methods have no source
         return ""
 
@@ -74,7 +91,7 @@ def measure() -> dict[str, object]:
             n = code_lines(body)
             total += n
             hidden += n if any(t in header for t in HIDDEN_TAGS) else 0
-        code_text = "\n".join(code)
+        code_text = "\n".join(bare(body) for body in code)
         keys = {a or b for a, b in GLUE_REF.findall("\n".join(prose))}
         referenced += len(keys)
         outside_notebook += sum(1 for k in keys if not re.search(rf"\b{re.escape(k)}\b", code_text))
@@ -82,7 +99,8 @@ def measure() -> dict[str, object]:
         gone = sorted(k for k in keys if not re.search(rf"\b{re.escape(k)}\b", searched))
         if gone:
             missing[nb.stem] = gone
-    modules = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in (ROOT / "lmcbook").rglob("*.py")}
+    modules = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
+               for p in (ROOT / "lmcbook").rglob("*.py")}
     largest = max(modules, key=modules.get)
     return {"hidden_lines": hidden, "code_lines": total, "hidden_share": hidden / total,
             "glue_keys": referenced, "glue_keys_not_literal": sum(map(len, missing.values())),

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jupytext
 import matplotlib.pyplot as plt
@@ -148,3 +149,42 @@ def launch(source: Path, dest: Path, profile: str = "quick", dry_run: bool = Fal
     if not dry_run:
         subprocess.run(cmd, check=False)
     return cmd
+
+
+def show(profile: str, study: Any, store: RunStore, width: float | None, pair: int, lam: float,
+         layer: int | None) -> View:
+    """Draw the explorer's view of ``study``'s data set (:func:`view`): its figure, or the message naming what is
+    missing; return the view."""
+    from IPython.display import display
+
+    v = view(profile, study.dataset, width, pair, lam, layer, store)
+    if v.message:
+        print(v.message)
+    else:
+        display(v.figure)
+    return v
+
+
+def live_controls(profile: str, study: Any, store: RunStore) -> None:
+    """Show the controls, and redraw the view whenever one of them changes (run live by ``lmcbook explore``)."""
+    import ipywidgets as w
+    from IPython.display import clear_output, display
+
+    opts = options(profile, study.dataset)
+    controls = {"width": w.Dropdown(options=opts["width"], value=study.width or opts["width"][-1],
+                                    description="width ×"),
+                "pair": w.Dropdown(options=opts["pair"], value=study.pair, description="pair"),
+                "lam": w.SelectionSlider(options=opts["lam"], value=study.lam, description="λ"),
+                "layer": w.Dropdown(options=opts["layer"], value=study.layer or opts["layer"][-2],
+                                    description="layer")}
+    out = w.Output()
+
+    def update(change: Any = None) -> None:
+        with out:
+            clear_output(wait=True)
+            show(profile, study, store, **{k: c.value for k, c in controls.items()})
+
+    for c in controls.values():
+        c.observe(update, names="value")
+    display(w.HBox(list(controls.values())), out)
+    update()

@@ -41,8 +41,17 @@ Markdown(claims.scoreboard_markdown(rows))
 
 # %% tags=["remove-cell"]
 counts = claims.block_counts(rows)
-for block, numbers in counts.items():  # paper_rows, paper_pass, ..., book_chance_upper
-    page.glue_values(**{f"{block}_{k}": f"{v:.1f}" if k == "chance_expected" else v for k, v in numbers.items()})
+paper, book = counts[claims.PAPER], counts[claims.BOOK]  # each block counted on its own
+page.glue_values(paper_rows=paper["rows"], paper_pass=paper["pass"], paper_fail=paper["fail"],
+                 paper_inconclusive=paper["inconclusive"], paper_na=paper["na"], paper_can_fail=paper["can_fail"],
+                 paper_can_fail_pass=paper["can_fail_pass"], paper_chance_expected=f"{paper['chance_expected']:.1f}",
+                 paper_chance_upper=paper["chance_upper"], paper_fixed_before=paper["fixed_before"],
+                 paper_fixed_before_pass=paper["fixed_before_pass"],
+                 book_rows=book["rows"], book_pass=book["pass"], book_fail=book["fail"],
+                 book_inconclusive=book["inconclusive"], book_na=book["na"], book_can_fail=book["can_fail"],
+                 book_can_fail_pass=book["can_fail_pass"], book_chance_expected=f"{book['chance_expected']:.1f}",
+                 book_chance_upper=book["chance_upper"], book_fixed_before=book["fixed_before"],
+                 book_fixed_before_pass=book["fixed_before_pass"])
 page.glue_values(n_refs=len(references), n_own=sum(r.source is None for r in rows),
                  n_diagnostic=sum(r.block == claims.DIAGNOSTIC for r in rows), chance_rate=f"{claims.CHANCE_RATE:.0%}",
                  fixed_before_ids=", ".join(sorted(claims.FIXED_BEFORE, key=claims.id_order))
@@ -102,7 +111,7 @@ page.glue_md("noise_components_refs", reference.listing("noise_components"))
 # - *n/a*: the setting does not meet the claim's assumptions, for example LEWC's
 #   $\lambda^l$ scale in a network with biases or BatchNorm.
 #
-# **Where the tests come from.** Each is a small function in `lmcbook/claims.py`, with
+# **Where the tests come from.** Each is a small function in the package `lmcbook/claims/`, with
 # unit tests that produce every verdict on synthetic data. The evidence pages glue the
 # same functions' verdicts, so a page and this table cannot disagree. The tests read
 # only the CSV files that the other pages save. The *threshold fixed* column says when

@@ -30,49 +30,15 @@
 profile = "quick"  # and ExplorerStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = width = pair = lam = layer = interactive = None
 
-# %% tags=["remove-cell"]
+# %%
 import pandas as pd
 
 import lmcbook as lb
 from lmcbook import explore
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("explore", globals())
-
-
-def show(width, pair, lam, layer):
-    """Draw the explorer's view (a plain function of the controls' values)."""
-    v = explore.view(profile, study.dataset, width, pair, lam, layer, page.store)
-    if v.message:
-        print(v.message)
-    else:
-        display(v.figure)  # noqa: F821 (IPython's display)
-    return v
-
-
-def live_controls():
-    """Show the controls, and redraw the view whenever one of them changes (run live by `lmcbook explore`)."""
-    import ipywidgets as w
-    from IPython.display import clear_output
-
-    opts = explore.options(profile, study.dataset)
-    controls = {"width": w.Dropdown(options=opts["width"], value=study.width or opts["width"][-1],
-                                    description="width ×"),
-                "pair": w.Dropdown(options=opts["pair"], value=study.pair, description="pair"),
-                "lam": w.SelectionSlider(options=opts["lam"], value=study.lam, description="λ"),
-                "layer": w.Dropdown(options=opts["layer"], value=study.layer or opts["layer"][-2],
-                                    description="layer")}
-    out = w.Output()
-
-    def update(change=None):
-        with out:
-            clear_output(wait=True)
-            show(**{k: c.value for k, c in controls.items()})
-
-    for c in controls.values():
-        c.observe(update, names="value")
-    display(w.HBox(list(controls.values())), out)  # noqa: F821
-    update()
 
 
 # %% [markdown]
@@ -81,10 +47,10 @@ def live_controls():
 
 # %%
 if study.interactive:
-    live_controls()
+    explore.live_controls(profile, study, page.store)
     view = None
 else:
-    view = show(study.width, study.pair, study.lam, study.layer)
+    view = explore.show(profile, study, page.store, study.width, study.pair, study.lam, study.layer)
 
 # %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(lb.study("width", profile, dataset=study.dataset)))

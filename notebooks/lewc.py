@@ -38,9 +38,10 @@ profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import claims, experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("lewc", globals())
 
@@ -92,11 +93,11 @@ page.glue_figure("fig_lewc", plots.plot_lewc_vs_llfc(lewc))
 page.glue_figure("fig_scale", plots.plot_scale_law(scale))
 quarter = stats.cell_means(lewc, {"q_err": "lewc_rel_err", "q_llfc": "llfc_rel_err"}, layer=last, lam=0.25)
 beta = stats.cell_means(scale, {"beta": "scale_beta"})
-narrow, wide = table.index.min(), table.index.max()
-page.glue_values(last=int(last), n_narrow=int(narrow), n_wide=int(wide), err_wide_spread=table.loc[wide, "err_spread"],
-                 beta_wide_spread=beta.loc[wide, "beta_spread"])
-page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["err"])
-page.glue_rows(table.join(quarter).join(beta), {"wide": wide}, ["err_un", "llfc", "q_err", "q_llfc", "beta", "beta_un"])
+narrow, wide = table.loc[table.index.min()], table.join(quarter).join(beta).loc[table.index.max()]
+page.glue_values(last=int(last), n_narrow=int(narrow.name), n_wide=int(wide.name), err_narrow=narrow["err"],
+                 err_wide=wide["err"], err_wide_spread=wide["err_spread"], err_un_wide=wide["err_un"],
+                 llfc_wide=wide["llfc"], q_err_wide=wide["q_err"], q_llfc_wide=wide["q_llfc"], beta_wide=wide["beta"],
+                 beta_wide_spread=wide["beta_spread"], beta_un_wide=wide["beta_un"])
 why = claims.lewc_setting_missing(schema.to_long_frame(regime, "lewc", schema.REGIME_KEYS))
 page.choose("scale_applies", why is None)
 page.glue_values(scale_missing=why or "")
@@ -161,4 +162,6 @@ page.glue_values(scale_missing=why or "")
 
 # %% tags=["remove-input"]
 page.save(lewc=lewc, scale_law=scale, keys=schema.PROBE_KEYS, regime=regime)
+page.glue_verdict("w3", "w3_mark", "w3_measured", "w3_test")
+page.glue_verdict("w13", "w13_mark", "w13_measured", "w13_test")
 page.provenance()

@@ -34,11 +34,12 @@ profile = "quick"  # and DepthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = init_scale = weight_decay = width = depths = None
 
-# %% tags=["remove-cell"]
+# %%
 import numpy as np
 
 from lmcbook import claims, experiments, plots, probes, schema, stats
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("lewc_depth", globals())
 
@@ -60,11 +61,17 @@ by_depth["alpha"] = stats.cell_stats(scale, "scale_alpha", by="depth", method="t
 by_depth[["logit_norm_ratio", "norm_pred", "tau_ratio", "tau_pred", "alpha", "beta", "acc_merged",
           "acc_ensemble"]].round(4)
 
+# %% [markdown]
+# Across depths, the scale law fitted to the logit norm ratios themselves,
+# $\log_2(\text{ratio}) = \alpha - \beta\,(L-1)$; LEWC predicts $\alpha = 0$, $\beta = 1$:
+
+# %%
+alpha_depth, beta_depth = probes.fit_scale_law(summary["depth"], np.log2(summary["logit_norm_ratio"]))
+alpha_depth, beta_depth
+
 # %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_depth", plots.plot_depth(summary, scale))
-# across depths: log2(logit norm ratio) = a - b (L - 1); LEWC: a = 0, b = 1
-alpha_depth, beta_depth = probes.fit_scale_law(summary["depth"], np.log2(summary["logit_norm_ratio"]))
 rel = np.abs(by_depth["logit_norm_ratio"] / by_depth["norm_pred"] - 1)
 page.glue_values(units=int(study.spec(study.width, 0, 2).model.channels), beta_depth=beta_depth,
                  alpha_depth=alpha_depth, beta_mean=float(beta["mean"].mean()), beta_min=float(beta["mean"].min()),
@@ -111,4 +118,5 @@ page.glue_values(depth_pairs=study.seeds, min_pairs=claims.MIN_PAIRS)
 page.save(summary=(summary, ["logit_norm_ratio", "tau_ratio", "acc_merged", "acc_ensemble", "acc_endpoints",
                              "loss_barrier_cal_mid", "loss_barrier_mid"], ["width", "hidden_units", "depth"]),
           scale_law=scale, keys=schema.PROBE_KEYS, regime=regime)
+page.glue_verdict("w10", "w10_mark", "w10_measured", "w10_test")
 page.provenance()

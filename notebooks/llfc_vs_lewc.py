@@ -35,9 +35,11 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 weak_weight_decay = draws = match_iterations = None
 
-# %% tags=["remove-cell"]
-from lmcbook import experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page
+# %%
+from lmcbook import experiments, plots, schema
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
+from lmcbook.pages.llfc_vs_lewc import PAIR_NAMES, compared_long, compared_numbers, figure_panels
 
 page, study = open_page("llfc_vs_lewc", globals())
 
@@ -50,34 +52,12 @@ frames = experiments.probe_frames(study, page.store, matched=True)
 regime = experiments.regime_frame(study, page.store)
 
 # %% tags=["remove-cell"]
-keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]
-long = schema.concat([schema.to_long_frame(frames["lewc"], "llfc_vs_lewc", keys),  # the page's CSV; the figure reads it
-                      schema.to_long_frame(schema.select(frames["reciprocal_orthogonality"], lam=0.5),
-                                           "llfc_vs_lewc", keys)])
+long = compared_long(frames)  # the page's CSV; the figure reads it
 last = schema.last_hidden(frames["lewc"])
-names = {"trained": "unpermuted", "weight_matched": "weight-matched", "untrained": "untrained pair"}
-panels = [dict(metric="lewc_cos", title=rf"cosine to LEWC, layer {last}, $\lambda=\frac{{1}}{{4}}$",
-               filters=dict(layer=last, lam=0.25)),
-          dict(metric="llfc_cos", title=rf"cosine to LLFC, layer {last}, $\lambda=\frac{{1}}{{4}}$",
-               filters=dict(layer=last, lam=0.25)),
-          dict(metric="lewc_rel_err", title=rf"LEWC error, layer {last}, $\lambda=\frac{{1}}{{4}}$",
-               filters=dict(layer=last, lam=0.25), logy=True),
-          dict(metric="llfc_rel_err", title=rf"LLFC error, layer {last}, $\lambda=\frac{{1}}{{4}}$",
-               filters=dict(layer=last, lam=0.25), logy=True),
-          dict(metric="commutativity_rel_err", title="commutativity error (layers 2..L)", logy=True),
-          dict(metric="orth_ratio", title="orthogonality ratio (layers 2..L)", logy=True)]
-page.glue_figure("fig_llfc", plots.plot_panels(long, panels, ncols=3, labels=names))
+page.glue_figure("fig_llfc", plots.plot_panels(long, figure_panels(last), ncols=3, labels=PAIR_NAMES))
 page.glue_md("setup", describe_study(study, regime))
-units = sorted(long["hidden_units"].unique())
-narrow, wide = units[0], units[-1]
-page.glue_values(last=int(last), n_narrow=int(narrow), n_wide=int(wide))
-for method in ("trained", "weight_matched", "untrained"):
-    for metric, f in (("lewc_rel_err", dict(layer=last, lam=0.25)), ("llfc_rel_err", dict(layer=last, lam=0.25)),
-                      ("lewc_cos", dict(layer=last, lam=0.25)), ("llfc_cos", dict(layer=last, lam=0.25)),
-                      ("commutativity_rel_err", {}), ("orth_ratio", {})):
-        st = stats.cell_stats(long, metric, method=method, **f)
-        page.glue(f"{method}_{metric}_narrow", st.loc[narrow, "mean"])
-        page.glue(f"{method}_{metric}_wide", st.loc[wide, "mean"])
+page.glue_values(last=int(last), n_narrow=int(long["hidden_units"].min()), n_wide=int(long["hidden_units"].max()),
+                 **compared_numbers(long, last))
 
 # %% [markdown]
 # ```{glue:figure} fig_llfc
@@ -122,4 +102,5 @@ for method in ("trained", "weight_matched", "untrained"):
 
 # %% tags=["remove-input"]
 page.save(long, regime=regime)
+page.glue_verdict("w15", "w15_mark", "w15_measured", "w15_test")
 page.provenance()

@@ -40,9 +40,10 @@ profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import claims, experiments, plots, stats
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("loss_barrier_calibration", globals())
 
@@ -101,8 +102,10 @@ page.glue_values(n_narrow=int(narrow), n_wide=int(wide),
                  loss_ensemble_wide=means.loc[wide, "loss_cal_ensemble"],
                  loss_merged_cal_wide=means.loc[wide, "loss_cal_merged"],
                  n_at_bound=int(summary[["tau_at_bound_merged", "tau_at_bound_ensemble"]].to_numpy().sum()))
-page.glue_rows(means, {"narrow": narrow, "wide": wide},
-               ["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal"])
+page.glue_values(loss_barrier_mid_narrow=means.loc[narrow, "loss_barrier_mid"],
+                 loss_barrier_mid_wide=means.loc[wide, "loss_barrier_mid"],
+                 loss_barrier_cal_mid_narrow=means.loc[narrow, "loss_barrier_cal_mid"],
+                 loss_barrier_cal_mid_wide=means.loc[wide, "loss_barrier_cal_mid"])
 
 # %% [markdown]
 # ```{glue:figure} fig_barriers
@@ -145,7 +148,14 @@ page.glue_rows(means, {"narrow": narrow, "wide": wide},
 #
 # If LEWC holds, the merged logits are the ensemble's logits times $2^{1-L}$. The
 # norm ratio then tends to $2^{1-L}$, and the merged model needs a $2^{L-1}$ times
-# larger inverse temperature than the ensemble.
+# larger inverse temperature than the ensemble. How far each pair's norm ratio is from
+# $2^{1-L}$, relative to it, with its 95% interval over pairs at the narrowest and the
+# widest width (read apart only by these intervals, as W9 reads them):
+
+# %%
+per_pair = (summary.groupby(["hidden_units", "pair"])["logit_norm_ratio"].mean() / 2.0 ** (1 - L) - 1).abs()
+iv_n, iv_w = stats.interval(per_pair.loc[narrow]), stats.interval(per_pair.loc[wide])
+iv_n, iv_w
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_signatures", plots.plot_lewc_signatures(summary, L))
@@ -155,10 +165,7 @@ page.glue_values(L=L, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1),
                  norm_rel_err_wide=abs(means.loc[wide, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1),
                  norm_rel_err_narrow=abs(means.loc[narrow, "logit_norm_ratio"] / 2.0 ** (1 - L) - 1),
                  merged_acc_narrow=means.loc[narrow, "acc_merged"])
-page.glue_rows(means, {"narrow": narrow, "wide": wide}, ["tau_ratio"])
-# read the two widths apart only by their intervals over pairs, as W9 does
-per_pair = (summary.groupby(["hidden_units", "pair"])["logit_norm_ratio"].mean() / 2.0 ** (1 - L) - 1).abs()
-iv_n, iv_w = stats.interval(per_pair.loc[narrow]), stats.interval(per_pair.loc[wide])
+page.glue_values(tau_ratio_narrow=means.loc[narrow, "tau_ratio"], tau_ratio_wide=means.loc[wide, "tau_ratio"])
 page.choose("narrow_norm", "no_interval" if not (iv_n.decided and iv_w.decided) else
             "near" if iv_n.hi <= claims.LOGIT_SCALE_TOL else "farther" if iv_n.lo > iv_w.hi else
             "closer" if iv_n.hi < iv_w.lo else "overlap")
@@ -222,4 +229,7 @@ page.save(curves=(curves, ["loss", "loss_cal", "tau"], ["width", "hidden_units",
                                              "logit_norm_ratio", "tau_at_bound_merged", "tau_at_bound_ensemble"],
                    ["width", "hidden_units", "depth"]),
           regime=sweep.regime)
+page.glue_verdict("w2", "w2_mark", "w2_measured", "w2_test")
+page.glue_verdict("w9", "w9_mark", "w9_measured", "w9_test")
+page.glue_verdict("w12", "w12_mark", "w12_measured", "w12_test")
 page.provenance()

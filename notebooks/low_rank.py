@@ -36,11 +36,12 @@ profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
-# %% tags=["remove-cell"]
+# %%
 import numpy as np
 
 from lmcbook import claims, experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page, regime_table
+from lmcbook.captions import describe_study, regime_table
+from lmcbook.page import open_page
 
 page, study = open_page("low_rank", globals())
 
@@ -60,21 +61,22 @@ table[["er", "er_spread", "er_un", "abs_er"]].round(4)
 rank, regime = probes["rank"], probes.regime
 page.glue_md("setup", describe_study(study, regime))
 page.glue_figure("fig_rank", plots.plot_rank(rank))
-narrow, wide = table.index.min(), table.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), er_wide_spread=table.loc[wide, "er_spread"])
-page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["er", "er_un", "sr", "abs_er"])
+narrow, wide = table.loc[table.index.min()], table.loc[table.index.max()]
+page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), er_narrow=narrow["er"], er_wide=wide["er"],
+                 er_wide_spread=wide["er_spread"], er_un_wide=wide["er_un"], sr_narrow=narrow["sr"], sr_wide=wide["sr"],
+                 abs_er_narrow=narrow["abs_er"], abs_er_wide=wide["abs_er"])
 upd = schema.hidden_to_hidden(regime[regime["metric"].str.startswith("delta_rel")])  # what training added, W − W₀
-for key, metric in (("upd_er", "delta_rel_effective_rank"), ("upd_sr", "delta_rel_stable_rank")):
-    st = stats.cell_stats(upd, metric)
-    page.glue(f"{key}_narrow", st["mean"].iloc[0])
-    page.glue(f"{key}_wide", st["mean"].iloc[-1])
+upd_er, upd_sr = (stats.cell_stats(upd, m)["mean"] for m in ("delta_rel_effective_rank", "delta_rel_stable_rank"))
+page.glue_values(upd_er_narrow=upd_er.iloc[0], upd_er_wide=upd_er.iloc[-1], upd_sr_narrow=upd_sr.iloc[0],
+                 upd_sr_wide=upd_sr.iloc[-1])
 page.glue_values(n_inputs=int(np.prod(experiments.study_data(study).input_shape)),
                  shrink=schema.select(regime, "decay_shrinkage")["value"].mean())
 page.glue_md("regime", regime_table(regime))
 # did lower rank help merging?  R2, on the mechanism page's cells (None until that page has run: `lmcbook execute`
 # then runs this page again)
 mech = page.read_csv_if("mechanism")
-r2 = None if mech is None else page.glue_claim(claims.claim_r2(claims.mechanism_standard(mech)), "r2")
+r2 = None if mech is None else page.glue_claim(claims.claim_r2(claims.mechanism_standard(mech)), "r2_mark",
+                                               "r2_measured", "r2_test")
 page.choose("r2_reading", "pending" if r2 is None else {claims.PASS: "helped", claims.FAIL: "not"}.get(r2.state,
                                                                                                       "open"))
 
@@ -150,4 +152,6 @@ page.choose("r2_reading", "pending" if r2 is None else {claims.PASS: "helped", c
 
 # %% tags=["remove-input"]
 page.save(low_rank=rank, keys=schema.PROBE_KEYS, regime=regime)
+page.glue_verdict("w6", "w6_mark", "w6_measured", "w6_test")
+page.glue_verdict("w6_update", "w6_update_mark", "w6_update_measured", "w6_update_test")
 page.provenance()

@@ -74,19 +74,14 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = arch = depth = widths = weight_decays = wide_decays = regimes = None
 regime_weight_decays = long_max_width = init_scales = decisive_seeds = match_iterations = show_references = None
 
-# %% tags=["remove-cell"]
-from lmcbook import claims, experiments, plots, reference, stats
+# %%
+import pandas as pd
+
+from lmcbook import claims, experiments, plots
+from lmcbook.captions import claims_markdown, markdown_table
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import (
-    claims_markdown,
-    describe_mechanism,
-    hypotheses_markdown,
-    markdown_table,
-    mechanism_cells_markdown,
-    mechanism_cut,
-    mechanism_numbers,
-    open_page,
-)
+from lmcbook.page import open_page
+from lmcbook.pages import mechanism as mech
 
 page, study = open_page("mechanism", globals())
 
@@ -108,8 +103,6 @@ frames = experiments.mechanism_frames(study, page.store)  # every cell's merges,
 # within $10^{-9}$ (relative).
 
 # %%
-import pandas as pd
-
 from lmcbook import merge, metrics
 from lmcbook.train import lr_at
 
@@ -134,49 +127,35 @@ for k, v in by_hand.items():
 pd.DataFrame({"this cell": by_hand, "the frames above": found}).rename_axis(
     f"wd {cell.weight_decay:g}, {cell.epochs} epochs, {pair.hidden_units} hidden units, pair {pair.index}")
 
-# %% tags=["remove-cell"]
+# %% [markdown]
+# The page's CSV is the frames above in long format; the verdicts of the claims it is evidence
+# for are computed on it (and on each committed reference run's CSV), and they decide,
+# per data set, each account of the width effect below:
+
+# %%
 long = experiments.mechanism_long(frames)  # the page's CSV, which the table, the figures and the verdicts read
-references = page.references() if study.show_references else {}
 label = claims.source_label(study.dataset, None, DATASET_SHORT)
-rows = {label: claims.page_claims(page.name, long)}
-ref_frames = {label: long}
-ref_notes, ref_figure = [], None
-for name, (frame, prov) in references.items():
-    ref_label = claims.source_label(str(frame["dataset"].iloc[0]), name, DATASET_SHORT)
-    rows[ref_label] = claims.page_claims(page.name, frame)
-    for r in rows[ref_label]:
-        r.source = name
-        page.glue_claim(r)
-    ref_frames[ref_label] = frame
-    ref_figure = ref_figure or plots.plot_mechanism_width(frame, ref_label)  # the first reference's arms
-    stale = reference.stale_note(prov)
-    ref_notes.append(f"- {reference.describe(name, prov)}." + (f" **{stale}**" if stale else ""))
-page_numbers = mechanism_numbers(long)
-for key, value in page_numbers.items():
-    if isinstance(value, str):
-        page.glue_md(key, value)
-    else:
-        page.glue(key, value)
-page.glue_md("setup", describe_mechanism(study))
-for key, value in {"confidence": stats.CONFIDENCE, "acted_max": claims.DECAY_ACTED_MAX,
-                   "converged_acc": claims.CONVERGED_TRAIN_ACC}.items():
-    page.glue_md(key, f"{value:.0%}")
-page.glue_md("min_pairs", str(claims.MIN_PAIRS))
-page.glue_md("min_acc_effect", f"{100 * claims.MIN_ACC_EFFECT:g} points")
-page.glue_md("orth_fall_min", f"{claims.ORTH_FALL_MIN:g}")
-page.glue_md("tie_rtol", f"{claims.D_TIE_RTOL:.1%}")
-page.glue_md("cut", mechanism_cut(study))
-page.glue_md("cells", mechanism_cells_markdown(long))
+ref_rows, ref_frames, ref_texts, ref_figure = mech.reference_rows(page, study.show_references)
+rows = {label: claims.page_claims(page.name, long), **ref_rows}
+m_rows = {k: [r for r in v if r.id.startswith("M")] for k, v in rows.items()}  # the mechanism claims M1–M6
+states = claims.decide(m_rows)  # per hypothesis: supported, contradicted or undecided
+pd.DataFrame(states)
+
+# %% tags=["remove-cell"]
+ref_frames = {label: long, **ref_frames}
+page_numbers = mech.mechanism_numbers(long)  # the directions of change are words, the rest numbers
+page.glue_values(**{k: v for k, v in page_numbers.items() if not isinstance(v, str)})
+page.glue_markdown(**{k: v for k, v in page_numbers.items() if isinstance(v, str)}, **mech.threshold_words())
+page.glue_md("setup", mech.describe_mechanism(study))
+page.glue_md("cut", mech.mechanism_cut(study))
+page.glue_md("cells", mech.mechanism_cells_markdown(long))
 page.glue_figure("fig_width", plots.plot_mechanism_width(long, label))
 page.glue_figure("fig_d", plots.plot_mechanism_d(ref_frames))
-m_rows = {k: [r for r in v if r.id.startswith("M")] for k, v in rows.items()}
 page.glue_md("verdicts", "\n\n".join(f"**{k}**\n\n{claims_markdown(v)}" for k, v in m_rows.items()))
 page.glue_md("regime_rows", claims_markdown([r for r in rows[label] if not r.id.startswith("M")]))
-page.glue_md("references", "\n".join(ref_notes) or "No reference run is committed for this page.")
+page.glue_markdown(**ref_texts)
 page.glue_figure("fig_width_ref", ref_figure or plots.placeholder("No reference run of this page is committed."))
-page.glue_md("ref_figure_name", f"`{next(iter(references))}`" if references else "(none)")
-states = claims.decide(m_rows)
-page.glue_md("hypotheses", hypotheses_markdown(states))
+page.glue_md("hypotheses", mech.hypotheses_markdown(states))
 conclusions = claims.conclusion_table(m_rows, ref_frames).rename_axis("observation")
 page.glue_md("conclusion_table", markdown_table(conclusions))
 own_m5 = next(r for r in rows[label] if r.id == "M5")
@@ -371,4 +350,6 @@ page.glue_values(**conclusion_lists)
 
 # %% tags=["remove-input"]
 page.save(long)
+page.glue_verdict("m5", "m5_mark")
+page.glue_verdict("m6", "m6_mark")
 page.provenance()

@@ -49,9 +49,11 @@ profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import experiments, plots, stats
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
+from lmcbook.pages.neuron_overlap import overlap_numbers
 
 page, study = open_page("neuron_overlap", globals())
 
@@ -71,12 +73,9 @@ table.drop(columns="chance_un").round(4)  # means over the hidden layers; _un: t
 nm = probes["neuron_moments"]
 page.glue_md("setup", describe_study(study, probes.regime))
 page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
-narrow, wide = table.index.min(), table.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), jac_wide_spread=table.loc[wide, "jac_spread"])
-page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["jac", "chance", "jac_un", "top_share", "top_share_un",
-                                                         "participation_ratio", "participation_ratio_un"])
-for metric in ("top_share", "participation_ratio"):
-    page.glue_md(f"{metric}_trend", stats.trend(stats.spearman(table.index, table[metric]), "rises", "falls"))
+numbers, words = overlap_numbers(table)
+page.glue_values(**numbers)
+page.glue_markdown(**words)
 # against the untrained pairs, at every width: does training concentrate the activity?
 more = (table["top_share"] > table["top_share_un"]) & (table["participation_ratio"] < table["participation_ratio_un"])
 less = (table["top_share"] < table["top_share_un"]) & (table["participation_ratio"] > table["participation_ratio_un"])

@@ -44,19 +44,12 @@ momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size =
 component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
 show_references = None
 
-# %% tags=["remove-cell"]
+# %%
 import numpy as np
 
-from lmcbook import claims, experiments, plots, reference, schema, stats
+from lmcbook import captions, claims, experiments, plots, reference, schema, stats
 from lmcbook.data import max_shift
-from lmcbook.page import (
-    describe_noise,
-    noise_reference_block,
-    open_page,
-    rule_between_words,
-    sensitivity_words,
-    where_noise_runs,
-)
+from lmcbook.page import open_page
 
 page, study = open_page("noise_components", globals())
 
@@ -71,21 +64,25 @@ mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
 mom = claims.mark_kept(mom, ["lr", "momentum"])
 mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean().round(4)
 
-# %% tags=["remove-cell"]
-page.glue_figure("fig_mom", plots.plot_momentum(mom))
-page.glue_md("setup", describe_noise(study))
-page.glue_md("where_text", where_noise_runs(study, page.read_csv_if("noise_regime")))
-# descriptive, over every cell (kept or not): the collapse ratios N6 reads, with intervals over pairs
+# %% [markdown]
+# How well $S$ collapses the momenta, over every cell (kept or not): the residual
+# variance of the cell mean gains around one quadratic in $\log_{10} S$, net of pair
+# noise, against that on $\log_{10}\eta$ alone and against that of the $(1-\mu)^2$ form
+# (the collapse N6 reads, with intervals over pairs):
+
+# %%
 on_eta = claims.collapse(mom, ["lr", "momentum"], "noise_scale", {"η": "lr"})
 sq = claims.collapse(mom, ["lr", "momentum"], "noise_scale_sq", {"S": "noise_scale"}, share=1.0)
-def times(c, other):  # a ratio of net residual variances, or why there is none
-    if np.isfinite(c.ratio):
-        return f"{c.ratio:.3g} times {other}"
-    return f"not comparable with {other}, since no variance is left beyond pair noise"
+on_eta.ratio, sq.ratio, sq.excess
 
-
-page.glue_md("mom_ratio_eta", times(on_eta, "that on log₁₀ η alone, which ignores momentum"))
-page.glue_md("mom_ratio_sq", times(sq, "that with (1−μ)"))
+# %% tags=["remove-cell"]
+page.glue_figure("fig_mom", plots.plot_momentum(mom))
+page.glue_md("setup", captions.describe_noise(study))
+page.glue_md("where_text", captions.where_noise_runs(study, page.read_csv_if("noise_regime")))
+# a ratio of net residual variances, or none where no variance is left beyond pair noise
+page.glue_values(eta_ratio=on_eta.ratio, sq_ratio=sq.ratio)
+page.choose("mom_ratios", {(True, True): "both", (True, False): "eta", (False, True): "sq",
+                           (False, False): "none"}[bool(np.isfinite(on_eta.ratio)), bool(np.isfinite(sq.ratio))])
 page.glue_md("mom_diff_sq", sq.excess.text(".3g", 1e4))
 few = not sq.excess.decided or sq.excess.n < claims.MIN_PAIRS  # an interval over fewer pairs cannot decide
 page.choose("mom_better", "no_interval" if few else "squared" if sq.excess.hi < 0 else
@@ -103,11 +100,38 @@ page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 # ```
 #
 # If momentum acts only through $S$, the lines for different $\mu$ fall on one curve.
+
+# %% [markdown] tags=["when:mom_ratios=both"]
 # Over every cell, kept or not, the residual variance of the cell mean gains around a
 # quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
-# {glue:md}`mom_ratio_eta`; with $(1-\mu)^2$ in place of $(1-\mu)$ it is
-# {glue:md}`mom_ratio_sq`, a difference of {glue:md}`mom_diff_sq` points² (95% interval
-# over pairs).
+# {glue:text}`eta_ratio:.3g` times that on log₁₀ η alone, which ignores momentum; with $(1-\mu)^2$
+# in place of $(1-\mu)$ it is {glue:text}`sq_ratio:.3g` times that with (1−μ), a difference of
+# {glue:md}`mom_diff_sq` points² (95% interval over pairs).
+
+# %% [markdown] tags=["when:mom_ratios=eta"]
+# Over every cell, kept or not, the residual variance of the cell mean gains around a
+# quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
+# {glue:text}`eta_ratio:.3g` times that on log₁₀ η alone, which ignores momentum; with $(1-\mu)^2$
+# in place of $(1-\mu)$ it is not comparable with that with (1−μ), since no variance is
+# left beyond pair noise, a difference of
+# {glue:md}`mom_diff_sq` points² (95% interval over pairs).
+
+# %% [markdown] tags=["when:mom_ratios=sq"]
+# Over every cell, kept or not, the residual variance of the cell mean gains around a
+# quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
+# not comparable with that on log₁₀ η alone, which ignores momentum, since no variance
+# is left beyond pair noise; with $(1-\mu)^2$
+# in place of $(1-\mu)$ it is {glue:text}`sq_ratio:.3g` times that with (1−μ), a difference of
+# {glue:md}`mom_diff_sq` points² (95% interval over pairs).
+
+# %% [markdown] tags=["when:mom_ratios=none"]
+# Over every cell, kept or not, the residual variance of the cell mean gains around a
+# quadratic fit on $\log_{10} S$ (with $(1-\mu)$), net of pair noise, is
+# not comparable with that on log₁₀ η alone, which ignores momentum, since no variance
+# is left beyond pair noise; with $(1-\mu)^2$
+# in place of $(1-\mu)$ it is not comparable with that with (1−μ), since no variance is
+# left beyond pair noise, a difference of
+# {glue:md}`mom_diff_sq` points² (95% interval over pairs).
 
 # %% [markdown] tags=["when:mom_better=squared"]
 # Of the two forms, the $(1-\mu)^2$ form collapses them better, beyond the interval.
@@ -232,7 +256,7 @@ kept = {name: frame.groupby(keys)["kept"].first() for name, frame, keys in (
     ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
 page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, min_effect=100 * claims.NOISE_MIN_EFFECT,
                  n_pairs=study.seeds, rule_old=claims.NOISE_RULE_THRESHOLDS[-1], ref_pairs=2 * claims.MIN_PAIRS)
-page.glue_md("rule_between", rule_between_words())
+page.glue_md("rule_between", captions.rule_between_words())
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"
                                     for name, c in kept.items()))
@@ -280,8 +304,8 @@ sensitivity = claims.rule_sensitivity(None, components)
 sensitivity
 
 # %% tags=["remove-cell"]
-page.glue_md("rule_moves", sensitivity_words(sensitivity))
-ref_blocks = [noise_reference_block(page, name, frame, prov)[0]
+page.glue_md("rule_moves", captions.sensitivity_words(sensitivity))
+ref_blocks = [captions.noise_reference_block(page, name, frame, prov)[0]
               for name, (frame, prov) in (page.references() if study.show_references else {}).items()]
 page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref_blocks]))
 
@@ -311,4 +335,9 @@ page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref
 # %% tags=["remove-input"]
 page.choose("decides", study.seeds >= claims.MIN_PAIRS)
 page.save(components)
+page.glue_verdict("n3", "n3_mark", "n3_measured", "n3_test")
+page.glue_verdict("n4", "n4_mark", "n4_measured", "n4_test")
+page.glue_verdict("n5", "n5_mark", "n5_measured", "n5_test")
+page.glue_verdict("n6", "n6_mark", "n6_measured", "n6_test")
+page.glue_verdict("n7", "n7_mark", "n7_measured", "n7_test")
 page.provenance()

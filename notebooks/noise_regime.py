@@ -54,9 +54,11 @@ dataset = data_root = download = base_width = width = depth = bias = steps = war
 momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = show_references = seeds = device = None
 scheduler = None
 
-# %% tags=["remove-cell"]
-from lmcbook import claims, experiments, plots, reference, schema
-from lmcbook.page import describe_map, map_table, noise_map_sentence, open_page
+# %%
+from lmcbook import claims, experiments, plots, reference
+from lmcbook.captions import noise_map_sentence
+from lmcbook.page import open_page
+from lmcbook.pages.noise_regime import describe_map, map_long, map_table, pick_numbers
 
 page, study = open_page("noise_regime", globals())
 
@@ -90,49 +92,31 @@ row = pairs[(pairs["lr"] == cell.lr) & (pairs["lr_floor"] == cell.lr_floor) & (p
 assert abs(gain - row["gain"]) < 1e-6 and abs(ens - row["ensemble_gain"]) < 1e-6
 print(f"η = {cell.lr:g}: merging gain {100 * gain:+.2f} points, ensemble gain {100 * ens:+.2f} points")
 
-# %% tags=["remove-cell"]
-keys = ["lr", "batch_size", "momentum", "spawn_fraction", "lr_floor", "augment", "method", "dataset"]
-metrics = ["gain", "gain_best", "loss_gain", "ensemble_gain", "disagreement", "pair_distance", "acc_a", "acc_b",
-           "acc_endpoints", "acc_merged", "acc_ensemble", "loss_a", "loss_b", "loss_merged", "train_acc_a",
-           "train_acc_b", "train_acc_min", "train_acc_merged", "train_loss_a", "train_loss_b", "train_loss_merged",
-           "noise_scale", "train_steps", "diverged"]
-long = schema.to_long(pairs.assign(dataset=study.dataset), page.name, metrics, keys, drop_missing=True)
+# %% [markdown]
+# Each cell's pairs give its mean gain, an interval over pairs and a reading; per setting
+# (schedule, spawn point, augmentation), how many of its learning rates gain, and its best:
+
+# %%
+long = map_long(pairs, study)  # the page's CSV
 cells = claims.map_cells(long)
 settings = claims.map_settings(cells)
+settings.round(4)  # best first, by the ranking the page explains below
+
+# %% tags=["remove-cell"]
 pick = claims.pick_setting(cells)
 page.glue_figure("fig_map", plots.plot_noise_map(cells))
 page.glue_md("setup", describe_map(study))
 page.glue_md("map_table", map_table(settings, cells))
-counts = cells["reading"].value_counts()
+n = cells["reading"].value_counts().reindex(list(claims.MAP_READINGS), fill_value=0).astype(int)  # cells per reading
 page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, n_pairs=study.seeds, n_cells=len(cells),
                  min_effect=100 * claims.NOISE_MIN_EFFECT, map_min_pairs=claims.MAP_MIN_PAIRS,
-                 **{f"n_{k}": int(counts.get(k, 0)) for k in claims.MAP_READINGS})
+                 n_failed=n["failed"], n_paper=n["paper"], n_gains=n["gains"], n_basins=n["basins"],
+                 n_harvest=n["harvest"], n_undecided=n["undecided"])
+pick_values, pick_words, vs_decay = pick_numbers(cells, settings, pick)
+page.glue_values(**pick_values)
+page.glue_markdown(**pick_words)
 page.choose("pick", "none" if pick is None else "found")
-vs_decay = "none"  # unless the pick has a decay-to-zero cell beside it (below)
-first = claims.pick_setting(cells, claims.FIRST_PICK)  # the ranking fixed before the map first ran
-page.choose("first_pick", "same" if first == pick else "differs")
-if first is not None and first != pick:
-    was = claims.map_settings(cells[cells["method"] == "spawn"], claims.FIRST_PICK).iloc[0]
-    page.glue_md("first_pick_text", claims.describe_setting(first))
-    page.glue_values(first_n_gain=int(was["n_gain"]), first_n_paper=int(was["n_paper"]),
-                     first_best=100 * was["best_gain"])
-if pick is not None:
-    best = settings[(settings["method"] == "spawn") & (settings["augment"] == pick["augment"])
-                    & (settings["lr_floor"] == pick["lr_floor"])
-                    & (settings["spawn_fraction"] == pick["spawn_fraction"])].iloc[0]
-    page.glue_md("pick_text", claims.describe_setting(pick))
-    page.glue_values(pick_gain=100 * best["best_gain"], pick_lo=100 * best["best_gain_lo"],
-                     pick_hi=100 * best["best_gain_hi"], pick_lr=best["best_lr"], pick_n=int(best["n_gain"]),
-                     pick_of=int(best["n_cells"]))
-    # what the gain is made of: the merged model against children whose learning rate decayed to zero instead
-    at = cells[(cells["method"] == "spawn") & (cells["augment"] == pick["augment"]) & (cells["lr"] == best["best_lr"])
-               & (cells["spawn_fraction"] == pick["spawn_fraction"])].set_index("lr_floor")
-    if pick["lr_floor"] > 0 and 0.0 in at.index:
-        merged, decayed = at.loc[pick["lr_floor"], "acc_merged"], at.loc[0.0, "acc_endpoints"]
-        page.glue_values(merged_acc=merged, children_acc=at.loc[pick["lr_floor"], "acc_endpoints"],
-                         decayed_acc=decayed, decayed_merged_acc=at.loc[0.0, "acc_merged"])
-        vs_decay = ("above" if merged - decayed > claims.NOISE_MIN_EFFECT else
-                    "below" if decayed - merged > claims.NOISE_MIN_EFFECT else "level")
+page.choose("first_pick", "same" if claims.pick_setting(cells, claims.FIRST_PICK) == pick else "differs")
 page.choose("vs_decay", vs_decay)
 page.save(long)
 

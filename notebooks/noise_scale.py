@@ -48,19 +48,11 @@ momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size =
 component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
 show_references = None
 
-# %% tags=["remove-cell"]
-import numpy as np
+# %%
 
-from lmcbook import claims, experiments, plots, reference, schema
-from lmcbook.page import (
-    describe_noise,
-    noise_reference_block,
-    noise_reference_facts,
-    open_page,
-    rule_between_words,
-    sensitivity_words,
-    where_noise_runs,
-)
+from lmcbook import captions, claims, experiments, plots, schema
+from lmcbook.page import open_page
+from lmcbook.pages.noise_scale import grid_numbers, reference_texts
 
 page, study = open_page("noise_scale", globals())
 
@@ -123,38 +115,26 @@ sensitivity
 # %% [markdown]
 # {glue:md}`rule_moves`
 
+# %% [markdown]
+# N2 reads the kept cells' mean gains against $\log_{10} S$ through a quadratic fit; its
+# coefficients, and the vertex $\log_{10} S$ where it peaks (or bottoms out):
+
+# %%
+fit_s = claims.cell_mean_fit(grid, ["lr", "batch_size"])  # None with too few kept cells
+fit_s
+
 # %% tags=["remove-cell"]
-cells = claims.noise_cells(grid, ["lr", "batch_size"])
-fit_s = claims.cell_mean_fit(grid, ["lr", "batch_size"])  # on the kept cells' means, as N2 reads them
-n_ok = int(cells["kept"].sum())
-s_of, cell_means = per_cell["noise_scale"].first(), per_cell["gain"].mean()
 page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
-page.glue_md("fit_caption", "dashed: a quadratic fit on $\\log_{10} S$ over the kept cells" if fit_s is not None
-             else f"no fit: fewer than {claims.NOISE_MIN_CELLS} cells kept")
-page.glue_md("setup", describe_noise(study))
+page.glue_md("setup", captions.describe_noise(study))
 regime_map = page.read_csv_if("noise_regime")  # None when this page runs alone (a reference run)
-page.glue_md("where_text", where_noise_runs(study, regime_map))
-data = experiments.study_data(study)
-best = cell_means.idxmax()
-page.glue_values(
-    failed_acc=claims.NOISE_FAILED_TRAIN_ACC, min_effect=100 * claims.NOISE_MIN_EFFECT, n_excluded=len(cells) - n_ok,
-    n_kept=n_ok, n_pairs=study.grid_pairs, n_test=len(data.y_test), signal_point=100 / len(data.y_test),
-    n_cells=len(cells), n_lrs=len(study.lrs), n_bs=len(study.batch_sizes), mu=study.momentum, wd=study.weight_decay,
-    s_lo=grid["noise_scale"].min(), s_hi=grid["noise_scale"].max(), min_pairs=claims.MIN_PAIRS,
-    decades=np.log10(grid["noise_scale"].max() / grid["noise_scale"].min()), min_cells=claims.NOISE_MIN_CELLS,
-    gain_min=100 * cell_means.min(), gain_max=100 * cell_means.max(), best_cell_s=s_of[best],
-    best_lr=best[1], best_b=best[0], ens_max=100 * per_cell["ensemble_gain"].mean().max(),
-    acc_lo=per_cell["acc_endpoints"].mean().min(), acc_hi=per_cell["acc_endpoints"].mean().max(),
-    train_lo=per_cell["train_acc_min"].mean().min(), train_hi=per_cell["train_acc_min"].mean().max(),
-    fit_vertex_s=np.nan if fit_s is None else 10 ** fit_s["vertex"],
-    fit_vertex_gain=np.nan if fit_s is None else 100 * fit_s["fit_vertex"])
+page.glue_md("where_text", captions.where_noise_runs(study, regime_map))
+page.glue_values(**grid_numbers(study, grid, fit_s, len(experiments.study_data(study).y_test)))
+page.choose("fit_drawn", fit_s is not None)
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")
 page.choose("n1_decides", study.grid_pairs >= 2 * claims.MIN_PAIRS)
-page.glue_values(n1_pairs=2 * claims.MIN_PAIRS, rule_old=claims.NOISE_RULE_THRESHOLDS[-1])
-page.glue_md("rule_between", rule_between_words())
-page.glue_md("rule_moves", sensitivity_words(sensitivity))
-page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
+page.glue_markdown(rule_between=captions.rule_between_words(), rule_moves=captions.sensitivity_words(sensitivity),
+                   legacy="`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
 
 # %% [markdown]
 # **Setup.** {glue:md}`setup`. The grid has {glue:text}`n_lrs` peak learning rates ×
@@ -167,16 +147,28 @@ page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spa
 # {glue:text}`train_hi:.3f`: {glue:text}`n_excluded` of the {glue:text}`n_cells` cells
 # failed. The book's first protocol (a decay to zero, children spawned at 50%) is one
 # command away: {glue:md}`legacy`.
-#
+
+# %% [markdown] tags=["when:fit_drawn=true"]
 # ```{glue:figure} fig_grid
 # :name: fig-noise-grid
 #
 # Merging gain against $\eta$ (one line per $B$), against $B$ (one line per $\eta$), and
 # against $S$ (every pair, colored by $B$; grey crosses: cells the rule excluded;
-# {glue:md}`fit_caption`). Lines: pair means; bars: min to max over pairs. Trained:
+# dashed: a quadratic fit on $\log_{10} S$ over the kept cells). Lines: pair means; bars: min to max over pairs. Trained:
 # {glue:md}`setup`.
 # ```
+
+# %% [markdown] tags=["when:fit_drawn=false"]
+# ```{glue:figure} fig_grid
+# :name: fig-noise-grid
 #
+# Merging gain against $\eta$ (one line per $B$), against $B$ (one line per $\eta$), and
+# against $S$ (every pair, colored by $B$; grey crosses: cells the rule excluded;
+# no fit: fewer than {glue:text}`min_cells` cells kept). Lines: pair means; bars: min to max over pairs. Trained:
+# {glue:md}`setup`.
+# ```
+
+# %% [markdown]
 # **What this run shows.** The cell means of the gain range from
 # {glue:text}`gain_min:.2f` to {glue:text}`gain_max:.2f` points; the largest is at
 # $\eta =$ {glue:text}`best_lr:g`, $B =$ {glue:text}`best_b:g` ($S =$
@@ -221,25 +213,9 @@ page.glue_md("legacy", "`lmcbook execute --only noise_scale -p lr_floor 0 -p spa
 # the kept cells' $S$; the fitted gain there is {glue:text}`fit_vertex_gain:.2f` points.
 
 # %% tags=["remove-cell"]
-ref_blocks, ref_rows, ref_figure = [], {}, None
-old_rule = claims.NOISE_CONVERGED_TRAIN_ACC
-retired = [f"**Retired:** `{name}`, {reference.get(name).retired} What it showed, under its own rule (the weaker child "
-           f"of every pair at {old_rule:g} training accuracy): " + noise_reference_facts(
-               frame, claims.noise_claims(frame, None, old_rule), rule=old_rule)
-           for name, (frame, _) in (page.references(retired=True) if study.show_references else {}).items()]
-for name, (frame, prov) in (page.references() if study.show_references else {}).items():
-    ref = claims.mark_kept(claims.noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]),
-                           ["lr", "batch_size"])
-    ref_figure = ref_figure or plots.plot_noise_grid(ref, claims.cell_mean_fit(ref, ["lr", "batch_size"]))
-    facts = (f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell. "
-             + noise_reference_facts(frame, claims.noise_claims(frame, None)))
-    block, ref_rows[name] = noise_reference_block(page, name, frame, prov, facts)
-    ref_blocks.append(block)
-page.glue_md("ref_figure_name", f"`{next(iter(ref_rows))}`" if ref_rows else "(none)")
-page.glue_figure("fig_grid_ref", ref_figure or plots.placeholder("No reference run of this page is committed."))
-page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref_blocks, *retired]))
-page.glue_md("ref_summary", "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" for r in rows)
-                                      for n, rows in ref_rows.items()) or "none is committed")
+ref_texts, ref_figure = reference_texts(page, study)
+page.glue_markdown(**ref_texts)
+page.glue_figure("fig_grid_ref", ref_figure)
 
 # %% [markdown]
 # ## The reference runs
@@ -290,7 +266,7 @@ page.glue_md("map_spawns", ", ".join("a shared initialisation" if f == 0 else f"
 # ```
 
 # %% tags=["remove-input"]
-verdicts = page.save(long)
-for v in verdicts:  # the grid has one spawn point: its rows also under the keys n1 and n2
-    page.glue_claim(v, key=v.key.split("_")[0])
+n1, n2 = page.save(long)  # the grid has one spawn point: one row of N1 and one of N2
+page.glue_claim(n1, "n1_mark", "n1_measured", "n1_test")
+page.glue_claim(n2, "n2_mark", "n2_measured", "n2_test")
 page.provenance()

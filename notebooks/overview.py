@@ -30,11 +30,13 @@
 # %% tags=["parameters"]
 profile = "quick"
 
-# %% tags=["remove-cell"]
+# %%
 
-from lmcbook import claims, plots, reference, schema, stats
+from lmcbook import claims, plots
+from lmcbook.captions import describe_study, regime_table
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import describe_study, noise_map_sentence, noise_verdict_words, open_page, regime_table, study_of
+from lmcbook.page import open_page, study_of
+from lmcbook.pages.overview import board_numbers, headline_numbers, noise_words
 
 page, study = open_page("overview", globals())
 acc = page.read_csv("width_accuracy")
@@ -50,61 +52,17 @@ summary = acc[acc["lam"].isna() & acc["metric"].str.startswith("acc")]
 summary = summary.pivot_table(index=["hidden_units", "pair"], columns="metric", values="value")
 summary = summary.reset_index()
 page.glue_figure("fig_headline", plots.plot_width_accuracy(summary))
-merged = stats.cell_stats(acc, "acc_merged")
-ens = stats.cell_stats(acc, "acc_ensemble")
-cal = stats.cell_stats(bar, "loss_barrier_cal_mid")
-raw = stats.cell_stats(bar, "loss_barrier_mid")
-norm = stats.cell_stats(bar, "logit_norm_ratio")
-L = int(schema.select(bar, "logit_norm_ratio")["depth"].iloc[0])
-narrow, wide = merged.index.min(), merged.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), acc_narrow=merged.loc[narrow, "mean"],
-                 acc_wide=merged.loc[wide, "mean"], ens_wide=ens.loc[wide, "mean"], cal_wide=cal.loc[wide, "mean"],
-                 raw_wide=raw.loc[wide, "mean"], norm_wide=norm.loc[wide, "mean"], norm_pred=2.0 ** (1 - L), L=L)
+board_counts, board_words = board_numbers(board)
+page.glue_values(**headline_numbers(acc, bar), **board_counts)
+page.glue_markdown(**board_words, **noise_words(page), min_pairs=str(claims.MIN_PAIRS))
 page.glue_md("setup", describe_study(study_of("width_accuracy")))
 page.glue_md("regime", regime_table(acc[acc["metric"].isin(["decay_integral", "decay_shrinkage",
                                                                       "init_distance"])]))
-own = board[board["source"].isna()] if "source" in board.columns else board  # this build's rows, not references
-flags = own.fillna({"regime": "none"}).pivot_table(index=["method", "regime"], columns="metric", values="value")
-main = flags[flags["claim_block"] == claims.BLOCK_CODES[claims.PAPER]]  # the papers' claims
-long_rows = main.xs("long", level="regime")
-page.glue_values(n_long=len(long_rows), n_long_pass=int(long_rows["claim_passed"].sum()))
-for block, numbers in claims.block_counts(claims.board_results(own)).items():  # each block counted on its own
-    page.glue_values(**{f"{block}_{k}": v for k, v in numbers.items() if k != "chance_expected"})
-long_states = {c: claims.state_of(board, c, "long") for c in long_rows.index}
-page.glue_md("long_rows", "; ".join(f"{c} {claims.MARKS[s]} (short: {claims.MARKS[claims.state_of(board, c, 'short')]})"
-                                     for c, s in long_states.items()) or "none")
-page.glue_md("r1_mark", claims.MARKS[claims.state_of(board, "R1")])
-page.glue_md("r2_mark", claims.MARKS[claims.state_of(board, "R2")])
-noise_rows = [c for c in main.index.get_level_values("method").unique() if c.startswith("N")]
-noise_states = [claims.state_of(board, c) for c in noise_rows]
-page.glue_md("noise_rows", ", ".join(f"{noise_states.count(st)} {claims.MARKS[st]}" for st in claims.MARKS
-                                     if noise_states.count(st)) or "none")
-page.glue("n_noise_rows", len(noise_rows))
-page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 noise = study_of("noise_scale")
 # N1 places an optimum from an interval on each half of the grid's pairs; N2 reads them all; N3–N7 the sweeps'
 page.choose("noise_intervals", "all" if noise.grid_pairs // 2 >= claims.MIN_PAIRS and noise.seeds >= claims.MIN_PAIRS
             else "n2" if noise.grid_pairs >= claims.MIN_PAIRS else "none")
 page.glue_values(grid_pairs=noise.grid_pairs, sweep_pairs=noise.seeds, noise_min_effect=100 * claims.NOISE_MIN_EFFECT)
-# each committed noise reference, its rows in words (the noise paper's claims: where they hold, fail or are absent)
-ref_words = []
-for name, (frame, _) in {**page.references("noise_scale"), **page.references("noise_components")}.items():
-    scale, comp = (frame, None) if reference.get(name).notebook == "noise_scale" else (None, frame)
-    ref_words.append(noise_verdict_words(f"the reference run `{name}` ({DATASET_SHORT[reference.dataset(name)]})",
-                                         claims.noise_claims(scale, comp), claims.rule_sensitivity(scale, comp)))
-page.glue_md("noise_ref_rows", " ".join(ref_words) or "No noise reference run is committed.")
-# where merging gains exist at all: this build's regime map and every committed one
-maps = {"this build": page.read_csv("noise_regime"), **{f"`{n}`": f for n, (f, _) in page.references("noise_regime").items()}}
-page.glue_md("noise_map", " ".join(noise_map_sentence(label, frame) for label, frame in maps.items()))
-# where this build's width rows disagree with the paper: the failing short-regime rows, and the two thresholds
-short = main.xs("short", level="regime") if "short" in main.index.get_level_values("regime") else main.iloc[:0]
-failing = sorted((c for c in short.index if claims.state_of(board, c, "short") == claims.FAIL), key=claims.id_order)
-page.glue_md("short_failing", ", ".join(failing) or "none")
-page.glue_md("w11_mark", claims.MARKS[claims.state_of(board, "W11", "short")])
-page.glue_md("w12_mark", claims.MARKS[claims.state_of(board, "W12", "short")])
-page.glue_values(acc_barrier_wide=100 * stats.cell_stats(acc, "acc_barrier").loc[wide, "mean"],
-                 acc_barrier_max=100 * claims.ACC_BARRIER_MAX, cal_barrier_max=claims.CAL_BARRIER_MAX,
-                 acc_barrier_paper=100 * claims.PAPER_MLP_ACC_BARRIER)
 outcome, conclusion_lists = claims.conclusion(claims.decide(claims.board_rows(board, DATASET_SHORT)))
 page.choose("conclusion", outcome)  # the Markdown below has one paragraph per outcome
 page.glue_values(**conclusion_lists)

@@ -35,7 +35,7 @@
 profile = "quick"  # and TutorialStudy's fields (lmcbook.profiles); None keeps the profile's value
 hidden_units = epochs = pair = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import schema
 from lmcbook.page import open_page
 
@@ -71,7 +71,8 @@ digits = data.from_arrays("my_digits", x[train], labels[train], x[cal], labels[c
                           num_classes=10, device="cpu")
 
 # %% tags=["remove-cell"]
-page.glue_values(**{f"n_{split}": n for split, n in digits.sizes().items()})
+sizes = digits.sizes()
+page.glue_values(n_train=sizes["train"], n_cal=sizes["cal"], n_test=sizes["test"])
 
 # %% [markdown]
 # That gives {glue:text}`n_train` training, {glue:text}`n_cal` calibration and

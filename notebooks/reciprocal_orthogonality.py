@@ -38,9 +38,10 @@ profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("reciprocal_orthogonality", globals())
 
@@ -59,9 +60,10 @@ table.round(4)
 orth = probes["reciprocal_orthogonality"]
 page.glue_md("setup", describe_study(study, probes.regime))
 page.glue_figure("fig_orth", plots.plot_orthogonality(orth, 0.5))
-narrow, wide = table.index.min(), table.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), ratio_wide_spread=table.loc[wide, "ratio_spread"])
-page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["ratio", "ratio_un", "cross", "cross_un"])
+narrow, wide = table.loc[table.index.min()], table.loc[table.index.max()]
+page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), ratio_narrow=narrow["ratio"], ratio_wide=wide["ratio"],
+                 ratio_wide_spread=wide["ratio_spread"], ratio_un_narrow=narrow["ratio_un"], ratio_un_wide=wide["ratio_un"],
+                 cross_narrow=narrow["cross"], cross_wide=wide["cross"], cross_un_wide=wide["cross_un"])
 
 # %% [markdown]
 # ```{glue:figure} fig_orth
@@ -90,4 +92,6 @@ page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["ratio", "ratio_un", "c
 
 # %% tags=["remove-input"]
 page.save(reciprocal_orthogonality=orth, keys=schema.PROBE_KEYS, regime=probes.regime)
+page.glue_verdict("w5", "w5_mark", "w5_measured", "w5_test")
+page.glue_verdict("w14", "w14_mark", "w14_measured", "w14_test")
 page.provenance()

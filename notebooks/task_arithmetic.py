@@ -41,11 +41,12 @@ momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size =
 component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
 show_references = None
 
-# %% tags=["remove-cell"]
-import numpy as np
+# %%
 
 from lmcbook import experiments, plots
-from lmcbook.page import describe_noise, open_page
+from lmcbook.captions import describe_noise
+from lmcbook.page import open_page
+from lmcbook.pages.task_arithmetic import merge_numbers
 from lmcbook.profiles import TASKS
 
 page, study = open_page("task_arithmetic", globals())
@@ -65,22 +66,10 @@ best.round(4)
 # %% tags=["remove-cell"]
 page.glue_figure("fig_ta", plots.plot_task_arithmetic(ta))
 page.glue_md("setup", describe_noise(study, spawned=False))
-ft = ta[ta["method"] == "finetuned"].groupby("lr")["task_loss"].mean()
-orig0 = ta[(ta["method"] == "task_arithmetic") & (ta["alpha"] == 0.0) & (ta["task"] != "original")]
-page.glue_values(n_lrs=len(study.finetune_lrs), ft_steps=study.finetune_steps, keep=study.ties_keep,
-                 ft_loss_lo=float(ft.min()), ft_loss_hi=float(ft.max()), base_loss=float(orig0["task_loss"].mean()))
-alpha_max = max(study.alphas)
-at_edge = best[np.isclose(best["alpha"], alpha_max)].index
-names = {"task_arithmetic": "task arithmetic", "ties": "TIES"}
-edges = [f"{names[m]} with fine-tuning learning rate(s) " + ", ".join(f"{lr:g}" for mm, lr in at_edge if mm == m)
-         for m in dict.fromkeys(m for m, _ in at_edge)]
-page.glue_values(alpha_max=float(alpha_max))
-page.glue_md("edge_cases", "; ".join(edges) or "none")
-page.choose("alpha_edge", bool(edges))
-for method in ("task_arithmetic", "ties"):
-    loss = best.loc[method, "task_loss"]
-    page.glue_values(**{f"{method}_best_lr": float(loss.idxmin()), f"{method}_best_loss": float(loss.min()),
-                        f"{method}_worst_loss": float(loss.max())})
+numbers, words = merge_numbers(ta, best, study)
+page.glue_values(**numbers)
+page.glue_markdown(**words)
+page.choose("alpha_edge", words["edge_cases"] != "none")
 
 # %% [markdown]
 # ```{glue:figure} fig_ta

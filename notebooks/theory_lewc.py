@@ -68,11 +68,12 @@
 profile = "quick"  # and TheoryStudy's fields (lmcbook.profiles); None keeps the profile's value
 lams = depth = hidden = in_features = inputs = seed = None
 
-# %% tags=["remove-cell"]
+# %%
 import pandas as pd
 
 from lmcbook import plots, schema, theory
 from lmcbook.page import open_page
+from lmcbook.pages.theory_lewc import theory_numbers
 
 page, study = open_page("theory_lewc", globals())
 
@@ -99,15 +100,7 @@ assert abs(float(schema.select(checks, "logit_norm_ratio", method="block_diagona
 # %% tags=["remove-cell"]
 page.glue_figure("fig_theory", plots.plot_theory(checks))
 page.glue_values(L=L, hidden=study.hidden, n_inputs=study.inputs, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1))
-for kind in theory.KINDS:
-    norm = float(schema.select(checks, "logit_norm_ratio", method=kind)["value"].iloc[0])
-    tau = float(schema.select(checks, "tau_ratio", method=kind)["value"].iloc[0])
-    beta = float(schema.select(checks, "scale_beta", method=kind)["value"].iloc[0])
-    values = dict(lewc=worst(kind, "lewc_rel_err"), lewc2=worst(kind, "lewc_rel_err", layer=2, lam=0.5),
-                  add=worst(kind, "additivity_rel_err"), sign=worst(kind, "sign_conflict"),
-                  orth=worst(kind, "orth_ratio"), cross=worst(kind, "cross_rel_err"), norm=norm, tau=tau,
-                  norm_err=abs(norm - 2.0 ** (1 - L)), tau_relerr=abs(tau / 2.0 ** (L - 1) - 1), beta_err=abs(beta - 1))
-    page.glue_values(**{f"{kind}_{key}": value for key, value in values.items()})
+page.glue_values(**theory_numbers(checks, L))
 
 # %% [markdown]
 # ## Checking it in float64

@@ -35,9 +35,10 @@ profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
 
 page, study = open_page("weak_additivity", globals())
 
@@ -57,9 +58,11 @@ table[["err", "err_spread", "base", "err_un"]].round(4)  # means over the hidden
 add = probes["weak_additivity"]
 page.glue_md("setup", describe_study(study, probes.regime))
 page.glue_figure("fig_add", plots.plot_additivity(add, 0.5))
-narrow, wide = table.index.min(), table.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), err_wide_spread=table.loc[wide, "err_spread"])
-page.glue_rows(table, {"narrow": narrow, "wide": wide}, ["err", "base", "err_un", "sign", "sign_un", "cos", "cos_base"])
+narrow, wide = table.loc[table.index.min()], table.loc[table.index.max()]
+page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), err_narrow=narrow["err"], err_wide=wide["err"],
+                 err_wide_spread=wide["err_spread"], err_un_wide=wide["err_un"], base_wide=wide["base"],
+                 sign_narrow=narrow["sign"], sign_wide=wide["sign"], sign_un_wide=wide["sign_un"],
+                 cos_narrow=narrow["cos"], cos_wide=wide["cos"], cos_base_wide=wide["cos_base"])
 rho = stats.spearman(table.index, table["err"])
 page.glue_values(err_rho=rho)
 page.glue_md("err_trend", stats.trend(rho))
@@ -100,4 +103,5 @@ page.choose("err_falls", stats.trend(rho) == "falls")
 
 # %% tags=["remove-input"]
 page.save(weak_additivity=add, keys=schema.PROBE_KEYS, regime=probes.regime)
+page.glue_verdict("w4", "w4_mark", "w4_measured", "w4_test")
 page.provenance()

@@ -31,11 +31,13 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 weak_weight_decay = draws = match_iterations = None
 
-# %% tags=["remove-cell"]
+# %%
 import pandas as pd
 
-from lmcbook import experiments, plots, schema, stats
-from lmcbook.page import describe_study, open_page, regime_table
+from lmcbook import experiments, plots, stats
+from lmcbook.captions import describe_study, regime_table
+from lmcbook.page import open_page
+from lmcbook.pages.weak_weight_decay import decay_long, decay_numbers, figure_panels
 
 page, study = open_page("weak_weight_decay", globals())
 
@@ -46,64 +48,27 @@ page, study = open_page("weak_weight_decay", globals())
 # %%
 sweeps = [(s.weight_decay, experiments.pair_frames(s, page.store).summary, experiments.probe_frames(s, page.store),
            experiments.regime_frame(s, page.store)) for s in (study, study.weak())]
+long, last = decay_long(sweeps)  # the page's CSV, which the figure and the table read
 
 # %% tags=["remove-cell"]
-frames = []
-for wd, summary, probes, _ in sweeps:  # the page's CSV, which the figures and the table read
-    summ = schema.to_long(summary, "weak_weight_decay", ["acc_merged", "acc_endpoints", "acc_ensemble",
-                                                         "loss_barrier_cal_mid", "loss_barrier_mid",
-                                                         "logit_norm_ratio", "tau_ratio"],
-                          ["width", "hidden_units", "depth"])
-    last = schema.last_hidden(probes["lewc"])
-    lewc = schema.to_long_frame(schema.select(probes["lewc"], "lewc_rel_err", lam=0.5, layer=last,
-                                              method="trained"), "weak_weight_decay",
-                                ["width", "hidden_units", "depth", "layer", "lam"])
-    rank = schema.select(probes["rank"], "rel_effective_rank", method="trained")
-    rank = schema.to_long_frame(rank[rank["role"] == "hidden"], "weak_weight_decay",
-                                ["width", "hidden_units", "depth", "layer"])
-    frames.append(schema.concat([summ, lewc, rank]).assign(weight_decay=wd))
-long = schema.concat(frames)
 regime = pd.concat([r for *_, r in sweeps], ignore_index=True)
 L = study.layers
 wds = {"strong": study.weight_decay, "weak": study.weak_weight_decay}
 label = {wd: f"weight decay {wd:g}" for wd in wds.values()}
-panels = [
-    dict(metric="acc_merged", title=r"merged accuracy, $\lambda=\frac{1}{2}$"),
-    dict(metric="loss_barrier_cal_mid", title="calibrated midpoint loss barrier (nats)"),
-    dict(metric="lewc_rel_err", title=rf"LEWC relative error, layer {last}, $\lambda=\frac{{1}}{{2}}$"),
-    dict(metric="rel_effective_rank", title="relative effective rank (hidden-to-hidden)"),
-    dict(metric="logit_norm_ratio", title="logit norm ratio", hline=(2.0 ** (1 - L), "LEWC: $2^{1-L}$"),
-         logy=True),
-    dict(metric="acc_endpoints", title="endpoint accuracy (mean of a, b)"),
-]
-page.glue_figure("fig_wd", plots.plot_panels(long, panels, group="weight_decay", labels=label))
+page.glue_figure("fig_wd", plots.plot_panels(long, figure_panels(last, L), group="weight_decay", labels=label))
 page.glue_md("setup", describe_study(study, regime))
 page.glue_md("regime", regime_table(regime))
-units = sorted(long["hidden_units"].unique())
-page.glue_values(wd_strong=wds["strong"], wd_weak=wds["weak"], norm_pred=2.0 ** (1 - L),
-                 **{f"shrink_{name}": schema.select(regime, "decay_shrinkage", weight_decay=wd)["value"].mean()
-                    for name, wd in wds.items()},
-                 n_wide=int(units[-1]), n_wide2=int(units[-2]) if len(units) > 1 else int(units[-1]))
-metrics = ["acc_merged", "logit_norm_ratio", "loss_barrier_cal_mid", "lewc_rel_err", "rel_effective_rank",
-           "acc_endpoints"]
-for name, wd in wds.items():
-    for metric in metrics:
-        st = stats.cell_stats(long, metric, weight_decay=wd)
-        for i, u in enumerate(units[::-1][:2]):
-            page.glue(f"{metric}_{name}_{i}", st.loc[u, "mean"])
-            page.glue(f"{metric}_{name}_{i}_spread", st.loc[u, "spread"])
-strong = stats.cell_stats(long, "acc_merged", weight_decay=wds["strong"]).loc[units[-1]]
-weak = stats.cell_stats(long, "acc_merged", weight_decay=wds["weak"]).loc[units[-1]]
-page.glue("gap", strong["mean"] - weak["mean"])
-weak_narrow = stats.cell_stats(long, "acc_merged", weight_decay=wds["weak"]).loc[units[0]]
-page.glue_values(n_narrow=int(units[0]), acc_merged_weak_narrow=weak_narrow["mean"])
-page.choose("weak_merges", bool(strong["mean"] <= weak["mean"]))
+numbers = decay_numbers(long, regime, wds["strong"], wds["weak"])
+page.glue_values(norm_pred=2.0 ** (1 - L), **numbers)
+page.choose("weak_merges", bool(numbers["gap"] <= 0))
 
 # %% [markdown]
 # Seed means per width of each quantity, at the sweep's weight decay (*strong*) and at
 # the weak one:
 
 # %%
+metrics = ["acc_merged", "logit_norm_ratio", "loss_barrier_cal_mid", "lewc_rel_err", "rel_effective_rank",
+           "acc_endpoints"]
 pd.DataFrame({(metric, name): stats.cell_stats(long, metric, weight_decay=wd)["mean"]
               for name, wd in wds.items() for metric in metrics}).round(4)
 

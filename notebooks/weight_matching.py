@@ -41,9 +41,11 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 weak_weight_decay = draws = match_iterations = None
 
-# %% tags=["remove-cell"]
-from lmcbook import experiments, plots, schema
-from lmcbook.page import describe_study, open_page
+# %%
+from lmcbook import experiments, plots
+from lmcbook.captions import describe_study
+from lmcbook.page import open_page
+from lmcbook.pages.weight_matching import METHOD_PANELS, TIME_PANELS, method_numbers, methods_long
 
 page, study = open_page("weight_matching", globals())
 
@@ -57,32 +59,13 @@ regime = experiments.regime_frame(study, page.store)
 summary.groupby(["hidden_units", "method"])[["acc_barrier", "loss_barrier", "loss_barrier_cal"]].mean().round(3)
 
 # %% tags=["remove-cell"]
-keys = ["width", "hidden_units", "depth", "method"]
-long = schema.concat([  # the page's CSV, which the figures read
-    schema.to_long(summary, page.name, ["acc_barrier", "loss_barrier", "loss_barrier_cal", "acc_barrier_mid",
-                                        "loss_barrier_mid", "loss_barrier_cal_mid", "acc_merged"], keys),
-    schema.to_long(summary[summary["method"] == "weight_matching"], page.name,
-                   ["match_seconds", "match_iterations", "match_objective"], keys),
-])
+long = methods_long(summary)  # the page's CSV, which the figures read
 page.glue_md("setup", describe_study(study, regime))
-panels = [dict(metric="acc_barrier", title="accuracy barrier"),
-          dict(metric="loss_barrier", title="raw loss barrier (nats)"),
-          dict(metric="loss_barrier_cal", title="calibrated loss barrier (nats)")]
-page.glue_figure("fig_methods", plots.plot_panels(long, panels))
-page.glue_figure("fig_time", plots.plot_panels(long, [
-    dict(metric="match_seconds", title="weight matching time (s)", logy=True),
-    dict(metric="match_iterations", title="coordinate-descent sweeps")], ncols=2))
+page.glue_figure("fig_methods", plots.plot_panels(long, METHOD_PANELS))
+page.glue_figure("fig_time", plots.plot_panels(long, TIME_PANELS, ncols=2))
 means = summary.groupby(["hidden_units", "method"]).mean(numeric_only=True)
-narrow, wide = summary["hidden_units"].min(), summary["hidden_units"].max()
-wm = means.xs("weight_matching", level="method")
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), cap=study.match_iterations,
-                 t_narrow=wm.loc[narrow, "match_seconds"], t_wide=wm.loc[wide, "match_seconds"],
-                 it_wide=wm.loc[wide, "match_iterations"])
-for m in ("none", "weight_matching", "random_permutation", "repair"):
-    for key in ("acc_barrier", "loss_barrier", "loss_barrier_cal"):
-        page.glue(f"{m}_{key}_narrow", means.loc[(narrow, m), key])
-        page.glue(f"{m}_{key}_wide", means.loc[(wide, m), key])
-best = means.xs(wide, level="hidden_units")["loss_barrier_cal"].idxmin()
+page.glue_values(cap=study.match_iterations, **method_numbers(means))
+best = means.xs(summary["hidden_units"].max(), level="hidden_units")["loss_barrier_cal"].idxmin()
 page.glue_md("best_wide", best.replace("_", " "))
 
 # %% [markdown]

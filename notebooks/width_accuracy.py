@@ -31,10 +31,11 @@ profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the 
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
-# %% tags=["remove-cell"]
+# %%
 from lmcbook import claims, experiments, plots, schema, stats
+from lmcbook.captions import describe_study, regime_table
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import describe_study, open_page, regime_table
+from lmcbook.page import open_page
 
 page, study = open_page("width_accuracy", globals())
 
@@ -80,15 +81,15 @@ page.glue_md("setup", describe_study(study, sweep.regime))
 page.glue_md("regime", regime_table(sweep.regime))
 page.glue_figure("fig_curves", plots.plot_interpolation(curves))
 page.glue_figure("fig_width", plots.plot_width_accuracy(summary))
-narrow, wide = means.index.min(), means.index.max()
-page.glue_values(n_narrow=int(narrow), n_wide=int(wide), acc_barrier_paper=100 * claims.PAPER_MLP_ACC_BARRIER,
-                 gap_wide=means.loc[wide, "acc_ensemble"] - means.loc[wide, "acc_merged"])
-page.glue_rows(means, {"narrow": narrow, "wide": wide}, ["acc_merged", "acc_ensemble"])
-page.glue_rows(means, {"wide": wide}, ["acc_endpoints"])
+narrow, wide = means.loc[means.index.min()], means.loc[means.index.max()]
+page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), acc_barrier_paper=100 * claims.PAPER_MLP_ACC_BARRIER,
+                 acc_merged_narrow=narrow["acc_merged"], acc_ensemble_narrow=narrow["acc_ensemble"],
+                 acc_merged_wide=wide["acc_merged"], acc_ensemble_wide=wide["acc_ensemble"],
+                 acc_endpoints_wide=wide["acc_endpoints"], gap_wide=wide["acc_ensemble"] - wide["acc_merged"])
 # does the width effect survive a small initialisation?  M4 and the small-initialisation arm of the mechanism page
 # (None until that page has run: `lmcbook execute` then runs this page again)
 mech = page.read_csv_if("mechanism")
-m4 = None if mech is None else page.glue_claim(claims.claim_m4(mech), "m4")
+m4 = None if mech is None else page.glue_claim(claims.claim_m4(mech), "m4_mark", "m4_measured")
 page.choose("small_init", "pending" if m4 is None else {claims.PASS: "vanishes", claims.FAIL: "stays"}.get(m4.state,
                                                                                                           "open"))
 if m4 is not None and m4.state != claims.NA:
@@ -180,4 +181,6 @@ page.save(curves=(curves, ["acc"], ["width", "hidden_units", "lam"]),
           summary=(summary, ["acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "acc_barrier",
                              "acc_barrier_mid"], ["width", "hidden_units"]),
           regime=sweep.regime)
+page.glue_verdict("w1", "w1_mark", "w1_measured", "w1_test")
+page.glue_verdict("w11", "w11_mark", "w11_measured", "w11_test")
 page.provenance()

@@ -294,7 +294,7 @@ def test_interval_of_a_difference_and_the_verdict_helpers():
 
 
 def test_mechanism_numbers_name_the_cell_m1_reads_and_how_far_the_length_arm_reaches():
-    from lmcbook.page import mechanism_numbers
+    from lmcbook.pages.mechanism import mechanism_numbers
 
     got = mechanism_numbers(mech_frame())
     assert (got["units"], got["epochs_hi"], got["wd_hi"]) == (UNITS[-1], EPOCHS, DECAYS[-1])

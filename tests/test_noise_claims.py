@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmcbook import claims, page, schema
+from lmcbook import captions, claims, schema
+from lmcbook.pages.overview import noise_verdict_words
 
 PAIRS = range(10)  # the odd half (N1's reading half) then has MIN_PAIRS pairs
 LRS, BS = (0.01, 0.02, 0.05, 0.1, 0.2), (32, 64, 128, 256)
@@ -270,9 +271,9 @@ def test_the_sensitivity_table_reads_every_row_at_each_threshold():
     assert table.loc["N1 (50%)", rule] == "✓" and table.loc["N3", rule] == "✓"
     # at 0.99 the weight-decay cells (0.97) are all excluded, and N3 has nothing to compare
     assert table.loc["N3", old] == "*n/a*" and table.loc["N3", between] == "✓"
-    words = page.sensitivity_words(table)
+    words = captions.sensitivity_words(table)
     assert "N3 reads ✓ from the rule to a weaker child ≥ 0.95, *n/a* at a weaker child ≥ 0.99" in words
-    assert page.sensitivity_words(table.iloc[:, :1]) == "No row's verdict changes with the threshold."
+    assert captions.sensitivity_words(table.iloc[:, :1]) == "No row's verdict changes with the threshold."
 
 
 def test_verdict_words_say_an_absence_apart_from_a_failure():
@@ -280,7 +281,7 @@ def test_verdict_words_say_an_absence_apart_from_a_failure():
                                f"-0.02 [-0.3, 0.3]; {claims.ABSENT_EFFECT}", "t", claims.FAIL, "noise_components"),
             claims.ClaimResult("N5", "noise", "Similar rates merge best.", "-7.5 [-9.5, -5.5]", "t", claims.FAIL,
                                "noise_components")]
-    text = page.noise_verdict_words("a run", rows)
+    text = noise_verdict_words("a run", rows)
     assert text == ("On a run: N5 (✗) does not hold: “Similar rates merge best”; N7 (✗) shows no effect of the "
                     "paper's size: “Augmentation raises the gain”.")
 
@@ -318,7 +319,7 @@ def test_a_reference_rows_threshold_can_be_fixed_before_its_results_alone():
 
 
 def test_the_noise_reference_facts_are_computed_from_its_frame():
-    from lmcbook.page import noise_reference_facts
+    from lmcbook.pages.noise_scale import noise_reference_facts
 
     df = grid(lambda lr, b, s: 0.001 * np.log10(s) + 0.01 if lr < 0.2 else -0.05,
               acc_of=lambda lr, b: 0.1 if lr == 0.2 or (lr, b) == (0.01, 32) else 0.995)
@@ -384,7 +385,7 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
 @pytest.mark.parametrize("decayed, says", [(0.818, "within the minimum effect of the merge: here merging recovers"),
                                            (0.80, "1.80 points below the merge"), (0.83, "1.20 points above")])
 def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, says):
-    from lmcbook.page import _against_decay
+    from lmcbook.captions import _against_decay
 
     row = dict(method="spawn", augment=False, lr=0.1, spawn_fraction=0.5)
     cells = pd.DataFrame([{**row, "lr_floor": 1.0, "acc_merged": 0.818, "acc_endpoints": 0.782, "train_acc_min": 0.865},
@@ -398,7 +399,7 @@ def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, sa
 
 
 def test_a_noise_page_says_where_it_runs_from_the_map():
-    from lmcbook.page import where_noise_runs
+    from lmcbook.captions import where_noise_runs
     from lmcbook.profiles import NoiseStudy, resolve
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
@@ -435,7 +436,7 @@ def test_a_retired_reference_is_shown_but_neither_scored_nor_regenerated(tmp_pat
 
 
 def test_the_landing_page_sentence_on_a_map():
-    from lmcbook.page import noise_map_sentence
+    from lmcbook.captions import noise_map_sentence
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else -0.3
                  if m == "independent" else 0.0, lambda *k: 0.02).assign(dataset="mnist1d")
@@ -449,7 +450,7 @@ def test_the_landing_page_sentence_on_a_map():
 
 
 def test_a_noise_page_alone_reads_the_committed_map_of_its_data(monkeypatch):
-    from lmcbook import page as page_mod
+    from lmcbook import captions as page_mod
     from lmcbook.profiles import NoiseStudy, resolve
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,

@@ -3,6 +3,8 @@ and gluing many values in one call."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +14,8 @@ from lmcbook.page import Page
 from lmcbook.schema import concat, to_long, to_long_frame
 from lmcbook.specs import SpecError
 from lmcbook.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _frames():
@@ -40,15 +44,68 @@ def test_save_melts_named_frames_exactly_as_melting_them_by_hand(tmp_path):
         p.save()
 
 
-def test_glue_values_and_rows_glue_each_value_under_its_name(monkeypatch):
+def test_glue_values_and_markdown_glue_each_value_under_its_name(monkeypatch):
     glued = {}
     monkeypatch.setattr(page_module, "glue", lambda key, value, display=True: glued.__setitem__(key, value))
-    means = pd.DataFrame({"acc_merged": [0.3, 0.9], "acc_ensemble": [0.95, 0.97]}, index=[16, 1024])
     Page.glue_values(n_wide=1024, gap=np.float64(0.07))
-    Page.glue_rows(means, {"narrow": 16, "wide": 1024}, ["acc_merged", "acc_ensemble"])
-    assert glued == {"n_wide": 1024, "gap": 0.07, "acc_merged_narrow": 0.3, "acc_ensemble_narrow": 0.95,
-                     "acc_merged_wide": 0.9, "acc_ensemble_wide": 0.97}
+    Page.glue_markdown(trend="rises")
+    assert glued.keys() == {"n_wide", "gap", "trend"} and glued["n_wide"] == 1024 and glued["gap"] == 0.07
     assert type(glued["gap"]) is float  # numpy scalars are glued as Python numbers
+    assert glued["trend"].data == "rises"  # Markdown, for the {glue:md} role
+
+
+def test_a_verdict_is_glued_under_the_literal_keys_the_prose_quotes(tmp_path, monkeypatch):
+    """save() glues each verdict's state for the book's checks; the words the prose quotes are glued only under keys
+    the notebook writes out, each naming its part by its last word."""
+    from lmcbook import claims
+
+    glued = {}
+    monkeypatch.setattr(page_module, "glue", lambda key, value, display=True: glued.__setitem__(key, value))
+    row = claims.ClaimResult("W1", "width", "Merged accuracy rises with width.", "0.9 [0.8, 1.0]", "ρ ≥ 0.9",
+                             claims.PASS, "width_accuracy")
+    p = Page("width_accuracy", "smoke", {}, store=RunStore(tmp_path / "s"))
+    p.verdicts = {row.key: row}
+    p.glue_verdict("w1", "w1_mark", "w1_measured", "w1_test")
+    assert {k: getattr(v, "data", v) for k, v in glued.items()} == {
+        "w1_mark": row.mark, "w1_measured": "0.9 [0.8, 1.0]", "w1_test": "ρ ≥ 0.9"}
+    Page.glue_state(row)
+    assert glued["w1_state"] == claims.PASS
+    with pytest.raises(SpecError, match="must end in one of _mark"):
+        Page.glue_claim(row, "w1_words")
+    with pytest.raises(SpecError, match=r"verdicts are \['w1'\]"):
+        p.glue_verdict("w2", "w2_mark")
+
+
+def _legibility():
+    """benchmarks/legibility.py, the measures of issue 38, imported as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("legibility", ROOT / "benchmarks" / "legibility.py")
+    legibility = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(legibility)
+    return legibility
+
+
+@pytest.fixture(scope="module")
+def unfound_keys() -> dict[str, list[str]]:
+    return _legibility().measure()["missing"]
+
+
+@pytest.mark.parametrize("notebook", [p.stem for p in sorted((ROOT / "notebooks").glob("*.py"))])
+def test_every_glued_key_the_prose_names_is_literal_in_code(notebook, unfound_keys):
+    """``grep KEY`` finds where each glued number comes from: every key a page's prose names appears, as a word, in
+    its notebook's code or in the code (not a comment or a docstring) of an lmcbook function the notebook names
+    (benchmarks/legibility.py's strict check)."""
+    assert notebook not in unfound_keys, unfound_keys.get(notebook)
+
+
+def test_the_strict_check_ignores_comments_and_docstrings():
+    legibility = _legibility()
+    source = 'def f():\n    """Glue ``acc_wide``."""\n    # acc_narrow\n    return {"n_wide": 1}\n'
+    bare = legibility.bare(source)
+    assert "n_wide" in bare and "acc_wide" not in bare and "acc_narrow" not in bare
+    prose = "{glue:text}`acc_wide:.3f` and {glue:md}`setup`, {glue:figure} fig_x"
+    assert {a or b for a, b in legibility.GLUE_REF.findall(prose)} == {"acc_wide", "setup", "fig_x"}
 
 
 CHOICE_SOURCE = '''# %%
@@ -113,7 +170,7 @@ def test_alternative_prose_is_chosen_in_markdown_by_the_glued_outcome(tmp_path):
 
 def test_describe_noise_says_what_was_trained():
     from lmcbook import parts
-    from lmcbook.page import describe_noise
+    from lmcbook.captions import describe_noise
 
     study = parts.NOISE.study("smoke")
     pairs, models = describe_noise(study), describe_noise(study, spawned=False)

@@ -1,0 +1,161 @@
+"""The mechanism page's captions, cell table, hypotheses table, reference runs and the numbers its prose quotes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .. import reference
+from ..captions import direction, markdown_table, short_fraction
+from ..claims import (
+    CONVERGED_TRAIN_ACC,
+    D_TIE_RTOL,
+    DECAY_ACTED_MAX,
+    HYPOTHESES,
+    MIN_ACC_EFFECT,
+    MIN_PAIRS,
+    ORTH_FALL_MIN,
+    ClaimResult,
+    page_claims,
+    source_label,
+)
+from ..data import DATASET_LABELS, DATASET_SHORT
+from ..page import Page
+from ..plots import plot_mechanism_width
+from ..schema import cell_table, in_cell, select
+from ..stats import CONFIDENCE
+
+
+def describe_mechanism(study: Any) -> str:
+    """Return a one-sentence Markdown description of what the mechanism study trained (for captions)."""
+    cells = study.cells()
+    m, t = cells[0].pair(cells[0].widths[0], 0).a.model, cells[0].pair(cells[0].widths[0], 0).a.train
+    units = sorted({int(round(study.base_width * w)) for w in study.widths})
+    return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers on "
+            f"{DATASET_LABELS[study.dataset]}; SGD (peak lr "
+            f"{t.lr:g}, momentum {t.momentum:g}, batch {t.batch_size}); {', '.join(map(str, units))} hidden units; "
+            f"{len(cells)} cells of (length, weight decay, initial-weight factor); {study.seeds} pair(s) per cell and "
+            f"width, {max(study.seeds, study.decisive_seeds)} in the cells that decide a verdict")
+
+
+def mechanism_cut(study: Any) -> str:
+    """Return one Markdown sentence saying which cells stop short of the widest width, to fit the time budget."""
+    cut = study.cut_widths()
+    if not cut:
+        return "every cell was trained at every width"
+    units = lambda ws: ", ".join(str(int(round(study.base_width * w))) for w in ws)  # noqa: E731
+    mid = [d for d in study.weight_decays if d not in study.wide_decays]
+    return (f"{units(cut)} hidden units were trained only in the decay arm at weight decay "
+            f"{', '.join(f'{d:g}' for d in study.wide_decays)} and in the small-initialisation arm; the length arm"
+            + (f" and weight decay {', '.join(f'{d:g}' for d in mid)}" if mid else "")
+            + f" stop at {units(study.narrow_widths()[-1:])} units, to keep the book within its time budget (large "
+            "D is reached far more cheaply by weight decay than by length)")
+
+
+def mechanism_cells_markdown(long: pd.DataFrame) -> str:
+    """Return a Markdown table of the mechanism study's cells, one row each: arm, length, weight decay, initial-weight
+    factor, D, what weight decay alone would leave of a weight, the widest width and its pairs, the distance from
+    initialisation and the lowest endpoint training accuracy there."""
+    cells = cell_table(long).sort_values(["init_scale", "epochs", "weight_decay"])
+    base = cells.loc[cells["widest"].idxmax(), "epochs"]
+    lines = ["| arm | epochs | weight decay | init × | D | weight decay alone leaves | widest (pairs) | "
+             "‖θ_T − θ₀‖/‖θ₀‖ | min. train acc |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, c in cells.iterrows():
+        arm = "small init" if c["init_scale"] != 1.0 else "decay" if c["epochs"] == base else "length"
+        at = in_cell(long, c, c["widest"])
+        pairs = select(at, "acc_merged", method="none")["pair"].nunique()
+        dist = select(at[at["layer"].isna()], "init_distance")["value"].mean()
+        acc = select(at, "train_acc")["value"].min()
+        lines.append(f"| {arm} | {c['epochs']:g} | {c['weight_decay']:g} | {c['init_scale']:g} | {c['D']:.3g} | "
+                     f"{short_fraction(c['shrinkage'])} | {c['widest']:g} ({pairs}) | {dist:.2f} | {acc:.3f} |")
+    return "\n".join(lines)
+
+
+def hypotheses_markdown(states: dict[str, dict[str, str]]) -> str:
+    """Return a Markdown table of each hypothesis' state (supported, contradicted, undecided) per data set."""
+    table = pd.DataFrame({n: {f"**{h}**: {text}": states[n].get(h, "—") for h, text in HYPOTHESES.items()}
+                          for n in states})
+    return markdown_table(table.rename_axis("hypothesis"))
+
+
+def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
+    """Return the numbers the mechanism page quotes, by glue key: at the decay arm's widest width (``units``), in its
+    smallest-D (``_lo``) and largest-D (``_hi``) cells, each measure's mean over pairs, the D values, the fraction of a
+    weight that weight decay alone leaves (``shrink``), the distance from initialisation (``dist``), and the direction
+    of each change (``_dir``: :func:`lmcbook.captions.direction`); the largest-D cell's length and weight decay
+    (``epochs_hi``, ``wd_hi``), and the widest width of the cells trained longer than it (``length_widest``, 0 if
+    none).  The accuracies and the distance read the whole network; LEWC, LLFC and orthogonality read λ = ½; the
+    ranks read the hidden-to-hidden matrices."""
+    cells = cell_table(long)
+    std = cells[cells["init_scale"] == 1.0]
+    widest = std["widest"].max()
+    at = std[std["widest"] == widest].sort_values("D")
+    lo, hi = at.iloc[0], at.iloc[-1]
+    longer = std[std["epochs"] > hi["epochs"]]  # the length arm: the same weight decays, trained longer
+    hidden = long[(long["layer"] > 1) & (long["layer"] < long["layer"].max())]
+
+    def lo_hi(metric: str, frame: pd.DataFrame = long, **filters: Any) -> tuple[float, float]:
+        """The metric's mean over pairs in the smallest-D and in the largest-D cell, at the widest width."""
+        return tuple(float(select(in_cell(frame, cell, widest), metric, **filters).groupby("pair")["value"].mean()
+                           .mean()) for cell in (lo, hi))
+
+    acc_plain = lo_hi("acc_merged", method="none")
+    acc_matched = lo_hi("acc_merged", method="weight_matching")
+    acc_ensemble = lo_hi("acc_ensemble", method="none")
+    orth = lo_hi("orth_ratio", method="trained", lam=0.5)
+    orth_untrained = lo_hi("orth_ratio", method="untrained", lam=0.5)
+    lewc = lo_hi("lewc_rel_err", method="trained", lam=0.5)
+    llfc_matched = lo_hi("llfc_rel_err", method="weight_matched", lam=0.5)
+    rank = lo_hi("rel_effective_rank", hidden, method="trained")
+    rank_untrained = lo_hi("rel_effective_rank", hidden, method="untrained")
+    delta_stable_rank = lo_hi("delta_rel_stable_rank", hidden)
+    dist = lo_hi("init_distance", long[long["layer"].isna()])
+    return {"units": int(widest), "d_lo": float(lo["D"]), "d_hi": float(hi["D"]),
+            "shrink_lo": float(lo["shrinkage"]), "shrink_hi": float(hi["shrinkage"]),
+            "epochs_hi": float(hi["epochs"]), "wd_hi": float(hi["weight_decay"]),
+            "length_widest": int(longer["widest"].max()) if len(longer) else 0,
+            "acc_plain_lo": acc_plain[0], "acc_plain_hi": acc_plain[1], "acc_plain_dir": direction(*acc_plain),
+            "acc_matched_lo": acc_matched[0], "acc_matched_hi": acc_matched[1],
+            "acc_ensemble_lo": acc_ensemble[0], "acc_ensemble_hi": acc_ensemble[1],
+            "orth_lo": orth[0], "orth_hi": orth[1], "orth_dir": direction(*orth),
+            "orth_untrained_lo": orth_untrained[0],
+            "lewc_lo": lewc[0], "lewc_hi": lewc[1], "lewc_dir": direction(*lewc),
+            "llfc_matched_lo": llfc_matched[0], "llfc_matched_hi": llfc_matched[1],
+            "llfc_matched_dir": direction(*llfc_matched),
+            "rank_lo": rank[0], "rank_hi": rank[1], "rank_dir": direction(*rank),
+            "rank_untrained_lo": rank_untrained[0],
+            "delta_stable_rank_lo": delta_stable_rank[0], "delta_stable_rank_hi": delta_stable_rank[1],
+            "delta_stable_rank_dir": direction(*delta_stable_rank),
+            "dist_lo": dist[0], "dist_hi": dist[1], "dist_dir": direction(*dist)}
+
+
+def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]], dict[str, pd.DataFrame],
+                                                   dict[str, str], Any]:
+    """Return the page's committed reference runs scored (``show``: read them at all): each one's verdict rows and
+    frame by its label (:func:`lmcbook.claims.source_label`), each verdict's state glued (:meth:`Page.glue_state`);
+    by glue key, their Markdown list (stale ones marked) and the name of the first one, whose figure of the arms
+    comes last (None without one)."""
+    rows, frames, notes, figure = {}, {}, [], None
+    references = page.references() if show else {}
+    for name, (frame, prov) in references.items():
+        label = source_label(str(frame["dataset"].iloc[0]), name, DATASET_SHORT)
+        rows[label] = page_claims(page.name, frame)
+        for r in rows[label]:
+            r.source = name
+            page.glue_state(r)
+        frames[label] = frame
+        figure = figure or plot_mechanism_width(frame, label)
+        stale = reference.stale_note(prov)
+        notes.append(f"- {reference.describe(name, prov)}." + (f" **{stale}**" if stale else ""))
+    texts = {"references": "\n".join(notes) or "No reference run is committed for this page.",
+             "ref_figure_name": f"`{next(iter(references))}`" if references else "(none)"}
+    return rows, frames, texts, figure
+
+
+def threshold_words() -> dict[str, str]:
+    """Return the thresholds the page's prose names, by glue key, as the prose writes them."""
+    return {"confidence": f"{CONFIDENCE:.0%}", "acted_max": f"{DECAY_ACTED_MAX:.0%}",
+            "converged_acc": f"{CONVERGED_TRAIN_ACC:.0%}", "min_pairs": str(MIN_PAIRS),
+            "min_acc_effect": f"{100 * MIN_ACC_EFFECT:g} points", "orth_fall_min": f"{ORTH_FALL_MIN:g}",
+            "tie_rtol": f"{D_TIE_RTOL:.1%}"}

@@ -1,0 +1,109 @@
+"""The overview page's numbers and words: the headline of the width pages, the scoreboard's counts, the noise rows."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import reference
+from ..captions import noise_map_sentence, sensitivity_words
+from ..claims import (
+    ACC_BARRIER_MAX,
+    BLOCK_CODES,
+    BOOK,
+    CAL_BARRIER_MAX,
+    FAIL,
+    INCONCLUSIVE,
+    MARKS,
+    NA,
+    PAPER,
+    PAPER_MLP_ACC_BARRIER,
+    PASS,
+    ClaimResult,
+    block_counts,
+    board_results,
+    id_order,
+    noise_claims,
+    rule_sensitivity,
+    state_of,
+)
+from ..data import DATASET_SHORT
+from ..page import Page
+from ..schema import select
+from ..stats import cell_stats
+
+
+def noise_verdict_words(label: str, rows: list[ClaimResult], sensitivity: pd.DataFrame | None = None) -> str:
+    """Return, for a landing page, what a run's noise rows found in words: each claim of the noise paper, and whether
+    it holds, fails, shows no effect of the paper's size, is undecided or does not apply there; then (``sensitivity``:
+    :func:`lmcbook.claims.rule_sensitivity`'s table) which verdicts move with the rule's threshold."""
+    said = {PASS: "holds", FAIL: "does not hold", INCONCLUSIVE: "is undecided", NA: "does not apply"}
+    words = []
+    for r in sorted(rows, key=lambda r: id_order(r.id)):
+        verb = ABSENT_WORDS if r.state == FAIL and ("of the paper's size" in r.measured) else said[r.state]
+        words.append(f"{r.id} ({r.mark}) {verb}: “{r.statement.rstrip('.')}”")
+    text = f"On {label}: " + "; ".join(words) + "."
+    return text + (f" {sensitivity_words(sensitivity)}" if sensitivity is not None else "")
+
+
+#: How :func:`noise_verdict_words` says a ✗ that is an absence (an interval below the minimum effect).
+ABSENT_WORDS = "shows no effect of the paper's size"
+
+
+def headline_numbers(acc: pd.DataFrame, bar: pd.DataFrame) -> dict[str, float]:
+    """Return the width pages' numbers the landing page quotes, by glue key (``acc``, ``bar``: the CSVs of
+    width_accuracy and loss_barrier_calibration): merged and ensemble accuracy, the raw and calibrated midpoint loss
+    barriers, the accuracy barrier and the logit norm ratio (means over pairs) at the narrowest and widest width,
+    beside the LEWC prediction 2^(1−L) and the paper's thresholds."""
+    merged = cell_stats(acc, "acc_merged")["mean"]
+    narrow, wide = merged.index.min(), merged.index.max()
+    depth = int(select(bar, "logit_norm_ratio")["depth"].iloc[0])
+    return {"n_narrow": int(narrow), "n_wide": int(wide), "acc_narrow": merged[narrow], "acc_wide": merged[wide],
+            "ens_wide": cell_stats(acc, "acc_ensemble").loc[wide, "mean"],
+            "cal_wide": cell_stats(bar, "loss_barrier_cal_mid").loc[wide, "mean"],
+            "raw_wide": cell_stats(bar, "loss_barrier_mid").loc[wide, "mean"],
+            "norm_wide": cell_stats(bar, "logit_norm_ratio").loc[wide, "mean"], "norm_pred": 2.0 ** (1 - depth),
+            "L": depth, "acc_barrier_wide": 100 * cell_stats(acc, "acc_barrier").loc[wide, "mean"],
+            "acc_barrier_max": 100 * ACC_BARRIER_MAX, "cal_barrier_max": CAL_BARRIER_MAX,
+            "acc_barrier_paper": 100 * PAPER_MLP_ACC_BARRIER}
+
+
+def board_numbers(board: pd.DataFrame) -> tuple[dict[str, int], dict[str, str]]:
+    """Return what the landing page quotes from the scoreboard (``board``: the claims page's CSV; this build's rows,
+    not the references'), by glue key: the counts of the papers' and the book's rows and of their verdicts, and of
+    the width rows read in the long regime; and in words, the long rows' marks beside the short ones', the marks of
+    R1, R2, W11 and W12, the noise rows' marks and the width rows that fail in the short regime."""
+    own = board[board["source"].isna()] if "source" in board.columns else board
+    flags = own.fillna({"regime": "none"}).pivot_table(index=["method", "regime"], columns="metric", values="value")
+    main = flags[flags["claim_block"] == BLOCK_CODES[PAPER]]  # the papers' claims
+    long_rows = main.xs("long", level="regime")
+    counts = block_counts(board_results(own))  # each block counted on its own
+    paper, book = counts[PAPER], counts[BOOK]
+    noise = [state_of(board, c) for c in main.index.get_level_values("method").unique() if c.startswith("N")]
+    short = main.xs("short", level="regime") if "short" in main.index.get_level_values("regime") else main.iloc[:0]
+    failing = sorted((c for c in short.index if state_of(board, c, "short") == FAIL), key=id_order)
+    numbers = {"n_long": len(long_rows), "n_long_pass": int(long_rows["claim_passed"].sum()),
+               "paper_rows": paper["rows"], "paper_pass": paper["pass"], "paper_fail": paper["fail"],
+               "paper_inconclusive": paper["inconclusive"], "paper_na": paper["na"], "book_rows": book["rows"],
+               "book_pass": book["pass"], "n_noise_rows": len(noise)}
+    words = {"long_rows": "; ".join(f"{c} {MARKS[state_of(board, c, 'long')]} (short: "
+                                    f"{MARKS[state_of(board, c, 'short')]})" for c in long_rows.index) or "none",
+             "r1_mark": MARKS[state_of(board, "R1")], "r2_mark": MARKS[state_of(board, "R2")],
+             "w11_mark": MARKS[state_of(board, "W11", "short")], "w12_mark": MARKS[state_of(board, "W12", "short")],
+             "noise_rows": ", ".join(f"{noise.count(s)} {MARKS[s]}" for s in MARKS if noise.count(s)) or "none",
+             "short_failing": ", ".join(failing) or "none"}
+    return numbers, words
+
+
+def noise_words(page: Page) -> dict[str, str]:
+    """Return, by glue key, the noise paper's results in words: each committed noise reference run's rows
+    (:func:`noise_verdict_words`), and each regime map's (this build's and every committed one's) sentence
+    (:func:`lmcbook.captions.noise_map_sentence`)."""
+    refs = []
+    for name, (frame, _) in {**page.references("noise_scale"), **page.references("noise_components")}.items():
+        scale, comp = (frame, None) if reference.get(name).notebook == "noise_scale" else (None, frame)
+        refs.append(noise_verdict_words(f"the reference run `{name}` ({DATASET_SHORT[reference.dataset(name)]})",
+                                        noise_claims(scale, comp), rule_sensitivity(scale, comp)))
+    maps = {"this build": page.read_csv("noise_regime"),
+            **{f"`{n}`": f for n, (f, _) in page.references("noise_regime").items()}}
+    return {"noise_ref_rows": " ".join(refs) or "No noise reference run is committed.",
+            "noise_map": " ".join(noise_map_sentence(label, frame) for label, frame in maps.items())}

@@ -192,7 +192,7 @@ def _runs(marks: pd.Series) -> list[tuple[str, list[str]]]:
 
 def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
     """Return one sentence on a regime map (the noise_regime page's CSV, this build's or a reference's): how its cells
-    read (:data:`lmcbook.claims.MAP_READINGS`) and the setting it picks, every number computed."""
+    read (:data:`~lmcbook.claims.noise_map.MAP_READINGS`) and the setting it picks, every number computed."""
     from .claims import FIRST_PICK, describe_setting, map_cells, map_settings, pick_setting
 
     cells = map_cells(frame)

@@ -153,7 +153,7 @@ class Page:
         initialisation, weight norms) to the CSV.  Each verdict's state is glued under
         ``KEY_state`` (``w1_state``, ``w1_long_state``, ``n1_50_state``, ...), which the book's
         checks read; the prose's words for a verdict are glued by the notebook, each under its
-        literal key (:meth:`glue_verdict`).  The verdicts are also kept in :attr:`verdicts`, by key.
+        literal key (:meth:`glue_verdict`).  The verdicts are also kept in ``verdicts``, by key.
         """
         parts = ([] if long is None else [long]) + [self._melt(item, keys) for item in frames.values()]
         if not parts:
@@ -260,7 +260,7 @@ class Page:
         return result
 
     def glue_verdict(self, key: str, *keys: str) -> ClaimResult:
-        """Glue the words of this page's verdict ``key`` (one of :attr:`verdicts`, after :meth:`save`) under the
+        """Glue the words of this page's verdict ``key`` (one of ``verdicts``, after :meth:`save`) under the
         literal ``keys``, as :meth:`glue_claim` does: ``page.glue_verdict("w1", "w1_mark", "w1_test")``."""
         if key not in self.verdicts:
             raise SpecError(f"page.glue_verdict({key!r}): this page's verdicts are {sorted(self.verdicts)} "

@@ -141,7 +141,7 @@ BLOCK_TITLES = {PAPER: "The papers' claims", BOOK: "The book's own alternatives 
 
 
 def scoreboard_markdown(rows: list[ClaimResult]) -> str:
-    """Return the scoreboard as MyST tables, one per block (:data:`BLOCK_TITLES`), each row linking to the page with
+    """Return the scoreboard as MyST tables, one per block (:data:`~lmcbook.claims.board.BLOCK_TITLES`), each row linking to the page with
     its evidence; a row of a committed reference run names it and its data set."""
     parts = []
     for block, title in BLOCK_TITLES.items():
@@ -169,7 +169,7 @@ def _table(rows: list[ClaimResult]) -> str:
 def block_counts(rows: Iterable[ClaimResult]) -> dict[str, dict[str, float]]:
     """Return, for the blocks that are counted (the papers' claims, the book's own rows), how many rows each has,
     how many of them reach each verdict (keys ``pass``, ``fail``, ``inconclusive``, ``na``), how many can fail
-    (:attr:`ClaimResult.can_fail`) and pass among those, the chance passes among those (:func:`chance_passes`:
+    (:attr:`~lmcbook.claims.verdicts.ClaimResult.can_fail`) and pass among those, the chance passes among those (:func:`~lmcbook.claims.verdicts.chance_passes`:
     ``chance_expected``, ``chance_upper``), and how many were fixed before their results and pass among those."""
     out = {}
     for block in (PAPER, BOOK):
@@ -186,7 +186,7 @@ def block_counts(rows: Iterable[ClaimResult]) -> dict[str, dict[str, float]]:
 
 def scoreboard_long(rows: list[ClaimResult]) -> pd.DataFrame:
     """Return the scoreboard as the claims page's long frame: per row its state code, pass flag, control flag, block
-    (:data:`BLOCK_CODES`), D, and its numbers (the estimate its test decides on, that interval's ends and its
+    (:data:`~lmcbook.claims.verdicts.BLOCK_CODES`), D, and its numbers (the estimate its test decides on, that interval's ends and its
     threshold; a number a row does not have is left out), keyed by ``method`` (the claim id), ``regime``,
     ``dataset`` and ``source`` (a reference run's name)."""
     out = []
@@ -260,7 +260,7 @@ def _board_wide(board: pd.DataFrame) -> pd.DataFrame:
 
 
 def board_rows(board: pd.DataFrame, short: dict[str, str] | None = None) -> dict[str, list[ClaimResult]]:
-    """Return the M rows of the claims page's CSV as verdict rows (state only), grouped by :func:`source_label`."""
+    """Return the M rows of the claims page's CSV as verdict rows (state only), grouped by :func:`~lmcbook.claims.mechanism_accounts.source_label`."""
     out: dict[str, list[ClaimResult]] = {}
     for r in board_results(board):
         if r.id.startswith("M"):

@@ -110,7 +110,7 @@ def conclusion(states: dict[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
 
 
 #: The mechanism's observations, in the conclusion table's order (:func:`conclusion_table`): each one's row title and
-#: its short name in the last row, :data:`NONE_EXPLAINS`.
+#: its short name in the last row, :data:`~lmcbook.claims.mechanism_accounts.NONE_EXPLAINS`.
 OBSERVATIONS = {
     "short": ("After short training (smallest D, weight decay idle), wide networks' plain merge over their ensemble",
               "the merge after short training"),
@@ -162,7 +162,7 @@ def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
 def conclusion_table(rows_by_label: dict[str, list[ClaimResult]],
                      frames_by_label: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Return the mechanism's conclusion as a table: one row per observation (:data:`OBSERVATIONS`, then
-    :data:`NONE_EXPLAINS`), one column per data set (the keys of ``rows_by_label``), each cell the account that
+    :data:`~lmcbook.claims.mechanism_accounts.NONE_EXPLAINS`), one column per data set (the keys of ``rows_by_label``), each cell the account that
     explains it there, chosen from the verdicts of the M rows (an alternative whose test or equivalence branch fails
     is said to be refuted)."""
     cols = {label: _observe({r.id: r for r in rows if r.id.startswith("M")}, short_merge(frames_by_label[label]))

@@ -91,8 +91,8 @@ class ClaimResult:
 
     @property
     def fixed_before(self) -> bool:
-        """Return True when the row's test was fixed before any of its results were computed (:data:`FIXED_BEFORE`;
-        for a reference run's row, also :data:`FIXED_BEFORE_SOURCE`), False when its threshold was set after a pilot
+        """Return True when the row's test was fixed before any of its results were computed (:data:`~lmcbook.claims.thresholds.FIXED_BEFORE`;
+        for a reference run's row, also :data:`~lmcbook.claims.thresholds.FIXED_BEFORE_SOURCE`), False when its threshold was set after a pilot
         run or beside its first results."""
         cid = self.id.split(" ")[0]
         return cid in FIXED_BEFORE or cid in FIXED_BEFORE_SOURCE.get(self.source or "", frozenset())
@@ -100,7 +100,7 @@ class ClaimResult:
     @property
     def fixed_when(self) -> str:
         """Return when the row's test was fixed, as the scoreboard says it: "before results", "after results"
-        (changed after its results were read: :data:`CHANGED_AFTER_RESULTS`) or "after a pilot"."""
+        (changed after its results were read: :data:`~lmcbook.claims.thresholds.CHANGED_AFTER_RESULTS`) or "after a pilot"."""
         if self.fixed_before:
             return "before results"
         return "after results" if self.id in CHANGED_AFTER_RESULTS else "after a pilot"
@@ -121,7 +121,7 @@ class ClaimResult:
     @property
     def can_fail(self) -> bool:
         """Return True for a row whose test could fail here: tested, and not a diagnostic (whose result is expected
-        whatever account holds).  :func:`chance_passes` counts only these."""
+        whatever account holds).  :func:`~lmcbook.claims.verdicts.chance_passes` counts only these."""
         return self.tested and not self.diagnostic
 
     @property

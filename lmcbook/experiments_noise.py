@@ -64,7 +64,7 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
     its two children's training accuracies (``train_acc_min``), and the steps its runs took (``train_steps``).
 
     Each cell trains ``study.steps`` long.  Only with ``max_steps`` set (the first protocol, unset in every profile)
-    does the old convergence rule (:data:`lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC`, on every pair's weaker child)
+    does the old convergence rule (``lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC``, on every pair's weaker child)
     train a cell that misses it again at the next of ``study.lengths()`` (doubled steps), all its pairs together,
     until it meets the rule or the lengths run out; a cell's rows are then those of the last length it trained."""
     from .claims import NOISE_CONVERGED_TRAIN_ACC

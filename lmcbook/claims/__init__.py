@@ -11,7 +11,7 @@ claims page runs :func:`scoreboard` on the saved CSVs.  The package's layout is 
 - :mod:`lmcbook.claims.mechanism`: M1–M6 and the training-regime rows R1–R2, and
   :mod:`lmcbook.claims.mechanism_accounts`: which account they support;
 - :mod:`lmcbook.claims.noise`: the noise paper's claims N1–N7, and :mod:`lmcbook.claims.noise_map`: the regime map;
-- :mod:`lmcbook.claims.board`: :data:`PAGE_CLAIMS` (the pages and the claims each one's verdicts come from) and the
+- :mod:`lmcbook.claims.board`: ``PAGE_CLAIMS`` (the pages and the claims each one's verdicts come from) and the
   scoreboard.
 
 Every public name of these modules is importable from ``lmcbook.claims`` itself.

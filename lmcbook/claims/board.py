@@ -1,4 +1,4 @@
-"""The board: every page with claims and the claims its verdicts come from (:data:`PAGE_CLAIMS`, the index of the
+"""The board: every page with claims and the claims its verdicts come from (``PAGE_CLAIMS``, the index of the
 whole package), a page's verdicts (:func:`page_claims`), the scoreboard built from them (:func:`scoreboard`), and the
 claims page's CSV written and read back.
 
@@ -141,8 +141,8 @@ BLOCK_TITLES = {PAPER: "The papers' claims", BOOK: "The book's own alternatives 
 
 
 def scoreboard_markdown(rows: list[ClaimResult]) -> str:
-    """Return the scoreboard as MyST tables, one per block (:data:`~lmcbook.claims.board.BLOCK_TITLES`), each row linking to the page with
-    its evidence; a row of a committed reference run names it and its data set."""
+    """Return the scoreboard as MyST tables, one per block (:data:`~lmcbook.claims.board.BLOCK_TITLES`), each row
+    linking to the page with its evidence; a row of a committed reference run names it and its data set."""
     parts = []
     for block, title in BLOCK_TITLES.items():
         some = [r for r in rows if r.block == block]
@@ -160,7 +160,8 @@ def _table(rows: list[ClaimResult]) -> str:
                                                if np.isfinite(r.decay_integral) else r.regime)
         data = r.dataset or "—"
         data = f"{data} (reference `{r.source}`)" if r.source else data
-        cells = [label, data, regime, (f"the book's own, on the {r.paper} paper: {r.statement}" if r.block == BOOK else f"{r.paper} paper: {r.statement}"), r.measured, r.test, r.fixed_when, r.mark,
+        whose = f"the book's own, on the {r.paper} paper" if r.block == BOOK else f"{r.paper} paper"
+        cells = [label, data, regime, f"{whose}: {r.statement}", r.measured, r.test, r.fixed_when, r.mark,
                  f"{{doc}}`{r.page}`"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
@@ -169,8 +170,9 @@ def _table(rows: list[ClaimResult]) -> str:
 def block_counts(rows: Iterable[ClaimResult]) -> dict[str, dict[str, float]]:
     """Return, for the blocks that are counted (the papers' claims, the book's own rows), how many rows each has,
     how many of them reach each verdict (keys ``pass``, ``fail``, ``inconclusive``, ``na``), how many can fail
-    (:attr:`~lmcbook.claims.verdicts.ClaimResult.can_fail`) and pass among those, the chance passes among those (:func:`~lmcbook.claims.verdicts.chance_passes`:
-    ``chance_expected``, ``chance_upper``), and how many were fixed before their results and pass among those."""
+    (:attr:`~lmcbook.claims.verdicts.ClaimResult.can_fail`) and pass among those, the chance passes among those
+    (:func:`~lmcbook.claims.verdicts.chance_passes`: ``chance_expected``, ``chance_upper``), and how many were fixed
+    before their results and pass among those."""
     out = {}
     for block in (PAPER, BOOK):
         some = [r for r in rows if r.block == block]
@@ -186,9 +188,9 @@ def block_counts(rows: Iterable[ClaimResult]) -> dict[str, dict[str, float]]:
 
 def scoreboard_long(rows: list[ClaimResult]) -> pd.DataFrame:
     """Return the scoreboard as the claims page's long frame: per row its state code, pass flag, control flag, block
-    (:data:`~lmcbook.claims.verdicts.BLOCK_CODES`), D, and its numbers (the estimate its test decides on, that interval's ends and its
-    threshold; a number a row does not have is left out), keyed by ``method`` (the claim id), ``regime``,
-    ``dataset`` and ``source`` (a reference run's name)."""
+    (:data:`~lmcbook.claims.verdicts.BLOCK_CODES`), D, and its numbers (the estimate its test decides on, that
+    interval's ends and its threshold; a number a row does not have is left out), keyed by ``method`` (the claim id),
+    ``regime``, ``dataset`` and ``source`` (a reference run's name)."""
     out = []
     for r in rows:
         n = r.numbers
@@ -260,7 +262,8 @@ def _board_wide(board: pd.DataFrame) -> pd.DataFrame:
 
 
 def board_rows(board: pd.DataFrame, short: dict[str, str] | None = None) -> dict[str, list[ClaimResult]]:
-    """Return the M rows of the claims page's CSV as verdict rows (state only), grouped by :func:`~lmcbook.claims.mechanism_accounts.source_label`."""
+    """Return the M rows of the claims page's CSV as verdict rows (state only), grouped by
+    :func:`~lmcbook.claims.mechanism_accounts.source_label`."""
     out: dict[str, list[ClaimResult]] = {}
     for r in board_results(board):
         if r.id.startswith("M"):

@@ -172,7 +172,8 @@ def _extremes(df: pd.DataFrame) -> tuple[float, pd.Series, pd.Series] | None:
 
 def _widest_cells(cells: pd.DataFrame, widest: float) -> pd.DataFrame:
     """Return the standard-initialisation cells of a :func:`lmcbook.schema.cell_table` that reach ``widest``, by D;
-    of cells whose D tie (:func:`~lmcbook.claims.verdicts.ties`), the longest training last (the paper's route to large D)."""
+    of cells whose D tie (:func:`~lmcbook.claims.verdicts.ties`), the longest training last (the paper's route to large
+    D)."""
     at = cells[(cells["init_scale"] == 1.0) & (cells["widest"] == widest)]
     return at.assign(tie=ties(at["D"])).sort_values(["tie", "epochs"], ignore_index=True)
 
@@ -209,7 +210,8 @@ def claim_m1(df: pd.DataFrame) -> ClaimResult:
     """M1 (the paper's account against H2): at the widest width and the largest D, plain merged accuracy ≥ 0.95 ×
     the logit ensemble's: pass when the interval of the per-pair ratio lies at or above 0.95, fail when it lies
     below, else inconclusive; n/a when weight decay has not acted there or an endpoint did not converge.  Of cells
-    whose D tie (:func:`~lmcbook.claims.verdicts.ties`), it reads the longest training: the paper's route to a large D."""
+    whose D tie (:func:`~lmcbook.claims.verdicts.ties`), it reads the longest training: the paper's route to a large
+    D."""
     return _mechanism_row("M1", "Once weight decay has acted, wide networks merge without permutations: plain "
                           "merged accuracy reaches the logit ensemble's.",
                           f"merged/ensemble ≥ {MERGED_OVER_ENSEMBLE_MIN:g} at the widest width and largest D "
@@ -453,8 +455,8 @@ def short_merge(df: pd.DataFrame) -> Interval:
 
 def regime_cells(tr: pd.DataFrame, metric: str, hidden: bool = False, **filters) -> tuple[int, pd.DataFrame]:
     """Return the widest width trained in every (length, weight decay) cell of a training-regime frame, and per
-    cell there: the mean decay integral D, its tie (:func:`~lmcbook.claims.verdicts.ties`), and the seed mean and spread of ``metric`` (over the
-    hidden-to-hidden layers only, with ``hidden``)."""
+    cell there: the mean decay integral D, its tie (:func:`~lmcbook.claims.verdicts.ties`), and the seed mean and spread
+    of ``metric`` (over the hidden-to-hidden layers only, with ``hidden``)."""
     cells = tr.groupby(["epochs", "weight_decay"])["hidden_units"].agg(lambda u: set(u.dropna()))
     units = int(max(set.intersection(*cells)))
     rows = []
@@ -470,8 +472,8 @@ def regime_cells(tr: pd.DataFrame, metric: str, hidden: bool = False, **filters)
 def _regime_claim(cid: str, statement: str, tr: pd.DataFrame, metric: str, sign: int, what: str,
                   **kw) -> ClaimResult:
     """A claim that ``metric`` rises (+1) or falls (−1) with D across the cells at the widest common width; cells
-    whose D tie (:func:`~lmcbook.claims.verdicts.ties`) are one point of the trend (the mean of their means), and an end of the trend pools
-    the replicates of its tied cells."""
+    whose D tie (:func:`~lmcbook.claims.verdicts.ties`) are one point of the trend (the mean of their means), and an end
+    of the trend pools the replicates of its tied cells."""
     units, st = regime_cells(tr, metric, **kw)
     points = st.groupby("tie").agg(D=("D", "mean"), mean=("mean", "mean"), cells=("D", "size"))
     rho = spearman(points.index, points["mean"])

@@ -87,7 +87,7 @@ CONCLUSIONS = ("contradicted", "supported", "mixed", "undecided")  #: the outcom
 
 def conclusion(states: dict[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
     """Return which account the data support, from :func:`hypothesis_states` per data set (keyed by the data set's
-    name as the book writes it): one of :data:`CONCLUSIONS`, and the lists the pages' sentences glue.
+    name as the book writes it): one of ``CONCLUSIONS``, and the lists the pages' sentences glue.
 
     The outcome is ``contradicted`` when P is contradicted on some data set and supported on none, ``supported``
     in the reverse case, ``mixed`` when both occur, and ``undecided`` when P is decided nowhere.  The lists:
@@ -143,7 +143,7 @@ def _near_init(short: Interval, m4: ClaimResult | None) -> str:
 
 
 def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
-    """Return, for one data set, which account explains each observation of :data:`OBSERVATIONS`, from its M rows and
+    """Return, for one data set, which account explains each observation of ``OBSERVATIONS``, from its M rows and
     :func:`short_merge`; an alternative whose row fails is *refuted*; and the observations none explains."""
     m1 = rows.get("M1")
     large = _explained(m1, "merges near the ensemble: the paper's account", "falls short of the ensemble")
@@ -161,10 +161,10 @@ def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
 
 def conclusion_table(rows_by_label: dict[str, list[ClaimResult]],
                      frames_by_label: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Return the mechanism's conclusion as a table: one row per observation (:data:`OBSERVATIONS`, then
-    :data:`~lmcbook.claims.mechanism_accounts.NONE_EXPLAINS`), one column per data set (the keys of ``rows_by_label``), each cell the account that
-    explains it there, chosen from the verdicts of the M rows (an alternative whose test or equivalence branch fails
-    is said to be refuted)."""
+    """Return the mechanism's conclusion as a table: one row per observation (``OBSERVATIONS``, then
+    :data:`~lmcbook.claims.mechanism_accounts.NONE_EXPLAINS`), one column per data set (the keys of ``rows_by_label``),
+    each cell the account that explains it there, chosen from the verdicts of the M rows (an alternative whose test or
+    equivalence branch fails is said to be refuted)."""
     cols = {label: _observe({r.id: r for r in rows if r.id.startswith("M")}, short_merge(frames_by_label[label]))
             for label, rows in rows_by_label.items()}
     return pd.DataFrame(cols).rename(index={**{k: v[0] for k, v in OBSERVATIONS.items()}, "none": NONE_EXPLAINS})

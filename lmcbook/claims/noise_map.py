@@ -1,7 +1,7 @@
 """The regime map (the noise_regime page): where can merging gain at all?  Each cell of the map (augmentation,
-the schedule's floor, the start, η) gets a reading from its intervals over pairs (:data:`~lmcbook.claims.noise_map.MAP_READINGS`), each
-setting a ranking (:func:`map_settings`), and the map picks the setting the noise pages run (:func:`pick_setting`).
-The map decides no claim.
+the schedule's floor, the start, η) gets a reading from its intervals over pairs
+(:data:`~lmcbook.claims.noise_map.MAP_READINGS`), each setting a ranking (:func:`map_settings`), and the map picks the
+setting the noise pages run (:func:`pick_setting`). The map decides no claim.
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ def _map_reading(gain: Interval, ens: Interval, kept: bool) -> str:
 
 
 def map_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
-    """Return one row per cell of the regime map's long frame: its keys (:data:`~lmcbook.claims.noise_map.MAP_KEYS`), pairs ``n``, the merging
-    gain and the ensemble gain with their intervals over pairs, the children's disagreement, distance and training and
-    test accuracy (means), ``kept`` by the rule, and its ``reading`` (:data:`~lmcbook.claims.noise_map.MAP_READINGS`)."""
+    """Return one row per cell of the regime map's long frame: its keys (:data:`~lmcbook.claims.noise_map.MAP_KEYS`),
+    pairs ``n``, the merging gain and the ensemble gain with their intervals over pairs, the children's disagreement,
+    distance and training and test accuracy (means), ``kept`` by the rule, and its ``reading``
+    (:data:`~lmcbook.claims.noise_map.MAP_READINGS`)."""
     frame = frame.assign(augment=_as_bool(frame["augment"]))
     pairs = noise_pairs(frame, MAP_KEYS)
     cells = noise_cells(pairs, MAP_KEYS, rule)
@@ -69,7 +70,8 @@ def map_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.D
 def map_settings(cells: pd.DataFrame, order: tuple[str, ...] = PICK_ORDER) -> pd.DataFrame:
     """Return one row per setting of the map (augmentation, floor, start) over its learning rates: how many cells
     gain (``n_gain``: reading paper or gains), how many of the paper's size (``n_paper``), the best cell's gain and
-    its interval, and its learning rate; sorted best first by ``order`` (:data:`~lmcbook.claims.thresholds.PICK_ORDER`)."""
+    its interval, and its learning rate; sorted best first by ``order``
+    (:data:`~lmcbook.claims.thresholds.PICK_ORDER`)."""
     out = []
     for key, g in cells.groupby(MAP_KEYS[:-1]):
         best = g.loc[g["gain_lo"].where(g["kept"]).fillna(-np.inf).idxmax()]  # failed cells never the best
@@ -111,9 +113,9 @@ def map_spawn_sweep(frame: pd.DataFrame | None, study: Any) -> pd.DataFrame:
 
 def pick_setting(cells: pd.DataFrame, order: tuple[str, ...] = PICK_ORDER) -> dict[str, object] | None:
     """Return the spawn-and-merge setting (augmentation, floor, spawn point) that ranks first by ``order``
-    (:data:`~lmcbook.claims.thresholds.PICK_ORDER`: the most cells gaining the paper's size, then gaining at all, then the best interval's
-    lower end), or None when no spawned cell gains: the setting the noise study moves to.  Independent pairs are
-    the control, never picked."""
+    (:data:`~lmcbook.claims.thresholds.PICK_ORDER`: the most cells gaining the paper's size, then gaining at all, then
+    the best interval's lower end), or None when no spawned cell gains: the setting the noise study moves to.
+    Independent pairs are the control, never picked."""
     spawned = map_settings(cells[cells["method"] == "spawn"], order)
     if spawned.empty or spawned["n_gain"].iloc[0] == 0:
         return None

@@ -1,6 +1,7 @@
 """Every constant the claims decide by, in one table: its value, the rows it serves, when it was fixed and by which
 commit; then the record of which rows were fixed before their results (:data:`~lmcbook.claims.thresholds.FIXED_BEFORE`,
-:data:`~lmcbook.claims.thresholds.FIXED_BEFORE_SOURCE`) and which were changed after them (:data:`~lmcbook.claims.thresholds.CHANGED_AFTER_RESULTS`).
+:data:`~lmcbook.claims.thresholds.FIXED_BEFORE_SOURCE`) and which were changed after them
+(:data:`~lmcbook.claims.thresholds.CHANGED_AFTER_RESULTS`).
 
 This module imports nothing: a threshold is a value, never a computation.  The statistics' own constants (the 95%
 confidence, :data:`lmcbook.stats.CONFIDENCE`, and the two replicates an interval needs,
@@ -160,9 +161,9 @@ CHANCE_RATE = 0.05
 # -- which rows were fixed before their results, and which were changed after ---------------------------------------
 #: The claims whose tests and thresholds were fixed, and committed, before any of their results were computed: W11 and
 #: W12 (the verdicts issue) and M1 and M6 (the mechanism issue; M2–M4 were too, until issue 36 changed their tests
-#: after their results: :data:`~lmcbook.claims.thresholds.CHANGED_AFTER_RESULTS`).  M5 was fixed with them, but it reads the cell the
-#: mechanism shares with the width pages (their length and weight decay), whose results were on those pages before,
-#: so it counts as set after a pilot.  N3 was too, until the verdicts issue replaced its
+#: after their results: :data:`~lmcbook.claims.thresholds.CHANGED_AFTER_RESULTS`).  M5 was fixed with them, but it reads
+#: the cell the mechanism shares with the width pages (their length and weight decay), whose results were on those pages
+#: before, so it counts as set after a pilot.  N3 was too, until the verdicts issue replaced its
 #: tolerance (0.5 points, larger than every gain it read) with one scaled to the gains; the noise rows' convergence
 #: rule and tests were fixed before the noise pages ran under them, but their cells' gains had been on the pages.
 #: W13 and W14 were fixed before too, but their tests were made stronger after a referee read their results, so they
@@ -181,9 +182,9 @@ CHANGED_AFTER_RESULTS = frozenset({"W2", "W6 (update)", "W7", "W8", "W13", "R1",
 #: committed before ``noise-scale-converged`` ran, on a grid, length and number of pairs no earlier run had read; the
 #: rule that excludes only failed runs, the minimum effect and N1–N7's tests were committed before the noise
 #: references of the noise-regime issue ran.  Their setting was chosen from the regime map, not from their results,
-#: but by a ranking set after the whole MNIST-1D map first ran (:data:`~lmcbook.claims.thresholds.PICK_ORDER`), and the map's pairs at B = 128
-#: are the grid's first pairs (the same runs); the claims page says both.  (549786f; the noise-regime references
-#: since 06ddcb5.)
+#: but by a ranking set after the whole MNIST-1D map first ran (:data:`~lmcbook.claims.thresholds.PICK_ORDER`), and the
+#: map's pairs at B = 128 are the grid's first pairs (the same runs); the claims page says both.  (549786f; the
+#: noise-regime references since 06ddcb5.)
 FIXED_BEFORE_SOURCE: dict[str, frozenset[str]] = {
     "noise-scale-converged": frozenset({"N1", "N2"}),
     **{f"noise-scale-{d}": frozenset({"N1", "N2"}) for d in ("mnist1d", "mnist-standin")},

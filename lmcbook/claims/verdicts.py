@@ -91,24 +91,26 @@ class ClaimResult:
 
     @property
     def fixed_before(self) -> bool:
-        """Return True when the row's test was fixed before any of its results were computed (:data:`~lmcbook.claims.thresholds.FIXED_BEFORE`;
-        for a reference run's row, also :data:`~lmcbook.claims.thresholds.FIXED_BEFORE_SOURCE`), False when its threshold was set after a pilot
-        run or beside its first results."""
+        """Return True when the row's test was fixed before any of its results were computed
+        (:data:`~lmcbook.claims.thresholds.FIXED_BEFORE`; for a reference run's row, also
+        :data:`~lmcbook.claims.thresholds.FIXED_BEFORE_SOURCE`), False when its threshold was set after a pilot run or
+        beside its first results."""
         cid = self.id.split(" ")[0]
         return cid in FIXED_BEFORE or cid in FIXED_BEFORE_SOURCE.get(self.source or "", frozenset())
 
     @property
     def fixed_when(self) -> str:
         """Return when the row's test was fixed, as the scoreboard says it: "before results", "after results"
-        (changed after its results were read: :data:`~lmcbook.claims.thresholds.CHANGED_AFTER_RESULTS`) or "after a pilot"."""
+        (changed after its results were read: :data:`~lmcbook.claims.thresholds.CHANGED_AFTER_RESULTS`) or "after a
+        pilot"."""
         if self.fixed_before:
             return "before results"
         return "after results" if self.id in CHANGED_AFTER_RESULTS else "after a pilot"
 
     @property
     def block(self) -> str:
-        """Return the scoreboard block of the row: :data:`PAPER` (a claim of a paper), :data:`BOOK` (the book's own
-        alternatives and controls) or :data:`DIAGNOSTIC` (never counted)."""
+        """Return the scoreboard block of the row: ``PAPER`` (a claim of a paper), ``BOOK`` (the book's own
+        alternatives and controls) or ``DIAGNOSTIC`` (never counted)."""
         if self.diagnostic:
             return DIAGNOSTIC
         return BOOK if self.control or self.id.split(" ")[0] in BOOK_ROWS else PAPER

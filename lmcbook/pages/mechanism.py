@@ -133,9 +133,9 @@ def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
 def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]], dict[str, pd.DataFrame],
                                                    dict[str, str], Any]:
     """Return the page's committed reference runs scored (``show``: read them at all): each one's verdict rows and
-    frame by its label (:func:`lmcbook.claims.source_label`), each verdict's state glued (:meth:`~lmcbook.page.Page.glue_state`);
-    by glue key, their Markdown list (stale ones marked) and the name of the first one, whose figure of the arms
-    comes last (None without one)."""
+    frame by its label (:func:`lmcbook.claims.source_label`), each verdict's state glued
+    (:meth:`~lmcbook.page.Page.glue_state`); by glue key, their Markdown list (stale ones marked) and the name of the
+    first one, whose figure of the arms comes last (None without one)."""
     rows, frames, notes, figure = {}, {}, [], None
     references = page.references() if show else {}
     for name, (frame, prov) in references.items():

@@ -56,10 +56,11 @@ def _deciding_pairs(study: Any, sweep: bool) -> str:
         return ""
     units = [study.spec(w, 0).model.channels for w in ws]
     unit = "hidden units" if study.arch == "mlp" else "base channels"
-    return f" ({study.pairs_at(ws[0])} at {_and(list(map(str, units)))} {unit})"
+    return f" ({study.pairs_at(ws[0])} at {join_and(list(map(str, units)))} {unit})"
 
 
-def _and(items: list[str]) -> str:
+def join_and(items: list[str]) -> str:
+    """Return ``a, b and c`` from a non-empty list of words."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
@@ -216,14 +217,15 @@ def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
 
     first = best({"augment": False, "lr_floor": 0.0, "spawn_fraction": 0.5})
     if first is not None:
-        text += (" In the book's first protocol (a decay to zero, children spawned at 50%) its best gain is "
+        text += (" In the book's first protocol (a decay to zero, children spawned at 50%) its best gain (a setting's "
+                 "best is its kept cell of highest interval's lower end, the smaller η of a tie) is "
                  f"{gain(first)}.")
     pick = pick_setting(cells)
     if pick is None:
         return text + " No spawned setting gains measurably."
     b = best(pick)
     first = pick_setting(cells, FIRST_PICK)
-    text += (f" It picks {describe_setting(pick)}: its best gain is {gain(b)}."
+    text += (f" It picks {describe_setting(pick)}: its best gain (of highest interval's lower end) is {gain(b)}."
              + ("" if first == pick else f" (The ranking fixed before the map first ran would pick "
                                          f"{describe_setting(first)}.)")
              + _against_decay(cells, pick, b["best_lr"]))
@@ -311,7 +313,7 @@ def claims_markdown(rows: list[ClaimResult]) -> str:
     if not rows:
         return "(no rows)"
     return "\n".join(f"- **{r.id}**{f' ({r.regime})' if r.regime else ''}: {r.statement} *Test:* {r.test}. "
-                     f"*Measured:* {r.measured}. **{r.mark}**" for r in rows)
+                     f"*Measured:* {r.measured_shown}. **{r.mark}**" for r in rows)
 
 
 def direction(before: float, after: float, tol: float = 0.01) -> str:

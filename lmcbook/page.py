@@ -250,7 +250,7 @@ class Page:
         whose last word names the part (``mark``, ``verdict``, ``measured`` or ``test``):
         ``page.glue_claim(m4, "m4_mark", "m4_measured")``; return the verdict."""
         words = {PASS: "passes", FAIL: "**fails**", INCONCLUSIVE: "is **inconclusive**", NA: "does not apply"}
-        parts = {"mark": result.mark, "verdict": words[result.state], "measured": result.measured,
+        parts = {"mark": result.mark, "verdict": words[result.state], "measured": result.measured_shown,
                  "test": result.test}
         for key in keys:
             part = key.rsplit("_", 1)[-1]

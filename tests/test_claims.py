@@ -291,6 +291,31 @@ def test_too_few_replicates_cannot_fail_a_trend_either():
     assert claims.claim_r1(_regime_frame(rank, acc, models=5)).state == claims.FAIL  # enough models: it can fail
 
 
+def test_an_inconclusive_row_says_what_it_has_too_few_of():
+    """The book shows an inconclusive row's shortfall beside its measurement (a referee could not tell why)."""
+    rank_falls, acc_rises = (lambda d, u: 0.8 * np.exp(-d)), (lambda d, u: 0.5 + 0.2 * d)  # noqa: E731
+    few = claims.claim_r2(_regime_frame(rank_falls, acc_rises, models=2))
+    assert few.state == claims.INCONCLUSIVE and "too few" not in few.measured
+    assert few.measured_shown == few.measured + "; too few to decide: 2 models (an interval needs 5)"
+    models = claims.claim_r1(_regime_frame(rank_falls, acc_rises, models=1))
+    assert models.measured_shown.endswith("1 model (an interval needs 5)")
+    narrow = claims.claim_w1(frame("w", by_width("w", "acc_merged", [0.3, 0.5, 0.7])), "short")
+    assert narrow.state == claims.INCONCLUSIVE and narrow.measured_shown.endswith("3 widths (a trend needs 4)")
+    enough = claims.claim_r2(_regime_frame(rank_falls, acc_rises))
+    assert enough.passed and enough.measured_shown == enough.measured  # a decided row adds nothing
+    straddles = claims.ClaimResult("X", "width", "s", "m", "t", claims.INCONCLUSIVE, "p", values={"n": 5})
+    assert straddles.measured_shown == "m"  # enough pairs: the interval itself is why, and the row shows it
+    assert "too few to decide: 2 models" in claims.scoreboard_markdown([few])
+
+
+def test_the_scoreboard_names_the_length_and_width_a_regime_row_reads():
+    """W7's short and long cells can share a D: the regime column tells them apart by length and width."""
+    tr = _regime_frame(lambda d, u: 0.8, lambda d, u: 0.5, units=(64, 1024), decays=(1e-4, 3e-2))
+    short = claims.claim_w7(schema.at_length(tr, 60), "short", "mechanism")
+    assert short.values["epochs"] == 60 and short.values["units"] == 1024
+    assert "| short (60 epochs, 1024 units, D = 1.8) |" in claims.scoreboard_markdown([short])
+
+
 def test_r_claims_use_the_widest_width_trained_at_every_length():
     tr = _regime_frame(lambda d, u: 0.8 * np.exp(-d), lambda d, u: 0.5 + 0.2 * d)
     extra = _regime_frame(lambda d, u: 0.9, lambda d, u: 0.1, units=(4096,), lengths=(60,))
@@ -643,3 +668,13 @@ def test_the_closest_approach_to_the_papers_barrier():
                                     "epochs": 60, "weight_decay": 1e-4}])  # exact, but no interval: not read
     assert claims.closest_barrier({"a": width, "b": mech, "c": one_pair})["barrier"] == pytest.approx(0.009)
     assert claims.closest_barrier({}) is None and claims.closest_barrier({"c": one_pair}) is None
+
+
+def test_the_landing_page_reads_w8_from_the_scoreboard():
+    from lmcbook.pages.overview import w8_numbers
+
+    row = claims.ClaimResult("W8", "width", "s", "m", "t", claims.FAIL, "random_permutation", control=True,
+                             values={"estimate": 0.057, "lo": 0.051, "hi": 0.062, "threshold": 0.01}, regime="short")
+    state, numbers = w8_numbers(claims.scoreboard_long([row]))
+    assert state == claims.FAIL
+    assert numbers == pytest.approx({"w8_gap": 5.7, "w8_lo": 5.1, "w8_hi": 6.2, "w8_tol": 1.0})

@@ -151,17 +151,25 @@ def scoreboard_markdown(rows: list[ClaimResult]) -> str:
     return "\n\n".join(parts)
 
 
+def _where(r: ClaimResult) -> str:
+    """Return the scoreboard's note on the cell a regime row reads: its length and width where the row records them
+    (W7's short and long cells can share a D and differ in both), and its D."""
+    said = [f"{r.values[k]:g} {noun}" for k, noun in (("epochs", "epochs"), ("units", "units")) if k in r.values]
+    if np.isfinite(r.decay_integral):
+        said.append(f"D = {r.decay_integral:.3g}")
+    return f" ({', '.join(said)})" if said else ""
+
+
 def _table(rows: list[ClaimResult]) -> str:
     lines = ["| claim | data | regime | statement (the paper's, or the book's own) | measured here | test | "
              "threshold fixed | result | evidence |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         label = f"{r.id} (control)" if r.control and not r.diagnostic else r.id
-        regime = "—" if r.regime is None else (f"{r.regime} (D = {r.decay_integral:.3g})"
-                                               if np.isfinite(r.decay_integral) else r.regime)
+        regime = "—" if r.regime is None else r.regime + _where(r)
         data = r.dataset or "—"
         data = f"{data} (reference `{r.source}`)" if r.source else data
         whose = f"the book's own, on the {r.paper} paper" if r.block == BOOK else f"{r.paper} paper"
-        cells = [label, data, regime, f"{whose}: {r.statement}", r.measured, r.test, r.fixed_when, r.mark,
+        cells = [label, data, regime, f"{whose}: {r.statement}", r.measured_shown, r.test, r.fixed_when, r.mark,
                  f"{{doc}}`{r.page}`"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

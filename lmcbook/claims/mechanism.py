@@ -492,18 +492,20 @@ def _regime_claim(cid: str, statement: str, tr: pd.DataFrame, metric: str, sign:
     ends, diff = _ends_state(sign, reps(points.index[-1]), reps(points.index[0]))
     state = _trend_verdict(rho, sign, ends, diff, len(points))
     tied = int((points["cells"] > 1).sum())
+    per_model = replicate(tr[tr["metric"] == metric]) == "seed"  # its replicates are models, not pairs
     return ClaimResult(cid, "width", statement,
                        f"at {units} units, ρ(D, {what}) = {rho:.2f} over {len(points)} values of D"
                        + (f" ({tied} shared by cells of equal D)" if tied else "")
                        + f"; {what} {lo['mean']:.3f} at D = {lo['D']:.3g} → {hi['mean']:.3f} at D = {hi['D']:.3g}; "
                        f"largest-D minus smallest-D cell {diff.text()} "
-                       f"({diff.n} {'models' if replicate(tr[tr['metric'] == metric]) == 'seed' else 'pairs'})",
+                       f"({diff.n} {'models' if per_model else 'pairs'})",
                        f"ρ(D, {what}) {'≥' if sign > 0 else '≤'} {sign * RHO_MIN:g} over the (length, weight decay) "
                        f"cells at the widest common width (cells whose D differ by less than {D_TIE_RTOL:.1%} are one "
                        f"value of D), and the largest-D cell {'above' if sign > 0 else 'below'} the smallest-D "
                        "cell by its 95% bootstrap interval", state, "mechanism",
                        values=_values(diff, 0.0, rho=rho, units=units, lo_d=lo["mean"], hi_d=hi["mean"],
-                                      ends=diff.mean, ends_lo=diff.lo, ends_hi=diff.hi))
+                                      ends=diff.mean, ends_lo=diff.lo, ends_hi=diff.hi, n_d=len(points),
+                                      **{"n_models" if per_model else "n": diff.n}))
 
 
 def claim_r1(tr: pd.DataFrame) -> ClaimResult:

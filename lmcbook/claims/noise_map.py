@@ -70,7 +70,8 @@ def map_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.D
 def map_settings(cells: pd.DataFrame, order: tuple[str, ...] = PICK_ORDER) -> pd.DataFrame:
     """Return one row per setting of the map (augmentation, floor, start) over its learning rates: how many cells
     gain (``n_gain``: reading paper or gains), how many of the paper's size (``n_paper``), the best cell's gain and
-    its interval, and its learning rate; sorted best first by ``order``
+    its interval, and its learning rate (the best: the kept cell whose interval's lower end is highest, the smaller
+    η of a tie); sorted best first by ``order``
     (:data:`~lmcbook.claims.thresholds.PICK_ORDER`)."""
     out = []
     for key, g in cells.groupby(MAP_KEYS[:-1]):

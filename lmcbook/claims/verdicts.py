@@ -53,6 +53,14 @@ def chance_passes(n_tested: int, rate: float = CHANCE_RATE) -> tuple[float, int]
     return n_tested * rate, int(binom.ppf(0.95, n_tested, rate))
 
 
+#: The counts a row may carry among its values, and the least its test needs of each to decide: (the key, what it
+#: counts, one and many, the least, who needs it).  An inconclusive row with fewer says so where the book shows it.
+COUNTS = (("n_widths", ("width", "widths"), MIN_TREND_POINTS, "a trend needs"),
+          ("n_d", ("value of D", "values of D"), MIN_TREND_POINTS, "a trend needs"),
+          ("n", ("pair", "pairs"), MIN_PAIRS, "an interval needs"),
+          ("n_models", ("model", "models"), MIN_PAIRS, "an interval needs"))
+
+
 @dataclass
 class ClaimResult:
     """One row of the scoreboard: the paper's statement, what was measured, the test, and its verdict."""
@@ -83,6 +91,20 @@ class ClaimResult:
     def __post_init__(self) -> None:
         if self.state not in MARKS:
             raise ValueError(f"state={self.state!r} is not allowed: expected one of {list(MARKS)}")
+
+    @property
+    def measured_shown(self) -> str:
+        """Return the measured text as the book shows it: an inconclusive row adds what it has too few of to decide
+        (:meth:`too_few`), if anything."""
+        short = self.too_few() if self.state == INCONCLUSIVE else ""
+        return f"{self.measured}; too few to decide: {short}" if short else self.measured
+
+    def too_few(self) -> str:
+        """Return, in words, what the row has fewer of than its test needs ("" when nothing is short), from its
+        counts among :attr:`values` (:data:`~lmcbook.claims.verdicts.COUNTS`): "3 widths (a trend needs 4)"."""
+        short = [f"{int(self.values[key])} {noun[self.values[key] != 1]} ({needs} {least})"
+                 for key, noun, least, needs in COUNTS if key in self.values and self.values[key] < least]
+        return "; ".join(short)
 
     @property
     def passed(self) -> bool:

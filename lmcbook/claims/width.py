@@ -114,7 +114,7 @@ def _trend_claim(cid: str, statement: str, df: pd.DataFrame, metric: str, sign: 
     test = f"ρ(width, {what}) {'≥' if sign > 0 else '≤'} {sign * RHO_MIN:g}"
     return ClaimResult(cid, "width", statement, f"ρ = {rho:.2f}; {what} {st['mean'].iloc[0]:.3f} at "
                        f"{st.index[0]} → {st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units", test,
-                       trend_state(rho, sign, len(st)), page, values={"rho": rho})
+                       trend_state(rho, sign, len(st)), page, values={"rho": rho, "n_widths": len(st)})
 
 
 def _widest_threshold(cid: str, statement: str, df: pd.DataFrame, metric: str, tol: float, what: str, unit: str,
@@ -158,7 +158,8 @@ def claim_w1(width_accuracy: pd.DataFrame, regime: str = "short", page: str = "w
                     f"{step.text()} ({step.n} pairs)",
                     f"ρ(width, merged accuracy at λ=½) ≥ {RHO_MIN:g}, and no fall from the second-widest to the widest "
                     "width beyond its 95% bootstrap interval", state, page,
-                    values=_values(step, 0.0, rho=rho, step=step.mean, step_lo=step.lo, step_hi=step.hi))
+                    values=_values(step, 0.0, rho=rho, step=step.mean, step_lo=step.lo, step_hi=step.hi,
+                                   n_widths=len(st), n=step.n))
     return _in_regime(r, width_accuracy, regime)
 
 
@@ -186,7 +187,7 @@ def claim_w2(barrier: pd.DataFrame) -> ClaimResult:
                        both(trend_state(rho, -1, len(cal)), at_most(iv, CAL_OVER_RAW_MAX, MIN_PAIRS)),
                        "loss_barrier_calibration",
                        values=_values(iv, CAL_OVER_RAW_MAX, rho=rho, ratio=iv.mean, ratio_hi=iv.hi,
-                                      calibrated=cal["mean"].iloc[-1]))
+                                      calibrated=cal["mean"].iloc[-1], n_widths=len(cal), n=iv.n))
 
 
 def _gap_at(df: pd.DataFrame, units: float, higher: tuple[str, dict], lower: tuple[str, dict]) -> Interval:
@@ -210,7 +211,8 @@ def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
                        f"ρ(width, LEWC error at λ=½, last hidden layer) ≤ {-RHO_MIN:g} and, at the widest, below the "
                        "untrained pair's (95% bootstrap interval over pairs)",
                        both(trend_state(rho, -1, len(tr)), above(iv, 0.0, MIN_PAIRS)),
-                       "lewc", values=_values(iv, 0.0, rho=rho, margin=iv.mean, margin_lo=iv.lo))
+                       "lewc", values=_values(iv, 0.0, rho=rho, margin=iv.mean, margin_lo=iv.lo, n_widths=len(tr),
+                                              n=iv.n))
 
 
 def claim_w4(add: pd.DataFrame) -> ClaimResult:
@@ -226,7 +228,7 @@ def claim_w4(add: pd.DataFrame) -> ClaimResult:
                        f"ρ(width, additivity error at λ=½, mean over hidden layers) ≤ {-RHO_MIN:g} and below the "
                        "Gaussian baseline at the widest (95% bootstrap interval over pairs)",
                        both(trend_state(rho, -1, len(tr)), above(iv, 0.0, MIN_PAIRS)), "weak_additivity",
-                       values=_values(iv, 0.0, rho=rho, below=iv.mean))
+                       values=_values(iv, 0.0, rho=rho, below=iv.mean, n_widths=len(tr), n=iv.n))
 
 
 def claim_w5(orth: pd.DataFrame) -> ClaimResult:
@@ -241,7 +243,7 @@ def claim_w5(orth: pd.DataFrame) -> ClaimResult:
     r.state = both(r.state, at_most(iv, ORTH_RATIO_MAX, MIN_PAIRS))
     r.measured += f"; at {wide} units the ratio is {iv.text()} ({iv.n} pairs)"
     r.test += f", and the ratio at the widest width ≤ {ORTH_RATIO_MAX:g} (95% bootstrap interval over pairs)"
-    r.values.update(_values(iv, ORTH_RATIO_MAX, wide=iv.mean, wide_lo=iv.lo, wide_hi=iv.hi))
+    r.values.update(_values(iv, ORTH_RATIO_MAX, wide=iv.mean, wide_lo=iv.lo, wide_hi=iv.hi, n=iv.n))
     return r
 
 
@@ -276,7 +278,8 @@ def _rank_falls(cid: str, statement: str, d: pd.DataFrame, metric: str, what: st
                        f"at {st.index[-1]} hidden units; widest minus narrowest {ends.text()} ({ends.n} models)",
                        f"ρ(width, {what_test}) ≤ {-RHO_MIN:g}, and widest minus narrowest < 0 by its 95% bootstrap "
                        "interval over models", state, page, control=control,
-                       values=_values(ends, 0.0, rho=rho, ends=ends.mean, ends_lo=ends.lo, ends_hi=ends.hi))
+                       values=_values(ends, 0.0, rho=rho, ends=ends.mean, ends_lo=ends.lo, ends_hi=ends.hi,
+                                      n_widths=len(st), n_models=ends.n))
 
 
 def claim_w6_update(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") -> ClaimResult:
@@ -329,7 +332,8 @@ def claim_w7(wd: pd.DataFrame, regime: str = "short", page: str = "mechanism") -
                     f"at {units:g} units, merged accuracy {w.mean():.3f} (weight decay {weak['weight_decay']:g}) vs "
                     f"{s.mean():.3f} (weight decay {strong['weight_decay']:g}, D = {strong['D']:.3g}, where it alone "
                     f"would leave {strong['shrinkage']:.2g} of a weight); gap {iv.text()} ({iv.n} pairs)", test,
-                    above(iv, 0.0, MIN_PAIRS), page, values=_values(iv, 0.0, gap=iv.mean, units=units))
+                    above(iv, 0.0, MIN_PAIRS), page,
+                    values=_values(iv, 0.0, gap=iv.mean, units=units, n=iv.n, epochs=float(strong["epochs"])))
     r = _in_regime(r, wd, regime)
     r.decay_integral = float(strong["D"])
     return r
@@ -385,7 +389,8 @@ def claim_w9(barrier: pd.DataFrame) -> ClaimResult:
                     f"within {100 * LOGIT_SCALE_TOL:g}% of 2^(1−L) at the widest width, and farther from it at the "
                     "narrowest (95% bootstrap intervals over pairs)",
                     both(at_most(wide, LOGIT_SCALE_TOL, MIN_PAIRS), apart), "loss_barrier_calibration",
-                    values=_values(wide, LOGIT_SCALE_TOL, rel=wide.mean, rel_hi=wide.hi, rel_narrow=narrow.mean))
+                    values=_values(wide, LOGIT_SCALE_TOL, rel=wide.mean, rel_hi=wide.hi, rel_narrow=narrow.mean,
+                                   n=min(wide.n, narrow.n)))
     return _na_unless_lewc(r, barrier)
 
 
@@ -426,7 +431,7 @@ def claim_w10(depth: pd.DataFrame) -> ClaimResult:
                     "pairs, and the untrained pairs' interval wholly outside it", state, "lewc_depth",
                     values=_values(Interval(iv.mean - 1, iv.lo - 1, iv.hi - 1, iv.n), LOGIT_SCALE_TOL, beta=beta,
                                    alpha=alpha, beta_mean=iv.mean, beta_lo=iv.lo, beta_hi=iv.hi,
-                                   beta_untrained=iv_un.mean))
+                                   beta_untrained=iv_un.mean, n=iv.n))
     return _na_unless_lewc(r, depth)
 
 
@@ -473,7 +478,7 @@ def claim_w13(lewc: pd.DataFrame) -> ClaimResult:
                     f"({cos.n} pairs)", test,
                     both(at_least(cos, LEWC_COS_MIN, MIN_PAIRS), above(vs, 0.0, MIN_PAIRS),
                          above(gain, 0.0, MIN_PAIRS)), "lewc",
-                    values=_values(cos, LEWC_COS_MIN, over_llfc=vs.mean, over_untrained=gain.mean))
+                    values=_values(cos, LEWC_COS_MIN, over_llfc=vs.mean, over_untrained=gain.mean, n=cos.n))
     return _na_unless_lewc(r, lewc)
 
 
@@ -505,7 +510,8 @@ def claim_w14(orth: pd.DataFrame) -> ClaimResult:
                        both(at_most(iv_rel, ORTH_OVER_UNTRAINED_MAX, MIN_PAIRS),
                             at_most(iv_abs, ORTH_RATIO_MAX, MIN_PAIRS)),
                        "reciprocal_orthogonality",
-                       values=_values(iv_rel, ORTH_OVER_UNTRAINED_MAX, mean=iv_rel.mean, ratio=iv_abs.mean))
+                       values=_values(iv_rel, ORTH_OVER_UNTRAINED_MAX, mean=iv_rel.mean, ratio=iv_abs.mean,
+                                      n=iv_rel.n))
 
 
 def claim_w15(llfc: pd.DataFrame) -> ClaimResult:
@@ -525,4 +531,4 @@ def claim_w15(llfc: pd.DataFrame) -> ClaimResult:
                        "and LLFC's below LEWC's after weight matching, each beyond its 95% bootstrap interval over "
                        "pairs", both(above(plain, 0.0, MIN_PAIRS), above(matched, 0.0, MIN_PAIRS)), "llfc_vs_lewc",
                        values=_values(plain, 0.0, plain=plain.mean, plain_lo=plain.lo, matched=matched.mean,
-                                      matched_lo=matched.lo))
+                                      matched_lo=matched.lo, n=plain.n))

@@ -344,3 +344,45 @@ def test_the_conclusion_table_says_which_account_explains_what_and_what_none_doe
     assert "none: H2 is refuted (M2 ✗)" in col.iloc[1] and "H3 is refuted (M3 ✗)" in col.iloc[2]
     assert "undecided (M5 *inconclusive*)" in col.iloc[3] and "undecided (M4 *n/a*)" in col.iloc[0]
     assert col.iloc[-1] == "the merge at large D"
+
+
+def test_width_accuracy_reads_the_small_initialisation_arm_only_where_it_trained():
+    """The narrow end of the small-initialisation arm is the narrowest width whose endpoints meet the convergence
+    rule (a referee found the page quoting networks at 0.19 training accuracy)."""
+    from lmcbook.pages import width_accuracy
+
+    untrained_narrow = world(train_acc=lambda e, wd, s, u, p: 0.3 if s < 1 and u < UNITS[-1] else 1.0)
+    mech = mech_frame(untrained_narrow)
+    m4 = claims.claim_m4(mech)
+    end, facts = width_accuracy.small_init_facts(mech, m4)
+    assert end == "untrained" and facts["small_n_narrow"] == facts["small_n_wide"] == UNITS[-1]
+    assert str(facts["small_untrained_widths"].data) == "64 and 256" and facts["small_untrained_best"] == 0.3
+    middle = world(train_acc=lambda e, wd, s, u, p: 0.3 if s < 1 and u == UNITS[0] else 1.0)
+    end, facts = width_accuracy.small_init_facts(mech_frame(middle), m4)
+    assert end == "trained" and facts["small_n_narrow"] == UNITS[1]
+    assert facts["small_narrow"] == pytest.approx(base_values_none(EPOCHS, DECAYS[0], 0.25, UNITS[1], 2))
+
+
+def test_width_accuracy_names_m4_on_another_data_set():
+    from lmcbook.pages import width_accuracy
+
+    here = mech_frame()
+    # a small initialisation changes nothing there
+    flat = world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, 1.0, u, p))
+    there = mech_frame(flat, dataset="mnist_standin")
+    said, words = width_accuracy.m4_elsewhere({"ref": (there, {})}, here)
+    assert said == "refuted" and words["m4_other_mark"] == claims.MARKS[FAIL]
+    assert "mnist" in words["m4_other_data"].lower()
+    assert width_accuracy.m4_elsewhere({"ref": (mech_frame(), {})}, here) == ("none", {})  # the same data set
+    said, _ = width_accuracy.m4_elsewhere({"ref": (mech_frame(dataset="mnist_standin"), {})}, here)
+    assert said == "agrees"
+
+
+def test_the_overview_gives_how_well_wide_networks_merge_before_decay_acts():
+    from lmcbook.pages.overview import short_merge_words
+
+    acted = mech_frame(world(decay_shrinkage=lambda *a: 0.05))  # weight decay has acted even at the smallest D
+    words = short_merge_words({"digits (this build)": mech_frame(), "acted": acted})
+    ratio = base_values_none(EPOCHS, DECAYS[0], 1.0, UNITS[-1], 2) / 0.98
+    assert words.startswith(f"digits (this build), {ratio:.3f} [") and words.endswith("(5 pairs)")
+    assert short_merge_words({}) == "none"

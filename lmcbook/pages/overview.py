@@ -24,6 +24,7 @@ from ..claims import (
     id_order,
     noise_claims,
     rule_sensitivity,
+    short_merge,
     state_of,
 )
 from ..data import DATASET_SHORT
@@ -107,3 +108,23 @@ def noise_words(page: Page) -> dict[str, str]:
             **{f"`{n}`": f for n, (f, _) in page.references("noise_regime").items()}}
     return {"noise_ref_rows": " ".join(refs) or "No noise reference run is committed.",
             "noise_map": " ".join(noise_map_sentence(label, frame) for label, frame in maps.items())}
+
+
+def short_merge_words(frames: dict[str, pd.DataFrame]) -> str:
+    """Return, in words, how well wide networks merge before weight decay has acted, per mechanism frame (by its
+    label): plain merged accuracy over the logit ensemble's at the widest width in the smallest-D cell
+    (:func:`lmcbook.claims.short_merge`), its 95% interval and its pairs; "none" where no frame has that cell."""
+    said = [f"{label}, {iv.text()} ({iv.n} pairs)" for label, iv in ((k, short_merge(f)) for k, f in frames.items())
+            if iv.n]
+    return "; ".join(said) or "none"
+
+
+def w8_numbers(board: pd.DataFrame) -> tuple[str, dict[str, float]]:
+    """Return W8's verdict on this build (``board``: the claims page's CSV) and the numbers the landing page quotes
+    by glue key: the weight-matched merge minus the random-permutation merge at the widest width, its 95% interval
+    and the tolerance, in points."""
+    own = board[board["source"].isna()] if "source" in board.columns else board
+    row = own[(own["method"] == "W8") & (own["regime"] == "short")].set_index("metric")["value"]
+    return state_of(board, "W8", "short"), {
+        "w8_gap": 100 * row.get("claim_estimate", float("nan")), "w8_lo": 100 * row.get("claim_lo", float("nan")),
+        "w8_hi": 100 * row.get("claim_hi", float("nan")), "w8_tol": 100 * row.get("claim_threshold", float("nan"))}

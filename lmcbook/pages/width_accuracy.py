@@ -1,0 +1,61 @@
+"""The width_accuracy page: what the mechanism page's small-initialisation arm says about this page's width effect."""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from IPython.display import Markdown
+
+from lmcbook import claims, schema
+from lmcbook.captions import join_and
+from lmcbook.claims import ClaimResult
+from lmcbook.data import DATASET_SHORT
+
+
+def small_init_widths(mech: pd.DataFrame) -> pd.DataFrame:
+    """Return, per width of the mechanism frame's small-initialisation arm (its smallest ``init_scale``), the plain
+    merged accuracy's seed mean, the endpoints' lowest training accuracy, and ``converged``: whether every endpoint
+    there meets the convergence rule (:data:`~lmcbook.claims.thresholds.CONVERGED_TRAIN_ACC`), as M4 requires."""
+    scale = float(mech["init_scale"].min())
+    arm = mech[mech["init_scale"] == scale]
+    merged = schema.select(arm, "acc_merged", method="none").groupby("hidden_units")["value"].mean()
+    train = schema.select(arm, "train_acc").groupby("hidden_units")["value"].min()
+    out = pd.DataFrame({"merged": merged, "train_min": train.reindex(merged.index)})
+    out["converged"] = out["train_min"] >= claims.CONVERGED_TRAIN_ACC
+    out.attrs["init_scale"] = scale
+    return out
+
+
+def small_init_facts(mech: pd.DataFrame, m4: ClaimResult) -> tuple[str, dict[str, Any]]:
+    """Return which narrow end the page's small-initialisation paragraph has (``trained``: a narrower width whose
+    endpoints meet the convergence rule; ``untrained``: none) and the numbers it quotes: the widest width's merged
+    accuracy, small and standard, the narrowest converged width's, and the widths below it that did not train."""
+    widths = small_init_widths(mech)
+    fit = widths[widths["converged"]]
+    wide = widths.index.max()
+    narrow = fit.index.min() if not fit.empty else wide
+    below = widths[widths.index < narrow]
+    facts = {"small_scale": widths.attrs["init_scale"], "small_n_wide": int(wide),
+             "small_wide": widths.loc[wide, "merged"], "standard_wide": m4.values["standard"],
+             "small_n_narrow": int(narrow), "small_narrow": widths.loc[narrow, "merged"],
+             "small_converged_rule": claims.CONVERGED_TRAIN_ACC,
+             "small_untrained_widths": Markdown(join_and([str(int(u)) for u in below.index]) if len(below) else "none"),
+             "small_untrained_best": float(below["train_min"].max()) if not below.empty else float("nan"),
+             "small_data": Markdown(DATASET_SHORT.get(str(mech["dataset"].iloc[0]), "this data set"))}
+    return ("trained" if narrow < wide else "untrained"), facts
+
+
+def m4_elsewhere(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]],
+                 mech: pd.DataFrame | None) -> tuple[str, dict[str, Any]]:
+    """Return M4 on the first committed mechanism reference run of another data set than ``mech``'s that decides it
+    (``refuted``: ✗, a small initialisation leaves wide networks merging; ``agrees``: ✓; ``none``: no such run) and
+    the words its sentence quotes: the data set, the reference's name, M4's mark and measured text."""
+    here = None if mech is None else str(mech["dataset"].iloc[0])
+    for name, (frame, _) in references.items():
+        there = str(frame["dataset"].iloc[0])
+        m4 = claims.claim_m4(frame)
+        if there != here and m4.state in (claims.PASS, claims.FAIL):
+            return ("refuted" if m4.state == claims.FAIL else "agrees",
+                    {"m4_other_data": DATASET_SHORT.get(there, there), "m4_other_source": f"`{name}`",
+                     "m4_other_mark": m4.mark, "m4_other_measured": m4.measured_shown})
+    return "none", {}

@@ -218,14 +218,15 @@ def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
     first = best({"augment": False, "lr_floor": 0.0, "spawn_fraction": 0.5})
     if first is not None:
         text += (" In the book's first protocol (a decay to zero, children spawned at 50%) its best gain (a setting's "
-                 "best is its kept cell of highest interval's lower end, the smaller η of a tie) is "
+                 "best cell is the one whose interval has the highest lower end; of a tie, the smaller η) is "
                  f"{gain(first)}.")
     pick = pick_setting(cells)
     if pick is None:
         return text + " No spawned setting gains measurably."
     b = best(pick)
     first = pick_setting(cells, FIRST_PICK)
-    text += (f" It picks {describe_setting(pick)}: its best gain (of highest interval's lower end) is {gain(b)}."
+    text += (f" It picks {describe_setting(pick)}: its best gain (its cell whose interval has the highest lower "
+             f"end) is {gain(b)}."
              + ("" if first == pick else f" (The ranking fixed before the map first ran would pick "
                                          f"{describe_setting(first)}.)")
              + _against_decay(cells, pick, b["best_lr"]))

@@ -54,7 +54,8 @@ summary = summary.reset_index()
 page.glue_figure("fig_headline", plots.plot_width_accuracy(summary))
 board_counts, board_words = board_numbers(board)
 w8_state, w8 = w8_numbers(board)  # does the permutation matter for wide networks? (W8, the book's control)
-page.choose("w8", {claims.PASS: "same", claims.FAIL: "matters"}.get(w8_state, "open"))
+page.choose("w8", "same" if w8_state == claims.PASS else "open" if w8_state != claims.FAIL
+            else "better" if w8["w8_gap"] > 0 else "worse")
 page.glue_values(**w8)
 page.glue_md("w8_mark", claims.MARKS[w8_state])
 page.glue_values(**headline_numbers(acc, bar), **board_counts)
@@ -73,7 +74,9 @@ page.glue_values(**conclusion_lists)
 # the cells M1 reads, where weight decay has acted: which length and weight decay the conclusion rests on
 page.glue_md("acted_cells", "; ".join(f"{k}: {claims.largest_d_cell(f)}" for k, f in mech_frames.items()))
 # and how well wide networks merge before it has acted (the smallest D): the effect the paper reports, reproduced
-page.glue_md("short_merge", short_merge_words(mech_frames))
+short_merge = short_merge_words(mech_frames)
+page.choose("short_merge", "none" if short_merge == "none" else "some")
+page.glue_md("short_merge", short_merge)
 # the paper's barrier, looked for over every cell the book and its references train
 closest = claims.closest_barrier({f"{own_label}, width pages": acc, **mech_frames})
 page.choose("barrier_side", "none" if closest is None else
@@ -95,20 +98,17 @@ if closest is not None:
 # ```
 
 # %% [markdown] tags=["when:conclusion=contradicted"]
-# **What makes merging without permutations work: not what the paper says.** Before
-# weight decay has acted (the smallest weight-decay integral $D$ at the widest width),
-# plain averaging reaches this share of the logit ensemble's accuracy (merged over
-# ensemble, 95% interval): {glue:md}`short_merge`. What the book tests is the paper's
-# account of why, with its own rows (the M rows of {doc}`mechanism`, the book's tests, not
-# the paper's). On {glue:text}`against_sets`, in the cell of largest $D$ at
-# the widest width, where weight decay has acted, plain averaging does not merge wide
+# **What makes merging without permutations work: not what the paper says**, by the
+# book's own tests of the paper's account (the M rows of {doc}`mechanism`). On
+# {glue:text}`against_sets`, in the cell of largest $D$ at the widest width, where weight decay has acted, plain averaging does not merge wide
 # networks as the paper says it does. Alternatives the data support:
 # {glue:text}`alternatives`. The cells this rests on: {glue:md}`acted_cells`; one cell per
 # data set, and other lengths and weight decays are not read by it; {doc}`mechanism` says
 # what they leave untested.
 
 # %% [markdown] tags=["when:conclusion=supported"]
-# **What makes merging without permutations work: as the paper says.** On
+# **What makes merging without permutations work: as the paper says**, by the book's own
+# tests of its account (the M rows of {doc}`mechanism`). On
 # {glue:text}`for_sets`, once weight decay has acted, wide networks merge without
 # permutations, in the cells of largest weight-decay integral at the widest width:
 # {glue:md}`acted_cells`.
@@ -122,6 +122,14 @@ if closest is not None:
 # **What makes merging without permutations work: not decided.** On
 # {glue:text}`open_sets`, the verdicts do not decide between the paper's account and
 # the alternatives.
+
+# %% [markdown] tags=["when:short_merge=some"]
+# **The width effect itself, before weight decay has acted** (the smallest weight-decay
+# integral $D$ at the widest width): plain averaging reaches this share of the logit
+# ensemble's accuracy (merged over ensemble, 95% interval): {glue:md}`short_merge`.
+
+# %% [markdown] tags=["when:short_merge=none"]
+# % no mechanism frame has a smallest-D cell where weight decay is idle and the endpoints converged
 
 # %% [markdown]
 # The page {doc}`mechanism` sets out the accounts, the runs that decide between them
@@ -167,13 +175,20 @@ if closest is not None:
 # :format: myst
 # ```
 
-# %% [markdown] tags=["when:w8=matters"]
+# %% [markdown] tags=["when:w8=better"]
 # **Permutations still matter here.** At the widest width of the width runs, weight
 # matching merges better than a random permutation of the same pair by
 # {glue:text}`w8_gap:.1f` points (95% interval {glue:text}`w8_lo:.1f` to
 # {glue:text}`w8_hi:.1f`; W8, the book's control, allows ±{glue:text}`w8_tol:g`):
 # {glue:md}`w8_mark`. In this setting, wide networks do not yet make the permutation
 # irrelevant, as the width paper's title asks ({doc}`random_permutation`).
+
+# %% [markdown] tags=["when:w8=worse"]
+# **Permutations matter here, the wrong way.** At the widest width of the width runs,
+# weight matching merges worse than a random permutation of the same pair, by
+# {glue:text}`w8_gap:.1f` points (95% interval {glue:text}`w8_lo:.1f` to
+# {glue:text}`w8_hi:.1f`; W8, the book's control, allows ±{glue:text}`w8_tol:g`):
+# {glue:md}`w8_mark` ({doc}`random_permutation`).
 
 # %% [markdown] tags=["when:w8=same"]
 # **Permutations do not matter here.** At the widest width of the width runs, weight

@@ -92,12 +92,13 @@ mech = page.read_csv_if("mechanism")
 m4 = None if mech is None else page.glue_claim(claims.claim_m4(mech), "m4_mark", "m4_measured")
 page.choose("small_init", "pending" if m4 is None else {claims.PASS: "vanishes", claims.FAIL: "stays"}.get(m4.state,
                                                                                                           "open"))
-# the arm's narrow end is read only where its endpoints trained (the convergence rule M4 applies)
-narrow_end, small = ("none", {}) if m4 is None or m4.state == claims.NA else width_accuracy.small_init_facts(mech, m4)
+# the arm's narrow end, where M4 decides: read only where its endpoints trained (the convergence rule M4 applies)
+decided = m4 is not None and m4.state in (claims.PASS, claims.FAIL)
+narrow_end, small = width_accuracy.small_init_facts(mech, m4) if decided else ("none", {})
 page.choose("small_narrow", narrow_end)
 page.glue_values(**small)
 # and M4 on the committed mechanism reference of another data set
-elsewhere, other = width_accuracy.m4_elsewhere(page.references("mechanism"), mech)
+elsewhere, other = width_accuracy.m4_elsewhere(page.references("mechanism"), study.dataset)
 page.choose("m4_elsewhere", elsewhere)
 page.glue_markdown(**other)
 
@@ -161,16 +162,27 @@ page.glue_markdown(**other)
 # %% [markdown] tags=["when:small_narrow=trained"]
 # At {glue:text}`small_n_narrow` hidden units, the narrowest width of that arm whose endpoints
 # all reach the convergence rule's training accuracy of {glue:text}`small_converged_rule:g`,
-# it is {glue:text}`small_narrow:.3f` (narrower, untrained: {glue:md}`small_untrained_widths`).
+# it is {glue:text}`small_narrow:.3f`; below it ({glue:md}`small_untrained_widths` units) some
+# endpoints did not.
 
-# %% [markdown] tags=["when:small_narrow=none"]
-# (The small-initialisation arm's widths are read on {doc}`mechanism`.)
+# %% [markdown] tags=["when:small_narrow=all"]
+# Every width of that arm trained (each endpoint at the convergence rule's training accuracy of
+# {glue:text}`small_converged_rule:g` or more); at {glue:text}`small_n_narrow` hidden units,
+# its narrowest, it is {glue:text}`small_narrow:.3f`.
 
 # %% [markdown] tags=["when:small_narrow=untrained"]
-# The arm shows no width trend of its own: below {glue:text}`small_n_wide` hidden units
-# (at {glue:md}`small_untrained_widths`) its networks did not train, the best endpoint reaching
-# a training accuracy of {glue:text}`small_untrained_best:.3f`, under the convergence rule's
-# {glue:text}`small_converged_rule:g`; so only its widest width is read.
+# The arm has no width trend this page can read: below {glue:text}`small_n_wide` hidden
+# units (at {glue:md}`small_untrained_widths`) no width has all its endpoints at the
+# convergence rule's training accuracy of {glue:text}`small_converged_rule:g`; the closest,
+# {glue:text}`small_n_closest` units, has its weakest endpoint at
+# {glue:text}`small_closest_min:.3f`. So only its widest width is read.
+
+# %% [markdown] tags=["when:small_narrow=single"]
+# The arm was trained at {glue:text}`small_n_wide` hidden units only, so it has no width
+# trend of its own.
+
+# %% [markdown] tags=["when:small_narrow=none"]
+# % M4 does not decide here: no narrow end of the small-initialisation arm is quoted.
 
 # %% [markdown] tags=["when:small_init=open"]
 # **Does the width effect survive a small initialisation?** M4, on the page
@@ -188,7 +200,7 @@ page.glue_markdown(**other)
 # training comes from the random initialisation, is refuted on that data set.
 
 # %% [markdown] tags=["when:m4_elsewhere=agrees"]
-# **On {glue:md}`m4_other_data` too** (the committed reference run {glue:md}`m4_other_source`),
+# **On {glue:md}`m4_other_data`** (the committed reference run {glue:md}`m4_other_source`),
 # a small initialisation takes the width effect away: M4 reads {glue:md}`m4_other_mark`
 # ({glue:md}`m4_other_measured`).
 

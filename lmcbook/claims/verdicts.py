@@ -102,7 +102,7 @@ class ClaimResult:
     def too_few(self) -> str:
         """Return, in words, what the row has fewer of than its test needs ("" when nothing is short), from its
         counts among :attr:`values` (:data:`~lmcbook.claims.verdicts.COUNTS`): "3 widths (a trend needs 4)"."""
-        short = [f"{int(self.values[key])} {noun[self.values[key] != 1]} ({needs} {least})"
+        short = [f"{int(self.values[key])} {noun[int(self.values[key]) != 1]} ({needs} {least})"
                  for key, noun, least, needs in COUNTS if key in self.values and self.values[key] < least]
         return "; ".join(short)
 

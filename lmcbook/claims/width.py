@@ -128,7 +128,7 @@ def _widest_threshold(cid: str, statement: str, df: pd.DataFrame, metric: str, t
     return ClaimResult(cid, "width", statement,
                        f"{iv.text('.3g', scale)}{unit} at {wide} hidden units ({iv.n} pairs)",
                        f"{what} at the widest width ≤ {scale * tol:g}{unit} (95% bootstrap interval over pairs)",
-                       at_most(iv, tol, MIN_PAIRS), page, values=_values(iv, tol, mean=iv.mean))
+                       at_most(iv, tol, MIN_PAIRS), page, values=_values(iv, tol, mean=iv.mean, n=iv.n))
 
 
 def _widest_two(df: pd.DataFrame, metric: str, **filters) -> tuple[float, float, Interval]:
@@ -367,7 +367,7 @@ def claim_w8(perm: pd.DataFrame) -> ClaimResult:
                        f"points over {iv.n} pairs ({int(draws.size().min())} draws per pair); unpermuted minus random "
                        f"{ident.text('.1f', 100)} points (not tested: the identity is one more permutation)", test,
                        within(iv, PERM_EQUIV_TOL, MIN_PAIRS), "random_permutation", control=True,
-                       values=_values(iv, PERM_EQUIV_TOL, unpermuted=ident.mean))
+                       values=_values(iv, PERM_EQUIV_TOL, unpermuted=ident.mean, n=iv.n))
 
 
 def claim_w9(barrier: pd.DataFrame) -> ClaimResult:

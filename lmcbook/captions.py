@@ -6,7 +6,6 @@ lifecycle (open, read, save, glue) is :mod:`lmcbook.page`.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -14,13 +13,12 @@ import pandas as pd
 
 from . import reference
 from .claims import (
-    NOISE_CONVERGED_TRAIN_ACC,
     NOISE_MIN_EFFECT,
     NOISE_RULE_THRESHOLDS,
     ClaimResult,
     page_claims,
 )
-from .data import DATASET_LABELS
+from .data import DATASET_LABELS, DATASET_SHORT
 from .page import Page
 
 
@@ -149,8 +147,8 @@ def noise_reference_block(page: Page, name: str, frame: pd.DataFrame, prov: dict
     scale, components = (frame, None) if page.name == "noise_scale" else (None, frame)
     table = rule_sensitivity(scale, components)
     text = (f"**Reference** {reference.describe(name, prov)}." + (f" **{stale}**" if stale else "")
-            + (f" {facts}" if facts else "") + f"\n\n{claims_markdown(rows)}\n\nThe sensitivity of its rows to the "
-            f"rule:\n\n{markdown_table(table)}\n\n{sensitivity_words(table)}")
+            + (f"\n\n{facts}" if facts else "") + f"\n\n{claims_markdown(rows)}\n\nThe sensitivity of its rows to "
+            f"the rule (each row's verdict as the threshold rises):\n\n{markdown_table(table)}")
     return text, rows
 
 
@@ -160,153 +158,78 @@ def rule_between_words() -> str:
     return ", ".join(between[:-1]) + f" and {between[-1]}" if len(between) > 1 else "".join(between)
 
 
-def sensitivity_words(table: pd.DataFrame) -> str:
-    """Return one Markdown sentence saying which noise rows change verdict as the rule's threshold moves
-    (:func:`lmcbook.claims.rule_sensitivity`'s table), and how."""
-    first, last = str(table.columns[0]), str(table.columns[-1])
-
-    def name(col: str) -> str:
-        at = re.search(r"([0-9.]+)\)?$", col)
-        return "the rule" if col == first else f"a weaker child ≥ {at.group(1) if at else col}"
-
-    def where(cols: list[str]) -> str:
-        return (f"at {name(cols[0])}" if len(cols) == 1 else f"from {name(cols[0])} on" if cols[-1] == last else
-                f"from {name(cols[0])} to {name(cols[-1])}")
-
-    moving = [f"{cid} reads " + ", ".join(f"{m} {where(cols)}" for m, cols in _runs(marks))
-              for cid, marks in table.iterrows() if marks.nunique() > 1]
-    if not moving:
-        return "No row's verdict changes with the threshold."
-    return "As the threshold rises, " + "; ".join(moving) + "; the other rows do not change."
+def moving_rows(table: pd.DataFrame) -> str:
+    """Return the claims whose verdict changes along :func:`lmcbook.claims.rule_sensitivity`'s table (as the rule's
+    threshold rises), comma-separated ("" if none)."""
+    return ", ".join(str(cid) for cid, marks in table.iterrows() if marks.nunique() > 1)
 
 
-def _runs(marks: pd.Series) -> list[tuple[str, list[str]]]:
-    """Return the consecutive runs of equal marks along the thresholds: (mark, the columns it holds over)."""
-    out: list[tuple[str, list[str]]] = []
-    for col, m in marks.items():
-        if out and out[-1][0] == m:
-            out[-1][1].append(str(col))
-        else:
-            out.append((m, [str(col)]))
-    return out
+def against_decay(cells: pd.DataFrame, setting: dict, lr: float) -> dict[str, float] | None:
+    """Return a regime map setting's merge at ``lr`` beside children spawned at the same point whose learning rate
+    decays to zero (None when the map has no such cell, or the setting itself decays to zero): the merged model's and
+    its children's test accuracy, the weaker child's training accuracy, and the decayed children's test accuracy."""
+    at = cells[(cells["method"] == "spawn") & (cells["augment"] == setting["augment"]) & (cells["lr"] == lr)
+               & np.isclose(cells["spawn_fraction"], setting["spawn_fraction"])].set_index("lr_floor")
+    if not (setting["lr_floor"] > 0 and 0.0 in at.index and {"acc_merged", "train_acc_min"} <= set(at)):
+        return None
+    here = at.loc[setting["lr_floor"]]
+    return {"acc_merged": float(here["acc_merged"]), "acc_children": float(here["acc_endpoints"]),
+            "weak_train": float(here["train_acc_min"]), "acc_decayed": float(at.loc[0.0, "acc_endpoints"])}
 
 
-def noise_map_sentence(label: str, frame: pd.DataFrame) -> str:
-    """Return one sentence on a regime map (the noise_regime page's CSV, this build's or a reference's): how its cells
-    read (:data:`~lmcbook.claims.noise_map.MAP_READINGS`) and the setting it picks, every number computed."""
-    from .claims import FIRST_PICK, describe_setting, map_cells, map_settings, pick_setting
+def noise_map_summary(maps: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Return one row per regime map (the noise_regime page's CSV, this build's or a reference's, by label): its data
+    set, how its cells read (:data:`~lmcbook.claims.noise_map.MAP_READINGS`), the best gain of the book's first
+    protocol (a decay to zero, children spawned at 50%), the setting it picks and that setting's best gain (a
+    setting's best cell: the one whose interval has the highest lower end), what the ranking fixed before the map
+    first ran picks, and the picked merge minus children whose learning rate decays to zero from the same spawn
+    (points), every number computed; "—" where a map has none."""
+    return pd.DataFrame.from_dict({label: _map_row(frame) for label, frame in maps.items()},
+                                  orient="index").rename_axis("map")
+
+
+def _map_row(frame: pd.DataFrame) -> dict[str, Any]:
+    """Return one regime map's row of :func:`noise_map_summary`."""
+    from .claims import FIRST_PICK, describe_setting, map_cells, pick_setting
 
     cells = map_cells(frame)
     n = cells["reading"].value_counts()
-    data = DATASET_LABELS.get(str(frame["dataset"].iloc[0]), "its data") if "dataset" in frame else "its data"
-    words = {"paper": f"gain at least the paper's size ({100 * NOISE_MIN_EFFECT:g} points)",
-             "gains": "gain less than that",
-             "basins": "lose because the children sit in different basins", "harvest": "have nothing to harvest",
-             "failed": "failed", "undecided": "are undecided"}
-    text = (f"On {label}'s regime map ({data}), of {len(cells)} cells " +
-            ", ".join(f"{int(n.get(k, 0))} {w}" for k, w in words.items()) + ".")
-    def best(setting: dict) -> pd.Series | None:
-        own = cells[(cells["method"] == "spawn") & (cells["augment"] == setting["augment"])
-                    & np.isclose(cells["lr_floor"], setting["lr_floor"])
-                    & np.isclose(cells["spawn_fraction"], setting["spawn_fraction"])]
-        return map_settings(own).iloc[0] if len(own) else None
-
-    def gain(b: pd.Series) -> str:
-        return (f"{100 * b['best_gain']:.2f} points ({100 * b['best_gain_lo']:.2f} to {100 * b['best_gain_hi']:.2f})"
-                f" at η {b['best_lr']:g}")
-
-    first = best({"augment": False, "lr_floor": 0.0, "spawn_fraction": 0.5})
-    if first is not None:
-        text += (" In the book's first protocol (a decay to zero, children spawned at 50%) its best gain (a setting's "
-                 "best cell is the one whose interval has the highest lower end; of a tie, the smaller η) is "
-                 f"{gain(first)}.")
-    pick = pick_setting(cells)
-    if pick is None:
-        return text + " No spawned setting gains measurably."
-    b = best(pick)
-    first = pick_setting(cells, FIRST_PICK)
-    text += (f" It picks {describe_setting(pick)}: its best gain (its cell whose interval has the highest lower "
-             f"end) is {gain(b)}."
-             + ("" if first == pick else f" (The ranking fixed before the map first ran would pick "
-                                         f"{describe_setting(first)}.)")
-             + _against_decay(cells, pick, b["best_lr"]))
-    return text
+    readings = {"paper": f"gain ≥ {100 * NOISE_MIN_EFFECT:g} points", "gains": "gain less", "basins":
+                "different basins", "harvest": "nothing to harvest", "failed": "failed", "undecided": "undecided"}
+    pick, first = pick_setting(cells), pick_setting(cells, FIRST_PICK)
+    best = _setting_best(cells, pick)
+    vs = against_decay(cells, pick, best["best_lr"]) if pick is not None and best is not None else None
+    return {"data": DATASET_SHORT.get(str(frame["dataset"].iloc[0]), "—") if "dataset" in frame else "—",
+            "cells": len(cells), **{w: int(n.get(k, 0)) for k, w in readings.items()},
+            "first protocol's best gain": _gain_text(_setting_best(cells, {"augment": False, "lr_floor": 0.0,
+                                                                           "spawn_fraction": 0.5})),
+            "picked setting": describe_setting(pick) if pick is not None else "none (no setting gains)",
+            "its best gain": _gain_text(best),
+            "the ranking fixed before picks": ("—" if pick is None else "the same" if first == pick else
+                                               describe_setting(first) if first is not None else "none"),
+            "merge minus decay-to-zero children": "—" if vs is None else
+            f"{100 * (vs['acc_merged'] - vs['acc_decayed']):+.2f}"}
 
 
-def _against_decay(cells: pd.DataFrame, pick: dict, lr: float) -> str:
-    """Return the sentence that compares a map setting's merged model at ``lr`` with children spawned at the same
-    point whose learning rate decays to zero instead ("" when the map has no such cell), and gives the weaker child's
-    training accuracy there."""
-    at = cells[(cells["method"] == "spawn") & (cells["augment"] == pick["augment"]) & (cells["lr"] == lr)
-               & np.isclose(cells["spawn_fraction"], pick["spawn_fraction"])].set_index("lr_floor")
-    if not (pick["lr_floor"] > 0 and 0.0 in at.index and {"acc_merged", "train_acc_min"} <= set(at)):
-        return ""
-    here, decayed = at.loc[pick["lr_floor"]], at.loc[0.0, "acc_endpoints"]
-    diff = 100 * (here["acc_merged"] - decayed)
-    how = ("within the minimum effect of the merge: here merging recovers what decaying the learning rate gives, "
-           "no more" if abs(diff) <= 100 * NOISE_MIN_EFFECT else
-           f"{diff:.2f} points below the merge" if diff > 0 else f"{-diff:.2f} points above the merge")
-    return (f" At η {lr:g} the merged model reaches {here['acc_merged']:.3f} test accuracy and its children "
-            f"{here['acc_endpoints']:.3f} (the weaker child {here['train_acc_min']:.3f} on its own training set"
-            + (": they are not trained to convergence" if here["train_acc_min"] < NOISE_CONVERGED_TRAIN_ACC else "")
-            + f"); children whose learning rate decays to zero from the same spawn "
-            f"reach {decayed:.3f}, {how}.")
+def _setting_best(cells: pd.DataFrame, setting: dict | None) -> pd.Series | None:
+    """Return a spawned setting's row of :func:`lmcbook.claims.map_settings` on a map's cells (None if the map has
+    none of it, or no setting is given)."""
+    from .claims import map_settings
+
+    if setting is None:
+        return None
+    own = cells[(cells["method"] == "spawn") & (cells["augment"] == setting["augment"])
+                & np.isclose(cells["lr_floor"], setting["lr_floor"])
+                & np.isclose(cells["spawn_fraction"], setting["spawn_fraction"])]
+    return map_settings(own).iloc[0] if len(own) else None
 
 
-def where_noise_runs(study: Any, map_frame: pd.DataFrame | None) -> str:
-    """Return, for a noise page, the paragraph that says in which setting it runs and what the regime map
-    (``map_frame``: the noise_regime page's CSV, None if not executed beside it) measured there and where it would
-    pick, every number computed."""
-    from .claims import FIRST_PICK, MAP_MIN_PAIRS, describe_setting, map_cells, map_settings, pick_setting
-
-    own = {"augment": bool(study.augment), "lr_floor": float(study.lr_floor), "spawn_fraction": study.spawn_fraction}
-    text = f"This page runs {describe_setting(own)}."
-    label = "the regime map (the previous page: one batch size, {n} learning rates)"
-    if map_frame is not None and "dataset" in map_frame:
-        map_frame = map_frame[map_frame["dataset"] == study.dataset]
-    if map_frame is None or map_frame.empty:  # no map of this data set beside it: a committed reference map, if any
-        name, map_frame = _reference_map(study.dataset)
-        label = f"the committed reference map `{name}` (one batch size, {{n}} learning rates)"
-    if map_frame is None or map_frame.empty:
-        return text + " No regime map of this data set was executed beside this page, so none is read here."
-    cells = map_cells(map_frame)
-    here = cells[(cells["method"] == "spawn") & (cells["augment"] == own["augment"])
-                 & np.isclose(cells["lr_floor"], own["lr_floor"]) & np.isclose(cells["spawn_fraction"],
-                                                                           own["spawn_fraction"])]
-    if here.empty:
-        return text + " The regime map did not train this setting, so it says nothing about it."
-    s = map_settings(here).iloc[0]
-    text += (f" On {label.format(n=len(here))}, this setting "
-             f"reads as gaining (an interval over at least {MAP_MIN_PAIRS} pairs above zero) at {s['n_gain']} of "
-             f"them; its best gain is {100 * s['best_gain']:.2f} points (95% interval {100 * s['best_gain_lo']:.2f} "
-             f"to {100 * s['best_gain_hi']:.2f}, η {s['best_lr']:g}); "
-             f"there the children disagree on {100 * here.set_index('lr').loc[s['best_lr'], 'disagreement']:.1f}% "
-             f"of the test inputs and their ensemble gains "
-             f"{100 * here.set_index('lr').loc[s['best_lr'], 'ensemble_gain']:.2f} points.")
-    pick = pick_setting(cells)
-    if pick is None:
-        return text + " No spawned setting of the map gains measurably, so none is better placed."
-    same = (bool(pick["augment"]) == own["augment"] and np.isclose(pick["lr_floor"], own["lr_floor"])
-            and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
-    most = "the most learning rates that gain the paper's size" if s["n_paper"] else "the most that gain"
-    text += (f" It is the setting the map picks: {most}." if same
-             else f" The map would pick {describe_setting(pick)} instead; this page keeps its own setting (the one "
-                  "the reference runs used), and says so here.")
-    first = pick_setting(cells, FIRST_PICK)
-    return (text + _against_decay(cells, own, s["best_lr"]) + " The map's ranking (gains of the paper's size first) "
-            "was set after the whole MNIST-1D map first ran (the regime page says why); on this map the ranking fixed "
-            "before it picks " + ("the same setting" if first == pick else
-                                  describe_setting(first) if first is not None else "nothing") + ". And wherever "
-            "this page's cells coincide with the map's (the same learning rate, batch size and seed), they are the "
-            "same runs, trained once: the setting was chosen partly on runs this page reads.")
-
-
-def _reference_map(dataset: str) -> tuple[str, pd.DataFrame | None]:
-    """Return the first committed reference regime map of ``dataset`` (its name and frame), or ("", None)."""
-    for name in reference.available("noise_regime"):
-        if reference.dataset(name) == dataset:
-            return name, reference.load(name)[0]
-    return "", None
+def _gain_text(best: pd.Series | None) -> str:
+    """Return a setting's best gain as a table cell: points, its 95% interval, its η ("—" without one)."""
+    if best is None:
+        return "—"
+    return (f"{100 * best['best_gain']:.2f} [{100 * best['best_gain_lo']:.2f}, {100 * best['best_gain_hi']:.2f}] "
+            f"at η {best['best_lr']:g}")
 
 
 def claims_markdown(rows: list[ClaimResult]) -> str:

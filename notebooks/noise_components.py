@@ -22,8 +22,9 @@
 # - **Learning-rate pairs.** Models trained at similar, larger learning rates merge
 #   best with each other.
 #
-# The protocol is spawn-and-merge, as on the previous page, at one batch size.
-# {glue:md}`where_text`
+# The protocol is spawn-and-merge, as on the previous page, at one batch size. This page
+# runs {glue:md}`where_setting`; {doc}`noise_scale` says what the regime map measured in
+# the setting it runs, and whether the map picks it.
 #
 # As there, a cell is excluded only when it failed (a run diverged, or the weaker child
 # of a pair ended below {glue:text}`failed_acc:g` training accuracy), every row decides
@@ -78,7 +79,8 @@ on_eta.ratio, sq.ratio, sq.excess
 # %% tags=["remove-cell"]
 page.glue_figure("fig_mom", plots.plot_momentum(mom))
 page.glue_md("setup", captions.describe_noise(study))
-page.glue_md("where_text", captions.where_noise_runs(study, page.read_csv_if("noise_regime")))
+page.glue_md("where_setting", claims.describe_setting({"augment": bool(study.augment), "lr_floor": float(study.lr_floor),
+                                                      "spawn_fraction": study.spawn_fraction}))
 # a ratio of net residual variances, or none where no variance is left beyond pair noise
 page.glue_values(eta_ratio=on_eta.ratio, sq_ratio=sq.ratio)
 page.choose("mom_ratios", {(True, True): "both", (True, False): "eta", (False, True): "sq",
@@ -304,13 +306,18 @@ sensitivity = claims.rule_sensitivity(None, components)
 sensitivity
 
 # %% tags=["remove-cell"]
-page.glue_md("rule_moves", captions.sensitivity_words(sensitivity))
+page.choose("rule_moves", "some" if captions.moving_rows(sensitivity) else "none")
+page.glue_md("rule_moving", captions.moving_rows(sensitivity))
 ref_blocks = [captions.noise_reference_block(page, name, frame, prov)[0]
               for name, (frame, prov) in (page.references() if study.show_references else {}).items()]
 page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref_blocks]))
 
-# %% [markdown]
-# {glue:md}`rule_moves`
+# %% [markdown] tags=["when:rule_moves=some"]
+# As the threshold rises, the verdicts of {glue:md}`rule_moving` change (the table gives
+# how); the other rows' do not.
+
+# %% [markdown] tags=["when:rule_moves=none"]
+# No row's verdict changes with the threshold.
 
 # %% [markdown] tags=["when:decides=false"]
 # **What this build cannot decide.** Every row here reads intervals over at least

@@ -55,8 +55,7 @@ momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = 
 scheduler = None
 
 # %%
-from lmcbook import claims, experiments, plots, reference
-from lmcbook.captions import noise_map_sentence
+from lmcbook import captions, claims, experiments, plots, reference
 from lmcbook.page import open_page
 from lmcbook.pages.noise_regime import describe_map, map_long, map_table, pick_numbers
 
@@ -197,7 +196,7 @@ page.save(long)
 # map first ran: there, the ranking fixed before it picked a setting with a schedule floor
 # whose gains lay nearly all below the noise rows' minimum effect, where they would have
 # read an absence almost by construction. On each committed whole map, the reference
-# paragraphs below say what each ranking picks.
+# tables below say what each ranking picks.
 
 # %% [markdown] tags=["when:pick=none"]
 # **Where the noise study goes.** No spawned setting of this map has a cell whose gain
@@ -206,13 +205,15 @@ page.save(long)
 # the book's default setting, and read the absence there.
 
 # %% tags=["remove-cell"]
-ref_blocks, ref_fig = [], None
+ref_blocks, ref_fig, ref_maps = [], None, {}
 for name, (frame, prov) in (page.references() if study.show_references else {}).items():
     ref_cells = claims.map_cells(frame)
     ref_fig = plots.plot_noise_map(ref_cells)  # the last one: the references are listed MNIST-1D first
-    ref_blocks.append(f"**Reference** {reference.describe(name, prov)}. {noise_map_sentence(f'`{name}`', frame)}\n\n"
+    ref_maps[f"`{name}`"] = frame
+    ref_blocks.append(f"**Reference** {reference.describe(name, prov)}.\n\n"
                       + map_table(claims.map_settings(ref_cells), ref_cells))
-page.glue_md("map_references", "\n\n".join(ref_blocks) or "No reference run of this page is committed.")
+summary = captions.markdown_table(captions.noise_map_summary(ref_maps)) if ref_maps else ""
+page.glue_md("map_references", "\n\n".join([summary, *ref_blocks]) or "No reference run of this page is committed.")
 page.glue_md("map_listing", reference.listing(page.name))
 page.glue_figure("fig_map_ref", ref_fig or plots.placeholder("No reference run of this page is committed."))
 

@@ -26,8 +26,6 @@
 # in points on the test set. Every run takes the same number of steps whatever its
 # batch size, as in the paper.
 #
-# **Where this page runs, and why.** {glue:md}`where_text`
-#
 # **The rule and the minimum effect** (fixed, and committed in `lmcbook/claims.py`,
 # before this protocol ran). A cell is excluded only when it failed: a run diverged, or
 # the weaker child of a pair ended below {glue:text}`failed_acc:g` training accuracy. A
@@ -52,9 +50,115 @@ show_references = None
 
 from lmcbook import captions, claims, experiments, plots, schema
 from lmcbook.page import open_page
-from lmcbook.pages.noise_scale import grid_numbers, reference_texts
+from lmcbook.pages.noise_scale import grid_numbers, reference_texts, where_facts
 
 page, study = open_page("noise_scale", globals())
+
+# %% tags=["remove-cell"]
+# where this page runs, against the regime map (None when this page runs alone: a committed reference map, if any)
+regime_map = page.read_csv_if("noise_regime")
+where, where_numbers = where_facts(study, regime_map)
+for key, value in where.items():
+    page.choose(key, value)
+page.glue_values(**where_numbers)
+
+# %% [markdown]
+# **Where this page runs, and why.** This page runs {glue:md}`where_setting`.
+
+# %% [markdown] tags=["when:where=nomap"]
+# No regime map of this data set was executed beside this page, and none is committed,
+# so none is read here.
+
+# %% [markdown] tags=["when:where=untrained"]
+# The regime map read here, {glue:md}`where_map`, did not train this setting, so it says
+# nothing about it.
+
+# %% [markdown] tags=["when:where_read=yes"]
+# On {glue:md}`where_map`, over {glue:text}`where_n_lrs` learning rates, this setting
+# reads as gaining (an interval over at least {glue:text}`where_min_pairs` pairs above zero)
+# at {glue:text}`where_n_gain` of them; its best gain is {glue:text}`where_best_gain:.2f`
+# points (95% interval {glue:text}`where_best_lo:.2f` to {glue:text}`where_best_hi:.2f`,
+# η {glue:text}`where_best_lr:g`); there the children disagree on
+# {glue:text}`where_disagree:.1f`% of the test inputs and their ensemble gains
+# {glue:text}`where_ens_gain:.2f` points.
+
+# %% [markdown] tags=["when:where_read=no"]
+# % the map has no cell of this setting: nothing to quote
+
+# %% [markdown] tags=["when:where=nopick"]
+# No spawned setting of the map gains measurably, so none is better placed.
+
+# %% [markdown] tags=["when:where=picked_paper"]
+# It is the setting the map picks: the most learning rates that gain the paper's size.
+
+# %% [markdown] tags=["when:where=picked"]
+# It is the setting the map picks: the most learning rates that gain.
+
+# %% [markdown] tags=["when:where=other"]
+# The map would pick {glue:md}`where_pick` instead; this page keeps its own setting (the
+# one the reference runs used), and says so here.
+
+# %% [markdown] tags=["when:where_decay=within"]
+# At η {glue:text}`where_best_lr:g` the merged model reaches
+# {glue:text}`where_acc_merged:.3f` test accuracy and its children
+# {glue:text}`where_acc_children:.3f` (the weaker child {glue:text}`where_weak_train:.3f`
+# on its own training set); children whose learning rate decays to zero from the same
+# spawn reach {glue:text}`where_acc_decayed:.3f`, within the minimum effect
+# ({glue:text}`where_min_effect:g` points) of the merge: here merging recovers what
+# decaying the learning rate gives, no more.
+
+# %% [markdown] tags=["when:where_decay=below"]
+# At η {glue:text}`where_best_lr:g` the merged model reaches
+# {glue:text}`where_acc_merged:.3f` test accuracy and its children
+# {glue:text}`where_acc_children:.3f` (the weaker child {glue:text}`where_weak_train:.3f`
+# on its own training set); children whose learning rate decays to zero from the same
+# spawn reach {glue:text}`where_acc_decayed:.3f`, {glue:text}`where_decay_diff:.2f` points
+# below the merge.
+
+# %% [markdown] tags=["when:where_decay=above"]
+# At η {glue:text}`where_best_lr:g` the merged model reaches
+# {glue:text}`where_acc_merged:.3f` test accuracy and its children
+# {glue:text}`where_acc_children:.3f` (the weaker child {glue:text}`where_weak_train:.3f`
+# on its own training set); children whose learning rate decays to zero from the same
+# spawn reach {glue:text}`where_acc_decayed:.3f`, {glue:text}`where_decay_diff:.2f` points
+# above the merge.
+
+# %% [markdown] tags=["when:where_decay=none"]
+# % no decay-to-zero cell beside this setting's on the map
+
+# %% [markdown] tags=["when:where_converged=no"]
+# There the children are not trained to convergence: the weaker one stays below the old
+# convergence rule's {glue:text}`where_converged_acc:g` training accuracy.
+
+# %% [markdown] tags=["when:where_converged=yes"]
+# % the weaker child met the old convergence rule: nothing to add
+
+# %% [markdown] tags=["when:where_converged=none"]
+# % no decay-to-zero comparison: nothing to add
+
+# %% [markdown] tags=["when:where_first=same"]
+# The map's ranking (gains of the paper's size first) was set after the whole MNIST-1D
+# map first ran ({doc}`noise_regime` says why); on this map the ranking fixed before it
+# picks the same setting. And wherever this page's cells coincide with the map's (the same
+# learning rate, batch size and seed), they are the same runs, trained once: the setting
+# was chosen partly on runs this page reads.
+
+# %% [markdown] tags=["when:where_first=other"]
+# The map's ranking (gains of the paper's size first) was set after the whole MNIST-1D
+# map first ran ({doc}`noise_regime` says why); on this map the ranking fixed before it
+# picks {glue:md}`where_first_pick`. And wherever this page's cells coincide with the
+# map's (the same learning rate, batch size and seed), they are the same runs, trained
+# once: the setting was chosen partly on runs this page reads.
+
+# %% [markdown] tags=["when:where_first=nothing"]
+# The map's ranking (gains of the paper's size first) was set after the whole MNIST-1D
+# map first ran ({doc}`noise_regime` says why); on this map the ranking fixed before it
+# picks nothing. And wherever this page's cells coincide with the map's (the same learning
+# rate, batch size and seed), they are the same runs, trained once: the setting was chosen
+# partly on runs this page reads.
+
+# %% [markdown] tags=["when:where_first=none"]
+# % the map picks nothing: no ranking to compare
 
 # %% [markdown]
 # Every cell of the $\eta \times B$ grid is trained as {glue:text}`n_pairs` spawn-and-merge
@@ -112,8 +216,12 @@ long = schema.to_long(grid.assign(method="grid", dataset=study.dataset), page.na
 sensitivity = claims.rule_sensitivity(long, None)
 sensitivity
 
-# %% [markdown]
-# {glue:md}`rule_moves`
+# %% [markdown] tags=["when:rule_moves=some"]
+# As the threshold rises, the verdicts of {glue:md}`rule_moving` change (the table gives
+# how); the other rows' do not.
+
+# %% [markdown] tags=["when:rule_moves=none"]
+# No row's verdict changes with the threshold.
 
 # %% [markdown]
 # N2 reads the kept cells' mean gains against $\log_{10} S$ through a quadratic fit; its
@@ -126,14 +234,13 @@ fit_s
 # %% tags=["remove-cell"]
 page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
 page.glue_md("setup", captions.describe_noise(study))
-regime_map = page.read_csv_if("noise_regime")  # None when this page runs alone (a reference run)
-page.glue_md("where_text", captions.where_noise_runs(study, regime_map))
 page.glue_values(**grid_numbers(study, grid, fit_s, len(experiments.study_data(study).y_test)))
 page.choose("fit_drawn", fit_s is not None)
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")
 page.choose("n1_decides", study.grid_pairs >= 2 * claims.MIN_PAIRS)
-page.glue_markdown(rule_between=captions.rule_between_words(), rule_moves=captions.sensitivity_words(sensitivity),
+page.choose("rule_moves", "some" if captions.moving_rows(sensitivity) else "none")
+page.glue_markdown(rule_between=captions.rule_between_words(), rule_moving=captions.moving_rows(sensitivity),
                    legacy="`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
 
 # %% [markdown]

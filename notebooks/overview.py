@@ -224,8 +224,14 @@ if closest is not None:
 
 # %% [markdown]
 # **The noise paper.** Its claims are about the size of a merging gain, so the book first
-# maps where a gain exists at all ({doc}`noise_regime`). {glue:md}`noise_map` The noise
-# pages then run the paper's claims in the setting the map picked. Its
+# maps where a gain exists at all ({doc}`noise_regime`); each map's cells, by how they
+# read, the setting it picks and its best gain in points (95% interval):
+#
+# ```{glue:md} noise_map
+# :format: myst
+# ```
+#
+# The noise pages then run the paper's claims in the setting the map picked. Its
 # {glue:text}`n_noise_rows` rows exclude only failed cells, and decide from intervals over
 # at least {glue:md}`min_pairs` pairs per cell, with a minimum effect of
 # {glue:text}`noise_min_effect:g` points (an interval below it reads ✗: no gain of the
@@ -250,7 +256,14 @@ if closest is not None:
 # %% [markdown]
 # Where a noise row is *n/a* or *inconclusive*, this build's runs neither confirm nor
 # refute the paper; the pages {doc}`noise_scale` and {doc}`noise_components` say why.
-# {glue:md}`noise_ref_rows` The noise pages show the reference runs and all their cells.
+# The committed noise reference runs' verdicts, and those that move as the rule's
+# threshold rises:
+#
+# ```{glue:md} noise_ref_rows
+# :format: myst
+# ```
+#
+# The noise pages show the reference runs and all their cells.
 #
 # ## How to read this book
 #

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from lmcbook import captions, claims, schema
-from lmcbook.pages.overview import noise_verdict_words
+from lmcbook.pages.overview import noise_verdict_table
 
 PAIRS = range(10)  # the odd half (N1's reading half) then has MIN_PAIRS pairs
 LRS, BS = (0.01, 0.02, 0.05, 0.1, 0.2), (32, 64, 128, 256)
@@ -271,19 +271,20 @@ def test_the_sensitivity_table_reads_every_row_at_each_threshold():
     assert table.loc["N1 (50%)", rule] == "✓" and table.loc["N3", rule] == "✓"
     # at 0.99 the weight-decay cells (0.97) are all excluded, and N3 has nothing to compare
     assert table.loc["N3", old] == "*n/a*" and table.loc["N3", between] == "✓"
-    words = captions.sensitivity_words(table)
-    assert "N3 reads ✓ from the rule to a weaker child ≥ 0.95, *n/a* at a weaker child ≥ 0.99" in words
-    assert captions.sensitivity_words(table.iloc[:, :1]) == "No row's verdict changes with the threshold."
+    assert "N3" in captions.moving_rows(table).split(", ")  # its verdict moves, and the pages name it
+    assert captions.moving_rows(table.iloc[:, :1]) == ""  # one threshold: nothing moves
 
 
-def test_verdict_words_say_an_absence_apart_from_a_failure():
+def test_the_verdict_table_says_an_absence_apart_from_a_failure():
     rows = [claims.ClaimResult("N7", "noise", "Augmentation raises the gain.",
                                f"-0.02 [-0.3, 0.3]; {claims.ABSENT_EFFECT}", "t", claims.FAIL, "noise_components"),
             claims.ClaimResult("N5", "noise", "Similar rates merge best.", "-7.5 [-9.5, -5.5]", "t", claims.FAIL,
                                "noise_components")]
-    text = noise_verdict_words("a run", rows)
-    assert text == ("On a run: N5 (✗) does not hold: “Similar rates merge best”; N7 (✗) shows no effect of the "
-                    "paper's size: “Augmentation raises the gain”.")
+    moves = pd.DataFrame({"rule": ["✓", "✗"], "0.99": ["✓", "*n/a*"]}, index=["N5", "N7"])
+    table = noise_verdict_table({"a run": (rows, moves), "another": (rows[1:], None)})
+    assert list(table.columns) == ["N5", "N7", "moves with the rule's threshold"]
+    assert table.loc["a run"].tolist() == ["✗", "✗ (no effect of the paper's size)", "N7"]
+    assert table.loc["another"].tolist() == ["✗", "—", "none"]
 
 
 def test_interval_of_one_sample_is_the_mean_interval():
@@ -326,19 +327,19 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
     steps = df[df["metric"] == "gain"].assign(metric="train_steps", value=8000.0)
     df = pd.concat([df, steps], ignore_index=True)
     rows = claims.claim_n1(df) + claims.claim_n2(df)
-    text = noise_reference_facts(df, rows, 0.025)
-    # one length: no cap and no confounding of S with length to report
-    assert "15 of 20 cells met the rule, every one after 8000 steps" in text and "cap" not in text
-    assert "one test example is 0.025 points" in text
+    facts = noise_reference_facts(df, rows, 0.025)["value"]
+    assert facts["cells the rule kept"] == "15 of 20" and facts["training steps of the kept cells"] == "8000"
+    assert facts["one test example (points)"] == "0.025"
     several = df.copy()
     several.loc[(several["metric"] == "train_steps") & (several["lr"] == 0.01), "value"] = 2000.0
-    text2 = noise_reference_facts(several, rows)
-    assert "the kept ones took 2000, 8000 steps, so across them S and training length are not independent" in text2
-    assert "16 cells reached the 8000-step cap" in text2 and "one test example" not in text2
-    assert "Excluded: η 0.01, B 32 (" in text and "weaker child 0.100 on average" in text
-    assert "Spearman ρ = 1.00 over 15 cells" in text and "at the largest kept S" in text
-    assert "Every cell at a larger S than the kept ones was excluded; its mean gain is -5.00 points." in text
-    assert "At a larger S than the best" not in text  # the best kept cell is at the largest kept S
+    facts2 = noise_reference_facts(several, rows)["value"]
+    assert facts2["training steps of the kept cells"] == "2000, 8000" and facts2["cells at the 8000-step cap"] == "16"
+    assert "one test example (points)" not in facts2
+    assert facts["excluded"].startswith("η 0.01, B 32 (") and "weaker child 0.100 mean" in facts["excluded"]
+    assert facts["Spearman ρ(S, mean gain) over the kept cells"] == "1.00"
+    assert facts["best kept cell at the largest kept S"] == "yes"
+    assert facts["mean gain of excluded cells at a larger S than every kept one (points)"] == "-5.00"
+    assert facts["mean gain of kept cells at a larger S than the best (points)"] == "—"  # the best is the largest S
 
 
 def _map(gain_of, ens_of, acc=0.995, pairs=range(3), jitter=1e-4):
@@ -382,39 +383,44 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
                    "augmentation"
 
 
-@pytest.mark.parametrize("decayed, says", [(0.818, "within the minimum effect of the merge: here merging recovers"),
-                                           (0.80, "1.80 points below the merge"), (0.83, "1.20 points above")])
-def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, says):
-    from lmcbook.captions import _against_decay
+@pytest.mark.parametrize("decayed, where", [(0.818, "within"), (0.80, "below"), (0.83, "above")])
+def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, where):
+    from lmcbook.captions import against_decay
+    from lmcbook.pages.noise_scale import _against_decay_facts
 
     row = dict(method="spawn", augment=False, lr=0.1, spawn_fraction=0.5)
     cells = pd.DataFrame([{**row, "lr_floor": 1.0, "acc_merged": 0.818, "acc_endpoints": 0.782, "train_acc_min": 0.865},
                           {**row, "lr_floor": 0.0, "acc_merged": 0.819, "acc_endpoints": decayed,
                            "train_acc_min": 0.99}])
     pick = {"augment": False, "lr_floor": 1.0, "spawn_fraction": 0.5}
-    text = _against_decay(cells, pick, 0.1)
-    assert "merged model reaches 0.818 test accuracy and its children 0.782 (the weaker child 0.865" in text
-    assert "not trained to convergence" in text and says in text
-    assert _against_decay(cells, dict(pick, lr_floor=0.0), 0.1) == ""  # nothing to compare a decayed merge with
+    assert against_decay(cells, pick, 0.1) == pytest.approx({"acc_merged": 0.818, "acc_children": 0.782,
+                                                            "weak_train": 0.865, "acc_decayed": decayed})
+    facts = {}
+    assert _against_decay_facts(cells, pick, 0.1, facts) == {"where_decay": where, "where_converged": "no"}
+    assert facts["where_decay_diff"] == pytest.approx(100 * abs(0.818 - decayed))
+    assert against_decay(cells, dict(pick, lr_floor=0.0), 0.1) is None  # nothing to compare a decayed merge with
 
 
 def test_a_noise_page_says_where_it_runs_from_the_map():
-    from lmcbook.captions import where_noise_runs
+    from lmcbook.pages.noise_scale import where_facts
     from lmcbook.profiles import NoiseStudy, resolve
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
                  lambda *k: 0.02).assign(dataset="digits")
     here = resolve(NoiseStudy, "smoke", lr_floor=0.2, spawn_fraction=0.25)
-    text = where_noise_runs(here, frame)
-    assert text.startswith("This page runs children spawned at 25% of training, a learning rate that decays to 0.2")
-    assert "reads as gaining (an interval over at least 3 pairs above zero) at 2 of them" in text
-    assert "It is the setting the map picks" in text
-    assert "was set after the whole MNIST-1D map first ran" in text and "chosen partly on runs this page reads" in text
-    assert "on this map the ranking fixed before it picks the same setting" in text
-    other = where_noise_runs(resolve(NoiseStudy, "smoke", lr_floor=0.0, spawn_fraction=0.0), frame)
-    assert "would pick children spawned at 25% of training" in other
-    assert "No regime map of this data set" in where_noise_runs(here, frame.assign(dataset="mnist1d"))
-    assert "No regime map of this data set" in where_noise_runs(here, None)
+    where, facts = where_facts(here, frame)
+    assert str(facts["where_setting"].data).startswith("children spawned at 25% of training, a learning rate that "
+                                                       "decays to 0.2")
+    assert where["where"] == "picked_paper" and where["where_read"] == "yes" and where["where_first"] == "same"
+    assert facts["where_n_gain"] == 2 and facts["where_n_lrs"] == 3 and facts["where_min_pairs"] == 3
+    where, facts = where_facts(resolve(NoiseStudy, "smoke", lr_floor=0.0, spawn_fraction=0.0), frame)
+    assert where["where"] == "other" and str(facts["where_pick"].data).startswith("children spawned at 25%")
+    assert where_facts(here, frame.assign(dataset="mnist1d"))[0]["where"] == "nomap"
+    assert where_facts(here, None)[0]["where"] == "nomap"
+    untrained = where_facts(resolve(NoiseStudy, "smoke", lr_floor=1.0, spawn_fraction=0.5), frame)[0]
+    assert untrained["where"] == "untrained" and untrained["where_read"] == "no"
+    flat = _map(lambda *k: 0.0, lambda *k: 0.0).assign(dataset="digits")
+    assert where_facts(here, flat)[0]["where"] == "nopick"
     sweep = claims.map_spawn_sweep(frame, here)
     assert sorted(sweep["spawn_fraction"].unique()) == [0.0, 0.25] and sweep["kept"].all()
     assert claims.map_spawn_sweep(None, here).empty
@@ -435,29 +441,32 @@ def test_a_retired_reference_is_shown_but_neither_scored_nor_regenerated(tmp_pat
     assert reference.dataset("noise-components-mnist1d") == "mnist1d"
 
 
-def test_the_landing_page_sentence_on_a_map():
-    from lmcbook.captions import noise_map_sentence
+def test_the_landing_page_table_of_maps():
+    from lmcbook.captions import noise_map_summary
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else -0.3
                  if m == "independent" else 0.0, lambda *k: 0.02).assign(dataset="mnist1d")
-    text = noise_map_sentence("this build", frame)
-    assert text.startswith("On this build's regime map (MNIST-1D")
-    assert "of 18 cells 2 gain at least the paper's size (0.5 points)" in text
-    assert "It picks children spawned at 25% of training, a learning rate that decays to 0.2" in text
-    assert "first protocol" not in text  # this map has no 50% spawn
     flat = _map(lambda *k: 0.0, lambda *k: 0.0).assign(dataset="mnist1d")
-    assert noise_map_sentence("x", flat).endswith("No spawned setting gains measurably.")
+    table = noise_map_summary({"this build": frame, "x": flat})
+    row = table.loc["this build"]
+    assert row["data"].startswith("MNIST-1D") and row["cells"] == 18 and row["gain ≥ 0.5 points"] == 2
+    assert row["picked setting"].startswith("children spawned at 25% of training, a learning rate that decays to 0.2")
+    assert row["its best gain"].startswith("1.00 [") and row["its best gain"].endswith("at η 0.01")
+    assert row["first protocol's best gain"] == "—"  # this map has no 50% spawn
+    assert row["the ranking fixed before picks"] == "the same"
+    assert table.loc["x", "picked setting"] == "none (no setting gains)" and table.loc["x", "its best gain"] == "—"
 
 
 def test_a_noise_page_alone_reads_the_committed_map_of_its_data(monkeypatch):
-    from lmcbook import captions as page_mod
+    from lmcbook.pages import noise_scale as page_mod
     from lmcbook.profiles import NoiseStudy, resolve
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
                  lambda *k: 0.02).assign(dataset="digits")
     monkeypatch.setattr(page_mod, "_reference_map", lambda d: ("ref-x", frame) if d == "digits" else ("", None))
     here = resolve(NoiseStudy, "smoke", lr_floor=0.2, spawn_fraction=0.25)
-    text = page_mod.where_noise_runs(here, None)
-    assert "On the committed reference map `ref-x` (one batch size, 3 learning rates), this setting" in text
-    assert "It is the setting the map picks" in text
-    assert "No regime map" in page_mod.where_noise_runs(resolve(NoiseStudy, "smoke", dataset="mnist1d"), None)
+    where, facts = page_mod.where_facts(here, None)
+    assert str(facts["where_map"].data) == "the committed reference map `ref-x` (one batch size)"
+    assert where["where"] == "picked_paper" and facts["where_n_lrs"] == 3
+    assert page_mod.where_facts(resolve(NoiseStudy, "smoke", dataset="mnist1d"), None)[0]["where"] == "nomap"
+

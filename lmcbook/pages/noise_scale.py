@@ -6,11 +6,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 from matplotlib.figure import Figure
 
 from .. import reference
-from ..captions import noise_reference_block
+from ..captions import against_decay, markdown_table, noise_reference_block
 from ..claims import (
+    FIRST_PICK,
+    MAP_MIN_PAIRS,
     MIN_PAIRS,
     NOISE_CONVERGED_TRAIN_ACC,
     NOISE_FAILED_TRAIN_ACC,
@@ -19,65 +22,64 @@ from ..claims import (
     NOISE_RULE_THRESHOLDS,
     ClaimResult,
     cell_mean_fit,
+    describe_setting,
+    map_cells,
+    map_settings,
     mark_kept,
     noise_cells,
     noise_claims,
     noise_grid_cells,
     noise_pairs,
+    pick_setting,
 )
 from ..page import Page
 from ..plots import placeholder, plot_noise_grid
-from ..stats import CONFIDENCE, spearman, trend
-
-
-def _gain_span(gains: pd.Series) -> str:
-    """Return "its mean gain is X points" for one cell, "their mean gains run from X to Y points" for several."""
-    if len(gains) == 1:
-        return f"its mean gain is {100 * gains.iloc[0]:.2f} points"
-    return f"their mean gains run from {100 * gains.min():.2f} to {100 * gains.max():.2f} points"
+from ..stats import CONFIDENCE, spearman
 
 
 def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_point: float | None = None,
-                          rule: float = NOISE_FAILED_TRAIN_ACC) -> str:
-    """Return what a noise reference run's grid shows, in Markdown, every number computed from its CSV (``frame``)
-    and its rows (N1, N2): the cells the rule (its threshold ``rule``) excluded and why, the training lengths (where
-    the cells took several), the kept cells' gains against S, and how they compare with the paper's gains of about a
-    point (``signal_point``: one test example in points, if known)."""
+                          rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return what a noise reference run's grid shows, as a table of quantities and values, every number computed
+    from its CSV (``frame``) and its rows (N1, N2): the cells the rule (its threshold ``rule``) kept and excluded
+    (each excluded one's η, B, S and weaker child), the training lengths, the kept cells' range of gains beside the
+    paper's gains of about a point (``signal_point``: one test example in points, if known), the ANOVA p of N2, the
+    rank correlation of gain with S, the best kept cell and whether it sits at the largest kept S, and the gains at
+    larger S than the best and in the excluded cells beyond the kept ones."""
     cells = noise_grid_cells(frame, rule)
     ok, out = cells[cells["kept"]], cells[~cells["kept"]]
     cap = int(cells["train_steps"].max())
-    lengths = cells["train_steps"].nunique() > 1  # the first protocol trained a cell longer until it met its rule
     excluded = "; ".join(
-        f"η {lr:g}, B {b:g} (S = {c['noise_scale']:.1e}; weaker child {c['train_acc_mean']:.3f} on average, "
-        f"{c['train_acc_min']:.3f} at worst" + (", diverged" if c.get("diverged", False) else "")
-        + f"{', at the cap' if lengths and int(c['train_steps']) == cap else ''})" for (lr, b), c in out.iterrows())
-    took = (f"; the kept ones took {', '.join(f'{int(v)}' for v in sorted(ok['train_steps'].unique()))} steps, so "
-            f"across them S and training length are not independent. {int((cells['train_steps'] == cap).sum())} "
-            f"cells reached the {cap}-step cap" if lengths else f", every one after {cap} steps")
-    text = [f"{len(ok)} of {len(cells)} cells met the rule{took}. Excluded: {excluded or 'none'}."]
+        f"η {lr:g}, B {b:g} (S = {c['noise_scale']:.1e}; weaker child {c['train_acc_mean']:.3f} mean, "
+        f"{c['train_acc_min']:.3f} worst" + (", diverged" if c.get("diverged", False) else "")
+        + (", at the cap" if int(c["train_steps"]) == cap else "") + ")" for (lr, b), c in out.iterrows())
+    facts = {"cells the rule kept": f"{len(ok)} of {len(cells)}", "excluded": excluded or "none",
+             "training steps of the kept cells": ", ".join(f"{int(v)}" for v in sorted(ok["train_steps"].unique()))
+             or "—", f"cells at the {cap}-step cap": f"{int((cells['train_steps'] == cap).sum())}"}
     if len(ok) >= 2:
         rho = spearman(ok["noise_scale"], ok["gain"])
         best = ok["gain"].idxmax()
-        at_end = np.isclose(ok.loc[best, "noise_scale"], ok["noise_scale"].max())
         worse_out = out[out["noise_scale"] > ok["noise_scale"].max()]
         beyond = ok[ok["noise_scale"] > ok.loc[best, "noise_scale"] * (1 + 1e-9)]
         n2 = next((r for r in rows if r.id.startswith("N2")), None)
-        anova = n2.values.get("anova_p", float("nan")) if n2 is not None else float("nan")
-        text.append(
-            f"On the kept cells the mean gain runs from {100 * ok['gain'].min():.2f} to "
-            f"{100 * ok['gain'].max():.2f} points"
-            + (f" (one test example is {signal_point:.3f} points)" if signal_point else "")
-            + ", against the paper's gains of about a point; a one-way ANOVA finds "
-            + ("a difference between them" if anova < 1 - CONFIDENCE else
-               "no difference between them beyond pair noise")
-            + f" (p = {anova:.2g}). Their mean gain {trend(rho)} with S (Spearman ρ = {rho:.2f} over "
-            f"{len(ok)} cells), and the best of them is η {best[0]:g}, B {best[1]:g}"
-            + (", at the largest kept S" if at_end else ", inside the kept range of S") + "."
-            + (f" At a larger S than the best, the kept cells gain {100 * beyond['gain'].min():.2f} to "
-               f"{100 * beyond['gain'].max():.2f} points." if len(beyond) else "")
-            + (f" Every cell at a larger S than the kept ones was excluded; {_gain_span(worse_out['gain'])}."
-               if len(worse_out) else ""))
-    return " ".join(text)
+        facts.update({
+            "mean gain of the kept cells (points; the paper's gains are about a point)": _span(ok["gain"]),
+            **({"one test example (points)": f"{signal_point:.3f}"} if signal_point else {}),
+            f"one-way ANOVA p over the kept cells (a difference below {1 - CONFIDENCE:.2g})":
+                f"{n2.values.get('anova_p', float('nan')) if n2 is not None else float('nan'):.2g}",
+            "Spearman ρ(S, mean gain) over the kept cells": f"{rho:.2f}",
+            "best kept cell": f"η {best[0]:g}, B {best[1]:g} (S = {ok.loc[best, 'noise_scale']:.1e})",
+            "best kept cell at the largest kept S": "yes" if np.isclose(ok.loc[best, "noise_scale"],
+                                                                        ok["noise_scale"].max()) else "no",
+            "mean gain of kept cells at a larger S than the best (points)": _span(beyond["gain"]),
+            "mean gain of excluded cells at a larger S than every kept one (points)": _span(worse_out["gain"])})
+    return pd.DataFrame({"value": facts}).rename_axis("quantity")
+
+
+def _span(gains: pd.Series) -> str:
+    """Return a range of mean gains in points ("—" for none, one value for one)."""
+    if gains.empty:
+        return "—"
+    return f"{100 * gains.iloc[0]:.2f}" if len(gains) == 1 else f"{100 * gains.min():.2f} to {100 * gains.max():.2f}"
 
 
 def grid_numbers(study: Any, grid: pd.DataFrame, fit: dict[str, float] | None, n_test: int) -> dict[str, float]:
@@ -111,15 +113,15 @@ def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
     first one's figure (a placeholder if none is committed)."""
     old_rule = NOISE_CONVERGED_TRAIN_ACC
     retired = [f"**Retired:** `{name}`, {reference.get(name).retired} What it showed, under its own rule (the weaker "
-               f"child of every pair at {old_rule:g} training accuracy): "
-               + noise_reference_facts(frame, noise_claims(frame, None, old_rule), rule=old_rule)
+               f"child of every pair at {old_rule:g} training accuracy):\n\n"
+               + markdown_table(noise_reference_facts(frame, noise_claims(frame, None, old_rule), rule=old_rule))
                for name, (frame, _) in (page.references(retired=True) if study.show_references else {}).items()]
     blocks, rows, figure = [], {}, None
     for name, (frame, prov) in (page.references() if study.show_references else {}).items():
         ref = mark_kept(noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]), ["lr", "batch_size"])
         figure = figure or plot_noise_grid(ref, cell_mean_fit(ref, ["lr", "batch_size"]))
-        facts = (f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell. "
-                 + noise_reference_facts(frame, noise_claims(frame, None)))
+        facts = (f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell.\n\n"
+                 + markdown_table(noise_reference_facts(frame, noise_claims(frame, None))))
         block, rows[name] = noise_reference_block(page, name, frame, prov, facts)
         blocks.append(block)
     texts = {"ref_figure_name": f"`{next(iter(rows))}`" if rows else "(none)",
@@ -127,3 +129,81 @@ def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
              "ref_summary": "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" for r in rs) for n, rs in rows.items())
              or "none is committed"}
     return texts, figure or placeholder("No reference run of this page is committed.")
+
+
+def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, str], dict[str, Any]]:
+    """Return where the page's "where this page runs" paragraphs stand, as the choices the Markdown is chosen by,
+    and the numbers and words they quote, by glue key: this page's setting; the regime map read (``map_frame``, the
+    noise_regime page's CSV, None if not executed beside it: then a committed reference map of the data set, if
+    any); how the setting reads there (its learning rates that gain, its best cell's gain, interval, disagreement and
+    ensemble gain); the setting the map picks and the one the ranking fixed before the map first ran picks; and the
+    setting's merge against children whose learning rate decays to zero from the same spawn, at the best η.
+
+    ``where``: ``nomap`` (no map of the data set), ``untrained`` (the map did not train this setting), ``nopick``
+    (no spawned setting of the map gains), ``picked`` or ``picked_paper`` (the map picks this setting, by its cells
+    that gain at all or that gain the paper's size), ``other`` (it picks another); ``where_read``: ``yes`` where the
+    map trained the setting (its numbers are quoted), else ``no``.  ``where_first``: ``same``,
+    ``other`` or ``nothing`` (what the ranking fixed before picks), ``none`` without a pick.  ``where_decay``:
+    ``within`` the minimum effect, the decayed children ``below`` or ``above`` the merge, ``none`` without those
+    cells; ``where_converged``: whether the weaker child met the old convergence rule there."""
+    own = {"augment": bool(study.augment), "lr_floor": float(study.lr_floor), "spawn_fraction": study.spawn_fraction}
+    choices = {"where": "nomap", "where_read": "no", "where_first": "none", "where_decay": "none",
+               "where_converged": "none"}
+    facts: dict[str, Any] = {"where_setting": Markdown(describe_setting(own))}
+    label = "the regime map (the previous page, one batch size)"
+    if map_frame is not None and "dataset" in map_frame:
+        map_frame = map_frame[map_frame["dataset"] == study.dataset]
+    if map_frame is None or map_frame.empty:  # no map of this data set beside it: a committed reference map, if any
+        name, map_frame = _reference_map(study.dataset)
+        label = f"the committed reference map `{name}` (one batch size)"
+    if map_frame is None or map_frame.empty:
+        return choices, facts
+    cells = map_cells(map_frame)
+    here = cells[(cells["method"] == "spawn") & (cells["augment"] == own["augment"])
+                 & np.isclose(cells["lr_floor"], own["lr_floor"]) & np.isclose(cells["spawn_fraction"],
+                                                                           own["spawn_fraction"])]
+    facts["where_map"] = Markdown(label)
+    if here.empty:
+        return {**choices, "where": "untrained"}, facts
+    s = map_settings(here).iloc[0]
+    best = here.set_index("lr").loc[s["best_lr"]]
+    facts.update(where_n_lrs=len(here), where_n_gain=int(s["n_gain"]), where_min_pairs=MAP_MIN_PAIRS,
+                 where_best_gain=100 * s["best_gain"], where_best_lo=100 * s["best_gain_lo"],
+                 where_best_hi=100 * s["best_gain_hi"], where_best_lr=s["best_lr"],
+                 where_disagree=100 * best["disagreement"], where_ens_gain=100 * best["ensemble_gain"])
+    choices["where_read"] = "yes"
+    pick = pick_setting(cells)
+    if pick is None:
+        return {**choices, "where": "nopick"}, facts
+    choices.update(_against_decay_facts(cells, own, s["best_lr"], facts))
+    same = (bool(pick["augment"]) == own["augment"] and np.isclose(pick["lr_floor"], own["lr_floor"])
+            and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
+    first = pick_setting(cells, FIRST_PICK)
+    facts.update(where_pick=Markdown(describe_setting(pick)),
+                 where_first_pick=Markdown(describe_setting(first) if first is not None else "nothing"))
+    choices.update(where=("picked_paper" if s["n_paper"] else "picked") if same else "other",
+                   where_first="same" if first == pick else "nothing" if first is None else "other")
+    return choices, facts
+
+
+def _against_decay_facts(cells: pd.DataFrame, own: dict, lr: float, facts: dict[str, Any]) -> dict[str, str]:
+    """Add to ``facts`` the setting's merge at ``lr`` beside children spawned at the same point whose learning rate
+    decays to zero (:func:`lmcbook.captions.against_decay`), and return the choices that say how they compare
+    (:func:`where_facts`); none where the map has no such cell."""
+    vs = against_decay(cells, own, lr)
+    if vs is None:
+        return {}
+    diff = 100 * (vs["acc_merged"] - vs["acc_decayed"])
+    facts.update(where_acc_merged=vs["acc_merged"], where_acc_children=vs["acc_children"],
+                 where_weak_train=vs["weak_train"], where_acc_decayed=vs["acc_decayed"], where_decay_diff=abs(diff),
+                 where_min_effect=100 * NOISE_MIN_EFFECT, where_converged_acc=NOISE_CONVERGED_TRAIN_ACC)
+    return {"where_decay": "within" if abs(diff) <= 100 * NOISE_MIN_EFFECT else "below" if diff > 0 else "above",
+            "where_converged": "yes" if vs["weak_train"] >= NOISE_CONVERGED_TRAIN_ACC else "no"}
+
+
+def _reference_map(dataset: str) -> tuple[str, pd.DataFrame | None]:
+    """Return the first committed reference regime map of ``dataset`` (its name and frame), or ("", None)."""
+    for name in reference.available("noise_regime"):
+        if reference.dataset(name) == dataset:
+            return name, reference.load(name)[0]
+    return "", None

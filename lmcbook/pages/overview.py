@@ -5,19 +5,16 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import reference
-from ..captions import noise_map_sentence, sensitivity_words
+from ..captions import markdown_table, moving_rows, noise_map_summary
 from ..claims import (
     ACC_BARRIER_MAX,
     BLOCK_CODES,
     BOOK,
     CAL_BARRIER_MAX,
     FAIL,
-    INCONCLUSIVE,
     MARKS,
-    NA,
     PAPER,
     PAPER_MLP_ACC_BARRIER,
-    PASS,
     ClaimResult,
     block_counts,
     board_results,
@@ -33,21 +30,24 @@ from ..schema import select
 from ..stats import cell_stats
 
 
-def noise_verdict_words(label: str, rows: list[ClaimResult], sensitivity: pd.DataFrame | None = None) -> str:
-    """Return, for a landing page, what a run's noise rows found in words: each claim of the noise paper, and whether
-    it holds, fails, shows no effect of the paper's size, is undecided or does not apply there; then (``sensitivity``:
-    :func:`lmcbook.claims.rule_sensitivity`'s table) which verdicts move with the rule's threshold."""
-    said = {PASS: "holds", FAIL: "does not hold", INCONCLUSIVE: "is undecided", NA: "does not apply"}
-    words = []
-    for r in sorted(rows, key=lambda r: id_order(r.id)):
-        verb = ABSENT_WORDS if r.state == FAIL and ("of the paper's size" in r.measured) else said[r.state]
-        words.append(f"{r.id} ({r.mark}) {verb}: “{r.statement.rstrip('.')}”")
-    text = f"On {label}: " + "; ".join(words) + "."
-    return text + (f" {sensitivity_words(sensitivity)}" if sensitivity is not None else "")
+def noise_verdict_table(refs: dict[str, tuple[list[ClaimResult], pd.DataFrame | None]]) -> pd.DataFrame:
+    """Return, for a landing page, one row per noise run (by label: its rows, and
+    :func:`lmcbook.claims.rule_sensitivity`'s table or None): each claim's mark (✗ on an interval below the minimum
+    effect reads "✗ (no effect of the paper's size)"), and the claims whose verdict moves as the rule's threshold
+    rises ("none" if no row moves)."""
+    out = {}
+    for label, (rows, sensitivity) in refs.items():
+        marks = {r.id: f"{r.mark} ({ABSENT_WORDS})" if r.state == FAIL and "of the paper's size" in r.measured
+                 else r.mark for r in sorted(rows, key=lambda r: id_order(r.id))}
+        moving = "" if sensitivity is None else moving_rows(sensitivity)
+        out[label] = {**marks, "moves with the rule's threshold": moving or "none"}
+    table = pd.DataFrame.from_dict(out, orient="index").fillna("—").rename_axis("run")
+    ids = sorted((c for c in table.columns if c != "moves with the rule's threshold"), key=id_order)
+    return table[[*ids, "moves with the rule's threshold"]]
 
 
-#: How :func:`noise_verdict_words` says a ✗ that is an absence (an interval below the minimum effect).
-ABSENT_WORDS = "shows no effect of the paper's size"
+#: How :func:`noise_verdict_table` says a ✗ that is an absence (an interval below the minimum effect).
+ABSENT_WORDS = "no effect of the paper's size"
 
 
 def headline_numbers(acc: pd.DataFrame, bar: pd.DataFrame) -> dict[str, float]:
@@ -96,18 +96,18 @@ def board_numbers(board: pd.DataFrame) -> tuple[dict[str, int], dict[str, str]]:
 
 
 def noise_words(page: Page) -> dict[str, str]:
-    """Return, by glue key, the noise paper's results in words: each committed noise reference run's rows
-    (:func:`noise_verdict_words`), and each regime map's (this build's and every committed one's) sentence
-    (:func:`lmcbook.captions.noise_map_sentence`)."""
-    refs = []
+    """Return, by glue key, the noise paper's results as Markdown tables: each committed noise reference run's marks
+    (:func:`noise_verdict_table`), and each regime map's summary, this build's and every committed one's
+    (:func:`lmcbook.captions.noise_map_summary`)."""
+    refs = {}
     for name, (frame, _) in {**page.references("noise_scale"), **page.references("noise_components")}.items():
         scale, comp = (frame, None) if reference.get(name).notebook == "noise_scale" else (None, frame)
-        refs.append(noise_verdict_words(f"the reference run `{name}` ({DATASET_SHORT[reference.dataset(name)]})",
-                                        noise_claims(scale, comp), rule_sensitivity(scale, comp)))
+        refs[f"`{name}` ({DATASET_SHORT[reference.dataset(name)]})"] = (noise_claims(scale, comp),
+                                                                        rule_sensitivity(scale, comp))
     maps = {"this build": page.read_csv("noise_regime"),
             **{f"`{n}`": f for n, (f, _) in page.references("noise_regime").items()}}
-    return {"noise_ref_rows": " ".join(refs) or "No noise reference run is committed.",
-            "noise_map": " ".join(noise_map_sentence(label, frame) for label, frame in maps.items())}
+    return {"noise_ref_rows": markdown_table(noise_verdict_table(refs)) if refs else "No noise reference run is "
+            "committed.", "noise_map": markdown_table(noise_map_summary(maps))}
 
 
 def short_merge_words(frames: dict[str, pd.DataFrame]) -> str:

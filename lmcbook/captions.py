@@ -238,11 +238,3 @@ def claims_markdown(rows: list[ClaimResult]) -> str:
         return "(no rows)"
     return "\n".join(f"- **{r.id}**{f' ({r.regime})' if r.regime else ''}: {r.statement} *Test:* {r.test}. "
                      f"*Measured:* {r.measured_shown}. **{r.mark}**" for r in rows)
-
-
-def direction(before: float, after: float, tol: float = 0.01) -> str:
-    """Return "rises", "falls" or "stays about the same" for a change from ``before`` to ``after`` (relative
-    tolerance ``tol``)."""
-    if abs(after - before) <= tol * max(abs(before), abs(after), 1e-12):
-        return "stays about the same"
-    return "rises" if after > before else "falls"

@@ -143,9 +143,9 @@ pd.DataFrame(states)
 
 # %% tags=["remove-cell"]
 ref_frames = {label: long, **ref_frames}
-page_numbers = mech.mechanism_numbers(long)  # the directions of change are words, the rest numbers
-page.glue_values(**{k: v for k, v in page_numbers.items() if not isinstance(v, str)})
-page.glue_markdown(**{k: v for k, v in page_numbers.items() if isinstance(v, str)}, **mech.threshold_words())
+page_numbers = mech.mechanism_numbers(long)
+page.glue_values(**page_numbers)
+page.glue_markdown(**mech.threshold_words())
 page.glue_md("setup", mech.describe_mechanism(study))
 page.glue_md("cut", mech.mechanism_cut(study))
 page.glue_md("cells", mech.mechanism_cells_markdown(long))
@@ -213,40 +213,40 @@ page.glue_values(**conclusion_lists)
 # ({glue:text}`d_lo:.2g`, where weight decay alone would leave {glue:text}`shrink_lo:.2f` of
 # a weight) to the largest ({glue:text}`d_hi:.2g`, leaving {glue:text}`shrink_hi:.2g`):
 #
-# - plain merged accuracy {glue:md}`acc_plain_dir` from {glue:text}`acc_plain_lo:.3f` to
+# - plain merged accuracy goes from {glue:text}`acc_plain_lo:.3f` to
 #   {glue:text}`acc_plain_hi:.3f`; after weight matching it is {glue:text}`acc_matched_lo:.3f`
 #   and {glue:text}`acc_matched_hi:.3f`, and the logit ensemble {glue:text}`acc_ensemble_lo:.3f`
 #   and {glue:text}`acc_ensemble_hi:.3f`;
-# - the relative effective rank of the hidden-to-hidden matrices {glue:md}`rank_dir` from
+# - the relative effective rank of the hidden-to-hidden matrices goes from
 #   {glue:text}`rank_lo:.3f` to {glue:text}`rank_hi:.3f` (untrained networks:
 #   {glue:text}`rank_untrained_lo:.3f`);
-# - the LEWC error of the plain pair {glue:md}`lewc_dir` from {glue:text}`lewc_lo:.3f` to
-#   {glue:text}`lewc_hi:.3f`, and the LLFC error after weight matching {glue:md}`llfc_matched_dir`
+# - the LEWC error of the plain pair goes from {glue:text}`lewc_lo:.3f` to
+#   {glue:text}`lewc_hi:.3f`, and the LLFC error after weight matching goes
 #   from {glue:text}`llfc_matched_lo:.3f` to {glue:text}`llfc_matched_hi:.3f`. Where the latter
 #   is small, the two networks, once permuted onto each other, interpolate linearly layer by
 #   layer (LLFC): the signature of one solution up to a permutation, not of LEWC;
-# - the distance from initialisation {glue:md}`dist_dir` from {glue:text}`dist_lo:.2f` to
-#   {glue:text}`dist_hi:.2f`, and the relative stable rank of $W - W_0$ {glue:md}`delta_stable_rank_dir`
+# - the distance from initialisation goes from {glue:text}`dist_lo:.2f` to
+#   {glue:text}`dist_hi:.2f`, and the relative stable rank of $W - W_0$ goes
 #   from {glue:text}`delta_stable_rank_lo:.3f` to {glue:text}`delta_stable_rank_hi:.3f`. Read
 #   the latter with care: once weight decay has removed most of the initialisation, $W - W_0$
 #   contains $-W_0$, whose rank is the random initialisation's; it reads what training added only
 #   while the distance from initialisation is small.
 
 # %% [markdown] tags=["when:m5_reading=against"]
-# The orthogonality ratio {glue:md}`orth_dir` from {glue:text}`orth_lo:.3f` to
+# The orthogonality ratio goes from {glue:text}`orth_lo:.3f` to
 # {glue:text}`orth_hi:.3f` (untrained pairs: {glue:text}`orth_untrained_lo:.3f`). That is
 # **evidence against** the paper's chain, not for it: the chain needs the ratio to fall
 # towards 0 as weight decay acts, and M5 finds no fall beyond its minimum effect,
 # {glue:md}`orth_fall_min` ({glue:md}`m5_mark`).
 
 # %% [markdown] tags=["when:m5_reading=for"]
-# The orthogonality ratio {glue:md}`orth_dir` from {glue:text}`orth_lo:.3f` to
+# The orthogonality ratio goes from {glue:text}`orth_lo:.3f` to
 # {glue:text}`orth_hi:.3f` (untrained pairs: {glue:text}`orth_untrained_lo:.3f`): the fall
 # the paper's chain predicts, beyond M5's minimum effect of {glue:md}`orth_fall_min`
 # ({glue:md}`m5_mark`).
 
 # %% [markdown] tags=["when:m5_reading=open"]
-# The orthogonality ratio {glue:md}`orth_dir` from {glue:text}`orth_lo:.3f` to
+# The orthogonality ratio goes from {glue:text}`orth_lo:.3f` to
 # {glue:text}`orth_hi:.3f` (untrained pairs: {glue:text}`orth_untrained_lo:.3f`); M5 does
 # not decide whether that is the fall the paper's chain predicts ({glue:md}`m5_mark`).
 

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from .. import reference
-from ..captions import direction, markdown_table, short_fraction
+from ..captions import markdown_table, short_fraction
 from ..claims import (
     CONVERGED_TRAIN_ACC,
     D_TIE_RTOL,
@@ -82,8 +82,8 @@ def hypotheses_markdown(states: dict[str, dict[str, str]]) -> str:
 def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
     """Return the numbers the mechanism page quotes, by glue key: at the decay arm's widest width (``units``), in its
     smallest-D (``_lo``) and largest-D (``_hi``) cells, each measure's mean over pairs, the D values, the fraction of a
-    weight that weight decay alone leaves (``shrink``), the distance from initialisation (``dist``), and the direction
-    of each change (``_dir``: :func:`lmcbook.captions.direction`); the largest-D cell's length and weight decay
+    weight that weight decay alone leaves (``shrink``), and the distance from initialisation (``dist``); the
+    largest-D cell's length and weight decay
     (``epochs_hi``, ``wd_hi``), and the widest width of the cells trained longer than it (``length_widest``, 0 if
     none).  The accuracies and the distance read the whole network; LEWC, LLFC and orthogonality read λ = ½; the
     ranks read the hidden-to-hidden matrices."""
@@ -115,19 +115,17 @@ def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
             "shrink_lo": float(lo["shrinkage"]), "shrink_hi": float(hi["shrinkage"]),
             "epochs_hi": float(hi["epochs"]), "wd_hi": float(hi["weight_decay"]),
             "length_widest": int(longer["widest"].max()) if len(longer) else 0,
-            "acc_plain_lo": acc_plain[0], "acc_plain_hi": acc_plain[1], "acc_plain_dir": direction(*acc_plain),
+            "acc_plain_lo": acc_plain[0], "acc_plain_hi": acc_plain[1],
             "acc_matched_lo": acc_matched[0], "acc_matched_hi": acc_matched[1],
             "acc_ensemble_lo": acc_ensemble[0], "acc_ensemble_hi": acc_ensemble[1],
-            "orth_lo": orth[0], "orth_hi": orth[1], "orth_dir": direction(*orth),
+            "orth_lo": orth[0], "orth_hi": orth[1],
             "orth_untrained_lo": orth_untrained[0],
-            "lewc_lo": lewc[0], "lewc_hi": lewc[1], "lewc_dir": direction(*lewc),
+            "lewc_lo": lewc[0], "lewc_hi": lewc[1],
             "llfc_matched_lo": llfc_matched[0], "llfc_matched_hi": llfc_matched[1],
-            "llfc_matched_dir": direction(*llfc_matched),
-            "rank_lo": rank[0], "rank_hi": rank[1], "rank_dir": direction(*rank),
+            "rank_lo": rank[0], "rank_hi": rank[1],
             "rank_untrained_lo": rank_untrained[0],
             "delta_stable_rank_lo": delta_stable_rank[0], "delta_stable_rank_hi": delta_stable_rank[1],
-            "delta_stable_rank_dir": direction(*delta_stable_rank),
-            "dist_lo": dist[0], "dist_hi": dist[1], "dist_dir": direction(*dist)}
+            "dist_lo": dist[0], "dist_hi": dist[1]}
 
 
 def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]], dict[str, pd.DataFrame],

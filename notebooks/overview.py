@@ -75,7 +75,7 @@ page.glue_values(**conclusion_lists)
 page.glue_md("acted_cells", "; ".join(f"{k}: {claims.largest_d_cell(f)}" for k, f in mech_frames.items()))
 # and how well wide networks merge before it has acted (the smallest D): the effect the paper reports, reproduced
 short_merge = short_merge_words(mech_frames)
-page.choose("short_merge", "none" if short_merge == "none" else "some")
+page.choose("short_merge_read", "none" if short_merge == "none" else "some")
 page.glue_md("short_merge", short_merge)
 # the paper's barrier, looked for over every cell the book and its references train
 closest = claims.closest_barrier({f"{own_label}, width pages": acc, **mech_frames})
@@ -123,12 +123,12 @@ if closest is not None:
 # {glue:text}`open_sets`, the verdicts do not decide between the paper's account and
 # the alternatives.
 
-# %% [markdown] tags=["when:short_merge=some"]
+# %% [markdown] tags=["when:short_merge_read=some"]
 # **The width effect itself, before weight decay has acted** (the smallest weight-decay
 # integral $D$ at the widest width): plain averaging reaches this share of the logit
 # ensemble's accuracy (merged over ensemble, 95% interval): {glue:md}`short_merge`.
 
-# %% [markdown] tags=["when:short_merge=none"]
+# %% [markdown] tags=["when:short_merge_read=none"]
 # % no mechanism frame has a smallest-D cell where weight decay is idle and the endpoints converged
 
 # %% [markdown]

@@ -95,7 +95,7 @@ page.choose("small_init", "pending" if m4 is None else {claims.PASS: "vanishes",
 # the arm's narrow end, where M4 decides: read only where its endpoints trained (the convergence rule M4 applies)
 decided = m4 is not None and m4.state in (claims.PASS, claims.FAIL)
 narrow_end, small = width_accuracy.small_init_facts(mech, m4) if decided else ("none", {})
-page.choose("small_narrow", narrow_end)
+page.choose("small_narrow_end", narrow_end)
 page.glue_values(**small)
 # and M4 on the committed mechanism reference of another data set
 elsewhere, other = width_accuracy.m4_elsewhere(page.references("mechanism"), study.dataset)
@@ -159,29 +159,29 @@ page.glue_markdown(**other)
 # {glue:text}`standard_wide:.3f` with the standard initialisation (M4 {glue:md}`m4_mark`:
 # {glue:md}`m4_measured`).
 
-# %% [markdown] tags=["when:small_narrow=trained"]
+# %% [markdown] tags=["when:small_narrow_end=trained"]
 # At {glue:text}`small_n_narrow` hidden units, the narrowest width of that arm whose endpoints
 # all reach the convergence rule's training accuracy of {glue:text}`small_converged_rule:g`,
 # it is {glue:text}`small_narrow:.3f`; below it ({glue:md}`small_untrained_widths` units) some
 # endpoints did not.
 
-# %% [markdown] tags=["when:small_narrow=all"]
+# %% [markdown] tags=["when:small_narrow_end=all"]
 # Every width of that arm trained (each endpoint at the convergence rule's training accuracy of
 # {glue:text}`small_converged_rule:g` or more); at {glue:text}`small_n_narrow` hidden units,
 # its narrowest, it is {glue:text}`small_narrow:.3f`.
 
-# %% [markdown] tags=["when:small_narrow=untrained"]
+# %% [markdown] tags=["when:small_narrow_end=untrained"]
 # The arm has no width trend this page can read: below {glue:text}`small_n_wide` hidden
 # units (at {glue:md}`small_untrained_widths`) no width has all its endpoints at the
 # convergence rule's training accuracy of {glue:text}`small_converged_rule:g`; the closest,
 # {glue:text}`small_n_closest` units, has its weakest endpoint at
 # {glue:text}`small_closest_min:.3f`. So only its widest width is read.
 
-# %% [markdown] tags=["when:small_narrow=single"]
+# %% [markdown] tags=["when:small_narrow_end=single"]
 # The arm was trained at {glue:text}`small_n_wide` hidden units only, so it has no width
 # trend of its own.
 
-# %% [markdown] tags=["when:small_narrow=none"]
+# %% [markdown] tags=["when:small_narrow_end=none"]
 # % M4 does not decide here: no narrow end of the small-initialisation arm is quoted.
 
 # %% [markdown] tags=["when:small_init=open"]

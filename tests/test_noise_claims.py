@@ -386,7 +386,7 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
 @pytest.mark.parametrize("decayed, where", [(0.818, "within"), (0.80, "below"), (0.83, "above")])
 def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, where):
     from lmcbook.captions import against_decay
-    from lmcbook.pages.noise_scale import _against_decay_facts
+    from lmcbook.pages.noise_scale import decay_choices
 
     row = dict(method="spawn", augment=False, lr=0.1, spawn_fraction=0.5)
     cells = pd.DataFrame([{**row, "lr_floor": 1.0, "acc_merged": 0.818, "acc_endpoints": 0.782, "train_acc_min": 0.865},
@@ -395,9 +395,7 @@ def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, wh
     pick = {"augment": False, "lr_floor": 1.0, "spawn_fraction": 0.5}
     assert against_decay(cells, pick, 0.1) == pytest.approx({"acc_merged": 0.818, "acc_children": 0.782,
                                                             "weak_train": 0.865, "acc_decayed": decayed})
-    facts = {}
-    assert _against_decay_facts(cells, pick, 0.1, facts) == {"where_decay": where, "where_converged": "no"}
-    assert facts["where_decay_diff"] == pytest.approx(100 * abs(0.818 - decayed))
+    assert decay_choices(against_decay(cells, pick, 0.1)) == {"where_decay": where, "where_converged": "no"}
     assert against_decay(cells, dict(pick, lr_floor=0.0), 0.1) is None  # nothing to compare a decayed merge with
 
 

@@ -175,7 +175,13 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
     pick = pick_setting(cells)
     if pick is None:
         return {**choices, "where": "nopick"}, facts
-    choices.update(_against_decay_facts(cells, own, s["best_lr"], facts))
+    vs = against_decay(cells, own, s["best_lr"])  # the merge beside children whose rate decays to zero
+    if vs is not None:
+        choices.update(decay_choices(vs))
+        facts.update(where_acc_merged=vs["acc_merged"], where_acc_children=vs["acc_children"],
+                     where_weak_train=vs["weak_train"], where_acc_decayed=vs["acc_decayed"],
+                     where_decay_diff=100 * abs(vs["acc_merged"] - vs["acc_decayed"]),
+                     where_min_effect=100 * NOISE_MIN_EFFECT, where_converged_acc=NOISE_CONVERGED_TRAIN_ACC)
     same = (bool(pick["augment"]) == own["augment"] and np.isclose(pick["lr_floor"], own["lr_floor"])
             and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
     first = pick_setting(cells, FIRST_PICK)
@@ -186,18 +192,13 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
     return choices, facts
 
 
-def _against_decay_facts(cells: pd.DataFrame, own: dict, lr: float, facts: dict[str, Any]) -> dict[str, str]:
-    """Add to ``facts`` the setting's merge at ``lr`` beside children spawned at the same point whose learning rate
-    decays to zero (:func:`lmcbook.captions.against_decay`), and return the choices that say how they compare
-    (:func:`where_facts`); none where the map has no such cell."""
-    vs = against_decay(cells, own, lr)
-    if vs is None:
-        return {}
-    diff = 100 * (vs["acc_merged"] - vs["acc_decayed"])
-    facts.update(where_acc_merged=vs["acc_merged"], where_acc_children=vs["acc_children"],
-                 where_weak_train=vs["weak_train"], where_acc_decayed=vs["acc_decayed"], where_decay_diff=abs(diff),
-                 where_min_effect=100 * NOISE_MIN_EFFECT, where_converged_acc=NOISE_CONVERGED_TRAIN_ACC)
-    return {"where_decay": "within" if abs(diff) <= 100 * NOISE_MIN_EFFECT else "below" if diff > 0 else "above",
+def decay_choices(vs: dict[str, float]) -> dict[str, str]:
+    """Return how a merge compares with children whose learning rate decays to zero (``vs``:
+    :func:`lmcbook.captions.against_decay`), as :func:`where_facts` chooses it: ``where_decay`` ``within`` the
+    minimum effect, the decayed children ``below`` or ``above`` the merge; ``where_converged`` ``yes`` or ``no``
+    (the weaker child at the old convergence rule)."""
+    diff = vs["acc_merged"] - vs["acc_decayed"]
+    return {"where_decay": "within" if abs(diff) <= NOISE_MIN_EFFECT else "below" if diff > 0 else "above",
             "where_converged": "yes" if vs["weak_train"] >= NOISE_CONVERGED_TRAIN_ACC else "no"}
 
 

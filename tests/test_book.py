@@ -452,7 +452,7 @@ def test_every_page_glues_the_scoreboards_verdict(executed):
             assert page_state == r.state == claims.state_of(board, r.id, r.regime), (name, r.id, r.regime)
             # where the page's prose quotes the row (under the row's own key), it shows the scoreboard's numbers,
             # intervals included: the same text, computed from the CSV
-            assert glued_md.get(f"{r.key}_measured", r.measured) == r.measured, (name, r.id, r.regime)
+            assert glued_md.get(f"{r.key}_measured", r.measured_shown) == r.measured_shown, (name, r.id, r.regime)
     for name in reference.REFERENCES:  # and every committed reference's rows, on the scoreboard and on its page
         if name not in reference.available(reference.get(name).notebook) or reference.get(name).notebook not in \
                 claims.PAGE_CLAIMS:  # not committed, or a page without claims (the regime map)

@@ -68,8 +68,6 @@ _DIGITS = "scikit-learn's digits (1,797 8×8 images), the quick book's split"
 _LONG_PENDING = ("not made yet: 600 epochs at 1024 hidden units on 7,200 MNIST images take about 25 CPU-minutes per "
                  "network here, 8 hours for the 20 networks the verdicts read; "
                  "`lmcbook reference NAME --data-root DIR` makes it, and its runs resume from the store")
-_TRAINING = ("not made yet: its runs take about three hours of this machine's two cores, which went to the noise "
-             "references first; `lmcbook reference NAME` makes it, and its runs resume from the store")
 _MNIST1D = ("MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
             "calibration) and 4,000 test signals")
 
@@ -87,7 +85,7 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
                 purpose="the width paper's own route to a large decay integral: the quick recipe trained 600 epochs "
                         "at weight decay 1e-4 and 3e-3 at every width up to 1024 hidden units, 5 pairs at the two "
                         "widest (M1 and M6 by the paper's route; W1, W6 and W7 in the long regime)",
-                pending=_LONG_PENDING if tag == "mnist-standin" else _TRAINING)
+                pending=_LONG_PENDING if tag == "mnist-standin" else "")
       for tag in ("digits", "mnist-standin")),
     Reference("noise-regime-mnist-standin", "noise_regime", "quick",
               {"dataset": "mnist_standin", "lr_floors": [0.0, 0.2, 1.0], "spawn_fractions": [0.0, 0.1, 0.25, 0.5],

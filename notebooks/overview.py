@@ -100,11 +100,11 @@ if closest is not None:
 # %% [markdown] tags=["when:conclusion=contradicted"]
 # **What makes merging without permutations work: not what the paper says**, by the
 # book's own tests of the paper's account (the M rows of {doc}`mechanism`). On
-# {glue:text}`against_sets`, in the cell of largest $D$ at the widest width, where weight decay has acted, plain averaging does not merge wide
-# networks as the paper says it does. Alternatives the data support:
-# {glue:text}`alternatives`. The cells this rests on: {glue:md}`acted_cells`; one cell per
-# data set, and other lengths and weight decays are not read by it; {doc}`mechanism` says
-# what they leave untested.
+# {glue:text}`against_sets`, in the cell of largest $D$ at the widest width, where weight
+# decay has acted, plain averaging does not merge wide networks as the paper says it does.
+# Alternatives the data support: {glue:text}`alternatives`. The cells this rests on:
+# {glue:md}`acted_cells`: one cell per run, and the other lengths and weight decays are not
+# read by it; {doc}`mechanism` says what they leave untested.
 
 # %% [markdown] tags=["when:conclusion=supported"]
 # **What makes merging without permutations work: as the paper says**, by the book's own

@@ -182,8 +182,9 @@ def noise_map_summary(maps: dict[str, pd.DataFrame]) -> pd.DataFrame:
     set, how its cells read (:data:`~lmcbook.claims.noise_map.MAP_READINGS`), the best gain of the book's first
     protocol (a decay to zero, children spawned at 50%), the setting it picks and that setting's best gain (a
     setting's best cell: the one whose interval has the highest lower end), what the ranking fixed before the map
-    first ran picks, and the picked merge minus children whose learning rate decays to zero from the same spawn
-    (points), every number computed; "—" where a map has none."""
+    first ran picks, and, at the picked setting's best η, its merge minus children whose learning rate decays to zero
+    from the same spawn (points; within the noise rows' minimum effect, merging recovers what decaying gives, no
+    more) and its weaker child's training accuracy, every number computed; "—" where a map has none."""
     return pd.DataFrame.from_dict({label: _map_row(frame) for label, frame in maps.items()},
                                   orient="index").rename_axis("map")
 
@@ -194,8 +195,9 @@ def _map_row(frame: pd.DataFrame) -> dict[str, Any]:
 
     cells = map_cells(frame)
     n = cells["reading"].value_counts()
-    readings = {"paper": f"gain ≥ {100 * NOISE_MIN_EFFECT:g} points", "gains": "gain less", "basins":
-                "different basins", "harvest": "nothing to harvest", "failed": "failed", "undecided": "undecided"}
+    readings = {"paper": f"cells gaining ≥ {100 * NOISE_MIN_EFFECT:g} points", "gains": "cells gaining less",
+                "basins": "cells in different basins", "harvest": "cells with nothing to harvest",
+                "failed": "cells failed", "undecided": "cells undecided"}
     pick, first = pick_setting(cells), pick_setting(cells, FIRST_PICK)
     best = _setting_best(cells, pick)
     vs = against_decay(cells, pick, best["best_lr"]) if pick is not None and best is not None else None
@@ -207,8 +209,9 @@ def _map_row(frame: pd.DataFrame) -> dict[str, Any]:
             "its best gain": _gain_text(best),
             "the ranking fixed before picks": ("—" if pick is None else "the same" if first == pick else
                                                describe_setting(first) if first is not None else "none"),
-            "merge minus decay-to-zero children": "—" if vs is None else
-            f"{100 * (vs['acc_merged'] - vs['acc_decayed']):+.2f}"}
+            "merge minus decay-to-zero children (points, at that η)": "—" if vs is None else
+            f"{100 * (vs['acc_merged'] - vs['acc_decayed']):+.2f}",
+            "weaker child's training accuracy there": "—" if vs is None else f"{vs['weak_train']:.3f}"}
 
 
 def _setting_best(cells: pd.DataFrame, setting: dict | None) -> pd.Series | None:

@@ -212,7 +212,9 @@ for name, (frame, prov) in (page.references() if study.show_references else {}).
     ref_maps[f"`{name}`"] = frame
     ref_blocks.append(f"**Reference** {reference.describe(name, prov)}.\n\n"
                       + map_table(claims.map_settings(ref_cells), ref_cells))
-summary = captions.markdown_table(captions.noise_map_summary(ref_maps)) if ref_maps else ""
+summary = ("Each committed map, by how its cells read (counts of cells), the setting it picks and its best gain "
+           "(points, 95% interval):\n\n" + captions.markdown_table(captions.noise_map_summary(ref_maps))
+           if ref_maps else "")
 page.glue_md("map_references", "\n\n".join([summary, *ref_blocks]) or "No reference run of this page is committed.")
 page.glue_md("map_listing", reference.listing(page.name))
 page.glue_figure("fig_map_ref", ref_fig or plots.placeholder("No reference run of this page is committed."))

@@ -186,8 +186,8 @@ if closest is not None:
 # %% [markdown] tags=["when:w8=worse"]
 # **Permutations matter here, the wrong way.** At the widest width of the width runs,
 # weight matching merges worse than a random permutation of the same pair, by
-# {glue:text}`w8_gap:.1f` points (95% interval {glue:text}`w8_lo:.1f` to
-# {glue:text}`w8_hi:.1f`; W8, the book's control, allows ±{glue:text}`w8_tol:g`):
+# {glue:text}`w8_drop:.1f` points (95% interval {glue:text}`w8_drop_lo:.1f` to
+# {glue:text}`w8_drop_hi:.1f`; W8, the book's control, allows ±{glue:text}`w8_tol:g`):
 # {glue:md}`w8_mark` ({doc}`random_permutation`).
 
 # %% [markdown] tags=["when:w8=same"]
@@ -263,7 +263,8 @@ if closest is not None:
 # :format: myst
 # ```
 #
-# The noise pages show the reference runs and all their cells.
+# The claims: {glue:md}`noise_claim_names`. The noise pages show the reference runs and
+# all their cells.
 #
 # ## How to read this book
 #

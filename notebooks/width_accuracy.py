@@ -162,8 +162,8 @@ page.glue_markdown(**other)
 # %% [markdown] tags=["when:small_narrow_end=trained"]
 # At {glue:text}`small_n_narrow` hidden units, the narrowest width of that arm whose endpoints
 # all reach the convergence rule's training accuracy of {glue:text}`small_converged_rule:g`,
-# it is {glue:text}`small_narrow:.3f`; below it ({glue:md}`small_untrained_widths` units) some
-# endpoints did not.
+# it is {glue:text}`small_narrow:.3f`. The widths whose endpoints did not all reach it:
+# {glue:md}`small_untrained_widths` units.
 
 # %% [markdown] tags=["when:small_narrow_end=all"]
 # Every width of that arm trained (each endpoint at the convergence rule's training accuracy of

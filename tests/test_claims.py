@@ -677,4 +677,5 @@ def test_the_landing_page_reads_w8_from_the_scoreboard():
                              values={"estimate": 0.057, "lo": 0.051, "hi": 0.062, "threshold": 0.01}, regime="short")
     state, numbers = w8_numbers(claims.scoreboard_long([row]))
     assert state == claims.FAIL
-    assert numbers == pytest.approx({"w8_gap": 5.7, "w8_lo": 5.1, "w8_hi": 6.2, "w8_tol": 1.0})
+    assert numbers == pytest.approx({"w8_gap": 5.7, "w8_lo": 5.1, "w8_hi": 6.2, "w8_tol": 1.0,
+                                     "w8_drop": -5.7, "w8_drop_lo": -6.2, "w8_drop_hi": -5.1})

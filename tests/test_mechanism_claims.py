@@ -366,6 +366,10 @@ def test_width_accuracy_reads_the_small_initialisation_arm_only_where_it_trained
     assert end == "trained" and facts["small_n_narrow"] == UNITS[1]
     assert facts["small_narrow"] == pytest.approx(base_values_none(EPOCHS, DECAYS[0], 0.25, UNITS[1], 2))
     assert width_accuracy.small_init_facts(mech_frame(), m4)[0] == "all"
+    gap = world(train_acc=lambda e, wd, s, u, p: 0.3 if s < 1 and u == UNITS[1] else 1.0)  # a middle width failed
+    end, facts = width_accuracy.small_init_facts(mech_frame(gap), m4)
+    assert end == "trained" and facts["small_n_narrow"] == UNITS[0]
+    assert str(facts["small_untrained_widths"].data) == str(UNITS[1])
     one = mech_frame()
     one = one[(one["init_scale"] == 1.0) | (one["hidden_units"] == UNITS[-1])]
     assert width_accuracy.small_init_facts(one, m4)[0] == "single"
@@ -394,3 +398,5 @@ def test_the_overview_gives_how_well_wide_networks_merge_before_decay_acts():
     ratio = base_values_none(EPOCHS, DECAYS[0], 1.0, UNITS[-1], 2) / 0.98
     assert words.startswith(f"digits (this build), {ratio:.3f} [") and words.endswith("(5 pairs)")
     assert short_merge_words({}) == "none"
+    same = short_merge_words({"this build": mech_frame(), "a reference": mech_frame()})  # the same runs: said once
+    assert same.startswith("this build = a reference (the same runs), ") and same.count("pairs") == 1

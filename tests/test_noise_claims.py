@@ -329,11 +329,13 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
     rows = claims.claim_n1(df) + claims.claim_n2(df)
     facts = noise_reference_facts(df, rows, 0.025)["value"]
     assert facts["cells the rule kept"] == "15 of 20" and facts["training steps of the kept cells"] == "8000"
+    assert not any("cap" in k for k in facts.index) and "at the cap" not in facts["excluded"]  # one length: no cap
     assert facts["one test example (points)"] == "0.025"
     several = df.copy()
     several.loc[(several["metric"] == "train_steps") & (several["lr"] == 0.01), "value"] = 2000.0
     facts2 = noise_reference_facts(several, rows)["value"]
     assert facts2["training steps of the kept cells"] == "2000, 8000" and facts2["cells at the 8000-step cap"] == "16"
+    assert facts2["S and training length"] == "not independent across the kept cells"
     assert "one test example (points)" not in facts2
     assert facts["excluded"].startswith("η 0.01, B 32 (") and "weaker child 0.100 mean" in facts["excluded"]
     assert facts["Spearman ρ(S, mean gain) over the kept cells"] == "1.00"
@@ -413,6 +415,7 @@ def test_a_noise_page_says_where_it_runs_from_the_map():
     assert facts["where_n_gain"] == 2 and facts["where_n_lrs"] == 3 and facts["where_min_pairs"] == 3
     where, facts = where_facts(resolve(NoiseStudy, "smoke", lr_floor=0.0, spawn_fraction=0.0), frame)
     assert where["where"] == "other" and str(facts["where_pick"].data).startswith("children spawned at 25%")
+    assert where["where_first"] == "aside_same"  # the map picks another setting: no claim about this page's runs
     assert where_facts(here, frame.assign(dataset="mnist1d"))[0]["where"] == "nomap"
     assert where_facts(here, None)[0]["where"] == "nomap"
     untrained = where_facts(resolve(NoiseStudy, "smoke", lr_floor=1.0, spawn_fraction=0.5), frame)[0]
@@ -447,7 +450,7 @@ def test_the_landing_page_table_of_maps():
     flat = _map(lambda *k: 0.0, lambda *k: 0.0).assign(dataset="mnist1d")
     table = noise_map_summary({"this build": frame, "x": flat})
     row = table.loc["this build"]
-    assert row["data"].startswith("MNIST-1D") and row["cells"] == 18 and row["gain ≥ 0.5 points"] == 2
+    assert row["data"].startswith("MNIST-1D") and row["cells"] == 18 and row["cells gaining ≥ 0.5 points"] == 2
     assert row["picked setting"].startswith("children spawned at 25% of training, a learning rate that decays to 0.2")
     assert row["its best gain"].startswith("1.00 [") and row["its best gain"].endswith("at η 0.01")
     assert row["first protocol's best gain"] == "—"  # this map has no 50% spawn

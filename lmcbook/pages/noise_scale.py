@@ -48,13 +48,17 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
     cells = noise_grid_cells(frame, rule)
     ok, out = cells[cells["kept"]], cells[~cells["kept"]]
     cap = int(cells["train_steps"].max())
+    lengths = cells["train_steps"].nunique() > 1  # cells trained to different lengths (the first protocol)
     excluded = "; ".join(
         f"η {lr:g}, B {b:g} (S = {c['noise_scale']:.1e}; weaker child {c['train_acc_mean']:.3f} mean, "
         f"{c['train_acc_min']:.3f} worst" + (", diverged" if c.get("diverged", False) else "")
-        + (", at the cap" if int(c["train_steps"]) == cap else "") + ")" for (lr, b), c in out.iterrows())
+        + (", at the cap" if lengths and int(c["train_steps"]) == cap else "") + ")" for (lr, b), c in out.iterrows())
     facts = {"cells the rule kept": f"{len(ok)} of {len(cells)}", "excluded": excluded or "none",
              "training steps of the kept cells": ", ".join(f"{int(v)}" for v in sorted(ok["train_steps"].unique()))
-             or "—", f"cells at the {cap}-step cap": f"{int((cells['train_steps'] == cap).sum())}"}
+             or "—"}
+    if lengths:  # the first protocol trained a cell longer until it met its rule, up to a cap
+        facts.update({f"cells at the {cap}-step cap": f"{int((cells['train_steps'] == cap).sum())}",
+                      "S and training length": "not independent across the kept cells"})
     if len(ok) >= 2:
         rho = spearman(ok["noise_scale"], ok["gain"])
         best = ok["gain"].idxmax()
@@ -143,7 +147,8 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
     (no spawned setting of the map gains), ``picked`` or ``picked_paper`` (the map picks this setting, by its cells
     that gain at all or that gain the paper's size), ``other`` (it picks another); ``where_read``: ``yes`` where the
     map trained the setting (its numbers are quoted), else ``no``.  ``where_first``: ``same``,
-    ``other`` or ``nothing`` (what the ranking fixed before picks), ``none`` without a pick.  ``where_decay``:
+    ``other`` or ``nothing`` (what the ranking fixed before picks, where the map picks this page's setting),
+    ``aside_same`` or ``aside_other`` (where it picks another), ``none`` without a pick.  ``where_decay``:
     ``within`` the minimum effect, the decayed children ``below`` or ``above`` the merge, ``none`` without those
     cells; ``where_converged``: whether the weaker child met the old convergence rule there."""
     own = {"augment": bool(study.augment), "lr_floor": float(study.lr_floor), "spawn_fraction": study.spawn_fraction}
@@ -187,8 +192,9 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
     first = pick_setting(cells, FIRST_PICK)
     facts.update(where_pick=Markdown(describe_setting(pick)),
                  where_first_pick=Markdown(describe_setting(first) if first is not None else "nothing"))
+    ranking = "same" if first == pick else "nothing" if first is None else "other"
     choices.update(where=("picked_paper" if s["n_paper"] else "picked") if same else "other",
-                   where_first="same" if first == pick else "nothing" if first is None else "other")
+                   where_first=ranking if same else f"aside_{'same' if ranking == 'same' else 'other'}")
     return choices, facts
 
 

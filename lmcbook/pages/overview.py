@@ -97,8 +97,8 @@ def board_numbers(board: pd.DataFrame) -> tuple[dict[str, int], dict[str, str]]:
 
 def noise_words(page: Page) -> dict[str, str]:
     """Return, by glue key, the noise paper's results as Markdown tables: each committed noise reference run's marks
-    (:func:`noise_verdict_table`), and each regime map's summary, this build's and every committed one's
-    (:func:`lmcbook.captions.noise_map_summary`)."""
+    (:func:`noise_verdict_table`) and the claims they read, and each regime map's summary, this build's and every
+    committed one's (:func:`lmcbook.captions.noise_map_summary`)."""
     refs = {}
     for name, (frame, _) in {**page.references("noise_scale"), **page.references("noise_components")}.items():
         scale, comp = (frame, None) if reference.get(name).notebook == "noise_scale" else (None, frame)
@@ -106,17 +106,25 @@ def noise_words(page: Page) -> dict[str, str]:
                                                                         rule_sensitivity(scale, comp))
     maps = {"this build": page.read_csv("noise_regime"),
             **{f"`{n}`": f for n, (f, _) in page.references("noise_regime").items()}}
+    claims_said = {r.id: r.statement.rstrip(".") for rows, _ in refs.values() for r in rows}
     return {"noise_ref_rows": markdown_table(noise_verdict_table(refs)) if refs else "No noise reference run is "
-            "committed.", "noise_map": markdown_table(noise_map_summary(maps))}
+            "committed.", "noise_map": markdown_table(noise_map_summary(maps)),
+            "noise_claim_names": "; ".join(f"{cid}: {s}" for cid, s in sorted(claims_said.items(),
+                                                                             key=lambda kv: id_order(kv[0])))
+            or "none"}
 
 
 def short_merge_words(frames: dict[str, pd.DataFrame]) -> str:
     """Return, in words, how well wide networks merge before weight decay has acted, per mechanism frame (by its
     label): plain merged accuracy over the logit ensemble's at the widest width in the smallest-D cell
     (:func:`lmcbook.claims.short_merge`), its 95% interval and its pairs; "none" where no frame has that cell."""
-    said = [f"{label}, {iv.text()} ({iv.n} pairs)" for label, iv in ((k, short_merge(f)) for k, f in frames.items())
-            if iv.n]
-    return "; ".join(said) or "none"
+    said: dict[str, list[str]] = {}  # by the interval's text: runs that share the cell (the same runs) are said once
+    for label, frame in frames.items():
+        iv = short_merge(frame)
+        if iv.n:
+            said.setdefault(f"{iv.text()} ({iv.n} pairs)", []).append(label)
+    return "; ".join(f"{' = '.join(labels)}{' (the same runs)' if len(labels) > 1 else ''}, {text}"
+                     for text, labels in said.items()) or "none"
 
 
 def w8_numbers(board: pd.DataFrame) -> tuple[str, dict[str, float]]:
@@ -125,6 +133,7 @@ def w8_numbers(board: pd.DataFrame) -> tuple[str, dict[str, float]]:
     and the tolerance, in points."""
     own = board[board["source"].isna()] if "source" in board.columns else board
     row = own[(own["method"] == "W8") & (own["regime"] == "short")].set_index("metric")["value"]
+    gap, lo, hi = (100 * row.get(k, float("nan")) for k in ("claim_estimate", "claim_lo", "claim_hi"))
     return state_of(board, "W8", "short"), {
-        "w8_gap": 100 * row.get("claim_estimate", float("nan")), "w8_lo": 100 * row.get("claim_lo", float("nan")),
-        "w8_hi": 100 * row.get("claim_hi", float("nan")), "w8_tol": 100 * row.get("claim_threshold", float("nan"))}
+        "w8_gap": gap, "w8_lo": lo, "w8_hi": hi, "w8_tol": 100 * row.get("claim_threshold", float("nan")),
+        "w8_drop": -gap, "w8_drop_lo": -hi, "w8_drop_hi": -lo}  # the same, read as how much worse matching merges

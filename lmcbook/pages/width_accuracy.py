@@ -28,24 +28,25 @@ def small_init_widths(mech: pd.DataFrame) -> pd.DataFrame:
 
 def small_init_facts(mech: pd.DataFrame, m4: ClaimResult) -> tuple[str, dict[str, Any]]:
     """Return which narrow end the page's small-initialisation paragraph has (``all``: every width's endpoints meet
-    the convergence rule; ``trained``: some narrower width's do, not the narrowest; ``untrained``: no width below
+    the convergence rule; ``trained``: some narrower width's do, not every one; ``untrained``: no width below
     the widest's do; ``single``: the arm has one width) and the numbers it quotes: the widest width's merged
-    accuracy, small and standard, the narrowest converged width's, the widths below it whose endpoints did not all
-    converge, and of those the one that came closest (its weakest endpoint's training accuracy)."""
+    accuracy, small and standard, the narrowest converged width's, the widths whose endpoints did not all converge,
+    and of those below it the one that came closest (its weakest endpoint's training accuracy)."""
     widths = small_init_widths(mech)
     fit = widths[widths["converged"]]
     wide = widths.index.max()
     narrow = fit.index.min() if not fit.empty else wide
     below = widths[widths.index < narrow]
+    failed = widths.index[~widths["converged"]]  # every width whose endpoints did not all converge
     closest = below["train_min"].idxmax() if len(below) else wide
     facts = {"small_scale": widths.attrs["init_scale"], "small_n_wide": int(wide),
              "small_wide": widths.loc[wide, "merged"], "standard_wide": m4.values["standard"],
              "small_n_narrow": int(narrow), "small_narrow": widths.loc[narrow, "merged"],
              "small_converged_rule": claims.CONVERGED_TRAIN_ACC,
-             "small_untrained_widths": Markdown(join_and([str(int(u)) for u in below.index]) if len(below) else "none"),
+             "small_untrained_widths": Markdown(join_and([str(int(u)) for u in failed]) if len(failed) else "none"),
              "small_n_closest": int(closest), "small_closest_min": float(widths.loc[closest, "train_min"]),
              "small_data": Markdown(DATASET_SHORT.get(str(mech["dataset"].iloc[0]), "this data set"))}
-    end = ("single" if len(widths) == 1 else "all" if below.empty and narrow < wide
+    end = ("single" if len(widths) == 1 else "all" if widths["converged"].all()
            else "trained" if narrow < wide else "untrained")
     return end, facts
 

@@ -337,8 +337,9 @@ page.glue_values(**conclusion_lists)
 # %% [markdown] tags=["when:length_reaches=narrower"]
 # The cells that reach a large $D$ by training longer at a weaker weight decay stop at
 # {glue:text}`length_widest` hidden units, so whether equal $D$ reached that way merges
-# as badly at the widest width is not tested here; where the two routes meet, M6 compares
-# them: {glue:md}`m6_mark`.
+# as badly at the widest width is not tested by this build's runs (the committed long
+# reference runs below test it, where they are made); where the two routes meet here, M6
+# compares them: {glue:md}`m6_mark`.
 
 # %% [markdown] tags=["when:length_reaches=widest"]
 # The cells that reach a large $D$ by training longer at a weaker weight decay reach the

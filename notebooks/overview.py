@@ -159,8 +159,9 @@ if closest is not None:
 #   stronger weight decay and for longer, and asks whether the paper's proposed cause,
 #   weight decay making the weights low-rank, is what makes merging work: low rank
 #   appears as weight decay acts longer, {glue:md}`r1_mark`; merging improves with it,
-#   {glue:md}`r2_mark`. On the longest runs {glue:text}`n_long_pass` of the
-#   {glue:text}`n_long` claims scored in both regimes pass: {glue:md}`long_rows`.
+#   {glue:md}`r2_mark`. On this build's longest runs {glue:text}`n_long_pass` of the
+#   {glue:text}`n_long` claims scored in both regimes pass: {glue:md}`long_rows` (the long
+#   reference runs' rows are on the scoreboard, {doc}`claims`).
 # - **Scoreboard**, this build's rows, in two blocks counted apart. Of the
 #   {glue:text}`paper_rows` rows that test the papers' claims, {glue:text}`paper_pass` pass,
 #   {glue:text}`paper_fail` fail, {glue:text}`paper_inconclusive` are *inconclusive* and

@@ -94,6 +94,8 @@ CLAIM_CONTROL = "claim_control"  #: 1.0 if the row tests a control experiment, n
 #: the threshold it is held to (a row without one of them has no such metric row)
 CLAIM_ESTIMATE, CLAIM_LO, CLAIM_HI, CLAIM_THRESHOLD = "claim_estimate", "claim_lo", "claim_hi", "claim_threshold"
 CLAIM_BLOCK = "claim_block"  #: the scoreboard block of a row: 0 the papers' claims, 1 the book's own, 2 a diagnostic
+#: 1.0 if a reference run's row repeats an earlier row (the same runs read again: claims.mark_repeats), not counted
+CLAIM_REPEATS = "claim_repeats"
 
 # -- controls (weight matching, random permutations, REPAIR) ---------------------------
 MATCH_SECONDS, MATCH_ITERATIONS, MATCH_OBJECTIVE = "match_seconds", "match_iterations", "match_objective"

@@ -53,7 +53,7 @@ page.glue_values(paper_rows=paper["rows"], paper_pass=paper["pass"], paper_fail=
                  book_chance_upper=book["chance_upper"], book_fixed_before=book["fixed_before"],
                  book_fixed_before_pass=book["fixed_before_pass"])
 scoring = {r.source for r in rows if r.source is not None}  # the reference runs that score rows (not the maps)
-page.glue_values(n_refs=len(scoring), n_refs_all=len(references), n_own=sum(r.source is None for r in rows),
+page.glue_values(n_repeats=sum(bool(r.repeats) for r in rows if r.block != claims.DIAGNOSTIC), n_refs=len(scoring), n_refs_all=len(references), n_own=sum(r.source is None for r in rows),
                  n_diagnostic=sum(r.block == claims.DIAGNOSTIC for r in rows), chance_rate=f"{claims.CHANCE_RATE:.0%}",
                  fixed_before_ids=", ".join(sorted(claims.FIXED_BEFORE, key=claims.id_order))
                  + "".join(f", and {' and '.join(sorted(ids))} on reference `{name}`"
@@ -87,7 +87,10 @@ page.glue_md("noise_components_refs", reference.listing("noise_components"))
 # {glue:text}`book_inconclusive` *inconclusive* and {glue:text}`book_na` *n/a*; of the
 # {glue:text}`book_fixed_before` that can fail and were fixed before their results,
 # {glue:text}`book_fixed_before_pass` pass. A ✓ here supports an alternative to a paper, never the paper. The
-# {glue:text}`n_diagnostic` diagnostic rows are in neither count.
+# {glue:text}`n_diagnostic` diagnostic rows are in neither count, and neither are the
+# {glue:text}`n_repeats` rows of a reference run that read an earlier row's runs again
+# (the same claim on the same data set with every number equal, as where a long reference
+# reuses this build's 60-epoch cells): the table shows them as *the same runs as* that row.
 #
 # **Chance passes.** Of the rows that can fail (every row but the *n/a* ones and the
 # diagnostics, whose result is expected whatever account holds), {glue:text}`paper_can_fail`

@@ -137,6 +137,7 @@ long = experiments.mechanism_long(frames)  # the page's CSV, which the table, th
 label = claims.source_label(study.dataset, None, DATASET_SHORT)
 ref_rows, ref_frames, ref_texts, ref_figure = mech.reference_rows(page, study.show_references)
 rows = {label: claims.page_claims(page.name, long), **ref_rows}
+claims.mark_repeats([r for v in rows.values() for r in v], DATASET_SHORT)  # a reference's rows read again from ours
 m_rows = {k: [r for r in v if r.id.startswith("M")] for k, v in rows.items()}  # the mechanism claims M1–M6
 states = claims.decide(m_rows)  # per hypothesis: supported, contradicted or undecided
 pd.DataFrame(states)
@@ -155,12 +156,13 @@ page.glue_md("verdicts", "\n\n".join(f"**{k}**\n\n{claims_markdown(v)}" for k, v
 page.glue_md("regime_rows", claims_markdown([r for r in rows[label] if not r.id.startswith("M")]))
 page.glue_markdown(**ref_texts)
 page.glue_figure("fig_width_ref", ref_figure or plots.placeholder("No reference run of this page is committed."))
-page.glue_md("hypotheses", mech.hypotheses_markdown(states))
+repeated = claims.repeated_hypotheses(m_rows)  # states that are the same runs as an earlier column's
+page.glue_md("hypotheses", mech.hypotheses_markdown(states, repeated))
 conclusions = claims.conclusion_table(m_rows, ref_frames).rename_axis("observation")
 page.glue_md("conclusion_table", markdown_table(conclusions))
 own_m5 = next(r for r in rows[label] if r.id == "M5")
 page.choose("m5_reading", {claims.PASS: "for", claims.FAIL: "against"}.get(own_m5.state, "open"))
-outcome, conclusion_lists = claims.conclusion(states)
+outcome, conclusion_lists = claims.conclusion(states, repeated)
 page.choose("conclusion", outcome)  # the Markdown below has one sentence per outcome
 page.choose("length_reaches", "none" if not page_numbers["length_widest"] else
             "widest" if page_numbers["length_widest"] >= page_numbers["units"] else "narrower")

@@ -68,7 +68,8 @@ noise = study_of("noise_scale")
 page.choose("noise_intervals", "all" if noise.grid_pairs // 2 >= claims.MIN_PAIRS and noise.seeds >= claims.MIN_PAIRS
             else "n2" if noise.grid_pairs >= claims.MIN_PAIRS else "none")
 page.glue_values(grid_pairs=noise.grid_pairs, sweep_pairs=noise.seeds, noise_min_effect=100 * claims.NOISE_MIN_EFFECT)
-outcome, conclusion_lists = claims.conclusion(claims.decide(claims.board_rows(board, DATASET_SHORT)))
+m_rows = claims.board_rows(board, DATASET_SHORT)
+outcome, conclusion_lists = claims.conclusion(claims.decide(m_rows), claims.repeated_hypotheses(m_rows))
 page.choose("conclusion", outcome)  # the Markdown below has one paragraph per outcome
 page.glue_values(**conclusion_lists)
 # the cells M1 reads, where weight decay has acted: which length and weight decay the conclusion rests on
@@ -157,9 +158,10 @@ if closest is not None:
 # - **Training regime.** The table below gives how far weight decay acted
 #   in the width runs. The page {doc}`mechanism` trains the same networks with
 #   stronger weight decay and for longer, and asks whether the paper's proposed cause,
-#   weight decay making the weights low-rank, is what makes merging work: low rank
-#   appears as weight decay acts longer, {glue:md}`r1_mark`; merging improves with it,
-#   {glue:md}`r2_mark`. On this build's longest runs {glue:text}`n_long_pass` of the
+#   weight decay making the weights low-rank, is what makes merging work. R1 tests a
+#   falling trend of the weights' rank as weight decay acts longer (along $D$):
+#   {glue:md}`r1_mark`; R2 a rising trend of merged accuracy along $D$:
+#   {glue:md}`r2_mark` (a ✗ is no rising trend). On this build's longest runs {glue:text}`n_long_pass` of the
 #   {glue:text}`n_long` claims scored in both regimes pass: {glue:md}`long_rows` (the long
 #   reference runs' rows are on the scoreboard, {doc}`claims`).
 # - **Scoreboard**, this build's rows, in two blocks counted apart. Of the

@@ -628,7 +628,7 @@ def test_claims_csv_carries_each_rows_numbers():
     schema.validate_results(long, "claims")
     assert {"claim_estimate", "claim_lo", "claim_hi", "claim_threshold", "claim_block"} <= set(long["metric"])
     table = claims.scoreboard_table(long).set_index("claim")
-    assert list(table.columns) == ["regime", "dataset", "source", "state", "block", "estimate", "lo", "hi",
+    assert list(table.columns) == ["regime", "dataset", "source", "state", "block", "repeats", "estimate", "lo", "hi",
                                    "threshold"]
     assert table.loc["W11", ["estimate", "lo", "hi", "threshold"]].tolist() == pytest.approx([0.056, 0.042, 0.07, 0.02])
     assert np.isnan(table.loc["W10", "lo"]) and table.loc["W10", "threshold"] == 0.25

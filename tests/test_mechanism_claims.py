@@ -400,3 +400,68 @@ def test_the_overview_gives_how_well_wide_networks_merge_before_decay_acts():
     assert short_merge_words({}) == "none"
     same = short_merge_words({"this build": mech_frame(), "a reference": mech_frame()})  # the same runs: said once
     assert same.startswith("this build = a reference (the same runs), ") and same.count("pairs") == 1
+
+
+def test_a_reference_row_that_reads_this_builds_runs_again_is_marked_and_never_counted():
+    """A long reference reuses the quick book's 60-epoch cells (the same specs): its rows that read only those have
+    this build's interval to the last digit.  They are shown as the same runs, and counted once (a referee found the
+    long digits reference's M4 and H1 listed as a second data set's evidence)."""
+    def longer(metric, e, wd, s, u, p):  # the reference's long cells: the same D as the decay arm's, other runs
+        return base_values(metric, e, wd, s, u, p) + (0.01 * u / 1024 if e == 600 and metric.startswith("acc_merged")
+                                                       else 0)
+
+    digits = mech_frame()
+    ref = mech_frame(longer, length_arm=False, extra_cells=[(e, 3e-3, 1.0, UNITS) for e in (200, 600)])
+    own = claims.mechanism_claims(digits)
+    again = claims.mechanism_claims(ref)
+    for r in again:
+        r.source = "mechanism-long-digits"
+    other = claims.mechanism_claims(mech_frame(dataset="mnist_standin"))  # equal numbers, another data set
+    for r in other:
+        r.source = "mechanism-mnist-standin"
+    rows = claims.mark_repeats(own + again + other, {"digits": "digits", "mnist_standin": "MNIST"})
+    by = {(r.source, r.id): r for r in rows}
+    assert by[(None, "M4")].repeats is None and by[("mechanism-mnist-standin", "M4")].repeats is None
+    m4 = by[("mechanism-long-digits", "M4")]
+    assert m4.repeats == "digits (this build)" and m4.measured_shown.startswith("the same runs as digits (this build)")
+    assert by[("mechanism-long-digits", "M1")].repeats is None  # its largest D is the 600-epoch cell: its own runs
+    shifted = claims.ClaimResult("M4", "width", "s", "m", "t", PASS, "mechanism", dataset="digits", source="x",
+                                 values={**by[(None, "M4")].values, "lo": by[(None, "M4")].values["lo"] + 1e-6})
+    assert claims.mark_repeats([by[(None, "M4")], shifted])[1].repeats is None  # another interval: other runs
+    # counted once, and the flag survives claims.csv
+    counts = claims.block_counts(rows)
+    assert counts[claims.BOOK]["repeats"] == sum(bool(r.repeats) for r in rows if r.block == claims.BOOK) >= 1
+    assert counts[claims.BOOK]["rows"] == sum(r.block == claims.BOOK and not r.repeats for r in rows)
+    back = claims.board_results(claims.scoreboard_long(rows))
+    assert claims.block_counts(back) == counts
+    assert claims.scoreboard_table(claims.scoreboard_long(rows))["repeats"].sum() == sum(bool(r.repeats) for r in rows)
+    # the hypotheses: H1 on the reference is the same runs, so it is not a third data set's support
+    labels = {"digits (this build)": own, "digits (reference mechanism-long-digits)": again}
+    rep = claims.repeated_hypotheses(labels)
+    assert rep == {"digits (reference mechanism-long-digits)": {"H1": "digits (this build)"}}
+    states = {k: claims.hypothesis_states(v) for k, v in labels.items()}
+    flip = {k: {**s, "P": claims.CONTRADICTED, "H1": claims.SUPPORTED} for k, s in states.items()}
+    _, lists = claims.conclusion(flip, rep)
+    assert lists["alternatives"] == ("H1 on digits (this build); none of H1-H3 on digits (reference "
+                                     "mechanism-long-digits)")
+    assert claims.conclusion(flip)[1]["alternatives"] == ("H1 on digits (this build) and digits (reference "
+                                                          "mechanism-long-digits)")  # unmarked: H1 counted twice
+    from lmcbook.pages.mechanism import hypotheses_markdown
+    assert "(the same runs as digits (this build))" in hypotheses_markdown(states, rep)
+    table = claims.conclusion_table(labels, {"digits (this build)": digits,
+                                             "digits (reference mechanism-long-digits)": ref})
+    cell = table.iloc[0]["digits (reference mechanism-long-digits)"]
+    assert cell.startswith("the same runs as digits (this build): ")
+    assert not table.iloc[1]["digits (reference mechanism-long-digits)"].startswith("the same runs")
+
+
+def test_a_trend_that_passes_at_its_threshold_says_so():
+    def row(rho, n, state=PASS):
+        return claims.ClaimResult("W1", "width", "s", "m", "t", state, "p", values={"rho": rho, "n_widths": n})
+
+    edge = row(0.8999999999999999, 5)
+    assert "passes at its threshold (ρ = 0.90)" in edge.measured_shown
+    assert "one adjacent pair out of order" in edge.measured_shown
+    assert "adjacent" not in row(0.9, 7).measured_shown and "threshold" in row(-0.9, 7).measured_shown
+    assert row(0.95, 5).at_threshold() == "" and row(0.9, 5, FAIL).at_threshold() == ""
+    assert stats.spearman([1, 2, 3, 4, 5], [1, 2, 4, 3, 5]) == pytest.approx(claims.RHO_MIN)

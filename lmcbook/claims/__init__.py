@@ -27,6 +27,7 @@ from .board import (
     board_results,
     board_rows,
     id_order,
+    mark_repeats,
     page_claims,
     scoreboard,
     scoreboard_long,
@@ -54,7 +55,9 @@ from .mechanism_accounts import (
     CONCLUSIONS,
     CONTRADICTED,
     HYPOTHESES,
+    HYPOTHESIS_ROWS,
     NONE_EXPLAINS,
+    OBSERVATION_ROWS,
     OBSERVATIONS,
     SUPPORTED,
     UNDECIDED,
@@ -65,6 +68,7 @@ from .mechanism_accounts import (
     data_hypothesis,
     decide,
     hypothesis_states,
+    repeated_hypotheses,
     source_label,
 )
 from .noise import (  # noqa: F401 (_rule_text: tests/test_noise.py reads it)
@@ -190,9 +194,10 @@ __all__ = [
     "claim_m1", "claim_m2", "claim_m3", "claim_m4", "claim_m5", "claim_m6", "claim_r1", "claim_r2",
     "equal_d_couples", "largest_d_cell", "mechanism_claims", "mechanism_standard", "regime_cells", "short_merge",
     # mechanism_accounts
-    "CONCLUSIONS", "CONTRADICTED", "HYPOTHESES", "NONE_EXPLAINS", "OBSERVATIONS", "SUPPORTED", "UNDECIDED",
+    "CONCLUSIONS", "CONTRADICTED", "HYPOTHESES", "HYPOTHESIS_ROWS", "NONE_EXPLAINS", "OBSERVATION_ROWS",
+    "OBSERVATIONS", "SUPPORTED", "UNDECIDED",
     "barrier_cells", "closest_barrier", "conclusion", "conclusion_table", "data_hypothesis", "decide",
-    "hypothesis_states", "source_label",
+    "hypothesis_states", "repeated_hypotheses", "source_label",
     # noise
     "ABSENT", "ABSENT_EFFECT", "Collapse", "absent", "cell_mean_fit", "claim_n1", "claim_n2", "claim_n3",
     "claim_n4", "claim_n5", "claim_n6", "claim_n7", "collapse", "mark_kept", "noise_cells", "noise_claims",
@@ -201,5 +206,6 @@ __all__ = [
     "MAP_KEYS", "MAP_READINGS", "describe_setting", "map_cells", "map_settings", "map_spawn_sweep", "pick_setting",
     # board
     "BLOCK_TITLES", "NUMBER_COLUMNS", "PAGE_CLAIMS", "block_counts", "board_results", "board_rows", "id_order",
+    "mark_repeats",
     "page_claims", "scoreboard", "scoreboard_long", "scoreboard_markdown", "scoreboard_table", "state_of",
 ]

@@ -20,6 +20,7 @@ from ..schema import (
     CLAIM_HI,
     CLAIM_LO,
     CLAIM_PASSED,
+    CLAIM_REPEATS,
     CLAIM_STATE,
     CLAIM_THRESHOLD,
     DECAY_INTEGRAL,
@@ -133,7 +134,28 @@ def scoreboard(frames: dict[str, pd.DataFrame],
         for r in page_claims(str(frame["notebook"].iloc[0]), frame):
             r.source = name
             rows.append(r)
-    return sorted(rows, key=_order)
+    return mark_repeats(sorted(rows, key=_order))
+
+
+def mark_repeats(rows: list[ClaimResult], short: dict[str, str] | None = None) -> list[ClaimResult]:
+    """Return ``rows`` (in order) with each row that repeats an earlier one marked
+    (:attr:`~lmcbook.claims.verdicts.ClaimResult.repeats`: that row's
+    :func:`~lmcbook.claims.mechanism_accounts.source_label`): the same claim and regime on the same data set, from
+    another source, with the same verdict, the same interval and every other number equal (to 1e-12; a row without
+    an interval is never a repeat).  A bootstrap interval over pairs is equal only over equal per-pair
+    values, so such a row reads the same runs again: a long reference reuses the quick book's 60-epoch cells (the
+    same specs), and its rows that read only those repeat this build's.  A repeat is shown, never counted."""
+    seen: dict[tuple, ClaimResult] = {}
+    for r in rows:
+        n = r.numbers
+        if not (np.isfinite(n["lo"]) and np.isfinite(n["hi"])):
+            continue
+        key = (r.id, r.regime, r.dataset, r.state)
+        first = seen.setdefault(key, r)
+        if first is not r and first.source != r.source and set(r.values) == set(first.values) and all(
+                np.isclose(v, first.values[k], rtol=0, atol=1e-12, equal_nan=True) for k, v in r.values.items()):
+            r.repeats = source_label(first.dataset, first.source, short)
+    return rows
 
 
 BLOCK_TITLES = {PAPER: "The papers' claims", BOOK: "The book's own alternatives and controls",
@@ -180,30 +202,35 @@ def block_counts(rows: Iterable[ClaimResult]) -> dict[str, dict[str, float]]:
     how many of them reach each verdict (keys ``pass``, ``fail``, ``inconclusive``, ``na``), how many can fail
     (:attr:`~lmcbook.claims.verdicts.ClaimResult.can_fail`) and pass among those, the chance passes among those
     (:func:`~lmcbook.claims.verdicts.chance_passes`: ``chance_expected``, ``chance_upper``), and how many were fixed
-    before their results and pass among those."""
+    before their results and pass among those.  A repeat (:func:`mark_repeats`) is not counted: ``repeats`` says how
+    many of the block's rows were left out so."""
     out = {}
+    rows = list(rows)
     for block in (PAPER, BOOK):
-        some = [r for r in rows if r.block == block]
+        some = [r for r in rows if r.block == block and not r.repeats]
         live = [r for r in some if r.can_fail]
         expected, upper = chance_passes(len(live))
         out[block] = {"rows": len(some), **{s.replace("/", ""): sum(r.state == s for r in some) for s in MARKS},
                       "can_fail": len(live), "can_fail_pass": sum(r.passed for r in live),
                       "chance_expected": expected, "chance_upper": upper,
                       "fixed_before": sum(r.fixed_before for r in live),
-                      "fixed_before_pass": sum(r.fixed_before and r.passed for r in live)}
+                      "fixed_before_pass": sum(r.fixed_before and r.passed for r in live),
+                      "repeats": sum(r.block == block and bool(r.repeats) for r in rows)}
     return out
 
 
 def scoreboard_long(rows: list[ClaimResult]) -> pd.DataFrame:
     """Return the scoreboard as the claims page's long frame: per row its state code, pass flag, control flag, block
     (:data:`~lmcbook.claims.verdicts.BLOCK_CODES`), D, and its numbers (the estimate its test decides on, that
-    interval's ends and its threshold; a number a row does not have is left out), keyed by ``method`` (the claim id),
+    interval's ends and its threshold; a number a row does not have is left out), a repeat's flag (only on repeats:
+    :func:`mark_repeats`), keyed by ``method`` (the claim id),
     ``regime``, ``dataset`` and ``source`` (a reference run's name)."""
     out = []
     for r in rows:
         n = r.numbers
         for metric, v in ((CLAIM_STATE, STATE_CODES[r.state]), (CLAIM_PASSED, float(r.passed)),
                           (CLAIM_CONTROL, float(r.control)), (CLAIM_BLOCK, BLOCK_CODES[r.block]),
+                          (CLAIM_REPEATS, 1.0 if r.repeats else float("nan")),
                           (DECAY_INTEGRAL, r.decay_integral), (CLAIM_ESTIMATE, n["estimate"]), (CLAIM_LO, n["lo"]),
                           (CLAIM_HI, n["hi"]), (CLAIM_THRESHOLD, n["threshold"])):
             if np.isfinite(v):
@@ -218,14 +245,16 @@ NUMBER_COLUMNS = {"estimate": CLAIM_ESTIMATE, "lo": CLAIM_LO, "hi": CLAIM_HI, "t
 
 def scoreboard_table(board: pd.DataFrame) -> pd.DataFrame:
     """Return claims.csv as one row per scoreboard row: ``claim``, ``regime``, ``dataset``, ``source``, its verdict
-    (``state``), ``block``, and the numeric columns ``estimate``, ``lo``, ``hi`` and ``threshold`` (NaN where the
-    row has none), so that the verdicts can be plotted or filtered."""
+    (``state``), ``block``, ``repeats`` (True for a row that reads an earlier row's runs again, :func:`mark_repeats`),
+    and the numeric columns ``estimate``, ``lo``, ``hi`` and ``threshold`` (NaN where the row has none), so that the
+    verdicts can be plotted or filtered."""
     wide = _board_wide(board)
     missing = pd.Series(np.nan, index=wide.index)
     out = wide.reindex(columns=[k for k in ("method", "regime", "dataset", "source")]).rename(
         columns={"method": "claim"})
     out["state"] = wide[CLAIM_STATE].map({v: k for k, v in STATE_CODES.items()})
     out["block"] = wide.get(CLAIM_BLOCK, missing).map({v: k for k, v in BLOCK_CODES.items()})
+    out["repeats"] = wide.get(CLAIM_REPEATS, missing).eq(1.0)
     for column, metric in NUMBER_COLUMNS.items():
         out[column] = wide.get(metric, missing)
     order = sorted(out.index, key=lambda i: id_order(out.loc[i, "claim"]))
@@ -246,15 +275,16 @@ def state_of(board: pd.DataFrame, claim: str, regime: str | None = None, source:
 
 
 def board_results(board: pd.DataFrame) -> list[ClaimResult]:
-    """Return the rows of the claims page's CSV as verdict rows: the state, regime, data set, source, and the control
-    and diagnostic flags (no texts)."""
+    """Return the rows of the claims page's CSV as verdict rows: the state, regime, data set, source, and the control,
+    diagnostic and repeat flags (no texts; a repeat's label reads "an earlier row")."""
     names, blocks = {v: k for k, v in STATE_CODES.items()}, {v: k for k, v in BLOCK_CODES.items()}
     out = []
     for _, row in _board_wide(board).iterrows():
         keys = {k: row.get(k) for k in ("regime", "dataset", "source")}
         out.append(ClaimResult(row["method"], "noise" if row["method"].startswith("N") else "width", "", "", "",
                                names[float(row[CLAIM_STATE])], "", control=bool(row.get(CLAIM_CONTROL, 0.0)),
-                               diagnostic=blocks.get(row.get(CLAIM_BLOCK), PAPER) == DIAGNOSTIC, **keys))
+                               diagnostic=blocks.get(row.get(CLAIM_BLOCK), PAPER) == DIAGNOSTIC,
+                               repeats="an earlier row" if row.get(CLAIM_REPEATS, 0.0) == 1.0 else None, **keys))
     return sorted(out, key=_order)
 
 

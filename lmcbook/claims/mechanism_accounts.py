@@ -28,6 +28,22 @@ HYPOTHESES = {
           "as the paper says",
 }
 SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
+#: The M rows each hypothesis' state reads (:func:`hypothesis_states`); P and H4 read M1, so a repeat of the others
+#: alone leaves them the data set's own.
+HYPOTHESIS_ROWS = {"P": ("M1", "M5"), "H1": ("M4",), "H2": ("M1", "M2"), "H3": ("M3",)}
+
+
+def repeated_hypotheses(rows_by_label: dict[str, list[ClaimResult]]) -> dict[str, dict[str, str]]:
+    """Return, per label, the hypotheses whose every row (:data:`HYPOTHESIS_ROWS`) repeats an earlier label's
+    (:attr:`~lmcbook.claims.verdicts.ClaimResult.repeats`), each with the label it repeats: their state there is the
+    same runs read again, not a second data set's evidence."""
+    out: dict[str, dict[str, str]] = {}
+    for label, rows in rows_by_label.items():
+        for h, ids in HYPOTHESIS_ROWS.items():
+            read = [r for r in rows if r.id in ids]
+            if read and all(r.repeats for r in read):
+                out.setdefault(label, {})[h] = str(read[0].repeats)
+    return out
 
 
 def hypothesis_states(rows: Iterable[ClaimResult]) -> dict[str, str]:
@@ -85,9 +101,12 @@ def _join(items: list[str]) -> str:
 CONCLUSIONS = ("contradicted", "supported", "mixed", "undecided")  #: the outcomes :func:`conclusion` chooses among
 
 
-def conclusion(states: dict[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
+def conclusion(states: dict[str, dict[str, str]],
+               repeated: dict[str, dict[str, str]] | None = None) -> tuple[str, dict[str, str]]:
     """Return which account the data support, from :func:`hypothesis_states` per data set (keyed by the data set's
-    name as the book writes it): one of ``CONCLUSIONS``, and the lists the pages' sentences glue.
+    name as the book writes it): one of ``CONCLUSIONS``, and the lists the pages' sentences glue.  A hypothesis
+    whose state on a data set repeats an earlier one's runs (``repeated``: :func:`repeated_hypotheses`) is left out
+    there: the same runs are not a second data set's evidence.
 
     The outcome is ``contradicted`` when P is contradicted on some data set and supported on none, ``supported``
     in the reverse case, ``mixed`` when both occur, and ``undecided`` when P is decided nowhere.  The lists:
@@ -95,12 +114,15 @@ def conclusion(states: dict[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
     "none"), and ``alternatives``: which of H1-H3 each data set that contradicts P supports ("none of H1-H3").
     The sentences themselves are the pages' Markdown, one per outcome (``page.choose``).
     """
-    against = [n for n, s in states.items() if s["P"] == CONTRADICTED]
-    for_p = [n for n, s in states.items() if s["P"] == SUPPORTED]
-    rest = [n for n in states if n not in against and n not in for_p]
+    rep = repeated or {}
+    own = {n: s for n, s in states.items() if "P" not in rep.get(n, {})}
+    against = [n for n, s in own.items() if s["P"] == CONTRADICTED]
+    for_p = [n for n, s in own.items() if s["P"] == SUPPORTED]
+    rest = [n for n in own if n not in against and n not in for_p]
     groups: dict[tuple[str, ...], list[str]] = {}
     for n in against:  # data sets that support the same alternatives share a clause
-        groups.setdefault(tuple(h for h in ("H1", "H2", "H3") if states[n][h] == SUPPORTED), []).append(n)
+        groups.setdefault(tuple(h for h in ("H1", "H2", "H3") if states[n][h] == SUPPORTED
+                                and h not in rep.get(n, {})), []).append(n)
     alternatives = "; ".join(f"{_join(list(hs)) if hs else 'none of H1-H3'} on {_join(where)}"
                              for hs, where in groups.items())
     outcome = ("mixed" if against and for_p else "contradicted" if against else "supported" if for_p
@@ -142,9 +164,14 @@ def _near_init(short: Interval, m4: ClaimResult | None) -> str:
                              "H1 is refuted: a small initialisation leaves it intact")
 
 
+#: The M rows each observation of :data:`OBSERVATIONS` is read from (the short-training merge is M4's standard cell).
+OBSERVATION_ROWS = {"short": ("M4",), "large_d": ("M1", "M2"), "width": ("M3",), "orth": ("M5",)}
+
+
 def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
     """Return, for one data set, which account explains each observation of ``OBSERVATIONS``, from its M rows and
-    :func:`short_merge`; an alternative whose row fails is *refuted*; and the observations none explains."""
+    :func:`short_merge`; an alternative whose row fails is *refuted*; and the observations none explains.  An
+    observation whose every row repeats an earlier label's runs says so first."""
     m1 = rows.get("M1")
     large = _explained(m1, "merges near the ensemble: the paper's account", "falls short of the ensemble")
     if m1 is not None and m1.state == FAIL:
@@ -156,6 +183,10 @@ def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
            "orth": _explained(rows.get("M5"), "falls: the paper's chain",
                               "falls less than the minimum effect, or rises: evidence against the paper's chain")}
     none = [OBSERVATIONS[k][1] for k, v in out.items() if "none:" in v]
+    for k, ids in OBSERVATION_ROWS.items():
+        read = [rows[i] for i in ids if i in rows]
+        if read and all(r.repeats for r in read):
+            out[k] = f"the same runs as {read[0].repeats}: {out[k]}"
     return {**out, "none": "; ".join(none) if none else "nothing"}
 
 

@@ -87,6 +87,10 @@ class ClaimResult:
     source: str | None = None
     #: A diagnostic row: shown on the scoreboard, outside every count (its result is expected whatever account holds).
     diagnostic: bool = False
+    #: The label of an earlier row this one repeats (:func:`~lmcbook.claims.board.mark_repeats`: the same claim and
+    #: regime on the same data set, with the same interval and verdict, so the same runs read again, as where a long
+    #: reference reuses the quick book's 60-epoch cells); None for a row of its own.  A repeat is shown, never counted.
+    repeats: str | None = None
 
     def __post_init__(self) -> None:
         if self.state not in MARKS:
@@ -95,9 +99,24 @@ class ClaimResult:
     @property
     def measured_shown(self) -> str:
         """Return the measured text as the book shows it: an inconclusive row adds what it has too few of to decide
-        (:meth:`too_few`), if anything."""
+        (:meth:`too_few`), if anything; a trend that passes at its threshold says so (:meth:`at_threshold`); a repeat
+        (:attr:`repeats`) says whose runs it reads again."""
         short = self.too_few() if self.state == INCONCLUSIVE else ""
-        return f"{self.measured}; too few to decide: {short}" if short else self.measured
+        text = f"{self.measured}; too few to decide: {short}" if short else self.measured
+        edge = self.at_threshold()
+        text = f"{text}; {edge}" if edge else text
+        return f"the same runs as {self.repeats}, read again (not counted): {text}" if self.repeats else text
+
+    def at_threshold(self) -> str:
+        """Return, for a trend row that passes with its rank correlation exactly at RHO_MIN, that it passes at its
+        threshold, in words ("" otherwise): over 5 points ρ = ±0.9 means one adjacent pair out of order (Σd² = 2), the
+        only disorder that still passes (every other has Σd² ≥ 4, |ρ| ≤ 0.8)."""
+        rho, n = self.values.get("rho", float("nan")), self.values.get("n_widths", self.values.get("n_d", 0))
+        if self.state != PASS or not np.isfinite(rho) or abs(abs(rho) - RHO_MIN) > 1e-9:
+            return ""
+        why = (": over 5 points, one adjacent pair out of order, the only disorder that still passes" if n == 5
+               else "")
+        return f"passes at its threshold (ρ = {rho:.2f}){why}"
 
     def too_few(self) -> str:
         """Return, in words, what the row has fewer of than its test needs ("" when nothing is short), from its

@@ -72,10 +72,16 @@ def mechanism_cells_markdown(long: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def hypotheses_markdown(states: dict[str, dict[str, str]]) -> str:
-    """Return a Markdown table of each hypothesis' state (supported, contradicted, undecided) per data set."""
-    table = pd.DataFrame({n: {f"**{h}**: {text}": states[n].get(h, "—") for h, text in HYPOTHESES.items()}
-                          for n in states})
+def hypotheses_markdown(states: dict[str, dict[str, str]], repeated: dict[str, dict[str, str]] | None = None) -> str:
+    """Return a Markdown table of each hypothesis' state (supported, contradicted, undecided) per data set; a state
+    that repeats an earlier data set's runs (``repeated``: :func:`lmcbook.claims.repeated_hypotheses`) says so."""
+    rep = repeated or {}
+
+    def cell(n: str, h: str) -> str:
+        state = states[n].get(h, "—")
+        return f"{state} (the same runs as {rep[n][h]})" if h in rep.get(n, {}) else state
+
+    table = pd.DataFrame({n: {f"**{h}**: {text}": cell(n, h) for h, text in HYPOTHESES.items()} for n in states})
     return markdown_table(table.rename_axis("hypothesis"))
 
 

@@ -53,7 +53,8 @@ page.glue_values(paper_rows=paper["rows"], paper_pass=paper["pass"], paper_fail=
                  book_chance_upper=book["chance_upper"], book_fixed_before=book["fixed_before"],
                  book_fixed_before_pass=book["fixed_before_pass"])
 scoring = {r.source for r in rows if r.source is not None}  # the reference runs that score rows (not the maps)
-page.glue_values(n_repeats=sum(bool(r.repeats) for r in rows if r.block != claims.DIAGNOSTIC), n_refs=len(scoring), n_refs_all=len(references), n_own=sum(r.source is None for r in rows),
+page.glue_values(n_repeats=sum(bool(r.repeats) for r in rows if r.block != claims.DIAGNOSTIC),
+                 n_refs=len(scoring), n_refs_all=len(references), n_own=sum(r.source is None for r in rows),
                  n_diagnostic=sum(r.block == claims.DIAGNOSTIC for r in rows), chance_rate=f"{claims.CHANCE_RATE:.0%}",
                  fixed_before_ids=", ".join(sorted(claims.FIXED_BEFORE, key=claims.id_order))
                  + "".join(f", and {' and '.join(sorted(ids))} on reference `{name}`"
@@ -92,8 +93,8 @@ page.glue_md("noise_components_refs", reference.listing("noise_components"))
 # (the same claim on the same data set with every number equal, as where a long reference
 # reuses this build's 60-epoch cells): the table shows them as *the same runs as* that row.
 #
-# **Chance passes.** Of the rows that can fail (every row but the *n/a* ones and the
-# diagnostics, whose result is expected whatever account holds), {glue:text}`paper_can_fail`
+# **Chance passes.** Of the rows that can fail (every row but the *n/a* ones, the
+# diagnostics, whose result is expected whatever account holds, and the repeats), {glue:text}`paper_can_fail`
 # test the papers' claims and {glue:text}`paper_can_fail_pass` of them pass;
 # {glue:text}`book_can_fail` test the book's own, and {glue:text}`book_can_fail_pass` pass.
 # If no claim had an effect behind it and each row passed by chance at a rate of

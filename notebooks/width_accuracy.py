@@ -150,8 +150,9 @@ page.glue_markdown(**other)
 # with initial weights ×{glue:text}`small_scale:g`, at the same length and the weakest
 # weight decay of {doc}`mechanism`, plain merged accuracy at {glue:text}`small_n_wide` hidden
 # units is only {glue:text}`small_wide:.3f`, against {glue:text}`standard_wide:.3f` with the
-# standard initialisation (M4 {glue:md}`m4_mark`: {glue:md}`m4_measured`). Short training's
-# width effect leans on the random initialisation, before weight decay can act.
+# standard initialisation (M4 {glue:md}`m4_mark`: {glue:md}`m4_measured`). On
+# {glue:md}`small_data`, how wide networks merge after short training leans on the random
+# initialisation, before weight decay can act.
 
 # %% [markdown] tags=["when:small_init=stays"]
 # **A small initialisation leaves this width effect intact** on {glue:md}`small_data`:

@@ -465,3 +465,29 @@ def test_a_trend_that_passes_at_its_threshold_says_so():
     assert "adjacent" not in row(0.9, 7).measured_shown and "threshold" in row(-0.9, 7).measured_shown
     assert row(0.95, 5).at_threshold() == "" and row(0.9, 5, FAIL).at_threshold() == ""
     assert stats.spearman([1, 2, 3, 4, 5], [1, 2, 4, 3, 5]) == pytest.approx(claims.RHO_MIN)
+
+
+def test_a_hypothesis_repeats_where_the_rows_that_decide_it_repeat():
+    """P contradicted rests on M1 alone, so a reference whose M1 repeats an earlier label's has no P of its own,
+    whatever its M5; H2 contradicted by a passing M1 likewise (a referee found the first rule asking every row)."""
+    def rows(repeat: set, **states):
+        return [claims.ClaimResult(k.upper(), "width", "s", "m", "t", v, "mechanism",
+                                   repeats="digits (this build)" if k.upper() in repeat else None)
+                for k, v in states.items()]
+
+    own = rows(set(), m1=FAIL, m2=PASS, m3=PASS, m4=PASS, m5=FAIL)
+    ref = rows({"M1"}, m1=FAIL, m2=PASS, m3=INCONCLUSIVE, m4=PASS, m5=FAIL)
+    rep = claims.repeated_hypotheses({"a": own, "b": ref})
+    assert rep == {"b": {"P": "digits (this build)"}}  # H2 also reads M2, the reference's own
+    states = {"a": claims.hypothesis_states(own), "b": claims.hypothesis_states(ref)}
+    assert claims.conclusion(states, rep)[1]["against_sets"] == "a"
+    assert claims.conclusion(states)[1]["against_sets"] == "a and b"
+    passing = rows({"M1"}, m1=PASS, m2=FAIL, m5=FAIL)
+    assert claims.repeated_hypotheses({"c": passing}) == {"c": {"H2": "digits (this build)"}}  # P reads M5 too
+    m2_only = rows({"M2"}, m1=INCONCLUSIVE, m2=FAIL)
+    assert claims.repeated_hypotheses({"d": m2_only}) == {"d": {"H2": "digits (this build)"}}
+    assert [r.id for r in claims.deciding_rows("P", {r.id: r for r in passing})] == ["M1", "M5"]
+    table = claims.conclusion_table({"b": ref}, {"b": mech_frame()})
+    assert table.loc[claims.OBSERVATIONS["large_d"][0], "b"].startswith("falls short")  # M2 is the reference's own
+    md = claims.scoreboard_markdown(ref)
+    assert md.count("(a repeat, not counted)") == 1 and "the same runs as digits (this build), read again" in md

@@ -67,6 +67,7 @@ from .mechanism_accounts import (
     conclusion_table,
     data_hypothesis,
     decide,
+    deciding_rows,
     hypothesis_states,
     repeated_hypotheses,
     source_label,
@@ -196,7 +197,7 @@ __all__ = [
     # mechanism_accounts
     "CONCLUSIONS", "CONTRADICTED", "HYPOTHESES", "HYPOTHESIS_ROWS", "NONE_EXPLAINS", "OBSERVATION_ROWS",
     "OBSERVATIONS", "SUPPORTED", "UNDECIDED",
-    "barrier_cells", "closest_barrier", "conclusion", "conclusion_table", "data_hypothesis", "decide",
+    "barrier_cells", "closest_barrier", "conclusion", "conclusion_table", "data_hypothesis", "deciding_rows", "decide",
     "hypothesis_states", "repeated_hypotheses", "source_label",
     # noise
     "ABSENT", "ABSENT_EFFECT", "Collapse", "absent", "cell_mean_fit", "claim_n1", "claim_n2", "claim_n3",

@@ -191,7 +191,8 @@ def _table(rows: list[ClaimResult]) -> str:
         data = r.dataset or "—"
         data = f"{data} (reference `{r.source}`)" if r.source else data
         whose = f"the book's own, on the {r.paper} paper" if r.block == BOOK else f"{r.paper} paper"
-        cells = [label, data, regime, f"{whose}: {r.statement}", r.measured_shown, r.test, r.fixed_when, r.mark,
+        mark = f"{r.mark} (a repeat, not counted)" if r.repeats else r.mark
+        cells = [label, data, regime, f"{whose}: {r.statement}", r.measured_shown, r.test, r.fixed_when, mark,
                  f"{{doc}}`{r.page}`"]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)

@@ -28,19 +28,35 @@ HYPOTHESES = {
           "as the paper says",
 }
 SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
-#: The M rows each hypothesis' state reads (:func:`hypothesis_states`); P and H4 read M1, so a repeat of the others
-#: alone leaves them the data set's own.
+#: The M rows each hypothesis' state can read (:func:`hypothesis_states`); which of them decide it depends on the
+#: verdicts (:func:`deciding_rows`).
 HYPOTHESIS_ROWS = {"P": ("M1", "M5"), "H1": ("M4",), "H2": ("M1", "M2"), "H3": ("M3",)}
 
 
+def deciding_rows(h: str, rows: dict[str, ClaimResult]) -> list[ClaimResult]:
+    """Return the rows (of ``rows``, by id) that decide hypothesis ``h``'s state as :func:`hypothesis_states` reads
+    them: P contradicted rests on M1 alone (a failed M1), H2 contradicted on M1 alone (a passed M1) or on M2 alone
+    (a failed M2); otherwise every row of :data:`HYPOTHESIS_ROWS` the data set has."""
+    state = {k: r.state for k, r in rows.items()}
+    ids: tuple[str, ...] = HYPOTHESIS_ROWS[h]
+    if h == "P" and state.get("M1") == FAIL:
+        ids = ("M1",)
+    elif h == "H2" and state.get("M1") == PASS:
+        ids = ("M1",)
+    elif h == "H2" and state.get("M2") == FAIL and state.get("M1") != FAIL:
+        ids = ("M2",)
+    return [rows[i] for i in ids if i in rows]
+
+
 def repeated_hypotheses(rows_by_label: dict[str, list[ClaimResult]]) -> dict[str, dict[str, str]]:
-    """Return, per label, the hypotheses whose every row (:data:`HYPOTHESIS_ROWS`) repeats an earlier label's
+    """Return, per label, the hypotheses whose deciding rows (:func:`deciding_rows`) all repeat an earlier label's
     (:attr:`~lmcbook.claims.verdicts.ClaimResult.repeats`), each with the label it repeats: their state there is the
     same runs read again, not a second data set's evidence."""
     out: dict[str, dict[str, str]] = {}
     for label, rows in rows_by_label.items():
-        for h, ids in HYPOTHESIS_ROWS.items():
-            read = [r for r in rows if r.id in ids]
+        by_id = {r.id: r for r in rows}
+        for h in HYPOTHESIS_ROWS:
+            read = deciding_rows(h, by_id)
             if read and all(r.repeats for r in read):
                 out.setdefault(label, {})[h] = str(read[0].repeats)
     return out
@@ -164,7 +180,8 @@ def _near_init(short: Interval, m4: ClaimResult | None) -> str:
                              "H1 is refuted: a small initialisation leaves it intact")
 
 
-#: The M rows each observation of :data:`OBSERVATIONS` is read from (the short-training merge is M4's standard cell).
+#: The M rows each observation of :data:`OBSERVATIONS` is read from (the short-training merge is M4's standard cell;
+#: the large-D merge reads M2 only where M1 fails).
 OBSERVATION_ROWS = {"short": ("M4",), "large_d": ("M1", "M2"), "width": ("M3",), "orth": ("M5",)}
 
 
@@ -184,6 +201,8 @@ def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
                               "falls less than the minimum effect, or rises: evidence against the paper's chain")}
     none = [OBSERVATIONS[k][1] for k, v in out.items() if "none:" in v]
     for k, ids in OBSERVATION_ROWS.items():
+        if k == "large_d" and (m1 is None or m1.state != FAIL):
+            ids = ("M1",)  # M2 is read only where M1 fails
         read = [rows[i] for i in ids if i in rows]
         if read and all(r.repeats for r in read):
             out[k] = f"the same runs as {read[0].repeats}: {out[k]}"

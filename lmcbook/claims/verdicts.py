@@ -89,7 +89,8 @@ class ClaimResult:
     diagnostic: bool = False
     #: The label of an earlier row this one repeats (:func:`~lmcbook.claims.board.mark_repeats`: the same claim and
     #: regime on the same data set, with the same interval and verdict, so the same runs read again, as where a long
-    #: reference reuses the quick book's 60-epoch cells); None for a row of its own.  A repeat is shown, never counted.
+    #: reference reuses the quick book's 60-epoch cells); None for a row of its own.  A repeat is shown, never counted
+    #: (the scoreboard's blocks: :func:`~lmcbook.claims.board.block_counts`).
     repeats: str | None = None
 
     def __post_init__(self) -> None:
@@ -105,7 +106,7 @@ class ClaimResult:
         text = f"{self.measured}; too few to decide: {short}" if short else self.measured
         edge = self.at_threshold()
         text = f"{text}; {edge}" if edge else text
-        return f"the same runs as {self.repeats}, read again (not counted): {text}" if self.repeats else text
+        return f"the same runs as {self.repeats}, read again: {text}" if self.repeats else text
 
     def at_threshold(self) -> str:
         """Return, for a trend row that passes with its rank correlation exactly at RHO_MIN, that it passes at its

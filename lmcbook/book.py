@@ -52,7 +52,7 @@ from .page import file_sha, reads_path, record_path
 from .parts import all_notebooks, part_of
 from .paths import OUT_ENV, PROGRESS_ENV, STAGE_ENV, STORE_ENV, checked_out_dir, checked_path, store_root
 from .profiles import PROFILES, check_run_count
-from .provenance import source_hash
+from .provenance import library_hash
 from .specs import CODE_VERSION, RunSpec, SpecError
 from .store import SESSION_ENV, RunStore, StoreError, describe
 
@@ -66,7 +66,7 @@ def cache_key(name: str, profile: str, params: dict[str, Any], notebooks: str | 
     ($LMCBOOK_STORE, else ./runs, resolved)."""
     src = notebook_source(name, notebooks)
     return {"source": file_sha(src), "profile": profile, "params": json.loads(json.dumps(params, sort_keys=True)),
-            "lmcbook": source_hash(), "references": reference.fingerprint(), "store": str(store_root().resolve())}
+            "lmcbook": library_hash(), "references": reference.fingerprint(), "store": str(store_root().resolve())}
 
 
 def is_cached(name: str, key: dict[str, Any], out: Path) -> bool:

@@ -31,10 +31,23 @@ def git_sha() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def source_hash() -> str:
-    """Return the SHA-256 of every lmcbook/*.py file's path and contents (changes whenever the library does)."""
+    """Return the SHA-256 of every top-level lmcbook/*.py file's path and contents: the modules that train and
+    measure (a run's checkpoints and the store's derived results are keyed by it, so that a change to the claims or
+    the pages, :mod:`lmcbook.claims` and :mod:`lmcbook.pages`, never discards a half-trained run)."""
     h = hashlib.sha256()
     for p in sorted(PACKAGE_DIR.glob("*.py")):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def library_hash() -> str:
+    """Return the SHA-256 of every lmcbook .py file's path (relative to the package) and contents, its subpackages
+    included: what a notebook's cached output depends on (:func:`lmcbook.book.cache_key`), since a page's verdicts
+    and prose come from :mod:`lmcbook.claims` and :mod:`lmcbook.pages`."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in q.parts):
+        h.update(p.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 

@@ -347,3 +347,31 @@ def test_a_page_that_read_a_later_pages_csv_as_absent_waits_on_it(tmp_path):
     reads({"mechanism": "0" * 64})  # read as present: nothing to wait for
     assert not book._waiting_on(tmp_path, "width_accuracy")
     assert not book._waiting_on(tmp_path, "low_rank")  # never executed
+
+
+def test_the_page_cache_key_follows_the_whole_library_and_a_run_only_its_training_modules(tmp_path, monkeypatch):
+    """A page's verdicts and prose come from lmcbook.claims and lmcbook.pages, so a change there re-executes it (a
+    session found a page skipped as cached after its claims module had changed); a half-trained run's checkpoint
+    is keyed only by the top-level modules that train and measure, so such a change never discards it."""
+    from lmcbook import provenance
+
+    pkg = tmp_path / "lmcbook"
+    (pkg / "claims" / "__pycache__").mkdir(parents=True)
+    (pkg / "train.py").write_text("x = 1\n")
+    (pkg / "claims" / "board.py").write_text("y = 1\n")
+    (pkg / "claims" / "__pycache__" / "board.cpython.pyc.py").write_text("junk\n")
+    monkeypatch.setattr(provenance, "PACKAGE_DIR", pkg)
+    lib, src = provenance.library_hash.__wrapped__, provenance.source_hash.__wrapped__
+    before = lib(), src()
+    (pkg / "claims" / "__pycache__" / "board.cpython.pyc.py").write_text("other junk\n")
+    assert (lib(), src()) == before  # caches are not the library
+    (pkg / "claims" / "board.py").write_text("y = 2\n")
+    assert lib() != before[0] and src() == before[1]
+    changed = lib()
+    (pkg / "train.py").write_text("x = 2\n")
+    assert lib() != changed and src() != before[1]
+    moved = lib()
+    (pkg / "claims" / "board.py").rename(pkg / "claims" / "other.py")  # the same code under another name
+    assert lib() != moved
+    monkeypatch.undo()
+    assert book.cache_key(PAGE, "smoke", {})["lmcbook"] == provenance.library_hash()

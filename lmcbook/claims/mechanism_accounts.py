@@ -36,7 +36,8 @@ HYPOTHESIS_ROWS = {"P": ("M1", "M5"), "H1": ("M4",), "H2": ("M1", "M2"), "H3": (
 def deciding_rows(h: str, rows: dict[str, ClaimResult]) -> list[ClaimResult]:
     """Return the rows (of ``rows``, by id) that decide hypothesis ``h``'s state as :func:`hypothesis_states` reads
     them: P contradicted rests on M1 alone (a failed M1), H2 contradicted on M1 alone (a passed M1) or on M2 alone
-    (a failed M2); otherwise every row of :data:`HYPOTHESIS_ROWS` the data set has."""
+    (a failed M2); otherwise every row of
+    :data:`~lmcbook.claims.mechanism_accounts.HYPOTHESIS_ROWS` the data set has."""
     state = {k: r.state for k, r in rows.items()}
     ids: tuple[str, ...] = HYPOTHESIS_ROWS[h]
     if h == "P" and state.get("M1") == FAIL:

@@ -111,7 +111,7 @@ class ClaimResult:
     def at_threshold(self) -> str:
         """Return, for a trend row that passes with its rank correlation exactly at RHO_MIN, that it passes at its
         threshold, in words ("" otherwise): over 5 points ρ = ±0.9 means one adjacent pair out of order (Σd² = 2), the
-        only disorder that still passes (every other has Σd² ≥ 4, |ρ| ≤ 0.8)."""
+        only disorder that still passes (every other has Σd² ≥ 4, and ρ at most 0.8 in size)."""
         rho, n = self.values.get("rho", float("nan")), self.values.get("n_widths", self.values.get("n_d", 0))
         if self.state != PASS or not np.isfinite(rho) or abs(abs(rho) - RHO_MIN) > 1e-9:
             return ""

@@ -482,10 +482,14 @@ def test_a_hypothesis_repeats_where_the_rows_that_decide_it_repeat():
     states = {"a": claims.hypothesis_states(own), "b": claims.hypothesis_states(ref)}
     assert claims.conclusion(states, rep)[1]["against_sets"] == "a"
     assert claims.conclusion(states)[1]["against_sets"] == "a and b"
-    passing = rows({"M1"}, m1=PASS, m2=FAIL, m5=FAIL)
+    passing = rows({"M1"}, m1=PASS, m2=PASS, m5=FAIL)
     assert claims.repeated_hypotheses({"c": passing}) == {"c": {"H2": "digits (this build)"}}  # P reads M5 too
     m2_only = rows({"M2"}, m1=INCONCLUSIVE, m2=FAIL)
     assert claims.repeated_hypotheses({"d": m2_only}) == {"d": {"H2": "digits (this build)"}}
+    both_fail = rows({"M2"}, m1=FAIL, m2=FAIL)  # H2 contradicted by M2 alone: M1's own failure does not
+    assert claims.repeated_hypotheses({"e": both_fail})["e"] == {"H2": "digits (this build)"}
+    either = rows({"M1"}, m1=PASS, m2=FAIL)  # either contradicts H2, and M2 is its own: H2 is its own evidence
+    assert "H2" not in claims.repeated_hypotheses({"f": either}).get("f", {})
     assert [r.id for r in claims.deciding_rows("P", {r.id: r for r in passing})] == ["M1", "M5"]
     table = claims.conclusion_table({"b": ref}, {"b": mech_frame()})
     assert table.loc[claims.OBSERVATIONS["large_d"][0], "b"].startswith("falls short")  # M2 is the reference's own

@@ -35,17 +35,15 @@ HYPOTHESIS_ROWS = {"P": ("M1", "M5"), "H1": ("M4",), "H2": ("M1", "M2"), "H3": (
 
 def deciding_rows(h: str, rows: dict[str, ClaimResult]) -> list[ClaimResult]:
     """Return the rows (of ``rows``, by id) that decide hypothesis ``h``'s state as :func:`hypothesis_states` reads
-    them: P contradicted rests on M1 alone (a failed M1), H2 contradicted on M1 alone (a passed M1) or on M2 alone
-    (a failed M2); otherwise every row of
+    them: P contradicted rests on M1 alone (a failed M1); H2 contradicted on the rows that contradict it (a passed
+    M1, a failed M2: either alone does, so where both do, both are its evidence); otherwise every row of
     :data:`~lmcbook.claims.mechanism_accounts.HYPOTHESIS_ROWS` the data set has."""
     state = {k: r.state for k, r in rows.items()}
     ids: tuple[str, ...] = HYPOTHESIS_ROWS[h]
     if h == "P" and state.get("M1") == FAIL:
         ids = ("M1",)
-    elif h == "H2" and state.get("M1") == PASS:
-        ids = ("M1",)
-    elif h == "H2" and state.get("M2") == FAIL and state.get("M1") != FAIL:
-        ids = ("M2",)
+    elif h == "H2":
+        ids = tuple(i for i, s in (("M1", PASS), ("M2", FAIL)) if state.get(i) == s) or ids
     return [rows[i] for i in ids if i in rows]
 
 

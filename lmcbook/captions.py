@@ -228,8 +228,9 @@ def _setting_best(cells: pd.DataFrame, setting: dict | None) -> pd.Series | None
 
 
 def _gain_text(best: pd.Series | None) -> str:
-    """Return a setting's best gain as a table cell: points, its 95% interval, its η ("—" without one)."""
-    if best is None:
+    """Return a setting's best gain as a table cell: points, its 95% interval, its η ("—" without one, or where no
+    cell of the setting was kept with an interval)."""
+    if best is None or not np.isfinite(best["best_lr"]):
         return "—"
     return (f"{100 * best['best_gain']:.2f} [{100 * best['best_gain_lo']:.2f}, {100 * best['best_gain_hi']:.2f}] "
             f"at η {best['best_lr']:g}")

@@ -73,6 +73,11 @@ page.glue_values(**where_numbers)
 # The regime map read here, {glue:md}`where_map`, did not train this setting, so it says
 # nothing about it.
 
+# %% [markdown] tags=["when:where=failed"]
+# The regime map read here, {glue:md}`where_map`, trained this setting, but none of its
+# cells was kept with an interval (each failed by the rule or had too few pairs), so it
+# says nothing about how this setting merges.
+
 # %% [markdown] tags=["when:where_read=yes"]
 # On {glue:md}`where_map`, over {glue:text}`where_n_lrs` learning rates, this setting
 # reads as gaining (an interval over at least {glue:text}`where_min_pairs` pairs above zero)

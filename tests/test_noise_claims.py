@@ -373,6 +373,14 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
     assert read[(False, 0.0, "spawn", 0.0, 0.1)] == "harvest"
     assert read[(False, 0.0, "independent", 0.0, 0.1)] == "basins"
     assert (failed.loc[failed["lr"] == 1.0, "reading"] == "failed").all()
+    # a setting whose every cell failed has no best cell (a failed cell is never the best) and ranks last
+    dead = claims.map_cells(_map(gain, ens, acc=lambda lr: 0.1))
+    settings = claims.map_settings(dead)
+    assert settings["best_lr"].isna().all() and claims.pick_setting(dead) is None
+    half = claims.map_settings(failed)  # η = 1 failed everywhere: never the best
+    assert (half["best_lr"] < 1.0).all()
+    from lmcbook.pages.noise_regime import map_table
+    assert "— | — (no kept cell with an interval)" in map_table(settings, dead)
     assert claims.pick_setting(cells) == {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
     # independent pairs are the control: a setting where only they "gain" is never picked
     assert claims.pick_setting(claims.map_cells(_map(lambda *k: 0.02 if k[1] == "independent" else 0.0,
@@ -422,6 +430,9 @@ def test_a_noise_page_says_where_it_runs_from_the_map():
     assert untrained["where"] == "untrained" and untrained["where_read"] == "no"
     flat = _map(lambda *k: 0.0, lambda *k: 0.0).assign(dataset="digits")
     assert where_facts(here, flat)[0]["where"] == "nopick"
+    dead = _map(lambda *k: 0.01, lambda *k: 0.02, acc=0.1).assign(dataset="digits")  # every cell failed
+    failed = where_facts(here, dead)[0]
+    assert failed["where"] == "failed" and failed["where_read"] == "no"
     sweep = claims.map_spawn_sweep(frame, here)
     assert sorted(sweep["spawn_fraction"].unique()) == [0.0, 0.25] and sweep["kept"].all()
     assert claims.map_spawn_sweep(None, here).empty

@@ -70,12 +70,13 @@ def map_cells(frame: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.D
 def map_settings(cells: pd.DataFrame, order: tuple[str, ...] = PICK_ORDER) -> pd.DataFrame:
     """Return one row per setting of the map (augmentation, floor, start) over its learning rates: how many cells
     gain (``n_gain``: reading paper or gains), how many of the paper's size (``n_paper``), the best cell's gain and
-    its interval, and its learning rate (the best: the kept cell whose interval's lower end is highest, the smaller
-    η of a tie); sorted best first by ``order``
-    (:data:`~lmcbook.claims.thresholds.PICK_ORDER`)."""
+    its interval, and its learning rate (the best: the kept cell with an interval whose lower end is highest, the
+    smaller η of a tie; NaN where the setting has no such cell, since a failed cell is never the best); sorted best
+    first by ``order`` (:data:`~lmcbook.claims.thresholds.PICK_ORDER`; a setting without a best cell last)."""
     out = []
     for key, g in cells.groupby(MAP_KEYS[:-1]):
-        best = g.loc[g["gain_lo"].where(g["kept"]).fillna(-np.inf).idxmax()]  # failed cells never the best
+        fit = g[g["kept"].astype(bool) & g["gain_lo"].notna()].sort_values("lr")
+        best = fit.loc[fit["gain_lo"].idxmax()] if len(fit) else pd.Series(np.nan, index=g.columns)
         out.append({**dict(zip(MAP_KEYS[:-1], key)), "n_cells": len(g),
                     "n_gain": int(g["reading"].isin(["paper", "gains"]).sum()),
                     "n_paper": int((g["reading"] == "paper").sum()), "best_lr": best["lr"], "best_gain": best["gain"],

@@ -33,9 +33,12 @@ def map_table(settings: pd.DataFrame, cells: pd.DataFrame) -> str:
         own = cells[np.logical_and.reduce([cells[k] == s[k] for k in MAP_KEYS[:-1]])]
         rest = own["reading"].value_counts()
         other = ", ".join(f"{int(rest[k])} {v}" for k, v in short.items() if k in rest) or "none"
-        rows.append(f"| {describe_setting(s.to_dict())} | {s['n_gain']} of {s['n_cells']} ({s['n_paper']}) | "
-                    f"{s['best_lr']:g} | {100 * s['best_gain']:.2f} ({100 * s['best_gain_lo']:.2f} to "
-                    f"{100 * s['best_gain_hi']:.2f}) | {other} |")
+        best = "— | — (no kept cell with an interval)"
+        if np.isfinite(s["best_lr"]):
+            best = (f"{s['best_lr']:g} | {100 * s['best_gain']:.2f} ({100 * s['best_gain_lo']:.2f} to "
+                    f"{100 * s['best_gain_hi']:.2f})")
+        rows.append(f"| {describe_setting(s.to_dict())} | {s['n_gain']} of {s['n_cells']} ({s['n_paper']}) | {best} | "
+                    f"{other} |")
     return "\n".join(rows)
 
 

@@ -143,7 +143,8 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
     ensemble gain); the setting the map picks and the one the ranking fixed before the map first ran picks; and the
     setting's merge against children whose learning rate decays to zero from the same spawn, at the best η.
 
-    ``where``: ``nomap`` (no map of the data set), ``untrained`` (the map did not train this setting), ``nopick``
+    ``where``: ``nomap`` (no map of the data set), ``untrained`` (the map did not train this setting), ``failed``
+    (it did, but no cell of it was kept with an interval: each failed by the rule or had too few pairs), ``nopick``
     (no spawned setting of the map gains), ``picked`` or ``picked_paper`` (the map picks this setting, by its cells
     that gain at all or that gain the paper's size), ``other`` (it picks another); ``where_read``: ``yes`` where the
     map trained the setting (its numbers are quoted), else ``no``.  ``where_first``: ``same``,
@@ -171,6 +172,8 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
     if here.empty:
         return {**choices, "where": "untrained"}, facts
     s = map_settings(here).iloc[0]
+    if not np.isfinite(s["best_lr"]):  # every cell failed, or none has an interval: nothing to read
+        return {**choices, "where": "failed"}, facts
     best = here.set_index("lr").loc[s["best_lr"]]
     facts.update(where_n_lrs=len(here), where_n_gain=int(s["n_gain"]), where_min_pairs=MAP_MIN_PAIRS,
                  where_best_gain=100 * s["best_gain"], where_best_lo=100 * s["best_gain_lo"],

@@ -504,6 +504,19 @@ def test_w7_reads_the_widest_width_where_weight_decay_has_acted():
     # the strongest decay stops at 256 units; a middle one that has acted reaches 1024: W7 reads 1024 units
     mid = claims.claim_w7(_decay_arm(0.9, 0.7, strong_units=UNITS[:3], extra=[(1e-2, 0.05, 0.6, UNITS)]))
     assert mid.values["units"] == 1024 and mid.state == claims.FAIL and "weight decay 0.01" in mid.measured
+    # the width effect's slope is shown beside the level, never tested: here merged accuracy rises with width
+    # under the weak weight decay and not under the strong one, a slope the level test alone would not show
+    def rising(wd, u):
+        return 0.5 + 0.4 * np.log2(u / UNITS[0]) / np.log2(UNITS[-1] / UNITS[0]) if wd < 1e-3 else 0.7
+    arm = _decay_arm(0.7, 0.9)
+    arm.loc[arm["metric"] == "acc_merged", "value"] = [rising(w, u) for w, u in
+                                                      arm.loc[arm["metric"] == "acc_merged",
+                                                              ["weight_decay", "hidden_units"]].to_numpy()]
+    sloped = claims.claim_w7(arm)
+    assert sloped.values["slope_weak"] == pytest.approx(0.4) and sloped.values["slope_strong"] == pytest.approx(0.0)
+    assert f"from {UNITS[0]} to {UNITS[-1]} units merged accuracy changes by +0.400" in sloped.measured
+    assert sloped.state == claims.FAIL  # the verdict reads the level at the widest width only
+    assert "slope" not in claims.claim_w7(_decay_arm(0.7, 0.934, strong_units=UNITS[-1:])).measured
 
 
 def _perm(gain, jitter=0.001, matched=True):

@@ -145,7 +145,7 @@ page.glue_markdown(**other)
 # from smaller initial weights.
 
 # %% [markdown] tags=["when:small_init=vanishes"]
-# **With a small initialisation, wide networks no longer merge** on {glue:md}`small_data`
+# **With a small initialisation, wide networks merge worse** on {glue:md}`small_data`
 # (the merge at the widest width, not a trend with width: see the arm's narrow end below):
 # with initial weights ×{glue:text}`small_scale:g`, at the same length and the weakest
 # weight decay of {doc}`mechanism`, plain merged accuracy at {glue:text}`small_n_wide` hidden

@@ -56,7 +56,7 @@ def group_key(spec: RunSpec, n_train: int) -> tuple | None:
     """Return the key under which runs can train in one stack, or None if ``spec`` must train alone.
 
     Stackable: MLPs without BatchNorm of at most :data:`STACK_MAX_UNITS` hidden units whose
-    shape, data set (and augmentation flag), batch size, schedule length, warm-up, first step and stop step
+    shape, data set (and augmentation flag), batch size, schedule length, warm-up, first step, stop step and precision
     agree.  The schedule's shape (a decay to zero, to a floor, or a constant rate) may differ: each member
     follows its own.
     """
@@ -66,7 +66,7 @@ def group_key(spec: RunSpec, n_train: int) -> tuple | None:
     first = spec.parent.train.stop_step if spec.parent is not None else 0
     return (spec.data.name, spec.data.transform, spec.data.augment, m.width, m.base_width, m.depth, m.norm, m.bias,
             t.batch_size,
-            spec.total_steps(n_train), t.stop_step, first, t.warmup)
+            spec.total_steps(n_train), t.stop_step, first, t.warmup, t.precision)
 
 
 class StackedMLP(nn.Module):
@@ -175,8 +175,10 @@ class StackStepper:
         self.lr = self.opt.lr * shape[self._shape_of]
 
     def loss(self, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        """Return the (K,) mean cross-entropies of the members on their batches."""
-        return F.cross_entropy(self.stack(xb).transpose(1, 2), yb, reduction="none").mean(1)
+        """Return the (K,) mean cross-entropies of the members on their batches (under bfloat16 autocast if their
+        precision is bf16: a stack shares one, :func:`group_key`)."""
+        with torch.autocast(xb.device.type, dtype=torch.bfloat16, enabled=self.specs[0].train.precision == "bf16"):
+            return F.cross_entropy(self.stack(xb).transpose(1, 2), yb, reduction="none").mean(1)
 
     def step(self, loss: torch.Tensor) -> None:
         """Back-propagate the sum of the members' losses and update them all at once."""

@@ -65,8 +65,9 @@ class Reference:
 _MNIST_STANDIN = ("the 8k/2k MNIST stand-in: MNIST's official 10,000-image test split, its first 8,000 images to train "
                   "(800 held out for calibration) and its last 2,000 to test")
 _DIGITS = "scikit-learn's digits (1,797 8×8 images), the quick book's split"
-_LONG_PENDING = ("not made yet: 600 epochs at 1024 hidden units on 7,200 MNIST images take about 25 CPU-minutes per "
-                 "network here, 8 hours for the 20 networks the verdicts read; "
+_LONG_PENDING = ("not made yet: 600 epochs at 1024 hidden units on 7,200 MNIST images take about 15 CPU-minutes per "
+                 "network in fp32 and 6 in bf16 here, about 3.5 CPU-hours for the whole reference in bf16; a session "
+                 "here lasts 3 hours on 2 cores and its run store does not always outlive it; "
                  "`lmcbook reference NAME --data-root DIR` makes it, and its runs resume from the store")
 _MNIST1D = ("MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
             "calibration) and 4,000 test signals")
@@ -79,12 +80,16 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
               purpose="the mechanism study's arms on 784-dimensional real data, every weight decay up to 2048 hidden "
                       "units (H3, H4)"),
     *(Reference(f"mechanism-long-{tag}", "mechanism", "quick",
-                {**({"dataset": "mnist_standin"} if tag == "mnist-standin" else {}), "regimes": [60, 600],
+                {**({"dataset": "mnist_standin", "precision": "bf16"} if tag == "mnist-standin" else {}),
+                 "regimes": [60, 600],
                  "regime_weight_decays": [1e-4, 3e-3], "long_max_width": 16, "show_references": False},
                 _MNIST_STANDIN if tag == "mnist-standin" else _DIGITS, needs_data_root=tag == "mnist-standin",
                 purpose="the width paper's own route to a large decay integral: the quick recipe trained 600 epochs "
                         "at weight decay 1e-4 and 3e-3 at every width up to 1024 hidden units, 5 pairs at the two "
-                        "widest (M1 and M6 by the paper's route; W1, W6 and W7 in the long regime)",
+                        "widest (M1 and M6 by the paper's route; W1, W6 and W7 in the long regime)"
+                        + (", every run in bfloat16 autocast (the runs' precision field), which the mechanism page "
+                           "checks against the fp32 reference `mechanism-mnist-standin` on the cells both train"
+                           if tag == "mnist-standin" else ""),
                 pending=_LONG_PENDING if tag == "mnist-standin" else "")
       for tag in ("digits", "mnist-standin")),
     Reference("noise-regime-mnist-standin", "noise_regime", "quick",

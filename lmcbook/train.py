@@ -479,14 +479,15 @@ def train_loop(stepper: Stepper, data: Dataset, sched: Schedule, losses: torch.T
 
 
 def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device = "auto",
-          progress: bool | None = None, start: TrainedRun | None = None, amp: bool | None = None,
+          progress: bool | None = None, start: TrainedRun | None = None,
           init: TrainedRun | None = None, checkpoint: str | Path | None = None,
           checkpoint_every: int = 1, checkpoint_seconds: float = 0.0) -> TrainedRun:
     """Return the run trained from ``spec``.
 
     A child spec (``spec.parent`` set) continues from ``start``, the parent's stored run (weights, momentum,
     step); a fine-tuning spec (``spec.init`` set) starts from ``init``'s weights with a fresh optimizer and
-    schedule (:meth:`lmcbook.store.RunStore.get_or_train` passes both).  ``amp`` (bf16) is for CUDA only.
+    schedule (:meth:`lmcbook.store.RunStore.get_or_train` passes both).  The spec's ``train.precision`` says whether
+    the passes run under bfloat16 autocast (on every device; fp32 otherwise, CUDA included).
 
     ``checkpoint`` (a file, or a directory for ``<run id>.ckpt.safetensors``) makes the
     run survive a kill: every ``checkpoint_every`` epochs, at least ``checkpoint_seconds``
@@ -497,7 +498,7 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
     dev = resolve_device(device) if data is None else data.device
     data = load_spec(spec.data, dev) if data is None else data
     sched = schedule(spec, data, start)
-    use_amp = (dev.type == "cuda") if amp is None else (amp and dev.type == "cuda")
+    use_amp = spec.train.precision == "bf16"
     model = starting_model(spec, data, start, init)
     channels_last = dev.type == "cuda" and spec.model.arch in ("vgg11", "resnet20")
     if channels_last:  # the layout tensor cores want for convolutions

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .metrics import DEFAULT_LAMS
-from .specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_device, check_lams
+from .specs import PRECISIONS, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_device, check_lams
 from .studies import (
     MAX_DRAWS,
     MAX_ITERATIONS,
@@ -52,6 +52,8 @@ class Training(Study):
     device: str = param("auto", check=check_device)  # where runs train: auto, cpu, cuda, cuda:N or mps
     lams: tuple[float, ...] = param(DEFAULT_LAMS, smoke=SMOKE_LAMS)  # the λ grid: 21 points in [0, 1]
     scheduler: str | None = param(None)  # where missing runs train: None (here), "local:N" or "tcp://HOST:PORT"
+    precision: str = param("fp32", ok=lambda v: v in PRECISIONS,
+                           allowed=f"one of {PRECISIONS}")  # fp32, or bf16 autocast (part of each run's spec)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -87,7 +89,8 @@ class Recipe(Training):
             model=ModelSpec(self.arch, width, self.base_width, self.depth if self.arch == "mlp" else None,
                             self.norm, self.bias, self.init_scale),
             train=TrainSpec(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, momentum=self.momentum,
-                            weight_decay=self.weight_decay, warmup=self.warmup, seed=seed),
+                            weight_decay=self.weight_decay, warmup=self.warmup, seed=seed,
+                            precision=self.precision),
         )
 
     def pair(self, width: float, p: int) -> Pair:

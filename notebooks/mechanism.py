@@ -71,7 +71,7 @@
 # %% tags=["parameters"]
 profile = "quick"  # and MechanismStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
-seeds = device = lams = scheduler = arch = depth = widths = weight_decays = wide_decays = regimes = None
+seeds = device = lams = scheduler = precision = arch = depth = widths = weight_decays = wide_decays = regimes = None
 regime_weight_decays = long_max_width = init_scales = decisive_seeds = match_iterations = show_references = None
 
 # %%

@@ -256,3 +256,22 @@ def test_a_stack_is_not_checkpointed():
     stepper = StackStepper(specs, StackedMLP([MLP(64, 10, 32, depth=3) for _ in specs]), [None, None])
     with pytest.raises(NotImplementedError, match="not checkpointed"):
         stepper.save(Path("unused"), torch.zeros(1, 2), 1, Schedule(40, 19, 0, 40))
+
+
+def test_bf16_runs_train_under_autocast_alone_and_stacked_and_never_stack_with_fp32(monkeypatch):
+    """precision="bf16" puts the passes under bfloat16 autocast (the weights stay fp32): the same seed then gives
+    other weights than fp32, close to them; a stack of bf16 runs follows its members trained alone (to bf16's
+    rounding), and a bf16 run never stacks with an fp32 one."""
+    data = load("digits", device="cpu")
+    fp32, bf16 = _spec(0), _spec(0, precision="bf16")
+    a, b = train(fp32, data), train(bf16, data)
+    assert next(b.model.parameters()).dtype == torch.float32
+    diff = max(float((p - q).detach().abs().max()) for p, q in zip(a.model.parameters(), b.model.parameters()))
+    assert 0 < diff < 0.05
+    calls = []
+    real = torch.autocast
+    monkeypatch.setattr(torch, "autocast", lambda *a, **k: calls.append(k.get("enabled", True)) or real(*a, **k))
+    stacked = train_many([bf16, _spec(1, precision="bf16")], data)
+    assert calls and all(calls)
+    assert _close(stacked[0].model, b.model, 0.05) and not _close(stacked[0].model, a.model, 1e-6)
+    assert group_key(fp32, 1000) != group_key(bf16, 1000)

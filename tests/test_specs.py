@@ -103,3 +103,30 @@ def test_lr_floor_is_a_fraction(bad):
 def test_lr_floor_needs_a_linear_decay():
     with pytest.raises(SpecError, match=r"lr_floor=0.1 .*schedule='constant'"):
         TrainSpec(schedule="constant", lr_floor=0.1)
+
+
+def test_precision_keeps_every_existing_run_id_and_names_bf16_runs_apart():
+    """fp32 (the default) is left out of the hash, so every run made before the field keeps its id; bf16 is a run
+    of its own."""
+    assert "precision" not in RunSpec().hashed_dict()["train"]
+    assert RunSpec(train=TrainSpec(precision="fp32")).id == RunSpec().id
+    bf16 = RunSpec(train=TrainSpec(precision="bf16"))
+    assert bf16.id != RunSpec().id and bf16.hashed_dict()["train"]["precision"] == "bf16"
+    assert RunSpec.from_dict(bf16.to_dict()) == bf16
+
+
+@pytest.mark.parametrize("bad", ["fp16", "BF16", None, 32])
+def test_precision_is_fp32_or_bf16(bad):
+    with pytest.raises(SpecError, match=r"precision.*fp32.*bf16"):
+        TrainSpec(precision=bad)
+
+
+def test_a_study_passes_its_precision_to_every_run_and_rejects_others():
+    from lmcbook import profiles
+    from lmcbook.width_studies import MechanismStudy, WidthStudy
+
+    study = profiles.resolve(MechanismStudy, "smoke", precision="bf16")
+    assert {s.train.precision for p in study.pairs() for s in (p.a, p.b)} == {"bf16"}
+    assert {s.train.precision for s in profiles.resolve(WidthStudy, "smoke").specs()} == {"fp32"}
+    with pytest.raises(SpecError, match=r"precision='fp16'.*fp32.*bf16"):
+        profiles.resolve(WidthStudy, "smoke", precision="fp16")

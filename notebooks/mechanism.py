@@ -274,6 +274,16 @@ page.glue_values(**conclusion_lists)
 # :format: myst
 # ```
 #
+# A reference may train in bfloat16 autocast (the runs' `precision`, part of each run's
+# id), where fp32 would not fit the machine's time. Its numbers then stand only if they
+# agree with fp32 where both were trained: the check below reads the cell that a bf16
+# reference and an fp32 one of the same data set share with the most pairs, on the same
+# seeds.
+#
+# ```{glue:md} precision_check
+# :format: myst
+# ```
+#
 # ```{glue:figure} fig_width_ref
 # :name: fig-mechanism-reference
 #

@@ -293,3 +293,45 @@ def test_a_page_lists_its_committed_and_pending_references(tmp_path):
             assert r.pending.removeprefix("not made yet: ") in text
     assert reference.listing("noise_scale", tmp_path).startswith("Committed: none.")  # an empty results root
     assert reference.listing("theory_lewc") == "No reference run of this page is declared."
+
+
+def _precision_frame(shift=0.0, pairs=5, units=1024, seed=0):
+    """A synthetic mechanism CSV of one cell: plain and matched merges per pair, training accuracy per seed."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    base = {"notebook": "mechanism", "width": units / 64, "hidden_units": units, "depth": 4, "weight_decay": 0.03,
+            "epochs": 60, "init_scale": 1.0, "dataset": "mnist_standin"}
+    rows = []
+    for p in range(pairs):
+        for metric, method, v in (("acc_merged", "none", 0.85 + 0.02 * p), ("acc_merged", "weight_matching", 0.95),
+                                  ("acc_ensemble", "none", 0.951 + 0.001 * p)):
+            rows.append({**base, "metric": metric, "method": method, "pair": p,
+                         "value": v + (shift if metric == "acc_merged" and method == "none" else 0.0)
+                         + rng.normal(0, 1e-3)})
+        for s in (2 * p, 2 * p + 1):
+            rows.append({**base, "metric": "train_acc", "seed": s, "value": 0.97 + rng.normal(0, 1e-3)})
+    return pd.DataFrame(rows)
+
+
+def test_the_precision_check_compares_a_bf16_reference_with_its_fp32_twin_and_can_fail():
+    """bf16 within noise of fp32 reads 'agree'; a bf16 merge 20 points lower reads 'do not overlap'; a bf16 reference
+    with no fp32 twin of its data set, or too few shared pairs, is 'unchecked'; all-fp32 pages need no check."""
+    from lmcbook.pages import mechanism as mech
+
+    fp32, near, far = _precision_frame(), _precision_frame(seed=1), _precision_frame(-0.2, seed=1)
+    prov32, prov16 = {"params": {}}, {"params": {"precision": "bf16"}}
+    assert mech.precision_cell(fp32, near) == {"epochs": 60, "weight_decay": 0.03, "init_scale": 1.0,
+                                               "hidden_units": 1024}
+    ok = mech.precision_check({"a": (fp32, prov32), "b": (near, prov16)})
+    assert "`b` trains every run in bfloat16" in ok and "agree within their intervals" in ok and "**no**" not in ok
+    table = mech.precision_table(fp32, near, mech.precision_cell(fp32, near))
+    assert set(table["intervals overlap"]) == {"yes"} and len(table) == 4  # the quantities this frame carries
+    bad = mech.precision_check({"a": (fp32, prov32), "b": (far, prov16)})
+    assert "do not overlap" in bad and "plain merge's test accuracy" in bad.split("do not overlap")[0]
+    digits = far.assign(dataset="digits")
+    assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (digits, prov16)})
+    few = _precision_frame(pairs=2, seed=1)
+    assert mech.precision_cell(fp32, few) is None
+    assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (few, prov16)})
+    assert "no precision check is needed" in mech.precision_check({"a": (fp32, prov32)})

@@ -275,10 +275,13 @@ page.glue_values(**conclusion_lists)
 # ```
 #
 # A reference may train in bfloat16 autocast (the runs' `precision`, part of each run's
-# id), where fp32 would not fit the machine's time. Its numbers then stand only if they
-# agree with fp32 where both were trained: the check below reads the cell that a bf16
-# reference and an fp32 one of the same data set share with the most pairs, on the same
-# seeds.
+# id), where fp32 would not fit the machine's time. The check below reads every cell that
+# a bf16 reference shares with an fp32 reference of the same data set, with
+# {glue:md}`min_pairs` pairs or more on the same seeds, and tests each pair's difference
+# bf16 − fp32: the two precisions *agree* on a quantity when the difference's 95%
+# interval lies within {glue:md}`min_acc_effect` (accuracies and barriers) or
+# {glue:md}`precision_loss_margin` (the calibrated loss barrier). It names the lengths of
+# training that no fp32 run shares: the rows that read those cells rest on bf16 alone.
 #
 # ```{glue:md} precision_check
 # :format: myst

@@ -314,24 +314,37 @@ def _precision_frame(shift=0.0, pairs=5, units=1024, seed=0):
     return pd.DataFrame(rows)
 
 
-def test_the_precision_check_compares_a_bf16_reference_with_its_fp32_twin_and_can_fail():
-    """bf16 within noise of fp32 reads 'agree'; a bf16 merge 20 points lower reads 'do not overlap'; a bf16 reference
-    with no fp32 twin of its data set, or too few shared pairs, is 'unchecked'; all-fp32 pages need no check."""
+def test_the_precision_check_is_an_equivalence_test_on_paired_differences_and_can_fail():
+    """bf16 within noise of fp32 reads 'agree'; every pair's plain merge 4 points lower reads 'differ' (the two
+    intervals over pairs would still overlap); a noisy difference reads 'undecided'; a length no fp32 run shares is
+    named unchecked; a bf16 reference with no fp32 twin of its data set, or too few shared pairs, is 'unchecked';
+    all-fp32 pages need no check."""
+    import pandas as pd
+
     from lmcbook.pages import mechanism as mech
 
-    fp32, near, far = _precision_frame(), _precision_frame(seed=1), _precision_frame(-0.2, seed=1)
+    fp32, near, shifted = _precision_frame(), _precision_frame(seed=1), _precision_frame(-0.04, seed=1)
     prov32, prov16 = {"params": {}}, {"params": {"precision": "bf16"}}
-    assert mech.precision_cell(fp32, near) == {"epochs": 60, "weight_decay": 0.03, "init_scale": 1.0,
-                                               "hidden_units": 1024}
+    cell = {"epochs": 60, "weight_decay": 0.03, "init_scale": 1.0, "hidden_units": 1024}
+    assert mech.precision_cells(fp32, near) == [cell]
     ok = mech.precision_check({"a": (fp32, prov32), "b": (near, prov16)})
-    assert "`b` trains every run in bfloat16" in ok and "agree within their intervals" in ok and "**no**" not in ok
-    table = mech.precision_table(fp32, near, mech.precision_cell(fp32, near))
-    assert set(table["intervals overlap"]) == {"yes"} and len(table) == 4  # the quantities this frame carries
-    bad = mech.precision_check({"a": (fp32, prov32), "b": (far, prov16)})
-    assert "do not overlap" in bad and "plain merge's test accuracy" in bad.split("do not overlap")[0]
-    digits = far.assign(dataset="digits")
+    assert "`b` trains every run in bfloat16" in ok and "the two precisions agree" in ok and "**differ**" not in ok
+    table = mech.precision_table(fp32, near, cell)
+    assert set(table["precisions"]) == {"agree"} and len(table) == 4  # the quantities this frame carries
+    moved = mech.precision_table(fp32, shifted, cell)
+    assert moved.loc["plain merge's test accuracy (%)", "precisions"] == "**differ**"
+    assert set(moved["precisions"].drop("plain merge's test accuracy (%)")) == {"agree"}
+    assert "plain merge's test accuracy (%) differ beyond the margin" in mech.precision_check(
+        {"a": (fp32, prov32), "b": (shifted, prov16)})
+    noisy = near.copy()
+    noisy.loc[noisy["metric"] == "acc_merged", "value"] += np.random.default_rng(3).normal(0, 0.03, 10)
+    assert "undecided" in mech.precision_check({"a": (fp32, prov32), "b": (noisy, prov16)})
+    long = pd.concat([near, _precision_frame(seed=2).assign(epochs=600)])
+    text = mech.precision_check({"a": (fp32, prov32), "b": (long, prov16)})
+    assert "the two precisions agree" in text and "No cell of 600 epochs is checked" in text
+    digits = near.assign(dataset="digits")
     assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (digits, prov16)})
     few = _precision_frame(pairs=2, seed=1)
-    assert mech.precision_cell(fp32, few) is None
+    assert mech.precision_cells(fp32, few) == []
     assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (few, prov16)})
     assert "no precision check is needed" in mech.precision_check({"a": (fp32, prov32)})

@@ -103,6 +103,11 @@ LLFC_MATCHED_MAX = 0.1
 #: M3, M4 | after results | a6734c6 | the smallest change in plain merged accuracy that counts as an effect, 2 points
 #: (W11's small barrier, ACC_BARRIER_MAX): an interval wholly below it refutes the alternative (✗), not *inconclusive*
 MIN_ACC_EFFECT = 0.02
+#: The mechanism page's precision check (not a claim row) | before results: committed before the first bf16 reference
+#: (`mechanism-long-mnist-standin`) had written its CSV | (issue 36) | the largest paired difference bf16 − fp32 of
+#: a calibrated loss barrier that counts as agreement, in nats (half of W12's CAL_BARRIER_MAX); accuracies and
+#: accuracy barriers use MIN_ACC_EFFECT
+PRECISION_LOSS_MARGIN = 0.05
 #: M5 | after results | a6734c6 | the fall of the orthogonality ratio from the smallest to the largest D must exceed
 #: 0.05, a quarter of the way from a trained wide pair's ratio at the smallest D (about 0.4: 0.419 on digits at 1024
 #: units, 0.428 on the MNIST stand-in at 2048) to W5's 0.2.  (Its premise as first written named an *untrained*

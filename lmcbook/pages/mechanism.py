@@ -16,6 +16,7 @@ from ..claims import (
     MIN_ACC_EFFECT,
     MIN_PAIRS,
     ORTH_FALL_MIN,
+    PRECISION_LOSS_MARGIN,
     ClaimResult,
     page_claims,
     source_label,
@@ -24,7 +25,7 @@ from ..data import DATASET_LABELS, DATASET_SHORT
 from ..page import Page
 from ..plots import plot_mechanism_width
 from ..schema import cell_table, in_cell, select
-from ..stats import CONFIDENCE, t_interval
+from ..stats import CONFIDENCE, FAIL, INCONCLUSIVE, PASS, t_interval, within
 
 
 def describe_mechanism(study: Any) -> str:
@@ -163,18 +164,21 @@ def threshold_words() -> dict[str, str]:
     return {"confidence": f"{CONFIDENCE:.0%}", "acted_max": f"{DECAY_ACTED_MAX:.0%}",
             "converged_acc": f"{CONVERGED_TRAIN_ACC:.0%}", "min_pairs": str(MIN_PAIRS),
             "min_acc_effect": f"{100 * MIN_ACC_EFFECT:g} points", "orth_fall_min": f"{ORTH_FALL_MIN:g}",
-            "tie_rtol": f"{D_TIE_RTOL:.1%}"}
+            "tie_rtol": f"{D_TIE_RTOL:.1%}", "precision_loss_margin": f"{PRECISION_LOSS_MARGIN:g} nats"}
 
 
-#: What the precision check compares on its cell: (metric, method, label, scale to the shown unit, format).
-PRECISION_METRICS = (("acc_merged", "none", "plain merge's test accuracy (%)", 100.0, ".1f"),
-                     ("acc_merged", "weight_matching", "weight-matched merge's test accuracy (%)", 100.0, ".1f"),
-                     ("acc_ensemble", "none", "ensemble's test accuracy (%)", 100.0, ".1f"),
-                     ("acc_barrier", "none", "plain merge's accuracy barrier (points)", 100.0, ".1f"),
-                     ("loss_barrier_cal_mid", "none", "calibrated loss barrier at ½ (nats)", 1.0, ".3f"),
-                     ("train_acc", None, "endpoints' training accuracy (%)", 100.0, ".2f"),
-                     ("decay_integral", None, "decay integral D", 1.0, ".3f"))
+#: What the precision check compares on a cell: (metric, method, label, scale to the shown unit, format, margin).
+#: The margin is the largest paired difference bf16 − fp32 that counts as agreement (in the metric's own unit).
+PRECISION_METRICS = (("acc_merged", "none", "plain merge's test accuracy (%)", 100.0, ".1f", MIN_ACC_EFFECT),
+                     ("acc_merged", "weight_matching", "weight-matched merge's test accuracy (%)", 100.0, ".1f",
+                      MIN_ACC_EFFECT),
+                     ("acc_ensemble", "none", "ensemble's test accuracy (%)", 100.0, ".1f", MIN_ACC_EFFECT),
+                     ("acc_barrier", "none", "plain merge's accuracy barrier (points)", 100.0, ".1f", MIN_ACC_EFFECT),
+                     ("loss_barrier_cal_mid", "none", "calibrated loss barrier at ½ (nats)", 1.0, ".3f",
+                      PRECISION_LOSS_MARGIN),
+                     ("train_acc", None, "endpoints' training accuracy (%)", 100.0, ".2f", MIN_ACC_EFFECT))
 _CELL = ["epochs", "weight_decay", "init_scale", "hidden_units"]
+_AGREE = {PASS: "agree", FAIL: "**differ**", INCONCLUSIVE: "undecided"}
 
 
 def _precision(prov: dict[str, Any]) -> str:
@@ -191,70 +195,79 @@ def _replicates(frame: pd.DataFrame, cell: dict[str, Any], metric: str, method: 
     return rows.groupby(key)["value"].mean()
 
 
-def precision_cell(fp32: pd.DataFrame, low: pd.DataFrame) -> dict[str, Any] | None:
-    """Return the cell both frames trained with the most pairs in common (ties: the widest, then the strongest weight
-    decay, then the longest), None if no cell has :data:`MIN_PAIRS` in common."""
-    def pairs(frame: pd.DataFrame) -> pd.DataFrame:
-        rows = frame[(frame["metric"] == "acc_merged") & (frame["method"] == "none")]
-        return rows[_CELL + ["pair"]].drop_duplicates()
+def _pairs(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = frame[(frame["metric"] == "acc_merged") & (frame["method"] == "none")]
+    return rows[_CELL + ["pair"]].drop_duplicates()
 
-    both = pairs(fp32).merge(pairs(low), on=_CELL + ["pair"])
-    counts = both.groupby(_CELL).size()
-    counts = counts[counts >= MIN_PAIRS]
-    if counts.empty:
-        return None
-    best = max(counts.index, key=lambda k: (counts[k], k[3], k[1], k[0]))
-    return dict(zip(_CELL, best))
+
+def precision_cells(fp32: pd.DataFrame, low: pd.DataFrame) -> list[dict[str, Any]]:
+    """Return every cell both frames trained with at least :data:`MIN_PAIRS` pairs in common (the same seeds), the
+    longest and widest first."""
+    counts = _pairs(fp32).merge(_pairs(low), on=_CELL + ["pair"]).groupby(_CELL).size()
+    keys = sorted(counts[counts >= MIN_PAIRS].index, key=lambda k: (-k[0], -k[3], -k[1], k[2]))
+    return [dict(zip(_CELL, k)) for k in keys]
 
 
 def precision_table(fp32: pd.DataFrame, low: pd.DataFrame, cell: dict[str, Any]) -> pd.DataFrame:
     """Return, on ``cell``, each quantity of :data:`PRECISION_METRICS` in fp32 and in bf16 (mean and 95% t-interval
-    over the replicates both trained: the same seeds), the paired difference's interval, and whether the two
-    intervals overlap."""
+    over the replicates both trained: the same seeds) and the verdict of an equivalence test on their paired
+    difference bf16 − fp32: *agree* if its 95% t-interval lies within ± the quantity's margin, *differ* if wholly
+    outside, else *undecided* (:func:`lmcbook.stats.within`)."""
     out = []
-    for metric, method, label, scale, fmt in PRECISION_METRICS:
+    for metric, method, label, scale, fmt, margin in PRECISION_METRICS:
         a, b = _replicates(fp32, cell, metric, method), _replicates(low, cell, metric, method)
         common = a.index.intersection(b.index)
         if common.empty:
             continue
-        ia, ib = t_interval(a[common]), t_interval(b[common])
         diff = t_interval(b[common] - a[common])
-        overlap = ia.decided and ib.decided and ia.lo <= ib.hi and ib.lo <= ia.hi
-        out.append({"quantity": label, "fp32": ia.text(fmt, scale), "bf16": ib.text(fmt, scale),
-                    "bf16 − fp32 (paired)": diff.text(fmt, scale),
-                    "intervals overlap": "yes" if overlap else "**no**" if ia.decided and ib.decided else "n/a"})
+        out.append({"quantity": label, "fp32": t_interval(a[common]).text(fmt, scale),
+                    "bf16": t_interval(b[common]).text(fmt, scale), "bf16 − fp32 (paired)": diff.text(fmt, scale),
+                    "margin": f"±{format(scale * margin, 'g')}", "precisions": _AGREE[within(diff, margin)]})
     return pd.DataFrame(out).set_index("quantity")
+
+
+def _cell_words(cell: dict[str, Any]) -> str:
+    return (f"{cell['epochs']} epochs, weight decay {cell['weight_decay']:g}, {cell['hidden_units']} hidden units"
+            + (f", initialisation ×{cell['init_scale']:g}" if cell["init_scale"] != 1 else ""))
 
 
 def precision_check(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) -> str:
     """Return the check of every committed reference trained in bf16 against an fp32 reference of the same page
-    and data set, in Markdown: on the cell both trained with the most pairs in common (:func:`precision_cell`),
-    each quantity the verdicts read, in both precisions, and one sentence that says whether every interval overlaps
-    its twin."""
+    and data set, in Markdown: on every cell both trained with :data:`MIN_PAIRS` pairs in common
+    (:func:`precision_cells`), an equivalence test of each quantity the verdicts read on the paired difference
+    (:func:`precision_table`); a sentence that says which cells agree, which differ, and which lengths of training
+    no fp32 run checks."""
     parts = []
     for name, (frame, prov) in references.items():
         if _precision(prov) == "fp32":
             continue
         dataset = frame["dataset"].iloc[0]
-        twins = [(n, f) for n, (f, p) in references.items()
-                 if _precision(p) == "fp32" and f["dataset"].iloc[0] == dataset]
-        found = [(n, f, c) for n, f in twins if (c := precision_cell(f, frame)) is not None]
+        found = [(n, f, c) for n, (f, p) in references.items()
+                 if _precision(p) == "fp32" and f["dataset"].iloc[0] == dataset for c in precision_cells(f, frame)]
+        lengths = sorted({int(e) for e in _pairs(frame)["epochs"]})
+        unchecked = [e for e in lengths if e not in {c["epochs"] for _, _, c in found}]
+        left = (f" No cell of {' or '.join(map(str, unchecked))} epochs is checked (no fp32 reference of this data "
+                f"set shares {MIN_PAIRS} pairs of one with it): **the rows that read those cells rest on bf16 "
+                "alone**." if unchecked else "")
         if not found:
             parts.append(f"`{name}` trains in {_precision(prov)}, and no fp32 reference of this page on "
                          f"{DATASET_SHORT.get(dataset, dataset)} shares {MIN_PAIRS} pairs of a cell with it: "
                          "**its precision is unchecked**.")
             continue
-        twin, fp32, cell = found[0]
-        table = precision_table(fp32, frame, cell)
-        bad = [q for q, v in table["intervals overlap"].items() if v != "yes"]
-        where = (f"{cell['epochs']} epochs, weight decay {cell['weight_decay']:g}, {cell['hidden_units']} hidden "
-                 f"units" + (f", initialisation ×{cell['init_scale']:g}" if cell["init_scale"] != 1 else ""))
-        n = len(_replicates(fp32, cell, "acc_merged", "none").index.intersection(
-            _replicates(frame, cell, "acc_merged", "none").index))
-        verdict = ("every quantity's bf16 interval overlaps its fp32 one, so the two precisions agree within their "
-                   "intervals here" if not bad else
-                   f"**the intervals of {', '.join(bad)} do not overlap: bf16 changes this cell's result**")
-        parts.append(f"**Precision check.** `{name}` trains every run in bfloat16 autocast (`precision=\"bf16\"`); "
-                     f"`{twin}` trains in fp32. On the cell both train with the most pairs in common ({where}; "
-                     f"{n} pairs, the same seeds), {verdict}:\n\n{markdown_table(table)}")
+        for twin, fp32, cell in found:
+            table = precision_table(fp32, frame, cell)
+            states = set(table["precisions"])
+            n = len(_replicates(fp32, cell, "acc_merged", "none").index.intersection(
+                _replicates(frame, cell, "acc_merged", "none").index))
+            verdict = ("every quantity's paired difference lies within its margin: on this cell the two precisions "
+                       "agree" if states == {"agree"} else
+                       "**" + ", ".join(q for q, v in table["precisions"].items() if v == _AGREE[FAIL])
+                       + " differ beyond the margin: bf16 changes this cell's result**" if _AGREE[FAIL] in states else
+                       "some paired differences are neither within nor beyond their margin: on this cell the check "
+                       "is **undecided** for " + ", ".join(q for q, v in table["precisions"].items()
+                                                           if v != "agree"))
+            parts.append(f"**Precision check.** `{name}` trains every run in bfloat16 autocast "
+                         f"(`precision=\"bf16\"`); `{twin}` trains in fp32. On a cell both train ({_cell_words(cell)}; "
+                         f"{n} pairs, the same seeds), {verdict}:\n\n{markdown_table(table)}")
+        parts[-1] += left
     return "\n\n".join(parts) or "Every reference of this page trains in fp32 (no precision check is needed)."

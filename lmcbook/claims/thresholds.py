@@ -104,7 +104,7 @@ LLFC_MATCHED_MAX = 0.1
 #: (W11's small barrier, ACC_BARRIER_MAX): an interval wholly below it refutes the alternative (✗), not *inconclusive*
 MIN_ACC_EFFECT = 0.02
 #: The mechanism page's precision check (not a claim row) | before results: committed before the first bf16 reference
-#: (`mechanism-long-mnist-standin`) had written its CSV | (issue 36) | the largest paired difference bf16 − fp32 of
+#: (`mechanism-long-mnist-standin`) had written its CSV | 78a1f78 | the largest paired difference bf16 − fp32 of
 #: a calibrated loss barrier that counts as agreement, in nats (half of W12's CAL_BARRIER_MAX); accuracies and
 #: accuracy barriers use MIN_ACC_EFFECT
 PRECISION_LOSS_MARGIN = 0.05

@@ -476,10 +476,12 @@ def test_the_claims_page_opens_with_its_table():
 
 
 # -- issue 36: rows that measure what they claim ----------------------------------------------------------------------
-def _decay_arm(strong_wide, weak_wide, shrink=0.01, jitter=0.001, pairs=5, strong_units=UNITS, extra=()):
+def _decay_arm(strong_wide, weak_wide, shrink=0.01, jitter=0.001, pairs=5, strong_units=UNITS, extra=(),
+               unfit=()):
     """One training length's decay arm: merged accuracy per pair at weight decay 1e-4 (idle: weight decay alone
-    leaves 0.98 of a weight) and 3e-2 (leaving ``shrink``), with each run's D and shrinkage; ``extra``: more cells,
-    as (weight decay, shrinkage, merged accuracy at every width, widths)."""
+    leaves 0.98 of a weight) and 3e-2 (leaving ``shrink``), with each run's D, shrinkage and training accuracy (1.0,
+    or 0.9 at the (weight decay, width) cells of ``unfit``); ``extra``: more cells, as (weight decay, shrinkage,
+    merged accuracy at every width, widths)."""
     cells = [(1e-4, 0.98, weak_wide, UNITS), (3e-2, shrink, strong_wide, strong_units), *extra]
     rows = []
     for wd, sh, acc, units in cells:
@@ -489,7 +491,9 @@ def _decay_arm(strong_wide, weak_wide, shrink=0.01, jitter=0.001, pairs=5, stron
                 rows.append({"metric": "acc_merged", "value": acc + jitter * (p - (pairs - 1) / 2), **keys})
                 for seed in (2 * p, 2 * p + 1):
                     rows += [{"metric": "decay_integral", "value": -np.log(sh) / 10, "seed": seed, **keys},
-                             {"metric": "decay_shrinkage", "value": sh, "seed": seed, **keys}]
+                             {"metric": "decay_shrinkage", "value": sh, "seed": seed, **keys},
+                             {"metric": "train_acc", "value": 0.9 if (wd, u) in unfit else 1.0, "seed": seed,
+                              **keys}]
     return frame("mechanism", rows)
 
 
@@ -514,9 +518,19 @@ def test_w7_reads_the_widest_width_where_weight_decay_has_acted():
                                                               ["weight_decay", "hidden_units"]].to_numpy()]
     sloped = claims.claim_w7(arm)
     assert sloped.values["slope_weak"] == pytest.approx(0.4) and sloped.values["slope_strong"] == pytest.approx(0.0)
-    assert f"from {UNITS[0]} to {UNITS[-1]} units merged accuracy changes by +0.400" in sloped.measured
+    assert f"from {UNITS[0]} to {UNITS[-1]} units, plain merged accuracy changes by +0.400" in sloped.measured
+    assert "5 pairs at 16 units and 5 at 1024 in each cell" in sloped.measured and "left out" not in sloped.measured
     assert sloped.state == claims.FAIL  # the verdict reads the level at the widest width only
-    assert "slope" not in claims.claim_w7(_decay_arm(0.7, 0.934, strong_units=UNITS[-1:])).measured
+    assert "changes by" not in claims.claim_w7(_decay_arm(0.7, 0.934, strong_units=UNITS[-1:])).measured
+    # a narrow end whose endpoints did not train (the convergence rule) is left out, and the text says why
+    skip = _decay_arm(0.7, 0.9, unfit={(3e-2, UNITS[0])})
+    skip.loc[skip["metric"] == "acc_merged", "value"] = arm.loc[arm["metric"] == "acc_merged", "value"].to_numpy()
+    moved = claims.claim_w7(skip)
+    assert moved.values["slope_from"] == UNITS[1] and f"from {UNITS[1]} to {UNITS[-1]} units" in moved.measured
+    assert (f"left out: weight decay 0.03: an endpoint at {UNITS[0]} units reached training accuracy 0.900"
+            in moved.measured)
+    dead = claims.claim_w7(_decay_arm(0.7, 0.9, unfit={(3e-2, u) for u in UNITS[:-1]}))
+    assert "slope_weak" not in dead.values and "no narrower width where both cells' endpoints met" in dead.measured
 
 
 def _perm(gain, jitter=0.001, matched=True):

@@ -24,7 +24,6 @@ from ..schema import (
     LLFC_REL_ERR,
     ORTH_RATIO,
     REL_EFFECTIVE_RANK,
-    TRAIN_ACC,
     cell_table,
     hidden_to_hidden,
     in_cell,
@@ -46,7 +45,6 @@ from ..stats import (
     within,
 )
 from .thresholds import (
-    CONVERGED_TRAIN_ACC,
     D_TIE_RTOL,
     DECAY_ACTED_MAX,
     DECAY_IDLE_MIN,
@@ -72,6 +70,7 @@ from .verdicts import (
     _trend_verdict,
     _values,
     ties,
+    unfit,
 )
 
 
@@ -82,17 +81,6 @@ def mechanism_standard(df: pd.DataFrame) -> pd.DataFrame:
     if "init_scale" in df.columns:
         keep &= df["init_scale"].fillna(1.0).eq(1.0)
     return df[keep]
-
-
-def _unfit(df: pd.DataFrame, cell: dict, units: float) -> str | None:
-    """Return why the endpoints of a cell at a width break the convergence rule (None when they meet it)."""
-    acc = select(in_cell(df, cell, units), TRAIN_ACC)["value"]
-    if acc.empty:
-        return f"no training accuracy is recorded at {units:g} units"
-    if acc.min() < CONVERGED_TRAIN_ACC:
-        return (f"an endpoint at {units:g} units reached training accuracy {acc.min():.3f} < {CONVERGED_TRAIN_ACC:g} "
-                "(the convergence rule)")
-    return None
 
 
 class _NotApplicable(Exception):
@@ -189,7 +177,7 @@ def _largest_d_gate(df: pd.DataFrame, need: list[float] | None = None) -> tuple[
                              f"({big['D']:.3g}, {_cell_name(big)}) weight decay alone would leave "
                              f"{big['shrinkage']:.2f} of a weight (> {DECAY_ACTED_MAX:g})")
     for units in need or [widest]:
-        why = _unfit(df, big, units)
+        why = unfit(df, big, units)
         if why is not None:
             return widest, big, why
     return widest, big, None
@@ -235,7 +223,7 @@ def _along_d(df: pd.DataFrame, widest: float, value: Callable[[pd.Series], pd.Se
     last must converge, else raise), and ``value(cell)`` (a series over pairs) for each."""
     cells = _widest_cells(cell_table(df), widest)
     for end in (cells.iloc[0], cells.iloc[-1]):
-        _check(_unfit(df, end, widest), cells["D"].iloc[-1])
+        _check(unfit(df, end, widest), cells["D"].iloc[-1])
     return cells, [value(c) for _, c in cells.iterrows()]
 
 
@@ -299,8 +287,8 @@ def _read_m3(df: pd.DataFrame) -> _Reading:
     widest, big = _largest_d(df)
     units = sorted(in_cell(df, big)["hidden_units"].dropna().unique())
     _check(f"only one width was trained at the largest D ({_cell_name(big)})" if len(units) < 2 else None, big["D"])
-    _check(_unfit(df, big, units[-2]), big["D"])
-    fit = [u for u in units if _unfit(df, big, u) is None]
+    _check(unfit(df, big, units[-2]), big["D"])
+    fit = [u for u in units if unfit(df, big, u) is None]
     means = [pair_values(df, ACC_MERGED, big, u, method=PLAIN).mean() for u in fit]
     rho = spearman(fit, means)
     wide, prev = (pair_values(df, ACC_MERGED, big, u, method=PLAIN) for u in (units[-1], units[-2]))
@@ -340,7 +328,7 @@ def _read_m4(df: pd.DataFrame) -> _Reading:
                f"{low['shrinkage']:.2f} of a weight, < {DECAY_IDLE_MIN:g})")
     if not (np.isclose(small["epochs"], low["epochs"]) and np.isclose(small["weight_decay"], low["weight_decay"])):
         _check(f"the small-initialisation arm ({_cell_name(small)}) is not at the smallest D ({_cell_name(low)})")
-    _check(_unfit(df, low, widest) or _unfit(df, small, widest))
+    _check(unfit(df, low, widest) or unfit(df, small, widest))
     std, sml = (pair_values(df, ACC_MERGED, cell, widest, method=PLAIN) for cell in (low, small))
     iv = interval_diff(std, sml)
     measured = (f"at {widest:g} units, D = {low['D']:.3g}: "
@@ -412,7 +400,7 @@ def _read_m6(df: pd.DataFrame) -> _Reading:
     parts, states, worst = [], [], Interval(0.0, 0.0, 0.0, 0)
     for lc, dc in couples:
         units = min(lc["widest"], dc["widest"])
-        _check(_unfit(df, lc, units) or _unfit(df, dc, units), lc["D"])
+        _check(unfit(df, lc, units) or unfit(df, dc, units), lc["D"])
         iv = interval_diff(pair_values(df, ACC_MERGED, lc, units, method=PLAIN),
                            pair_values(df, ACC_MERGED, dc, units, method=PLAIN))
         states.append(_decided(iv, within(iv, EQUAL_D_TOL)))
@@ -448,7 +436,7 @@ def short_merge(df: pd.DataFrame) -> Interval:
     standard initialisation, where weight decay has barely acted (an empty interval when it has acted there, or an
     endpoint did not converge): how well wide networks merge before the paper's mechanism can act."""
     ext = _extremes(df)
-    if ext is None or not ext[1]["shrinkage"] >= DECAY_IDLE_MIN or _unfit(df, ext[1], ext[0]) is not None:
+    if ext is None or not ext[1]["shrinkage"] >= DECAY_IDLE_MIN or unfit(df, ext[1], ext[0]) is not None:
         return interval([])
     return _merge_ratio(df, ext[1], ext[0])[0]
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..schema import DECAY_INTEGRAL, select
+from ..schema import DECAY_INTEGRAL, TRAIN_ACC, in_cell, select
 from ..stats import Interval, above, interval_diff, trend_and_ends
 from .thresholds import (
     CHANCE_RATE,
     CHANGED_AFTER_RESULTS,
+    CONVERGED_TRAIN_ACC,
     D_TIE_RTOL,
     FIXED_BEFORE,
     FIXED_BEFORE_SOURCE,
@@ -257,3 +258,14 @@ def _trend_verdict(rho: float, sign: int, ends: str, diff: Interval, n_points: i
     if n_points < MIN_TREND_POINTS or diff.n < MIN_PAIRS:
         return INCONCLUSIVE
     return trend_and_ends(rho, sign, ends, RHO_MIN)
+
+
+def unfit(df: pd.DataFrame, cell: dict, units: float) -> str | None:
+    """Return why the endpoints of a cell at a width break the convergence rule (None when they meet it)."""
+    acc = select(in_cell(df, cell, units), TRAIN_ACC)["value"]
+    if acc.empty:
+        return f"no training accuracy is recorded at {units:g} units"
+    if acc.min() < CONVERGED_TRAIN_ACC:
+        return (f"an endpoint at {units:g} units reached training accuracy {acc.min():.3f} < {CONVERGED_TRAIN_ACC:g} "
+                "(the convergence rule)")
+    return None

@@ -77,6 +77,7 @@ from .verdicts import (
     _trend_verdict,
     _values,
     trend_state,
+    unfit,
 )
 
 
@@ -342,21 +343,37 @@ def claim_w7(wd: pd.DataFrame, regime: str = "short", page: str = "mechanism") -
 
 
 def _w7_slopes(wd: pd.DataFrame, weak: pd.Series, strong: pd.Series, units: float) -> tuple[dict[str, float], str]:
-    """Return W7's width slopes, shown beside its verdict and never tested (the paper's sentence is about the width
+    """Return W7's width effects, shown beside its verdict and never tested (the paper's sentence is about the width
     effect, the verdict about the level at the widest width; a referee asked for both): the change in plain merged
-    accuracy from the narrowest width both cells trained to ``units``, with the weakest and the strongest weight
-    decay, and those words ("" where the cells share no narrower width)."""
+    accuracy from the narrowest width where both cells trained pairs and every endpoint met the convergence rule
+    (:func:`~lmcbook.claims.verdicts.unfit`) to ``units``, with the weakest and the strongest weight decay, each end's
+    pairs, and those words, which name the narrower widths left out and why ("" where the cells share no narrower
+    width)."""
     widths = sorted(float(u) for u in wd["hidden_units"].dropna().unique() if u < units)
     common = [u for u in widths if all(len(pair_values(wd, ACC_MERGED, c, u)) for c in (weak, strong))]
     if not common:
         return {}, ""
-    narrow = common[0]
-    weak_slope, strong_slope = (pair_values(wd, ACC_MERGED, c, units).mean()
-                                - pair_values(wd, ACC_MERGED, c, narrow).mean() for c in (weak, strong))
+    cells = [c.to_dict() for c in (weak, strong)]
+    fit = [u for u in common if all(unfit(wd, c, u) is None for c in cells)]
+    skipped = [u for u in common if not fit or u < fit[0]]
+    why = "; ".join(next(f"weight decay {c['weight_decay']:g}: {w}" for c in cells
+                         if (w := unfit(wd, c, u)) is not None) for u in skipped)
+    left = f" (left out: {why})" if skipped else ""
+    if not fit:
+        return {}, ("; no narrower width where both cells' endpoints met the convergence rule, so no width effect is "
+                    f"shown{left}")
+    narrow = fit[0]
+    ends = [(pair_values(wd, ACC_MERGED, c, narrow), pair_values(wd, ACC_MERGED, c, units)) for c in (weak, strong)]
+    weak_slope, strong_slope = (wide.mean() - nar.mean() for nar, wide in ends)
+    counts = {(len(nar), len(wide)) for nar, wide in ends}
+    counts = (f"{ends[0][0].size} pairs at {narrow:g} units and {ends[0][1].size} at {units:g} in each cell"
+              if len(counts) == 1 else "; ".join(f"{len(nar)} pairs at {narrow:g} units and {len(wide)} at {units:g} "
+                                                 f"with weight decay {c['weight_decay']:g}"
+                                                 for (nar, wide), c in zip(ends, cells)))
     return ({"slope_weak": weak_slope, "slope_strong": strong_slope, "slope_from": narrow},
-            f"; from {narrow:g} to {units:g} units merged accuracy changes by {weak_slope:+.3f} (weight decay "
-            f"{weak['weight_decay']:g}) and {strong_slope:+.3f} (weight decay {strong['weight_decay']:g}): the width "
-            "effect's slope, shown, not tested")
+            f"; from {narrow:g} to {units:g} units, plain merged accuracy changes by {weak_slope:+.3f} (weight decay "
+            f"{weak['weight_decay']:g}) and {strong_slope:+.3f} (weight decay {strong['weight_decay']:g}; {counts}): "
+            f"the width effect as a change between two widths, shown, not tested{left}")
 
 
 def claim_w8(perm: pd.DataFrame) -> ClaimResult:

@@ -75,7 +75,7 @@ page.glue_values(**where_numbers)
 
 # %% [markdown] tags=["when:where=failed"]
 # The regime map read here, {glue:md}`where_map`, trained this setting, but none of its
-# cells was kept with an interval (each failed by the rule or had too few pairs), so it
+# cells was kept with an interval (each failed by the rule or had too few pairs for an interval), so it
 # says nothing about how this setting merges.
 
 # %% [markdown] tags=["when:where_read=yes"]

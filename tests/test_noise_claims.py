@@ -379,6 +379,14 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
     assert settings["best_lr"].isna().all() and claims.pick_setting(dead) is None
     half = claims.map_settings(failed)  # η = 1 failed everywhere: never the best
     assert (half["best_lr"] < 1.0).all()
+    # among live settings, one whose every cell failed (here the one that gained most) ranks last, with no best cell
+    key = ["augment", "lr_floor", "method", "spawn_fraction"]
+    one = cells.set_index(key).index == (False, 0.2, "spawn", 0.25)
+    mixed = cells.assign(kept=np.where(one, False, cells["kept"]), reading=np.where(one, "failed", cells["reading"]))
+    ranked = claims.map_settings(mixed)
+    assert tuple(ranked.iloc[-1][key]) == (False, 0.2, "spawn", 0.25) and np.isnan(ranked.iloc[-1]["best_lr"])
+    assert ranked.iloc[:-1]["best_lr"].notna().all()
+    assert claims.pick_setting(mixed) != {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
     from lmcbook.pages.noise_regime import map_table
     assert "— | — (no kept cell with an interval)" in map_table(settings, dead)
     assert claims.pick_setting(cells) == {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}

@@ -125,8 +125,12 @@ def test_a_study_passes_its_precision_to_every_run_and_rejects_others():
     from lmcbook import profiles
     from lmcbook.width_studies import MechanismStudy, WidthStudy
 
+    from lmcbook.pages.mechanism import describe_mechanism
+
     study = profiles.resolve(MechanismStudy, "smoke", precision="bf16")
     assert {s.train.precision for p in study.pairs() for s in (p.a, p.b)} == {"bf16"}
+    assert "every run in bf16 autocast" in describe_mechanism(study)
+    assert "autocast" not in describe_mechanism(profiles.resolve(MechanismStudy, "smoke"))
     assert {s.train.precision for s in profiles.resolve(WidthStudy, "smoke").specs()} == {"fp32"}
     with pytest.raises(SpecError, match=r"precision='fp16'.*fp32.*bf16"):
         profiles.resolve(WidthStudy, "smoke", precision="fp16")

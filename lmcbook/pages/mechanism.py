@@ -35,7 +35,9 @@ def describe_mechanism(study: Any) -> str:
     units = sorted({int(round(study.base_width * w)) for w in study.widths})
     return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers on "
             f"{DATASET_LABELS[study.dataset]}; SGD (peak lr "
-            f"{t.lr:g}, momentum {t.momentum:g}, batch {t.batch_size}); {', '.join(map(str, units))} hidden units; "
+            f"{t.lr:g}, momentum {t.momentum:g}, batch {t.batch_size}"
+            f"{'' if t.precision == 'fp32' else f', every run in {t.precision} autocast'}); "
+            f"{', '.join(map(str, units))} hidden units; "
             f"{len(cells)} cells of (length, weight decay, initial-weight factor); {study.seeds} pair(s) per cell and "
             f"width, {max(study.seeds, study.decisive_seeds)} in the cells that decide a verdict")
 

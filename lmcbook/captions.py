@@ -39,7 +39,8 @@ def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
     unit = "hidden units" if m.arch == "mlp" else "base channels"
     return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {DATASET_LABELS[study.dataset]}; "
             f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
-            f"batch {t.batch_size}); {', '.join(map(str, units))} {unit}; "
+            f"batch {t.batch_size}{'' if t.precision == 'fp32' else f', every run in {t.precision} autocast'}); "
+            f"{', '.join(map(str, units))} {unit}; "
             f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
             + _deciding_pairs(study, len(units) > 1)
             + (f"; regime: {describe_regime(regime)}" if regime is not None else ""))

@@ -36,6 +36,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -269,6 +270,11 @@ class RunStore(EventLog, DerivedResults):
             provenance=json.loads((path / "provenance.json").read_text()),
             momentum_buffers=momentum, step=int(meta["step"]),
         )
+        if str(run.provenance.get("device", "")).startswith("cuda") and "precision" not in run.provenance:
+            warnings.warn(f"run {spec.short_id} was trained on {run.provenance['device']} by code that did not record "
+                          "its precision: before commit 42859cd every CUDA run trained under bf16 autocast whatever "
+                          "its spec said, so this run may be bf16 under an fp32 id; to be sure, remove its folder "
+                          f"{path} and train it again", stacklevel=2)
         if record:
             self._event("loaded", spec)
             log.info("loaded run %s from the store: %s", spec.short_id, describe(spec))

@@ -193,7 +193,7 @@ def finish(spec: RunSpec, model: nn.Module, losses: torch.Tensor, sched: Schedul
         ev = evaluate(model, *data.split(split))
         metrics[f"{split}_acc"], metrics[f"{split}_loss"] = ev.acc, ev.loss
     prov = provenance(data.device)
-    prov.update(steps=sched.stop - sched.first, **provenance_extra)
+    prov.update(steps=sched.stop - sched.first, precision=spec.train.precision, **provenance_extra)
     return TrainedRun(spec, model, history, metrics, prov, momentum_buffers if keeps_momentum(spec) else None,
                       sched.stop)
 

@@ -123,14 +123,17 @@ def test_precision_is_fp32_or_bf16(bad):
 
 def test_a_study_passes_its_precision_to_every_run_and_rejects_others():
     from lmcbook import profiles
-    from lmcbook.width_studies import MechanismStudy, WidthStudy
-
     from lmcbook.pages.mechanism import describe_mechanism
+    from lmcbook.width_studies import MechanismStudy, WidthStudy
 
     study = profiles.resolve(MechanismStudy, "smoke", precision="bf16")
     assert {s.train.precision for p in study.pairs() for s in (p.a, p.b)} == {"bf16"}
     assert "every run in bf16 autocast" in describe_mechanism(study)
     assert "autocast" not in describe_mechanism(profiles.resolve(MechanismStudy, "smoke"))
     assert {s.train.precision for s in profiles.resolve(WidthStudy, "smoke").specs()} == {"fp32"}
+    from lmcbook.captions import describe_study
+
+    assert "every run in bf16 autocast" in describe_study(profiles.resolve(WidthStudy, "smoke", precision="bf16"))
+    assert "autocast" not in describe_study(profiles.resolve(WidthStudy, "smoke"))
     with pytest.raises(SpecError, match=r"precision='fp16'.*fp32.*bf16"):
         profiles.resolve(WidthStudy, "smoke", precision="fp16")

@@ -122,3 +122,33 @@ def test_an_entry_copied_into_another_runs_folder_is_refused(digits, tmp_path, c
     assert main(["store", "verify", "--store", str(store.root)]) == 1
     said = capsys.readouterr().out
     assert "CORRUPT ENTRY" in said and b.id in said and "1 corrupt" in said
+
+
+def test_a_cuda_run_without_a_recorded_precision_warns_on_load(digits, tmp_path):
+    """Before 42859cd every CUDA run trained under bf16 autocast whatever its spec said; a run records its precision
+    since, and a stored CUDA run without one says so when loaded (a CPU run, or one that records it, does not)."""
+    import hashlib
+    import warnings
+
+    store = RunStore(tmp_path / "s")
+    spec = tiny_spec()
+    store.get_or_train(spec, data=digits)
+    path = store.path(spec)
+    prov = json.loads((path / "provenance.json").read_text())
+    assert prov["precision"] == "fp32"
+
+    def rewrite(**changes):
+        new = {k: v for k, v in {**prov, **changes}.items() if v is not None}
+        (path / "provenance.json").write_text(json.dumps(new))
+        manifest = json.loads((path / "manifest.json").read_text())
+        manifest["provenance.json"] = hashlib.sha256((path / "provenance.json").read_bytes()).hexdigest()
+        (path / "manifest.json").write_text(json.dumps(manifest))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.load(spec, device="cpu")
+        rewrite(device="cuda:0")
+        store.load(spec, device="cpu")  # it records its precision
+    rewrite(device="cuda:0", precision=None)
+    with pytest.warns(UserWarning, match=r"trained on cuda:0 by code that did not record its precision.*42859cd"):
+        store.load(spec, device="cpu")

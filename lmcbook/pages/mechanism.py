@@ -203,8 +203,8 @@ def _pairs(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def precision_cells(fp32: pd.DataFrame, low: pd.DataFrame) -> list[dict[str, Any]]:
-    """Return every cell both frames trained with at least :data:`MIN_PAIRS` pairs in common (the same seeds), the
-    longest and widest first."""
+    """Return every cell both frames trained with at least :data:`~lmcbook.claims.thresholds.MIN_PAIRS` pairs in
+    common (the same seeds), the longest and widest first."""
     counts = _pairs(fp32).merge(_pairs(low), on=_CELL + ["pair"]).groupby(_CELL).size()
     keys = sorted(counts[counts >= MIN_PAIRS].index, key=lambda k: (-k[0], -k[3], -k[1], k[2]))
     return [dict(zip(_CELL, k)) for k in keys]
@@ -235,8 +235,8 @@ def _cell_words(cell: dict[str, Any]) -> str:
 
 def precision_check(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) -> str:
     """Return the check of every committed reference trained in bf16 against an fp32 reference of the same page
-    and data set, in Markdown: on every cell both trained with :data:`MIN_PAIRS` pairs in common
-    (:func:`precision_cells`), an equivalence test of each quantity the verdicts read on the paired difference
+    and data set, in Markdown: on every cell both trained with :data:`~lmcbook.claims.thresholds.MIN_PAIRS` pairs
+    in common (:func:`precision_cells`), an equivalence test of each quantity the verdicts read on the paired difference
     (:func:`precision_table`); a sentence that says which cells agree, which differ, and which lengths of training
     no fp32 run checks."""
     parts = []

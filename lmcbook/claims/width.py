@@ -354,10 +354,11 @@ def _w7_slopes(wd: pd.DataFrame, weak: pd.Series, strong: pd.Series, units: floa
     if not common:
         return {}, ""
     cells = [c.to_dict() for c in (weak, strong)]
-    fit = [u for u in common if all(unfit(wd, c, u) is None for c in cells)]
+    why = {u: next((f"weight decay {c['weight_decay']:g}: {w}" for c in cells if (w := unfit(wd, c, u))), None)
+           for u in common}
+    fit = [u for u in common if why[u] is None]
     skipped = [u for u in common if not fit or u < fit[0]]
-    why = "; ".join(next(f"weight decay {c['weight_decay']:g}: {w}" for c in cells
-                         if (w := unfit(wd, c, u)) is not None) for u in skipped)
+    why = "; ".join(why[u] for u in skipped)
     left = f" (left out: {why})" if skipped else ""
     if not fit:
         return {}, ("; no narrower width where both cells' endpoints met the convergence rule, so no width effect is "
@@ -365,11 +366,10 @@ def _w7_slopes(wd: pd.DataFrame, weak: pd.Series, strong: pd.Series, units: floa
     narrow = fit[0]
     ends = [(pair_values(wd, ACC_MERGED, c, narrow), pair_values(wd, ACC_MERGED, c, units)) for c in (weak, strong)]
     weak_slope, strong_slope = (wide.mean() - nar.mean() for nar, wide in ends)
-    counts = {(len(nar), len(wide)) for nar, wide in ends}
-    counts = (f"{ends[0][0].size} pairs at {narrow:g} units and {ends[0][1].size} at {units:g} in each cell"
-              if len(counts) == 1 else "; ".join(f"{len(nar)} pairs at {narrow:g} units and {len(wide)} at {units:g} "
-                                                 f"with weight decay {c['weight_decay']:g}"
-                                                 for (nar, wide), c in zip(ends, cells)))
+    sizes = [(len(nar), len(wide)) for nar, wide in ends]
+    counts = (f"{sizes[0][0]} pairs at {narrow:g} units and {sizes[0][1]} at {units:g} in each cell"
+              if sizes[0] == sizes[1] else "; ".join(f"{n} pairs at {narrow:g} units and {w} at {units:g} with weight "
+                                                     f"decay {c['weight_decay']:g}" for (n, w), c in zip(sizes, cells)))
     return ({"slope_weak": weak_slope, "slope_strong": strong_slope, "slope_from": narrow},
             f"; from {narrow:g} to {units:g} units, plain merged accuracy changes by {weak_slope:+.3f} (weight decay "
             f"{weak['weight_decay']:g}) and {strong_slope:+.3f} (weight decay {strong['weight_decay']:g}; {counts}): "

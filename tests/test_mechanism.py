@@ -283,7 +283,10 @@ def test_prefetched_matchings_are_what_matched_permutation_computes(tmp_path, di
         assert info["match_iterations"] == direct.iterations
 
 
-def test_a_page_lists_its_committed_and_pending_references(tmp_path):
+def test_a_page_lists_its_committed_and_pending_references(tmp_path, monkeypatch):
+    planned = reference.Reference("noise-scale-planned", "noise_scale", "quick", {}, "MNIST-1D",
+                                  pending="not made yet: it needs a GPU")  # no declared run is pending today
+    monkeypatch.setitem(reference.REFERENCES, planned.name, planned)
     declared = [r for r in reference.REFERENCES.values() if r.notebook == "noise_scale"]
     text = reference.listing("noise_scale")
     for r in declared:
@@ -291,6 +294,7 @@ def test_a_page_lists_its_committed_and_pending_references(tmp_path):
         assert (f"`{r.name}`" in text.split("Declared but not made yet")[0]) == committed, r.name
         if r.pending:
             assert r.pending.removeprefix("not made yet: ") in text
+    assert "Declared but not made yet: `noise-scale-planned` (it needs a GPU)." in text
     assert reference.listing("noise_scale", tmp_path).startswith("Committed: none.")  # an empty results root
     assert reference.listing("theory_lewc") == "No reference run of this page is declared."
 
@@ -341,7 +345,8 @@ def test_the_precision_check_is_an_equivalence_test_on_paired_differences_and_ca
     assert "undecided" in mech.precision_check({"a": (fp32, prov32), "b": (noisy, prov16)})
     long = pd.concat([near, _precision_frame(seed=2).assign(epochs=600)])
     text = mech.precision_check({"a": (fp32, prov32), "b": (long, prov16)})
-    assert "the two precisions agree" in text and "No cell of 600 epochs is checked" in text
+    assert "the two precisions agree" in text and "\n\nNo cell of 600 epochs is checked" in text
+    assert all(not line.startswith("|") or line.endswith("|") for line in text.splitlines())  # the table ends clean
     digits = near.assign(dataset="digits")
     assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (digits, prov16)})
     few = _precision_frame(pairs=2, seed=1)

@@ -248,7 +248,7 @@ def precision_check(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) 
                  if _precision(p) == "fp32" and f["dataset"].iloc[0] == dataset for c in precision_cells(f, frame)]
         lengths = sorted({int(e) for e in _pairs(frame)["epochs"]})
         unchecked = [e for e in lengths if e not in {c["epochs"] for _, _, c in found}]
-        left = (f" No cell of {' or '.join(map(str, unchecked))} epochs is checked (no fp32 reference of this data "
+        left = (f"No cell of {' or '.join(map(str, unchecked))} epochs is checked (no fp32 reference of this data "
                 f"set shares {MIN_PAIRS} pairs of one with it): **the rows that read those cells rest on bf16 "
                 "alone**." if unchecked else "")
         if not found:
@@ -271,5 +271,6 @@ def precision_check(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) 
             parts.append(f"**Precision check.** `{name}` trains every run in bfloat16 autocast "
                          f"(`precision=\"bf16\"`); `{twin}` trains in fp32. On a cell both train ({_cell_words(cell)}; "
                          f"{n} pairs, the same seeds), {verdict}:\n\n{markdown_table(table)}")
-        parts[-1] += left
+        if left:  # a paragraph of its own: appended to the table's last line it would read as a cell
+            parts[-1] += "\n\n" + left
     return "\n\n".join(parts) or "Every reference of this page trains in fp32 (no precision check is needed)."

@@ -65,10 +65,6 @@ class Reference:
 _MNIST_STANDIN = ("the 8k/2k MNIST stand-in: MNIST's official 10,000-image test split, its first 8,000 images to train "
                   "(800 held out for calibration) and its last 2,000 to test")
 _DIGITS = "scikit-learn's digits (1,797 8×8 images), the quick book's split"
-_LONG_PENDING = ("not made yet: 600 epochs at 1024 hidden units on 7,200 MNIST images take about 15 CPU-minutes per "
-                 "network in fp32 and 6 in bf16 here, about 3.5 CPU-hours for the whole reference in bf16; a session "
-                 "here lasts 3 hours on 2 cores and its run store does not always outlive it; "
-                 "`lmcbook reference NAME --data-root DIR` makes it, and its runs resume from the store")
 _MNIST1D = ("MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
             "calibration) and 4,000 test signals")
 
@@ -89,8 +85,7 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
                         "widest (M1 and M6 by the paper's route; W1, W6 and W7 in the long regime)"
                         + (", every run in bfloat16 autocast (the runs' precision field), which the mechanism page "
                            "checks against the fp32 reference `mechanism-mnist-standin` on the cells both train"
-                           if tag == "mnist-standin" else ""),
-                pending=_LONG_PENDING if tag == "mnist-standin" else "")
+                           if tag == "mnist-standin" else ""))
       for tag in ("digits", "mnist-standin")),
     Reference("noise-regime-mnist-standin", "noise_regime", "quick",
               {"dataset": "mnist_standin", "lr_floors": [0.0, 0.2, 1.0], "spawn_fractions": [0.0, 0.1, 0.25, 0.5],

@@ -23,20 +23,23 @@ profile = "quick"
 from IPython.display import Markdown
 
 from lmcbook import claims, reference
-from lmcbook.page import open_page
+from lmcbook.page import open_page, study_of
 
 page, study = open_page("claims", globals())
 frames = {name: page.read_csv(name) for name in claims.PAGE_CLAIMS}
+committed = {name: item for nb in sorted({r.notebook for r in reference.REFERENCES.values()})
+             for name, item in page.references(nb).items()}
 references = {name: frame if "dataset" in frame else frame.assign(dataset=reference.dataset(name))  # marked by data set
-              for nb in sorted({r.notebook for r in reference.REFERENCES.values()})
-              for name, (frame, _) in page.references(nb).items()}
+              for name, (frame, _) in committed.items()}
+precisions = {None: study_of("mechanism").precision,  # a repeat needs the same precision (claims.mark_repeats)
+              **{name: prov.get("params", {}).get("precision", "fp32") for name, (_, prov) in committed.items()}}
 
 # %% [markdown]
 # Every row is decided by `lmcbook.claims` from the evidence pages' CSVs and the
 # committed reference runs:
 
 # %%
-rows = claims.scoreboard(frames, references)
+rows = claims.scoreboard(frames, references, precisions)
 Markdown(claims.scoreboard_markdown(rows))
 
 # %% tags=["remove-cell"]
@@ -89,9 +92,13 @@ page.glue_md("noise_components_refs", reference.listing("noise_components"))
 # {glue:text}`book_fixed_before` that can fail and were fixed before their results,
 # {glue:text}`book_fixed_before_pass` pass. A ✓ here supports an alternative to a paper, never the paper. The
 # {glue:text}`n_diagnostic` diagnostic rows are in neither count, and neither are the
-# {glue:text}`n_repeats` rows of a reference run that read an earlier row's runs again
-# (the same claim on the same data set with every number equal, as where a long reference
-# reuses this build's 60-epoch cells): the table shows them as *the same runs as* that row.
+# {glue:text}`n_repeats` rows of a reference run that repeat an earlier row: the same claim
+# on the same data set read from the same runs (every number equal), or, for a row that
+# reads only the shortest training length (W7 short, M4), from the same cells and seeds
+# trained again in the same precision, as where a long reference trains this build's
+# 60-epoch cells once more (in another batched stack or at another thread count, which
+# change a run's last digits). The table shows them as *the same runs as*, or
+# *the same cells and seeds as*, that row.
 #
 # **Chance passes.** Of the rows that can fail (every row but the *n/a* ones, the
 # diagnostics, whose result is expected whatever account holds, and the repeats), {glue:text}`paper_can_fail`

@@ -438,7 +438,7 @@ def test_a_reference_row_that_reads_this_builds_runs_again_is_marked_and_never_c
     # the hypotheses: H1 on the reference is the same runs, so it is not a third data set's support
     labels = {"digits (this build)": own, "digits (reference mechanism-long-digits)": again}
     rep = claims.repeated_hypotheses(labels)
-    assert rep == {"digits (reference mechanism-long-digits)": {"H1": "digits (this build)"}}
+    assert rep == {"digits (reference mechanism-long-digits)": {"H1": "the same runs as digits (this build)"}}
     states = {k: claims.hypothesis_states(v) for k, v in labels.items()}
     flip = {k: {**s, "P": claims.CONTRADICTED, "H1": claims.SUPPORTED} for k, s in states.items()}
     _, lists = claims.conclusion(flip, rep)
@@ -478,16 +478,17 @@ def test_a_hypothesis_repeats_where_the_rows_that_decide_it_repeat():
     own = rows(set(), m1=FAIL, m2=PASS, m3=PASS, m4=PASS, m5=FAIL)
     ref = rows({"M1"}, m1=FAIL, m2=PASS, m3=INCONCLUSIVE, m4=PASS, m5=FAIL)
     rep = claims.repeated_hypotheses({"a": own, "b": ref})
-    assert rep == {"b": {"P": "digits (this build)"}}  # H2 also reads M2, the reference's own
+    assert rep == {"b": {"P": "the same runs as digits (this build)"}}  # H2 also reads M2, the reference's own
     states = {"a": claims.hypothesis_states(own), "b": claims.hypothesis_states(ref)}
     assert claims.conclusion(states, rep)[1]["against_sets"] == "a"
     assert claims.conclusion(states)[1]["against_sets"] == "a and b"
     passing = rows({"M1"}, m1=PASS, m2=PASS, m5=FAIL)
-    assert claims.repeated_hypotheses({"c": passing}) == {"c": {"H2": "digits (this build)"}}  # P reads M5 too
+    same = "the same runs as digits (this build)"
+    assert claims.repeated_hypotheses({"c": passing}) == {"c": {"H2": same}}  # P reads M5 too
     m2_only = rows({"M2"}, m1=INCONCLUSIVE, m2=FAIL)
-    assert claims.repeated_hypotheses({"d": m2_only}) == {"d": {"H2": "digits (this build)"}}
+    assert claims.repeated_hypotheses({"d": m2_only}) == {"d": {"H2": "the same runs as digits (this build)"}}
     both_fail = rows({"M2"}, m1=FAIL, m2=FAIL)  # H2 contradicted by M2 alone: M1's own failure does not
-    assert claims.repeated_hypotheses({"e": both_fail})["e"] == {"H2": "digits (this build)"}
+    assert claims.repeated_hypotheses({"e": both_fail})["e"] == {"H2": "the same runs as digits (this build)"}
     either = rows({"M1"}, m1=PASS, m2=FAIL)  # either contradicts H2, and M2 is its own: H2 is its own evidence
     assert "H2" not in claims.repeated_hypotheses({"f": either}).get("f", {})
     assert [r.id for r in claims.deciding_rows("P", {r.id: r for r in passing})] == ["M1", "M5"]
@@ -495,3 +496,82 @@ def test_a_hypothesis_repeats_where_the_rows_that_decide_it_repeat():
     assert table.loc[claims.OBSERVATIONS["large_d"][0], "b"].startswith("falls short")  # M2 is the reference's own
     md = claims.scoreboard_markdown(ref)
     assert md.count("(a repeat, not counted)") == 1 and "the same runs as digits (this build), read again" in md
+
+
+def test_the_rows_shortest_only_names_read_only_the_shortest_length():
+    """SHORTEST_ONLY is a declaration, checked here: W7 (short) and M4 recomputed on the shortest length alone give
+    the same numbers, while a row that reads the longest length (M1) changes when the longer cells go."""
+    full = mech_frame(extra_cells=[(600, 1e-2, 1.0, UNITS)])  # a long cell at every width: the largest D
+    alone = full[full["epochs"] == full["epochs"].min()]
+    rows, short = ({(r.id, r.regime): r for r in _scored(f)} for f in (full, alone))
+    assert claims.SHORTEST_ONLY <= set(rows) and claims.SHORTEST_ONLY <= set(short)
+    for key in claims.SHORTEST_ONLY:
+        assert rows[key].state == short[key].state and rows[key].values == short[key].values, key
+    assert rows[("M1", None)].decay_integral > short[("M1", None)].decay_integral  # it reads the long cell
+
+
+def test_a_shortest_length_row_trained_again_is_a_repeat_in_the_same_cells_seeds_and_precision_only():
+    """The same specs trained again in another batched stack or at another thread count give the same cells and
+    seeds with slightly other numbers (lmcbook.batched): a long reference's W7 (short) and M4 then repeat
+    this build's and are not counted.  More seeds at that width, or another precision, are runs of its own."""
+    def again(metric, e, wd, s, u, p):  # one test image's worth of float noise on some pairs
+        return base_values(metric, e, wd, s, u, p) + (1 / 360 if metric == "acc_merged_none" and p == 1 else 0)
+
+    own_frame = mech_frame()
+    long_cells = [(600, 1e-2, 1.0, UNITS)]  # the largest D: M1's cell
+    ref_frame = mech_frame(again, extra_cells=long_cells)
+    short = {"digits": "digits"}
+
+    def board(ref=ref_frame, **precisions):
+        own, ref_rows = _scored(own_frame), _scored(ref)
+        for r in ref_rows:
+            r.source = "ref-long"
+        return {(r.source, r.id): r for r in claims.mark_repeats(
+            own + ref_rows, short, frames={None: own_frame, "ref-long": ref}, precisions=precisions)}
+
+    by = board()
+    for cid in ("M4", "W7"):
+        row = by[("ref-long", cid)]
+        assert row.repeats == "digits (this build)" and row.retrained, cid
+        assert row.measured_shown.startswith("the same cells and seeds as digits (this build), trained again: ")
+        assert by[(None, cid)].repeats is None
+    assert by[("ref-long", "M4")].values != by[(None, "M4")].values  # not the exact rule: the numbers differ
+    assert by[("ref-long", "M1")].repeats is None  # M1 reads the 600-epoch cell: the reference's own runs
+    assert claims.mark_repeats([by[(None, "M4")], _fresh(by[("ref-long", "M4")])], short)[1].repeats is None
+    assert board(**{"ref-long": "bf16"})[("ref-long", "M4")].repeats is None  # another precision: its own runs
+    moved = _fresh(by[("ref-long", "M4")])
+    moved.decay_integral *= 1.5  # another cell's D
+    assert claims.mark_repeats([by[(None, "M4")], moved], short,
+                               frames={None: own_frame, "ref-long": ref_frame})[1].repeats is None
+    more = mech_frame(again, pairs=6, extra_cells=long_cells)  # a sixth seed at every width: its own evidence
+    assert board(more)[("ref-long", "M4")].repeats is None and board(more)[("ref-long", "W7")].repeats is None
+    # not counted, and the hypotheses and the conclusion table say what they repeat
+    rows = list(by.values())
+    assert {r.id for r in rows if r.retrained} == {"M4", "W7"}  # (M6 here repeats by the exact rule)
+    book = [r for r in rows if r.block == claims.BOOK]
+    assert claims.block_counts(rows)[claims.BOOK]["repeats"] == sum(bool(r.repeats) for r in book) >= 1
+    labels = {"digits (this build)": [r for r in rows if r.source is None and r.id.startswith("M")],
+              "digits (ref-long)": [r for r in rows if r.source == "ref-long" and r.id.startswith("M")]}
+    rep = claims.repeated_hypotheses(labels)
+    assert rep == {"digits (ref-long)": {"H1": "the same cells and seeds as digits (this build), trained again"}}
+    from lmcbook.pages.mechanism import hypotheses_markdown
+    states = {k: claims.hypothesis_states(v) for k, v in labels.items()}
+    assert "(the same cells and seeds as digits (this build), trained again)" in hypotheses_markdown(states, rep)
+    table = claims.conclusion_table(labels, {"digits (this build)": own_frame, "digits (ref-long)": ref_frame})
+    assert table.iloc[0]["digits (ref-long)"].startswith("the same cells and seeds as digits (this build), trained "
+                                                         "again: ")
+
+
+def _fresh(row):
+    """``row`` unmarked, as a row from another process would come."""
+    from dataclasses import replace
+    return replace(row, repeats=None, retrained=False)
+
+
+def _scored(frame):
+    """The mechanism page's M rows and W7 (short) as the scoreboard scores them (:func:`lmcbook.claims.page_claims`,
+    less the rank rows this synthetic frame has no metric for), marked by data set."""
+    rows = claims.mechanism_claims(frame) + [claims.claim_w7(schema.at_length(frame, frame["epochs"].min()), "short")]
+    for r in rows:
+        r.dataset = "digits"
+    return rows

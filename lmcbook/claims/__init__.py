@@ -23,6 +23,7 @@ from .board import (
     BLOCK_TITLES,
     NUMBER_COLUMNS,
     PAGE_CLAIMS,
+    SHORTEST_ONLY,
     block_counts,
     board_results,
     board_rows,
@@ -33,6 +34,7 @@ from .board import (
     scoreboard_long,
     scoreboard_markdown,
     scoreboard_table,
+    shortest_cells,
     state_of,
 )
 from .mechanism import (
@@ -208,6 +210,6 @@ __all__ = [
     "MAP_KEYS", "MAP_READINGS", "describe_setting", "map_cells", "map_settings", "map_spawn_sweep", "pick_setting",
     # board
     "BLOCK_TITLES", "NUMBER_COLUMNS", "PAGE_CLAIMS", "block_counts", "board_results", "board_rows", "id_order",
-    "mark_repeats",
+    "SHORTEST_ONLY", "mark_repeats", "shortest_cells",
     "page_claims", "scoreboard", "scoreboard_long", "scoreboard_markdown", "scoreboard_table", "state_of",
 ]

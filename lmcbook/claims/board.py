@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import (
+    ACC_MERGED,
     CLAIM_BLOCK,
     CLAIM_CONTROL,
     CLAIM_ESTIMATE,
@@ -36,6 +37,7 @@ from .verdicts import (
     DIAGNOSTIC,
     MARKS,
     PAPER,
+    PLAIN,
     STATE_CODES,
     ClaimResult,
     _dataset,
@@ -118,11 +120,12 @@ def _order(r: ClaimResult) -> tuple:
     return (r.source is not None, r.source or "", *id_order(r.id)[:2], r.regime == "long", r.id)
 
 
-def scoreboard(frames: dict[str, pd.DataFrame],
-               references: dict[str, pd.DataFrame] | None = None) -> list[ClaimResult]:
+def scoreboard(frames: dict[str, pd.DataFrame], references: dict[str, pd.DataFrame] | None = None,
+               precisions: dict[str | None, str] | None = None) -> list[ClaimResult]:
     """Return every claim's result, reading the pages' long frames by notebook name, then the committed reference
     runs' frames (by reference name; each scored by its own page's claims, ``source`` = the name), ordered by
-    source and claim id.
+    source and claim id, with the repeats marked (:func:`mark_repeats`; ``precisions``: each source's training
+    precision, None for this build's mechanism page, fp32 where not given).
 
     W1, W6 and W7 appear twice: on the profile's own runs (``regime="short"``) and on the
     mechanism page's longest length (``regime="long"``).
@@ -134,17 +137,50 @@ def scoreboard(frames: dict[str, pd.DataFrame],
         for r in page_claims(str(frame["notebook"].iloc[0]), frame):
             r.source = name
             rows.append(r)
-    return mark_repeats(sorted(rows, key=_order))
+    mechanism = {None: frames["mechanism"]} if "mechanism" in frames else {}
+    return mark_repeats(sorted(rows, key=_order), frames={**mechanism, **(references or {})}, precisions=precisions)
 
 
-def mark_repeats(rows: list[ClaimResult], short: dict[str, str] | None = None) -> list[ClaimResult]:
+#: The rows that read only a mechanism frame's shortest training length, at one width (their ``units``): W7 in the
+#: short regime (the decay arm) and M4 (the smallest D, standard against small initialisation).  A test recomputes
+#: them with the longer lengths removed and finds them unchanged.
+SHORTEST_ONLY = frozenset({("W7", "short"), ("M4", None)})
+
+
+def shortest_cells(frame: pd.DataFrame, units: float) -> dict[tuple[float, float], frozenset[int]]:
+    """Return, per (weight decay, initialisation scale) cell a mechanism frame has at its shortest length and
+    ``units`` hidden units, the pairs of its plain merges: the cells and seeds a :data:`SHORTEST_ONLY` row reads."""
+    f = frame[(frame["metric"] == ACC_MERGED) & (frame["method"] == PLAIN)]
+    f = f[(f["epochs"] == frame["epochs"].min()) & (f["hidden_units"] == units)]
+    return {(round(float(wd), 12), round(float(s), 12)): frozenset(g["pair"].astype(int))
+            for (wd, s), g in f.groupby(["weight_decay", "init_scale"])}
+
+
+def _same_seeds(a: dict[tuple[float, float], frozenset[int]], b: dict[tuple[float, float], frozenset[int]]) -> bool:
+    """Return whether two :func:`shortest_cells` share a cell and every cell they share has the same pairs."""
+    shared = a.keys() & b.keys()
+    return bool(shared) and all(a[k] == b[k] for k in shared)
+
+
+def mark_repeats(rows: list[ClaimResult], short: dict[str, str] | None = None,
+                 frames: dict[str | None, pd.DataFrame] | None = None,
+                 precisions: dict[str | None, str] | None = None) -> list[ClaimResult]:
     """Return ``rows`` (in order) with each row that repeats an earlier one marked
     (:attr:`~lmcbook.claims.verdicts.ClaimResult.repeats`: that row's
     :func:`~lmcbook.claims.mechanism_accounts.source_label`): the same claim and regime on the same data set, from
     another source, with the same verdict, the same interval and every other number equal (to 1e-12; a row without
     an interval is never a repeat).  A bootstrap interval over pairs is equal only over equal per-pair
     values, so such a row reads the same runs again: a long reference reuses the quick book's 60-epoch cells (the
-    same specs), and its rows that read only those repeat this build's.  A repeat is shown, never counted."""
+    same specs), and its rows that read only those repeat this build's where it read them from the same store.
+
+    With ``frames`` (each source's mechanism frame, None for this build's), a :data:`SHORTEST_ONLY` row also repeats
+    an earlier row of the same claim, regime and data set from another source, read at the same width and the same
+    D (within 1%: the same cell), where every cell both sources trained at that width and length has the same
+    seeds (:func:`shortest_cells`) and both trained in the same precision (``precisions``, fp32 where not given):
+    the same specs trained again, whose numbers differ only because a batched stack or another thread count
+    trains a spec not bit for bit as before (:attr:`~lmcbook.claims.verdicts.ClaimResult.retrained`).  A source
+    that trained other seeds there, or in another precision, reads its own runs.  A repeat is shown, never
+    counted."""
     seen: dict[tuple, ClaimResult] = {}
     for r in rows:
         n = r.numbers
@@ -155,7 +191,30 @@ def mark_repeats(rows: list[ClaimResult], short: dict[str, str] | None = None) -
         if first is not r and first.source != r.source and set(r.values) == set(first.values) and all(
                 np.isclose(v, first.values[k], rtol=0, atol=1e-12, equal_nan=True) for k, v in r.values.items()):
             r.repeats = source_label(first.dataset, first.source, short)
+    if frames:
+        _mark_retrained(rows, short, frames, precisions or {})
     return rows
+
+
+def _mark_retrained(rows: list[ClaimResult], short: dict[str, str] | None,
+                    frames: dict[str | None, pd.DataFrame], precisions: dict[str | None, str]) -> None:
+    """Mark each :data:`SHORTEST_ONLY` row that reads the cells and seeds an earlier source trained too
+    (:func:`mark_repeats`)."""
+    earlier: list[ClaimResult] = []
+    for r in rows:
+        if (r.id, r.regime) not in SHORTEST_ONLY or r.page != "mechanism" or r.source not in frames:
+            continue
+        units = r.values.get("units", float("nan"))
+        for first in earlier:
+            if (r.repeats is None and (first.id, first.regime, first.dataset) == (r.id, r.regime, r.dataset)
+                    and first.source != r.source and first.values.get("units") == units
+                    and np.isclose(first.decay_integral, r.decay_integral, rtol=0.01, atol=0)
+                    and precisions.get(first.source, "fp32") == precisions.get(r.source, "fp32")
+                    and _same_seeds(shortest_cells(frames[first.source], units),
+                                    shortest_cells(frames[r.source], units))):
+                r.repeats, r.retrained = source_label(first.dataset, first.source, short), True
+        if r.repeats is None:
+            earlier.append(r)
 
 
 BLOCK_TITLES = {PAPER: "The papers' claims", BOOK: "The book's own alternatives and controls",

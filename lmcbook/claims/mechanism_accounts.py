@@ -49,15 +49,16 @@ def deciding_rows(h: str, rows: dict[str, ClaimResult]) -> list[ClaimResult]:
 
 def repeated_hypotheses(rows_by_label: dict[str, list[ClaimResult]]) -> dict[str, dict[str, str]]:
     """Return, per label, the hypotheses whose deciding rows (:func:`deciding_rows`) all repeat an earlier label's
-    (:attr:`~lmcbook.claims.verdicts.ClaimResult.repeats`), each with the label it repeats: their state there is the
-    same runs read again, not a second data set's evidence."""
+    (:attr:`~lmcbook.claims.verdicts.ClaimResult.repeats`), each with what it repeats in words
+    (:attr:`~lmcbook.claims.verdicts.ClaimResult.repeat_phrase`: "the same runs as X", or the same cells and seeds
+    trained again): their state there is not a second data set's evidence."""
     out: dict[str, dict[str, str]] = {}
     for label, rows in rows_by_label.items():
         by_id = {r.id: r for r in rows}
         for h in HYPOTHESIS_ROWS:
             read = deciding_rows(h, by_id)
             if read and all(r.repeats for r in read):
-                out.setdefault(label, {})[h] = str(read[0].repeats)
+                out.setdefault(label, {})[h] = read[0].repeat_phrase
     return out
 
 
@@ -204,7 +205,7 @@ def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
             ids = ("M1",)  # M2 is read only where M1 fails
         read = [rows[i] for i in ids if i in rows]
         if read and all(r.repeats for r in read):
-            out[k] = f"the same runs as {read[0].repeats}: {out[k]}"
+            out[k] = f"{read[0].repeat_phrase}: {out[k]}"
     return {**out, "none": "; ".join(none) if none else "nothing"}
 
 

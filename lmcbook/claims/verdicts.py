@@ -93,6 +93,19 @@ class ClaimResult:
     #: reference reuses the quick book's 60-epoch cells); None for a row of its own.  A repeat is shown, never counted
     #: (the scoreboard's blocks: :func:`~lmcbook.claims.board.block_counts`).
     repeats: str | None = None
+    #: The repeat is of the same cells and seeds trained again (the same specs, trained in another stack or at
+    #: another thread count, which change a run's last digits: :mod:`lmcbook.batched`), not of the same runs read
+    #: again.
+    retrained: bool = False
+
+    @property
+    def repeat_phrase(self) -> str:
+        """Return what a repeat (:attr:`repeats`) reads again, in words: "the same runs as X" or "the same cells and
+        seeds as X, trained again"; "" for a row of its own."""
+        if not self.repeats:
+            return ""
+        return (f"the same cells and seeds as {self.repeats}, trained again" if self.retrained
+                else f"the same runs as {self.repeats}")
 
     def __post_init__(self) -> None:
         if self.state not in MARKS:
@@ -107,7 +120,9 @@ class ClaimResult:
         text = f"{self.measured}; too few to decide: {short}" if short else self.measured
         edge = self.at_threshold()
         text = f"{text}; {edge}" if edge else text
-        return f"the same runs as {self.repeats}, read again: {text}" if self.repeats else text
+        if not self.repeats:
+            return text
+        return f"{self.repeat_phrase}: {text}" if self.retrained else f"{self.repeat_phrase}, read again: {text}"
 
     def at_threshold(self) -> str:
         """Return, for a trend row that passes with its rank correlation exactly at RHO_MIN, that it passes at its

@@ -82,7 +82,7 @@ def hypotheses_markdown(states: dict[str, dict[str, str]], repeated: dict[str, d
 
     def cell(n: str, h: str) -> str:
         state = states[n].get(h, "—")
-        return f"{state} (the same runs as {rep[n][h]})" if h in rep.get(n, {}) else state
+        return f"{state} ({rep[n][h]})" if h in rep.get(n, {}) else state
 
     table = pd.DataFrame({n: {f"**{h}**: {text}": cell(n, h) for h, text in HYPOTHESES.items()} for n in states})
     return markdown_table(table.rename_axis("hypothesis"))

@@ -149,7 +149,8 @@ SHORTEST_ONLY = frozenset({("W7", "short"), ("M4", None)})
 
 def shortest_cells(frame: pd.DataFrame, units: float) -> dict[tuple[float, float], frozenset[int]]:
     """Return, per (weight decay, initialisation scale) cell a mechanism frame has at its shortest length and
-    ``units`` hidden units, the pairs of its plain merges: the cells and seeds a :data:`SHORTEST_ONLY` row reads."""
+    ``units`` hidden units, the pairs of its plain merges: the cells and seeds a
+    :data:`~lmcbook.claims.board.SHORTEST_ONLY` row reads."""
     f = frame[(frame["metric"] == ACC_MERGED) & (frame["method"] == PLAIN)]
     f = f[(f["epochs"] == frame["epochs"].min()) & (f["hidden_units"] == units)]
     return {(round(float(wd), 12), round(float(s), 12)): frozenset(g["pair"].astype(int))
@@ -173,14 +174,14 @@ def mark_repeats(rows: list[ClaimResult], short: dict[str, str] | None = None,
     values, so such a row reads the same runs again: a long reference reuses the quick book's 60-epoch cells (the
     same specs), and its rows that read only those repeat this build's where it read them from the same store.
 
-    With ``frames`` (each source's mechanism frame, None for this build's), a :data:`SHORTEST_ONLY` row also repeats
-    an earlier row of the same claim, regime and data set from another source, read at the same width and the same
-    D (within 1%: the same cell), where every cell both sources trained at that width and length has the same
-    seeds (:func:`shortest_cells`) and both trained in the same precision (``precisions``, fp32 where not given):
-    the same specs trained again, whose numbers differ only because a batched stack or another thread count
-    trains a spec not bit for bit as before (:attr:`~lmcbook.claims.verdicts.ClaimResult.retrained`).  A source
-    that trained other seeds there, or in another precision, reads its own runs.  A repeat is shown, never
-    counted."""
+    With ``frames`` (each source's mechanism frame, None for this build's), a
+    :data:`~lmcbook.claims.board.SHORTEST_ONLY` row also repeats an earlier row of the same claim, regime and data
+    set from another source, read at the same width and the same D (within 1%: the same cell), where every cell
+    both sources trained at that width and length has the same seeds (:func:`shortest_cells`) and both trained in
+    the same precision (``precisions``, fp32 where not given): the same specs trained again, whose numbers differ
+    only because a batched stack or another thread count trains a spec not bit for bit as before
+    (:attr:`~lmcbook.claims.verdicts.ClaimResult.retrained`).  A source that trained other seeds there, or in
+    another precision, reads its own runs.  A repeat is shown, never counted."""
     seen: dict[tuple, ClaimResult] = {}
     for r in rows:
         n = r.numbers
@@ -198,8 +199,8 @@ def mark_repeats(rows: list[ClaimResult], short: dict[str, str] | None = None,
 
 def _mark_retrained(rows: list[ClaimResult], short: dict[str, str] | None,
                     frames: dict[str | None, pd.DataFrame], precisions: dict[str | None, str]) -> None:
-    """Mark each :data:`SHORTEST_ONLY` row that reads the cells and seeds an earlier source trained too
-    (:func:`mark_repeats`)."""
+    """Mark each :data:`~lmcbook.claims.board.SHORTEST_ONLY` row that reads the cells and seeds an earlier source
+    trained too (:func:`mark_repeats`)."""
     earlier: list[ClaimResult] = []
     for r in rows:
         if (r.id, r.regime) not in SHORTEST_ONLY or r.page != "mechanism" or r.source not in frames:

@@ -192,7 +192,8 @@ CHANGED_AFTER_RESULTS = frozenset({"W2", "W6 (update)", "W7", "W8", "W13", "R1",
 #: but by a ranking set after the whole MNIST-1D map first ran (:data:`~lmcbook.claims.thresholds.PICK_ORDER`), and the
 #: map's pairs at B = 128 are the grid's first pairs (the same runs); the claims page says both.  (549786f; the
 #: noise-regime references since 06ddcb5.)  The long mechanism references (the width paper's own route: 600 epochs at
-#: 256 and 1024 hidden units, or 2048 on the MNIST stand-in) train cells no earlier run had read; the rows that read
+#: 256 and 1024 hidden units; 2048 on the MNIST stand-in was planned and dropped for time, and that one trains in
+#: bf16) train cells no earlier run had read; the rows that read
 #: them (W1 and W6 in the long regime, R1 and R2 at the widest common width, M2, M3 and M5 along D at the widest; M1
 #: and M6 are in FIXED_BEFORE) had their tests committed before these runs ended, and were entered here (dd4897d)
 #: before their CSVs were written.  W7 and M4 were entered too and taken out after the digits run was read (a

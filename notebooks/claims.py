@@ -23,6 +23,7 @@ profile = "quick"
 from IPython.display import Markdown
 
 from lmcbook import claims, reference
+from lmcbook.data import DATASET_SHORT
 from lmcbook.page import open_page, study_of
 
 page, study = open_page("claims", globals())
@@ -39,8 +40,8 @@ precisions = {None: study_of("mechanism").precision,  # a repeat needs the same 
 # committed reference runs:
 
 # %%
-rows = claims.scoreboard(frames, references, precisions)
-Markdown(claims.scoreboard_markdown(rows))
+rows = claims.scoreboard(frames, references, precisions, DATASET_SHORT)
+Markdown(claims.scoreboard_markdown(rows, DATASET_SHORT))
 
 # %% tags=["remove-cell"]
 counts = claims.block_counts(rows)

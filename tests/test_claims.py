@@ -314,6 +314,9 @@ def test_the_scoreboard_names_the_length_and_width_a_regime_row_reads():
     short = claims.claim_w7(schema.at_length(tr, 60), "short", "mechanism")
     assert short.values["epochs"] == 60 and short.values["units"] == 1024
     assert "| short (60 epochs, 1024 units, D = 1.8) |" in claims.scoreboard_markdown([short])
+    short.dataset, short.source = "mnist_standin", "mechanism-x"  # the data set as the book names it
+    assert "| 8k/2k MNIST stand-in (reference `mechanism-x`) |" in claims.scoreboard_markdown(
+        [short], {"mnist_standin": "8k/2k MNIST stand-in"})
 
 
 def test_r_claims_use_the_widest_width_trained_at_every_length():

@@ -121,11 +121,13 @@ def _order(r: ClaimResult) -> tuple:
 
 
 def scoreboard(frames: dict[str, pd.DataFrame], references: dict[str, pd.DataFrame] | None = None,
-               precisions: dict[str | None, str] | None = None) -> list[ClaimResult]:
+               precisions: dict[str | None, str] | None = None,
+               short: dict[str, str] | None = None) -> list[ClaimResult]:
     """Return every claim's result, reading the pages' long frames by notebook name, then the committed reference
     runs' frames (by reference name; each scored by its own page's claims, ``source`` = the name), ordered by
     source and claim id, with the repeats marked (:func:`mark_repeats`; ``precisions``: each source's training
-    precision, None for this build's mechanism page, fp32 where not given).
+    precision, None for this build's mechanism page, fp32 where not given; ``short``: the data sets' names as the
+    book writes them, :data:`lmcbook.data.DATASET_SHORT`, for the label of what a repeat repeats).
 
     W1, W6 and W7 appear twice: on the profile's own runs (``regime="short"``) and on the
     mechanism page's longest length (``regime="long"``).
@@ -138,7 +140,8 @@ def scoreboard(frames: dict[str, pd.DataFrame], references: dict[str, pd.DataFra
             r.source = name
             rows.append(r)
     mechanism = {None: frames["mechanism"]} if "mechanism" in frames else {}
-    return mark_repeats(sorted(rows, key=_order), frames={**mechanism, **(references or {})}, precisions=precisions)
+    return mark_repeats(sorted(rows, key=_order), short, frames={**mechanism, **(references or {})},
+                        precisions=precisions)
 
 
 #: The rows that read only a mechanism frame's shortest training length, at one width (their ``units``): W7 in the
@@ -222,14 +225,15 @@ BLOCK_TITLES = {PAPER: "The papers' claims", BOOK: "The book's own alternatives 
                 DIAGNOSTIC: "Diagnostics (shown, never counted)"}  #: each scoreboard block's heading
 
 
-def scoreboard_markdown(rows: list[ClaimResult]) -> str:
+def scoreboard_markdown(rows: list[ClaimResult], short: dict[str, str] | None = None) -> str:
     """Return the scoreboard as MyST tables, one per block (:data:`~lmcbook.claims.board.BLOCK_TITLES`), each row
-    linking to the page with its evidence; a row of a committed reference run names it and its data set."""
+    linking to the page with its evidence; a row of a committed reference run names it and its data set (as
+    ``short`` writes it: :data:`lmcbook.data.DATASET_SHORT`)."""
     parts = []
     for block, title in BLOCK_TITLES.items():
         some = [r for r in rows if r.block == block]
         if some:
-            parts.append(f"**{title}** ({len(some)} rows)\n\n{_table(some)}")
+            parts.append(f"**{title}** ({len(some)} rows)\n\n{_table(some, short or {})}")
     return "\n\n".join(parts)
 
 
@@ -242,13 +246,13 @@ def _where(r: ClaimResult) -> str:
     return f" ({', '.join(said)})" if said else ""
 
 
-def _table(rows: list[ClaimResult]) -> str:
+def _table(rows: list[ClaimResult], short: dict[str, str]) -> str:
     lines = ["| claim | data | regime | statement (the paper's, or the book's own) | measured here | test | "
              "threshold fixed | result | evidence |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         label = f"{r.id} (control)" if r.control and not r.diagnostic else r.id
         regime = "—" if r.regime is None else r.regime + _where(r)
-        data = r.dataset or "—"
+        data = short.get(r.dataset, r.dataset) if r.dataset else "—"
         data = f"{data} (reference `{r.source}`)" if r.source else data
         whose = f"the book's own, on the {r.paper} paper" if r.block == BOOK else f"{r.paper} paper"
         mark = f"{r.mark} (a repeat, not counted)" if r.repeats else r.mark

@@ -135,9 +135,11 @@ pd.DataFrame({"this cell": by_hand, "the frames above": found}).rename_axis(
 # %%
 long = experiments.mechanism_long(frames)  # the page's CSV, which the table, the figures and the verdicts read
 label = claims.source_label(study.dataset, None, DATASET_SHORT)
-ref_rows, ref_frames, ref_texts, ref_figure = mech.reference_rows(page, study.show_references)
+ref_rows, ref_frames, ref_texts, ref_figure, ref_precisions = mech.reference_rows(page, study.show_references)
 rows = {label: claims.page_claims(page.name, long), **ref_rows}
-claims.mark_repeats([r for v in rows.values() for r in v], DATASET_SHORT)  # a reference's rows read again from ours
+claims.mark_repeats([r for v in rows.values() for r in v], DATASET_SHORT,  # a reference's rows that repeat ours
+                    frames={None: long, **{v[0].source: ref_frames[k] for k, v in ref_rows.items() if v}},
+                    precisions={None: study.precision, **ref_precisions})
 m_rows = {k: [r for r in v if r.id.startswith("M")] for k, v in rows.items()}  # the mechanism claims M1–M6
 states = claims.decide(m_rows)  # per hypothesis: supported, contradicted or undecided
 pd.DataFrame(states)

@@ -75,7 +75,7 @@ page.glue_values(**conclusion_lists)
 # the cells M1 reads, where weight decay has acted: which length and weight decay the conclusion rests on
 page.glue_md("acted_cells", "; ".join(f"{k}: {claims.largest_d_cell(f)}" for k, f in mech_frames.items()))
 # and how well wide networks merge before it has acted (the smallest D): the effect the paper reports, reproduced
-short_merge = short_merge_words(mech_frames)
+short_merge = short_merge_words(mech_frames, {k for k, v in m_rows.items() if any(r.id == "M4" and r.repeats for r in v)})
 page.choose("short_merge_read", "none" if short_merge == "none" else "some")
 page.glue_md("short_merge", short_merge)
 # the paper's barrier, looked for over every cell the book and its references train

@@ -400,6 +400,9 @@ def test_the_overview_gives_how_well_wide_networks_merge_before_decay_acts():
     assert short_merge_words({}) == "none"
     same = short_merge_words({"this build": mech_frame(), "a reference": mech_frame()})  # the same runs: said once
     assert same.startswith("this build = a reference (the same runs), ") and same.count("pairs") == 1
+    again = short_merge_words({"this build": mech_frame(), "a reference": mech_frame(pairs=6)}, {"a reference"})
+    assert "a reference (a repeat: an earlier one's cells and seeds, trained again), " in again
+    assert "this build (a repeat" not in again
 
 
 def test_a_reference_row_that_reads_this_builds_runs_again_is_marked_and_never_counted():
@@ -533,7 +536,8 @@ def test_a_shortest_length_row_trained_again_is_a_repeat_in_the_same_cells_seeds
     for cid in ("M4", "W7"):
         row = by[("ref-long", cid)]
         assert row.repeats == "digits (this build)" and row.retrained, cid
-        assert row.measured_shown.startswith("the same cells and seeds as digits (this build), trained again: ")
+        assert row.measured_shown.startswith(
+            "the same cells and seeds as digits (this build) at 1024 units, trained again: ")
         assert by[(None, cid)].repeats is None
     assert by[("ref-long", "M4")].values != by[(None, "M4")].values  # not the exact rule: the numbers differ
     assert by[("ref-long", "M1")].repeats is None  # M1 reads the 600-epoch cell: the reference's own runs
@@ -553,13 +557,15 @@ def test_a_shortest_length_row_trained_again_is_a_repeat_in_the_same_cells_seeds
     labels = {"digits (this build)": [r for r in rows if r.source is None and r.id.startswith("M")],
               "digits (ref-long)": [r for r in rows if r.source == "ref-long" and r.id.startswith("M")]}
     rep = claims.repeated_hypotheses(labels)
-    assert rep == {"digits (ref-long)": {"H1": "the same cells and seeds as digits (this build), trained again"}}
+    assert rep == {"digits (ref-long)": {"H1": "the same cells and seeds as digits (this build) at 1024 units, trained "
+                                                  "again"}}
     from lmcbook.pages.mechanism import hypotheses_markdown
     states = {k: claims.hypothesis_states(v) for k, v in labels.items()}
-    assert "(the same cells and seeds as digits (this build), trained again)" in hypotheses_markdown(states, rep)
+    assert ("(the same cells and seeds as digits (this build) at 1024 units, trained again)"
+            in hypotheses_markdown(states, rep))
     table = claims.conclusion_table(labels, {"digits (this build)": own_frame, "digits (ref-long)": ref_frame})
-    assert table.iloc[0]["digits (ref-long)"].startswith("the same cells and seeds as digits (this build), trained "
-                                                         "again: ")
+    assert table.iloc[0]["digits (ref-long)"].startswith("the same cells and seeds as digits (this build) at 1024 "
+                                                         "units, trained again: ")
 
 
 def _fresh(row):

@@ -101,11 +101,15 @@ class ClaimResult:
     @property
     def repeat_phrase(self) -> str:
         """Return what a repeat (:attr:`repeats`) reads again, in words: "the same runs as X" or "the same cells and
-        seeds as X, trained again"; "" for a row of its own."""
+        seeds as X at U units, trained again" (the width its verdict reads; what else the row shows, such as W7's
+        width effect from a narrower width, may read other seeds); "" for a row of its own."""
         if not self.repeats:
             return ""
-        return (f"the same cells and seeds as {self.repeats}, trained again" if self.retrained
-                else f"the same runs as {self.repeats}")
+        if not self.retrained:
+            return f"the same runs as {self.repeats}"
+        units = self.values.get("units")
+        at = f" at {units:g} units" if units is not None and np.isfinite(units) else ""
+        return f"the same cells and seeds as {self.repeats}{at}, trained again"
 
     def __post_init__(self) -> None:
         if self.state not in MARKS:

@@ -138,11 +138,12 @@ def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
 
 
 def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]], dict[str, pd.DataFrame],
-                                                   dict[str, str], Any]:
+                                                   dict[str, str], Any, dict[str, str]]:
     """Return the page's committed reference runs scored (``show``: read them at all): each one's verdict rows and
     frame by its label (:func:`lmcbook.claims.source_label`), each verdict's state glued
     (:meth:`~lmcbook.page.Page.glue_state`); by glue key, their Markdown list (stale ones marked) and the name of the
-    first one, whose figure of the arms comes last (None without one)."""
+    first one, whose figure of the arms comes last (None without one); and each one's training precision by name
+    (for :func:`lmcbook.claims.mark_repeats`)."""
     rows, frames, notes, figure = {}, {}, [], None
     references = page.references() if show else {}
     for name, (frame, prov) in references.items():
@@ -158,7 +159,7 @@ def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]]
     texts = {"references": "\n".join(notes) or "No reference run is committed for this page.",
              "precision_check": precision_check(references),
              "ref_figure_name": f"`{next(iter(references))}`" if references else "(none)"}
-    return rows, frames, texts, figure
+    return rows, frames, texts, figure, {name: _precision(prov) for name, (_, prov) in references.items()}
 
 
 def threshold_words() -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
 
 from .. import reference
@@ -114,17 +116,24 @@ def noise_words(page: Page) -> dict[str, str]:
             or "none"}
 
 
-def short_merge_words(frames: dict[str, pd.DataFrame]) -> str:
+def short_merge_words(frames: dict[str, pd.DataFrame], repeats: Iterable[str] = ()) -> str:
     """Return, in words, how well wide networks merge before weight decay has acted, per mechanism frame (by its
     label): plain merged accuracy over the logit ensemble's at the widest width in the smallest-D cell
-    (:func:`lmcbook.claims.short_merge`), its 95% interval and its pairs; "none" where no frame has that cell."""
+    (:func:`lmcbook.claims.short_merge`), its 95% interval and its pairs; "none" where no frame has that cell.
+    ``repeats``: the labels whose M4, which reads that cell, repeats an earlier row (the same cells and seeds
+    trained again: :func:`lmcbook.claims.mark_repeats`); each says so."""
     said: dict[str, list[str]] = {}  # by the interval's text: runs that share the cell (the same runs) are said once
+    again = set(repeats)
     for label, frame in frames.items():
         iv = short_merge(frame)
         if iv.n:
             said.setdefault(f"{iv.text()} ({iv.n} pairs)", []).append(label)
-    return "; ".join(f"{' = '.join(labels)}{' (the same runs)' if len(labels) > 1 else ''}, {text}"
-                     for text, labels in said.items()) or "none"
+    parts = []
+    for text, labels in said.items():
+        name = " = ".join(labels) + (" (the same runs)" if len(labels) > 1 else "")
+        name += " (a repeat: an earlier one's cells and seeds, trained again)" if again & set(labels) else ""
+        parts.append(f"{name}, {text}")
+    return "; ".join(parts) or "none"
 
 
 def w8_numbers(board: pd.DataFrame) -> tuple[str, dict[str, float]]:

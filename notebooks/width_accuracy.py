@@ -199,12 +199,13 @@ page.glue_markdown(**other)
 # **On {glue:md}`m4_other_data`** (the committed reference run {glue:md}`m4_other_source`),
 # a small initialisation leaves wide networks merging, so M4 reads {glue:md}`m4_other_mark`
 # ({glue:md}`m4_other_measured`) and the book's account H1, that the width effect of short
-# training comes from the random initialisation, is refuted on that data set.
+# training comes from the random initialisation, is refuted on that data set at the width it
+# reads. {glue:md}`m4_other_rest`
 
 # %% [markdown] tags=["when:m4_elsewhere=agrees"]
 # **On {glue:md}`m4_other_data`** (the committed reference run {glue:md}`m4_other_source`),
 # a small initialisation takes the width effect away: M4 reads {glue:md}`m4_other_mark`
-# ({glue:md}`m4_other_measured`).
+# ({glue:md}`m4_other_measured`). {glue:md}`m4_other_rest`
 
 # %% [markdown] tags=["when:m4_elsewhere=none"]
 # No committed reference run of {doc}`mechanism` on another data set decides M4.

@@ -388,6 +388,10 @@ def test_width_accuracy_names_m4_on_another_data_set():
     assert width_accuracy.m4_elsewhere({"ref": (here, {})}, "digits") == ("none", {})  # the same data set
     said, _ = width_accuracy.m4_elsewhere({"ref": (mech_frame(dataset="mnist_standin"), {})}, "digits")
     assert said == "agrees"
+    assert words["m4_other_rest"] == "No other committed reference of that data set reads M4."
+    few = mech_frame(flat, pairs=2, dataset="mnist_standin")  # another reference there, too few pairs to decide
+    said, words = width_accuracy.m4_elsewhere({"ref": (there, {}), "ref-2": (few, {})}, "digits")
+    assert said == "refuted" and words["m4_other_rest"].startswith("On the same data set `ref-2` reads it *")
 
 
 def test_the_overview_gives_how_well_wide_networks_merge_before_decay_acts():

@@ -54,12 +54,16 @@ def small_init_facts(mech: pd.DataFrame, m4: ClaimResult) -> tuple[str, dict[str
 def m4_elsewhere(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]], here: str) -> tuple[str, dict[str, Any]]:
     """Return M4 on the first committed mechanism reference run of another data set than ``here`` (the page's) that
     decides it (``refuted``: ✗, a small initialisation leaves wide networks merging; ``agrees``: ✓; ``none``: no
-    such run) and the words its sentence quotes: the data set, the reference's name, M4's mark and measured text."""
-    for name, (frame, _) in references.items():
-        there = str(frame["dataset"].iloc[0])
-        m4 = claims.claim_m4(frame)
+    such run) and the words its sentence quotes: the data set, the reference's name, M4's mark and measured text,
+    and (``m4_other_rest``) what every other reference of that data set reads for M4, so that a verdict from one
+    width or precision never stands for the data set alone."""
+    found = [(name, str(frame["dataset"].iloc[0]), claims.claim_m4(frame)) for name, (frame, _) in references.items()]
+    for name, there, m4 in found:
         if there != here and m4.state in (claims.PASS, claims.FAIL):
+            rest = [f"`{n}` reads it {r.mark} ({r.measured_shown})" for n, d, r in found if d == there and n != name]
             return ("refuted" if m4.state == claims.FAIL else "agrees",
                     {"m4_other_data": DATASET_SHORT.get(there, there), "m4_other_source": f"`{name}`",
-                     "m4_other_mark": m4.mark, "m4_other_measured": m4.measured_shown})
+                     "m4_other_mark": m4.mark, "m4_other_measured": m4.measured_shown,
+                     "m4_other_rest": ("On the same data set " + "; ".join(rest) + "." if rest else
+                                       "No other committed reference of that data set reads M4.")})
     return "none", {}

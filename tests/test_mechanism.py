@@ -346,6 +346,8 @@ def test_the_precision_check_is_an_equivalence_test_on_paired_differences_and_ca
     long = pd.concat([near, _precision_frame(seed=2).assign(epochs=600)])
     text = mech.precision_check({"a": (fp32, prov32), "b": (long, prov16)})
     assert "the two precisions agree" in text and "\n\nNo cell of 600 epochs is checked" in text
+    assert ("1 of 2 are unchecked: 600 epochs, weight decay 0.03, 1024 hidden units: **the rows that read them rest "
+            "on bf16 alone**") in text
     assert all(not line.startswith("|") or line.endswith("|") for line in text.splitlines())  # the table ends clean
     digits = near.assign(dataset="digits")
     assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (digits, prov16)})

@@ -249,9 +249,15 @@ def precision_check(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) 
                  if _precision(p) == "fp32" and f["dataset"].iloc[0] == dataset for c in precision_cells(f, frame)]
         lengths = sorted({int(e) for e in _pairs(frame)["epochs"]})
         unchecked = [e for e in lengths if e not in {c["epochs"] for _, _, c in found}]
+        checked = {tuple(c[k] for k in _CELL) for _, _, c in found}
+        counts = _pairs(frame).groupby(_CELL).size()
+        open_cells = [dict(zip(_CELL, k)) for k in counts[counts >= MIN_PAIRS].index if tuple(k) not in checked]
         left = (f"No cell of {' or '.join(map(str, unchecked))} epochs is checked (no fp32 reference of this data "
-                f"set shares {MIN_PAIRS} pairs of one with it): **the rows that read those cells rest on bf16 "
-                "alone**." if unchecked else "")
+                f"set shares {MIN_PAIRS} pairs of one with it). " if unchecked else "")
+        left += (f"Of the cells this reference trains with {MIN_PAIRS} pairs or more, which its verdicts read, "
+                 f"{len(open_cells)} of {len(open_cells) + len(checked)} are unchecked: "
+                 + "; ".join(_cell_words(c) for c in open_cells)
+                 + ": **the rows that read them rest on bf16 alone**." if open_cells else "")
         if not found:
             parts.append(f"`{name}` trains in {_precision(prov)}, and no fp32 reference of this page on "
                          f"{DATASET_SHORT.get(dataset, dataset)} shares {MIN_PAIRS} pairs of a cell with it: "

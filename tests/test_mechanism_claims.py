@@ -259,6 +259,14 @@ def test_the_conclusion_names_the_outcome_and_the_data_sets_its_sentence_glues()
     assert claims.conclusion({"digits": h2, "MNIST": only_h2})[1]["alternatives"] == "H1 and H2 on digits; H2 on MNIST"
     nothing = claims.hypothesis_states(_rows(m1=FAIL, m2=FAIL, m3=FAIL, m4=FAIL, m5=FAIL, m6=PASS))
     assert claims.conclusion({"digits": nothing})[1]["alternatives"] == "none of H1-H3 on digits"
+    unread = claims.hypothesis_states(_rows(m1=FAIL, m2=INCONCLUSIVE, m3=INCONCLUSIVE, m4=INCONCLUSIVE, m5=PASS,
+                                             m6=PASS))  # P contradicted, no alternative decided: not refuted
+    assert claims.conclusion({"digits": nothing, "MNIST": unread})[1]["alternatives"] == (
+        "none of H1-H3 on digits; H1-H3 all undecided on MNIST")
+    table = claims.conclusion_table({"MNIST": _rows(m1=FAIL, m2=INCONCLUSIVE, m3=INCONCLUSIVE, m4=INCONCLUSIVE,
+                                                    m5=PASS, m6=PASS)}, {"MNIST": mech_frame()})
+    assert table.loc[claims.NONE_EXPLAINS, "MNIST"] == (
+        "nothing refuted (undecided: the merge at large D and the width trend at large D)")  # short: not near it
     assert set(claims.CONCLUSIONS) == {"contradicted", "supported", "mixed", "undecided"}
 
 
@@ -343,7 +351,8 @@ def test_the_conclusion_table_says_which_account_explains_what_and_what_none_doe
     col = claims.conclusion_table({"x": flat}, {"x": digits})["x"]
     assert "none: H2 is refuted (M2 ✗)" in col.iloc[1] and "H3 is refuted (M3 ✗)" in col.iloc[2]
     assert "undecided (M5 *inconclusive*)" in col.iloc[3] and "undecided (M4 *n/a*)" in col.iloc[0]
-    assert col.iloc[-1] == "the merge at large D"
+    assert col.iloc[-1] == ("the merge at large D (undecided: the merge after short training and the orthogonality "
+                            "ratio)")
 
 
 def test_width_accuracy_reads_the_small_initialisation_arm_only_where_it_trained():

@@ -127,7 +127,8 @@ def conclusion(states: dict[str, dict[str, str]],
     The outcome is ``contradicted`` when P is contradicted on some data set and supported on none, ``supported``
     in the reverse case, ``mixed`` when both occur, and ``undecided`` when P is decided nowhere.  The lists:
     ``against_sets`` and ``for_sets`` (the data sets that contradict or support P), ``open_sets`` (the others, or
-    "none"), and ``alternatives``: which of H1-H3 each data set that contradicts P supports ("none of H1-H3").
+    "none"), and ``alternatives``: which of H1-H3 each data set that contradicts P supports ("none of H1-H3", or
+    "H1-H3 all undecided" where none of the three is decided there).
     The sentences themselves are the pages' Markdown, one per outcome (``page.choose``).
     """
     rep = repeated or {}
@@ -137,10 +138,12 @@ def conclusion(states: dict[str, dict[str, str]],
     rest = [n for n in own if n not in against and n not in for_p]
     groups: dict[tuple[str, ...], list[str]] = {}
     for n in against:  # data sets that support the same alternatives share a clause
-        groups.setdefault(tuple(h for h in ("H1", "H2", "H3") if states[n][h] == SUPPORTED
-                                and h not in rep.get(n, {})), []).append(n)
-    alternatives = "; ".join(f"{_join(list(hs)) if hs else 'none of H1-H3'} on {_join(where)}"
-                             for hs, where in groups.items())
+        hs = tuple(h for h in ("H1", "H2", "H3") if states[n][h] == SUPPORTED and h not in rep.get(n, {}))
+        if not hs and all(states[n][h] == UNDECIDED and h not in rep.get(n, {}) for h in ("H1", "H2", "H3")):
+            hs = (UNDECIDED,)  # none supported because none is decided: not the same as refuted
+        groups.setdefault(hs, []).append(n)
+    named = {(UNDECIDED,): "H1-H3 all undecided", (): "none of H1-H3"}
+    alternatives = "; ".join(f"{named.get(hs) or _join(list(hs))} on {_join(where)}" for hs, where in groups.items())
     outcome = ("mixed" if against and for_p else "contradicted" if against else "supported" if for_p
                else "undecided")
     return outcome, {"against_sets": _join(against) if against else "none", "for_sets": _join(for_p) if for_p
@@ -206,7 +209,9 @@ def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
         read = [rows[i] for i in ids if i in rows]
         if read and all(r.repeats for r in read):
             out[k] = f"{read[0].repeat_phrase}: {out[k]}"
-    return {**out, "none": "; ".join(none) if none else "nothing"}
+    open_ = [OBSERVATIONS[k][1] for k, v in out.items() if "undecided" in v]
+    said = "; ".join(none) if none else "nothing" if not open_ else "nothing refuted"
+    return {**out, "none": said + (f" (undecided: {_join(open_)})" if open_ else "")}
 
 
 def conclusion_table(rows_by_label: dict[str, list[ClaimResult]],

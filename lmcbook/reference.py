@@ -82,7 +82,8 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
                 _MNIST_STANDIN if tag == "mnist-standin" else _DIGITS, needs_data_root=tag == "mnist-standin",
                 purpose="the width paper's own route to a large decay integral: the quick recipe trained 600 epochs "
                         "at weight decay 1e-4 and 3e-3 at every width up to 1024 hidden units, 5 pairs at the two "
-                        "widest (M1 and M6 by the paper's route; W1, W6 and W7 in the long regime)"
+                        "widest (M1 and M6 by the paper's route; W1 and W7 in the long regime, and W6, which the 2 "
+                        "pairs, 4 models, at the narrowest width leave unable to decide)"
                         + (", every run in bfloat16 autocast (the runs' precision field), which the mechanism page "
                            "checks against the fp32 reference `mechanism-mnist-standin` on the cells both train"
                            if tag == "mnist-standin" else ""))

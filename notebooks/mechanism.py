@@ -311,8 +311,8 @@ page.glue_values(**conclusion_lists)
 # ## Conclusion
 #
 # Which account each data set supports, read off the verdicts above (a hypothesis is
-# *undecided* when the rows it rests on are inconclusive or n/a; H4 compares the MNIST
-# reference with this build's digits):
+# *undecided* when the rows it rests on are inconclusive or n/a; H4 compares the first MNIST
+# reference in the table with this build's digits):
 #
 # ```{glue:md} hypotheses
 # :format: myst

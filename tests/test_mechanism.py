@@ -349,6 +349,12 @@ def test_the_precision_check_is_an_equivalence_test_on_paired_differences_and_ca
     assert ("1 of 2 are unchecked: 600 epochs, weight decay 0.03, 1024 hidden units: **the rows that read them rest "
             "on bf16 alone**") in text
     assert all(not line.startswith("|") or line.endswith("|") for line in text.splitlines())  # the table ends clean
+    narrow = {"a": (pd.concat([fp32, _precision_frame(units=16, pairs=2)]), prov32),  # shared with 2 pairs only
+              "b": (pd.concat([near, _precision_frame(0.05, units=16, pairs=2, seed=1)]), prov16)}
+    said = mech.precision_check(narrow)
+    assert "On the 1 cell it shares with `a` with fewer than 5 pairs (too few to test)" in said
+    assert "by width: 16 units +5.0 to +5.0." in said and "the two precisions agree" in said
+    assert "fewer than" not in ok  # no such cell there
     digits = near.assign(dataset="digits")
     assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (digits, prov16)})
     few = _precision_frame(pairs=2, seed=1)

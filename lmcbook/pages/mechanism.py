@@ -229,6 +229,26 @@ def precision_table(fp32: pd.DataFrame, low: pd.DataFrame, cell: dict[str, Any])
     return pd.DataFrame(out).set_index("quantity")
 
 
+def _few_pair_words(twin: str, fp32: pd.DataFrame, low: pd.DataFrame) -> str:
+    """Return, for the cells a bf16 reference shares with the fp32 reference ``twin`` with fewer than
+    :data:`~lmcbook.claims.thresholds.MIN_PAIRS` pairs (too few to test), the range of the plain merge's mean paired
+    difference bf16 − fp32 at each width, in points; "" where they share none."""
+    counts = _pairs(fp32).merge(_pairs(low), on=_CELL + ["pair"]).groupby(_CELL).size()
+    by_width: dict[int, list[float]] = {}
+    for key in counts[counts < MIN_PAIRS].index:
+        cell = dict(zip(_CELL, key))
+        a, b = (_replicates(f, cell, "acc_merged", "none") for f in (fp32, low))
+        common = a.index.intersection(b.index)
+        by_width.setdefault(int(cell["hidden_units"]), []).append(100 * float((b[common] - a[common]).mean()))
+    if not by_width:
+        return ""
+    ranges = "; ".join(f"{u} units {min(v):+.1f} to {max(v):+.1f}" for u, v in sorted(by_width.items()))
+    n = sum(len(v) for v in by_width.values())
+    return (f"On the {n} cell{'s' if n != 1 else ''} it shares with `{twin}` with fewer than {MIN_PAIRS} pairs "
+            f"(too few to test), the "
+            f"plain merge's mean paired difference bf16 − fp32, in points, by width: {ranges}.")
+
+
 def _cell_words(cell: dict[str, Any]) -> str:
     return (f"{cell['epochs']} epochs, weight decay {cell['weight_decay']:g}, {cell['hidden_units']} hidden units"
             + (f", initialisation ×{cell['init_scale']:g}" if cell["init_scale"] != 1 else ""))
@@ -278,6 +298,9 @@ def precision_check(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) 
             parts.append(f"**Precision check.** `{name}` trains every run in bfloat16 autocast "
                          f"(`precision=\"bf16\"`); `{twin}` trains in fp32. On a cell both train ({_cell_words(cell)}; "
                          f"{n} pairs, the same seeds), {verdict}:\n\n{markdown_table(table)}")
+        few = _few_pair_words(found[0][0], found[0][1], frame)
+        if few:  # a paragraph after the last table
+            parts[-1] += "\n\n" + few
         if left:  # a paragraph of its own: appended to the table's last line it would read as a cell
             parts[-1] += "\n\n" + left
     return "\n\n".join(parts) or "Every reference of this page trains in fp32 (no precision check is needed)."

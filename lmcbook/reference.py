@@ -313,8 +313,9 @@ def describe(name: str, prov: dict[str, Any]) -> str:
     """Return one Markdown sentence describing a reference run from its provenance (for pages and reports)."""
     ref = get(name)
     commit = (prov.get("git_commit") or "unknown")[:10]
-    took = ", ".join(f"{_duration(prov.get(key, float('nan')))} {what}"
-                     for key, what in (("seconds", "in all"), ("train_seconds", "of it training")))
+    took = (f"executed in {_duration(prov.get('seconds', float('nan')))}; its runs' recorded training times, those "
+            f"trained earlier and loaded from the store included, sum to "
+            f"{_duration(prov.get('train_seconds', float('nan')))}")
     return (f"`{name}`: {ref.purpose}; data: {ref.data}; made {prov.get('date', '?')[:10]} at commit {commit}, "
             f"code version {prov.get('code_version')}, on {prov.get('machine', {}).get('cpus', '?')} CPU cores "
             f"({took}); regenerate with `{prov.get('command')}`")

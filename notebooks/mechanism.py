@@ -283,7 +283,9 @@ page.glue_values(**conclusion_lists)
 # bf16 − fp32: the two precisions *agree* on a quantity when the difference's 95%
 # interval lies within {glue:md}`min_acc_effect` (accuracies and barriers) or
 # {glue:md}`precision_loss_margin` (the calibrated loss barrier). It names the lengths of
-# training that no fp32 run shares: the rows that read those cells rest on bf16 alone.
+# training and the cells with {glue:md}`min_pairs` pairs or more that no fp32 run checks (the rows
+# that read them rest on bf16 alone), and gives the plain merge's differences on the cells
+# the two share with too few pairs to test.
 #
 # ```{glue:md} precision_check
 # :format: myst
@@ -311,8 +313,8 @@ page.glue_values(**conclusion_lists)
 # ## Conclusion
 #
 # Which account each data set supports, read off the verdicts above (a hypothesis is
-# *undecided* when the rows it rests on are inconclusive or n/a; H4 compares the first MNIST
-# reference in the table with this build's digits):
+# *undecided* when the rows it rests on are inconclusive or n/a; H4 compares this build's
+# digits with the MNIST references, and is decided only where they agree on P):
 #
 # ```{glue:md} hypotheses
 # :format: myst
@@ -355,8 +357,8 @@ page.glue_values(**conclusion_lists)
 # The cells that reach a large $D$ by training longer at a weaker weight decay stop at
 # {glue:text}`length_widest` hidden units, so whether equal $D$ reached that way merges
 # as badly at the widest width is not tested by this build's runs (the committed long
-# reference runs below test it, where they are made); where the two routes meet here, M6
-# compares them: {glue:md}`m6_mark`.
+# reference runs above test it up to 1024 units: their M1 and M6 rows); where the two
+# routes meet here, M6 compares them: {glue:md}`m6_mark`.
 
 # %% [markdown] tags=["when:length_reaches=widest"]
 # The cells that reach a large $D$ by training longer at a weaker weight decay reach the

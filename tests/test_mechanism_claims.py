@@ -238,6 +238,20 @@ def test_hypotheses_follow_the_verdicts():
     assert claims.data_hypothesis(h2, p) == "supported"
     assert claims.data_hypothesis(h2, h2) == "contradicted"
     assert claims.data_hypothesis(h2, None) == "undecided"
+    # H4 reads every MNIST source, in any order: decided only where they agree on P
+    def board(dataset, source, **states):
+        rows = _rows(**states)
+        for r in rows:
+            r.dataset, r.source = dataset, source
+        return rows
+    digits = board("digits", None, m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS)
+    holds = board("mnist_standin", "a", m1=PASS, m2=FAIL, m3=PASS, m4=FAIL, m5=PASS, m6=PASS)
+    fails = board("mnist_standin", "b", m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS)
+    for order in (("a", "b"), ("b", "a")):
+        rows = {"digits": digits, **{k: {"a": holds, "b": fails}[k] for k in order}}
+        assert {s["H4"] for s in claims.decide(rows).values()} == {"undecided"}, order
+    assert claims.decide({"digits": digits, "a": holds})["digits"]["H4"] == "supported"
+    assert claims.decide({"digits": digits, "b": fails, "c": fails})["digits"]["H4"] == "contradicted"
 
 
 def test_the_conclusion_names_the_outcome_and_the_data_sets_its_sentence_glues():
@@ -259,6 +273,11 @@ def test_the_conclusion_names_the_outcome_and_the_data_sets_its_sentence_glues()
     assert claims.conclusion({"digits": h2, "MNIST": only_h2})[1]["alternatives"] == "H1 and H2 on digits; H2 on MNIST"
     nothing = claims.hypothesis_states(_rows(m1=FAIL, m2=FAIL, m3=FAIL, m4=FAIL, m5=FAIL, m6=PASS))
     assert claims.conclusion({"digits": nothing})[1]["alternatives"] == "none of H1-H3 on digits"
+    open_h1 = {**nothing, "H1": claims.SUPPORTED, "H2": claims.UNDECIDED, "H3": claims.UNDECIDED}
+    assert claims.conclusion({"ref": open_h1}, {"ref": {"H1": "the same runs as digits"}})[1]["alternatives"] == (
+        "none of H1-H3 decided by its own runs on ref")  # H1 repeats, H2 and H3 undecided: nothing refuted
+    mixed = {**open_h1, "H1": claims.CONTRADICTED}
+    assert claims.conclusion({"ref": mixed})[1]["alternatives"] == "none of H1-H3 on ref"
     unread = claims.hypothesis_states(_rows(m1=FAIL, m2=INCONCLUSIVE, m3=INCONCLUSIVE, m4=INCONCLUSIVE, m5=PASS,
                                              m6=PASS))  # P contradicted, no alternative decided: not refuted
     assert claims.conclusion({"digits": nothing, "MNIST": unread})[1]["alternatives"] == (
@@ -351,8 +370,7 @@ def test_the_conclusion_table_says_which_account_explains_what_and_what_none_doe
     col = claims.conclusion_table({"x": flat}, {"x": digits})["x"]
     assert "none: H2 is refuted (M2 ✗)" in col.iloc[1] and "H3 is refuted (M3 ✗)" in col.iloc[2]
     assert "undecided (M5 *inconclusive*)" in col.iloc[3] and "undecided (M4 *n/a*)" in col.iloc[0]
-    assert col.iloc[-1] == ("the merge at large D (undecided: the merge after short training and the orthogonality "
-                            "ratio)")
+    assert col.iloc[-1] == "the merge at large D; undecided: the merge after short training and the orthogonality ratio"
 
 
 def test_width_accuracy_reads_the_small_initialisation_arm_only_where_it_trained():
@@ -539,6 +557,7 @@ def test_a_shortest_length_row_trained_again_is_a_repeat_in_the_same_cells_seeds
     short = {"digits": "digits"}
 
     def board(ref=ref_frame, **precisions):
+        precisions = {None: "fp32", "ref-long": "fp32", **precisions}
         own, ref_rows = _scored(own_frame), _scored(ref)
         for r in ref_rows:
             r.source = "ref-long"
@@ -556,6 +575,9 @@ def test_a_shortest_length_row_trained_again_is_a_repeat_in_the_same_cells_seeds
     assert by[("ref-long", "M1")].repeats is None  # M1 reads the 600-epoch cell: the reference's own runs
     assert claims.mark_repeats([by[(None, "M4")], _fresh(by[("ref-long", "M4")])], short)[1].repeats is None
     assert board(**{"ref-long": "bf16"})[("ref-long", "M4")].repeats is None  # another precision: its own runs
+    assert board(**{"ref-long": None})[("ref-long", "M4")].repeats is None  # a precision not given: never assumed
+    later = ref_frame.assign(epochs=ref_frame["epochs"] + 1)  # another shortest length: other cells
+    assert board(later)[("ref-long", "M4")].repeats is None
     moved = _fresh(by[("ref-long", "M4")])
     moved.decay_integral *= 1.5  # another cell's D
     assert claims.mark_repeats([by[(None, "M4")], moved], short,

@@ -160,6 +160,12 @@ def shortest_cells(frame: pd.DataFrame, units: float) -> dict[tuple[float, float
             for (wd, s), g in f.groupby(["weight_decay", "init_scale"])}
 
 
+def _same_shape(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Return whether two mechanism frames share their shortest length and their networks' depth."""
+    depth = [set(f["depth"].dropna().unique()) if "depth" in f else set() for f in (a, b)]
+    return a["epochs"].min() == b["epochs"].min() and depth[0] == depth[1]
+
+
 def _same_seeds(a: dict[tuple[float, float], frozenset[int]], b: dict[tuple[float, float], frozenset[int]]) -> bool:
     """Return whether two :func:`shortest_cells` share a cell and every cell they share has the same pairs."""
     shared = a.keys() & b.keys()
@@ -181,7 +187,8 @@ def mark_repeats(rows: list[ClaimResult], short: dict[str, str] | None = None,
     :data:`~lmcbook.claims.board.SHORTEST_ONLY` row also repeats an earlier row of the same claim, regime and data
     set from another source, read at the same width and the same D (within 1%: the same cell), where every cell
     both sources trained at that width and length has the same seeds (:func:`shortest_cells`) and both trained in
-    the same precision (``precisions``, fp32 where not given): the same specs trained again, whose numbers differ
+    the same precision (``precisions``; a source whose precision is not given is never a retrained repeat), at the
+    same shortest length and depth: the same specs trained again, whose numbers differ
     only because a batched stack or another thread count trains a spec not bit for bit as before
     (:attr:`~lmcbook.claims.verdicts.ClaimResult.retrained`).  A source that trained other seeds there, or in
     another precision, reads its own runs.  A repeat is shown, never counted."""
@@ -213,7 +220,9 @@ def _mark_retrained(rows: list[ClaimResult], short: dict[str, str] | None,
             if (r.repeats is None and (first.id, first.regime, first.dataset) == (r.id, r.regime, r.dataset)
                     and first.source != r.source and first.values.get("units") == units
                     and np.isclose(first.decay_integral, r.decay_integral, rtol=0.01, atol=0)
-                    and precisions.get(first.source, "fp32") == precisions.get(r.source, "fp32")
+                    and precisions.get(first.source) is not None
+                    and precisions.get(first.source) == precisions.get(r.source)
+                    and _same_shape(frames[first.source], frames[r.source])
                     and _same_seeds(shortest_cells(frames[first.source], units),
                                     shortest_cells(frames[r.source], units))):
                 r.repeats, r.retrained = source_label(first.dataset, first.source, short), True

@@ -28,6 +28,7 @@ HYPOTHESES = {
           "as the paper says",
 }
 SUPPORTED, CONTRADICTED, UNDECIDED = "supported", "contradicted", "undecided"
+REPEATS = "repeats"  #: a hypothesis whose deciding rows repeat an earlier data set's (:func:`repeated_hypotheses`)
 #: The M rows each hypothesis' state can read (:func:`hypothesis_states`); which of them decide it depends on the
 #: verdicts (:func:`deciding_rows`).
 HYPOTHESIS_ROWS = {"P": ("M1", "M5"), "H1": ("M4",), "H2": ("M1", "M2"), "H3": ("M3",)}
@@ -99,12 +100,14 @@ def source_label(dataset: str | None, source: str | None, short: dict[str, str] 
 
 def decide(rows_by_label: dict[str, list[ClaimResult]]) -> dict[str, dict[str, str]]:
     """Return each data set's hypothesis states (:func:`hypothesis_states`) with H4 added: this build's digits rows
-    against the first MNIST rows (:func:`data_hypothesis`)."""
+    against the MNIST rows (:func:`data_hypothesis`), which decide it only where every MNIST source gives P the same
+    state (so that the order the sources come in never changes H4)."""
     states = {k: hypothesis_states(v) for k, v in rows_by_label.items()}
     datasets = {k: next((r.dataset for r in v if r.dataset), None) for k, v in rows_by_label.items()}
     sources = {k: next((r.source for r in v), None) for k, v in rows_by_label.items()}
     digits = next((states[k] for k in states if datasets[k] == "digits" and sources[k] is None), None)
-    mnist = next((states[k] for k in states if (datasets[k] or "").startswith("mnist")), None)
+    ps = {states[k]["P"] for k in states if (datasets[k] or "").startswith("mnist")}
+    mnist = None if not ps else {"P": ps.pop() if len(ps) == 1 else UNDECIDED}
     for s in states.values():
         s["H4"] = data_hypothesis(digits, mnist) if digits is not None else UNDECIDED
     return states
@@ -127,8 +130,9 @@ def conclusion(states: dict[str, dict[str, str]],
     The outcome is ``contradicted`` when P is contradicted on some data set and supported on none, ``supported``
     in the reverse case, ``mixed`` when both occur, and ``undecided`` when P is decided nowhere.  The lists:
     ``against_sets`` and ``for_sets`` (the data sets that contradict or support P), ``open_sets`` (the others, or
-    "none"), and ``alternatives``: which of H1-H3 each data set that contradicts P supports ("none of H1-H3", or
-    "H1-H3 all undecided" where none of the three is decided there).
+    "none"), and ``alternatives``: which of H1-H3 each data set that contradicts P supports ("none of H1-H3" where
+    one is refuted and none supported; "H1-H3 all undecided"; "none of H1-H3 decided by its own runs" where each is
+    undecided or repeats an earlier data set's runs).
     The sentences themselves are the pages' Markdown, one per outcome (``page.choose``).
     """
     rep = repeated or {}
@@ -139,10 +143,12 @@ def conclusion(states: dict[str, dict[str, str]],
     groups: dict[tuple[str, ...], list[str]] = {}
     for n in against:  # data sets that support the same alternatives share a clause
         hs = tuple(h for h in ("H1", "H2", "H3") if states[n][h] == SUPPORTED and h not in rep.get(n, {}))
-        if not hs and all(states[n][h] == UNDECIDED and h not in rep.get(n, {}) for h in ("H1", "H2", "H3")):
-            hs = (UNDECIDED,)  # none supported because none is decided: not the same as refuted
+        own_states = [states[n][h] for h in ("H1", "H2", "H3") if h not in rep.get(n, {})]
+        if not hs and CONTRADICTED not in own_states:  # none supported because none is decided: not refuted
+            hs = (UNDECIDED,) if len(own_states) == 3 else (REPEATS,)
         groups.setdefault(hs, []).append(n)
-    named = {(UNDECIDED,): "H1-H3 all undecided", (): "none of H1-H3"}
+    named = {(UNDECIDED,): "H1-H3 all undecided", (REPEATS,): "none of H1-H3 decided by its own runs",
+             (): "none of H1-H3"}
     alternatives = "; ".join(f"{named.get(hs) or _join(list(hs))} on {_join(where)}" for hs, where in groups.items())
     outcome = ("mixed" if against and for_p else "contradicted" if against else "supported" if for_p
                else "undecided")
@@ -210,8 +216,11 @@ def _observe(rows: dict[str, ClaimResult], short: Interval) -> dict[str, str]:
         if read and all(r.repeats for r in read):
             out[k] = f"{read[0].repeat_phrase}: {out[k]}"
     open_ = [OBSERVATIONS[k][1] for k, v in out.items() if "undecided" in v]
-    said = "; ".join(none) if none else "nothing" if not open_ else "nothing refuted"
-    return {**out, "none": said + (f" (undecided: {_join(open_)})" if open_ else "")}
+    if none:  # what no account explains, then, apart, what is still undecided
+        said = "; ".join(none) + (f"; undecided: {_join(open_)}" if open_ else "")
+    else:
+        said = f"nothing refuted (undecided: {_join(open_)})" if open_ else "nothing"
+    return {**out, "none": said}
 
 
 def conclusion_table(rows_by_label: dict[str, list[ClaimResult]],

@@ -126,7 +126,7 @@ def scoreboard(frames: dict[str, pd.DataFrame], references: dict[str, pd.DataFra
     """Return every claim's result, reading the pages' long frames by notebook name, then the committed reference
     runs' frames (by reference name; each scored by its own page's claims, ``source`` = the name), ordered by
     source and claim id, with the repeats marked (:func:`mark_repeats`; ``precisions``: each source's training
-    precision, None for this build's mechanism page, fp32 where not given; ``short``: the data sets' names as the
+    precision, keyed None for this build's mechanism page; ``short``: the data sets' names as the
     book writes them, :data:`lmcbook.data.DATASET_SHORT`, for the label of what a repeat repeats).
 
     W1, W6 and W7 appear twice: on the profile's own runs (``regime="short"``) and on the

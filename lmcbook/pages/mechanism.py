@@ -245,8 +245,7 @@ def _few_pair_words(twin: str, fp32: pd.DataFrame, low: pd.DataFrame) -> str:
     ranges = "; ".join(f"{u} units {min(v):+.1f} to {max(v):+.1f}" for u, v in sorted(by_width.items()))
     n = sum(len(v) for v in by_width.values())
     return (f"On the {n} cell{'s' if n != 1 else ''} it shares with `{twin}` with fewer than {MIN_PAIRS} pairs "
-            f"(too few to test), the "
-            f"plain merge's mean paired difference bf16 − fp32, in points, by width: {ranges}.")
+            f"(too few to test), the plain merge's mean paired difference bf16 − fp32, in points, by width: {ranges}.")
 
 
 def _cell_words(cell: dict[str, Any]) -> str:

@@ -187,8 +187,8 @@ page.glue_md("noise_components_refs", reference.listing("noise_components"))
 # runs and on every committed reference run of the mechanism page (the *data* column
 # names it and its data set): the 8k/2k MNIST stand-in (MNIST's official test split,
 # 8,000 images to train and 2,000 to test) in 60 epochs up to 2048 hidden units, wider than
-# this book's, and the width paper's own route, 600 epochs at weak weight decay, on
-# digits and on the 8k/2k MNIST stand-in up to 1024 units. N1–N7 are also scored on the
+# this book's, and the width paper's own route, 600 epochs at weight decay 1e-4 and 3e-3,
+# on digits and on the 8k/2k MNIST stand-in up to 1024 units. N1–N7 are also scored on the
 # noise pages' committed reference runs, with 10 pairs per cell. The grid's:
 # {glue:md}`noise_scale_refs` The components': {glue:md}`noise_components_refs` Their tests,
 # the rule and the minimum effect were committed before those runs were made; the setting

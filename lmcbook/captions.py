@@ -22,6 +22,11 @@ from .data import DATASET_LABELS, DATASET_SHORT
 from .page import Page
 
 
+def precision_words(precision: str) -> str:
+    """Return a caption's clause on a training precision: "" for fp32, else ", every run in P autocast"."""
+    return "" if precision == "fp32" else f", every run in {precision} autocast"
+
+
 def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
     """Return a one-sentence Markdown description of what a study trained (for figure captions), ending with
     its training regime (:func:`describe_regime`) when ``regime`` is given."""
@@ -39,7 +44,7 @@ def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
     unit = "hidden units" if m.arch == "mlp" else "base channels"
     return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {DATASET_LABELS[study.dataset]}; "
             f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
-            f"batch {t.batch_size}{'' if t.precision == 'fp32' else f', every run in {t.precision} autocast'}); "
+            f"batch {t.batch_size}{precision_words(t.precision)}); "
             f"{', '.join(map(str, units))} {unit}; "
             f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
             + _deciding_pairs(study, len(units) > 1)

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from .. import reference
-from ..captions import markdown_table, short_fraction
+from ..captions import markdown_table, precision_words, short_fraction
 from ..claims import (
     CONVERGED_TRAIN_ACC,
     D_TIE_RTOL,
@@ -36,7 +36,7 @@ def describe_mechanism(study: Any) -> str:
     return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers on "
             f"{DATASET_LABELS[study.dataset]}; SGD (peak lr "
             f"{t.lr:g}, momentum {t.momentum:g}, batch {t.batch_size}"
-            f"{'' if t.precision == 'fp32' else f', every run in {t.precision} autocast'}); "
+            f"{precision_words(t.precision)}); "
             f"{', '.join(map(str, units))} hidden units; "
             f"{len(cells)} cells of (length, weight decay, initial-weight factor); {study.seeds} pair(s) per cell and "
             f"width, {max(study.seeds, study.decisive_seeds)} in the cells that decide a verdict")
@@ -203,10 +203,15 @@ def _pairs(frame: pd.DataFrame) -> pd.DataFrame:
     return rows[_CELL + ["pair"]].drop_duplicates()
 
 
+def _shared_pairs(fp32: pd.DataFrame, low: pd.DataFrame) -> pd.Series:
+    """Return, per cell both frames trained, how many pairs (the same seeds) they have in common."""
+    return _pairs(fp32).merge(_pairs(low), on=_CELL + ["pair"]).groupby(_CELL).size()
+
+
 def precision_cells(fp32: pd.DataFrame, low: pd.DataFrame) -> list[dict[str, Any]]:
     """Return every cell both frames trained with at least :data:`~lmcbook.claims.thresholds.MIN_PAIRS` pairs in
     common (the same seeds), the longest and widest first."""
-    counts = _pairs(fp32).merge(_pairs(low), on=_CELL + ["pair"]).groupby(_CELL).size()
+    counts = _shared_pairs(fp32, low)
     keys = sorted(counts[counts >= MIN_PAIRS].index, key=lambda k: (-k[0], -k[3], -k[1], k[2]))
     return [dict(zip(_CELL, k)) for k in keys]
 
@@ -233,7 +238,7 @@ def _few_pair_words(twin: str, fp32: pd.DataFrame, low: pd.DataFrame) -> str:
     """Return, for the cells a bf16 reference shares with the fp32 reference ``twin`` with fewer than
     :data:`~lmcbook.claims.thresholds.MIN_PAIRS` pairs (too few to test), the range of the plain merge's mean paired
     difference bf16 − fp32 at each width, in points; "" where they share none."""
-    counts = _pairs(fp32).merge(_pairs(low), on=_CELL + ["pair"]).groupby(_CELL).size()
+    counts = _shared_pairs(fp32, low)
     by_width: dict[int, list[float]] = {}
     for key in counts[counts < MIN_PAIRS].index:
         cell = dict(zip(_CELL, key))

@@ -25,6 +25,7 @@ from IPython.display import Markdown
 from lmcbook import claims, reference
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import open_page, study_of
+from lmcbook.pages.mechanism import reference_settings
 
 page, study = open_page("claims", globals())
 frames = {name: page.read_csv(name) for name in claims.PAGE_CLAIMS}
@@ -72,6 +73,7 @@ page.glue_md("min_acc_effect", f"{100 * claims.MIN_ACC_EFFECT:g}")
 page.glue_md("orth_fall_min", f"{claims.ORTH_FALL_MIN:g}")
 page.glue_md("tie_rtol", f"{claims.D_TIE_RTOL:.1%}")
 page.glue_md("noise_scale_refs", reference.listing("noise_scale"))
+page.glue_md("mechanism_refs", reference_settings(page.references("mechanism")))
 page.glue_md("noise_components_refs", reference.listing("noise_components"))
 
 # %% [markdown]
@@ -185,10 +187,9 @@ page.glue_md("noise_components_refs", reference.listing("noise_components"))
 # runs they read were trained; M2–M5 were changed after their results, and say so. Each reads a 95% bootstrap interval over at least
 # {glue:md}`min_pairs` pairs in every cell the interval reads, and each is scored on this build's digits
 # runs and on every committed reference run of the mechanism page (the *data* column
-# names it and its data set): the 8k/2k MNIST stand-in (MNIST's official test split,
-# 8,000 images to train and 2,000 to test) in 60 epochs up to 2048 hidden units, wider than
-# this book's, and the width paper's own route, 600 epochs at weight decay 1e-4 and 3e-3,
-# on digits and on the 8k/2k MNIST stand-in up to 1024 units. N1–N7 are also scored on the
+# names it and its data set): {glue:md}`mechanism_refs`. The 8k/2k MNIST stand-in is
+# MNIST's official test split, its first images to train and its last to test; the longest
+# runs are the width paper's own route to a large $D$. N1–N7 are also scored on the
 # noise pages' committed reference runs, with 10 pairs per cell. The grid's:
 # {glue:md}`noise_scale_refs` The components': {glue:md}`noise_components_refs` Their tests,
 # the rule and the minimum effect were committed before those runs were made; the setting

@@ -357,7 +357,7 @@ page.glue_values(**conclusion_lists)
 # The cells that reach a large $D$ by training longer at a weaker weight decay stop at
 # {glue:text}`length_widest` hidden units, so whether equal $D$ reached that way merges
 # as badly at the widest width is not tested by this build's runs (the committed long
-# reference runs above test it up to 1024 units: their M1 and M6 rows); where the two
+# reference runs above test it at their widest width: their M1 and M6 rows); where the two
 # routes meet here, M6 compares them: {glue:md}`m6_mark`.
 
 # %% [markdown] tags=["when:length_reaches=widest"]

@@ -361,3 +361,16 @@ def test_the_precision_check_is_an_equivalence_test_on_paired_differences_and_ca
     assert mech.precision_cells(fp32, few) == []
     assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (few, prov16)})
     assert "no precision check is needed" in mech.precision_check({"a": (fp32, prov32)})
+
+
+def test_the_claims_page_says_what_each_mechanism_reference_trains_from_its_csv():
+    import pandas as pd
+
+    from lmcbook.pages import mechanism as mech
+
+    frame = pd.concat([_precision_frame(), _precision_frame(units=16).assign(epochs=600)])
+    said = mech.reference_settings({"a": (frame, {"params": {"precision": "bf16"}}),
+                                    "b": (frame.assign(dataset="digits"), {"params": {}})})
+    assert said == ("`a` (8k/2k MNIST stand-in, 60 and 600 epochs, up to 1024 hidden units, in bf16); "
+                    "`b` (digits, 60 and 600 epochs, up to 1024 hidden units)")
+    assert mech.reference_settings({}) == "none"

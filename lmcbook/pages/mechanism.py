@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from .. import reference
-from ..captions import markdown_table, precision_words, short_fraction
+from ..captions import join_and, markdown_table, precision_words, short_fraction
 from ..claims import (
     CONVERGED_TRAIN_ACC,
     D_TIE_RTOL,
@@ -160,6 +160,19 @@ def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]]
              "precision_check": precision_check(references),
              "ref_figure_name": f"`{next(iter(references))}`" if references else "(none)"}
     return rows, frames, texts, figure, {name: _precision(prov) for name, (_, prov) in references.items()}
+
+
+def reference_settings(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) -> str:
+    """Return, in words, what each committed mechanism reference trains, read from its CSV and provenance: its data
+    set, its training lengths, its widest width and its precision where not fp32 ("none" without one)."""
+    said = []
+    for name, (frame, prov) in references.items():
+        dataset = str(frame["dataset"].iloc[0])
+        lengths = join_and([str(int(e)) for e in sorted(frame["epochs"].dropna().unique())])
+        low = "" if _precision(prov) == "fp32" else f", in {_precision(prov)}"
+        said.append(f"`{name}` ({DATASET_SHORT.get(dataset, dataset)}, {lengths} epochs, up to "
+                    f"{int(frame['hidden_units'].max())} hidden units{low})")
+    return "; ".join(said) or "none"
 
 
 def threshold_words() -> dict[str, str]:

@@ -349,9 +349,9 @@ page.glue_values(**conclusion_lists)
 # the paper's account and the alternatives.
 
 # %% [markdown]
-# **What this rests on.** M1 and M2 read one cell: the largest $D$ at
+# **What this rests on.** M1 reads one cell: the largest $D$ at
 # {glue:text}`units` hidden units, reached in {glue:text}`epochs_hi:g` epochs at weight
-# decay {glue:text}`wd_hi:g`.
+# decay {glue:text}`wd_hi:g`; M2 compares it with the smaller-$D$ cells at that width.
 
 # %% [markdown] tags=["when:length_reaches=narrower"]
 # The cells that reach a large $D$ by training longer at a weaker weight decay stop at

@@ -44,8 +44,10 @@ bar = page.read_csv("loss_barrier_calibration")
 board = page.read_csv("claims")
 mech = page.read_csv("mechanism")
 own_label = claims.source_label(study_of("mechanism").dataset, None, DATASET_SHORT)
-mech_frames = {own_label: mech, **{claims.source_label(str(f["dataset"].iloc[0]), n, DATASET_SHORT): f
-                                   for n, (f, _) in page.references("mechanism").items()}}
+mech_refs = {claims.source_label(str(f["dataset"].iloc[0]), n, DATASET_SHORT): (f, p)
+             for n, (f, p) in page.references("mechanism").items()}
+mech_frames = {own_label: mech, **{k: f for k, (f, _) in mech_refs.items()}}
+low = {k for k, (_, p) in mech_refs.items() if p.get("params", {}).get("precision", "fp32") != "fp32"}
 
 # %% tags=["remove-cell"]
 summary = acc[acc["lam"].isna() & acc["metric"].str.startswith("acc")]
@@ -73,7 +75,9 @@ outcome, conclusion_lists = claims.conclusion(claims.decide(m_rows), claims.repe
 page.choose("conclusion", outcome)  # the Markdown below has one paragraph per outcome
 page.glue_values(**conclusion_lists)
 # the cells M1 reads, where weight decay has acted: which length and weight decay the conclusion rests on
-page.glue_md("acted_cells", "; ".join(f"{k}: {claims.largest_d_cell(f)}" for k, f in mech_frames.items()))
+page.glue_md("acted_cells", "; ".join(f"{k}: {claims.largest_d_cell(f)}"
+                                     + (" (in bf16; the mechanism page's precision check)" if k in low else "")
+                                     for k, f in mech_frames.items()))
 # and how well wide networks merge before it has acted (the smallest D): the effect the paper reports, reproduced
 short_merge = short_merge_words(mech_frames, {k for k, v in m_rows.items() if any(r.id == "M4" and r.repeats for r in v)})
 page.choose("short_merge_read", "none" if short_merge == "none" else "some")

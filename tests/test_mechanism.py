@@ -346,14 +346,14 @@ def test_the_precision_check_is_an_equivalence_test_on_paired_differences_and_ca
     long = pd.concat([near, _precision_frame(seed=2).assign(epochs=600)])
     text = mech.precision_check({"a": (fp32, prov32), "b": (long, prov16)})
     assert "the two precisions agree" in text and "\n\nNo cell of 600 epochs is checked" in text
-    assert ("1 of 2 are unchecked: 600 epochs, weight decay 0.03, 1024 hidden units: **the rows that read them rest "
-            "on bf16 alone**") in text
+    assert ("1 of 2 are unchecked: 600 epochs, weight decay 0.03, 1024 hidden units: **the rows that read any of "
+            "them rest on bf16 alone**") in text
     assert all(not line.startswith("|") or line.endswith("|") for line in text.splitlines())  # the table ends clean
     narrow = {"a": (pd.concat([fp32, _precision_frame(units=16, pairs=2)]), prov32),  # shared with 2 pairs only
               "b": (pd.concat([near, _precision_frame(0.05, units=16, pairs=2, seed=1)]), prov16)}
     said = mech.precision_check(narrow)
     assert "On the 1 cell it shares with `a` with fewer than 5 pairs (too few to test)" in said
-    assert "by width: 16 units +5.0 to +5.0." in said and "the two precisions agree" in said
+    assert "by length and width: 60 epochs, 16 units +5.0." in said and "the two precisions agree" in said
     assert "fewer than" not in ok  # no such cell there
     digits = near.assign(dataset="digits")
     assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (digits, prov16)})
@@ -371,6 +371,6 @@ def test_the_claims_page_says_what_each_mechanism_reference_trains_from_its_csv(
     frame = pd.concat([_precision_frame(), _precision_frame(units=16).assign(epochs=600)])
     said = mech.reference_settings({"a": (frame, {"params": {"precision": "bf16"}}),
                                     "b": (frame.assign(dataset="digits"), {"params": {}})})
-    assert said == ("`a` (8k/2k MNIST stand-in, 60 and 600 epochs, up to 1024 hidden units, in bf16); "
-                    "`b` (digits, 60 and 600 epochs, up to 1024 hidden units)")
+    assert said == ("`a` (8k/2k MNIST stand-in, 60 epochs up to 1024 hidden units, 600 epochs up to 16 hidden units, "
+                    "in bf16); `b` (digits, 60 epochs up to 1024 hidden units, 600 epochs up to 16 hidden units)")
     assert mech.reference_settings({}) == "none"

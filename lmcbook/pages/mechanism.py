@@ -164,14 +164,18 @@ def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]]
 
 def reference_settings(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) -> str:
     """Return, in words, what each committed mechanism reference trains, read from its CSV and provenance: its data
-    set, its training lengths, its widest width and its precision where not fp32 ("none" without one)."""
+    set, its training lengths with the widest width each reaches, and its precision where not fp32 ("none" without
+    one)."""
     said = []
     for name, (frame, prov) in references.items():
         dataset = str(frame["dataset"].iloc[0])
-        lengths = join_and([str(int(e)) for e in sorted(frame["epochs"].dropna().unique())])
+        widest = frame.groupby("epochs")["hidden_units"].max()
+        by_width: dict[int, list[str]] = {}
+        for epochs, units in widest.items():
+            by_width.setdefault(int(units), []).append(str(int(epochs)))
+        lengths = ", ".join(f"{join_and(es)} epochs up to {u} hidden units" for u, es in by_width.items())
         low = "" if _precision(prov) == "fp32" else f", in {_precision(prov)}"
-        said.append(f"`{name}` ({DATASET_SHORT.get(dataset, dataset)}, {lengths} epochs, up to "
-                    f"{int(frame['hidden_units'].max())} hidden units{low})")
+        said.append(f"`{name}` ({DATASET_SHORT.get(dataset, dataset)}, {lengths}{low})")
     return "; ".join(said) or "none"
 
 
@@ -250,20 +254,23 @@ def precision_table(fp32: pd.DataFrame, low: pd.DataFrame, cell: dict[str, Any])
 def _few_pair_words(twin: str, fp32: pd.DataFrame, low: pd.DataFrame) -> str:
     """Return, for the cells a bf16 reference shares with the fp32 reference ``twin`` with fewer than
     :data:`~lmcbook.claims.thresholds.MIN_PAIRS` pairs (too few to test), the range of the plain merge's mean paired
-    difference bf16 − fp32 at each width, in points; "" where they share none."""
+    difference bf16 − fp32 at each length and width, in points; "" where they share none."""
     counts = _shared_pairs(fp32, low)
-    by_width: dict[int, list[float]] = {}
+    by_cell: dict[tuple[int, int], list[float]] = {}
     for key in counts[counts < MIN_PAIRS].index:
         cell = dict(zip(_CELL, key))
         a, b = (_replicates(f, cell, "acc_merged", "none") for f in (fp32, low))
         common = a.index.intersection(b.index)
-        by_width.setdefault(int(cell["hidden_units"]), []).append(100 * float((b[common] - a[common]).mean()))
-    if not by_width:
+        by_cell.setdefault((int(cell["epochs"]), int(cell["hidden_units"])), []).append(
+            100 * float((b[common] - a[common]).mean()))
+    if not by_cell:
         return ""
-    ranges = "; ".join(f"{u} units {min(v):+.1f} to {max(v):+.1f}" for u, v in sorted(by_width.items()))
-    n = sum(len(v) for v in by_width.values())
+    ranges = "; ".join(f"{e} epochs, {u} units {min(v):+.1f}" + (f" to {max(v):+.1f}" if len(v) > 1 else "")
+                       for (e, u), v in sorted(by_cell.items()))
+    n = sum(len(v) for v in by_cell.values())
     return (f"On the {n} cell{'s' if n != 1 else ''} it shares with `{twin}` with fewer than {MIN_PAIRS} pairs "
-            f"(too few to test), the plain merge's mean paired difference bf16 − fp32, in points, by width: {ranges}.")
+            f"(too few to test), the plain "
+            f"merge's mean paired difference bf16 − fp32, in points, by length and width: {ranges}.")
 
 
 def _cell_words(cell: dict[str, Any]) -> str:
@@ -291,10 +298,9 @@ def precision_check(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) 
         open_cells = [dict(zip(_CELL, k)) for k in counts[counts >= MIN_PAIRS].index if tuple(k) not in checked]
         left = (f"No cell of {' or '.join(map(str, unchecked))} epochs is checked (no fp32 reference of this data "
                 f"set shares {MIN_PAIRS} pairs of one with it). " if unchecked else "")
-        left += (f"Of the cells this reference trains with {MIN_PAIRS} pairs or more, which its verdicts read, "
-                 f"{len(open_cells)} of {len(open_cells) + len(checked)} are unchecked: "
-                 + "; ".join(_cell_words(c) for c in open_cells)
-                 + ": **the rows that read them rest on bf16 alone**." if open_cells else "")
+        left += (f"Of the cells this reference trains with {MIN_PAIRS} pairs or more, {len(open_cells)} of "
+                 f"{len(open_cells) + len(checked)} are unchecked: " + "; ".join(_cell_words(c) for c in open_cells)
+                 + ": **the rows that read any of them rest on bf16 alone**." if open_cells else "")
         if not found:
             parts.append(f"`{name}` trains in {_precision(prov)}, and no fp32 reference of this page on "
                          f"{DATASET_SHORT.get(dataset, dataset)} shares {MIN_PAIRS} pairs of a cell with it: "

@@ -5,8 +5,15 @@ out from the training data, used only to fit temperatures) and ``test``.  Two
 are embedded and need no download: ``digits``, scikit-learn's 8x8 handwritten
 digits (1797 images), and ``mnist1d``, 20,000 one-dimensional signals of length
 40 generated offline with the ``mnist1d`` package (Greydanus 2020) and cached in
-the store.  MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100 are read with
+the store.  Fashion-MNIST, CIFAR-10 and CIFAR-100 are read with
 torchvision from ``root``; they download only when ``download=True``.
+
+``mnist`` is the full MNIST, 60,000 training images (5,000 of them held out for
+calibration) and 10,000 test images.  ``root`` is either a flat folder of its four
+files or torchvision's root (the files in ``MNIST/raw/``), each file plain or
+gzipped; every file is checked against MNIST's published MD5 of its uncompressed
+bytes (:data:`MNIST_MD5`) before it is used, and a mismatch names the file.
+With ``download=True`` and no files there, torchvision downloads them first.
 
 ``mnist_standin`` is the *8k/2k MNIST stand-in*: MNIST's official 10,000-image test
 split alone (the two ``t10k-*`` files every MNIST download holds), its first 8,000
@@ -35,13 +42,19 @@ log = logging.getLogger("lmcbook.data")
 SPLIT_SEED = 0
 
 _TORCHVISION = {
-    "mnist": ("MNIST", "MNIST/raw", ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]),
     "fashion_mnist": ("FashionMNIST", "FashionMNIST/raw", ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                                            "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]),
     "cifar10": ("CIFAR10", "cifar-10-batches-py", ["data_batch_1", "data_batch_2", "data_batch_3",
                                                    "data_batch_4", "data_batch_5", "test_batch"]),
     "cifar100": ("CIFAR100", "cifar-100-python", ["train", "test"]),
+}
+#: MNIST's four files and the published MD5 of each one's uncompressed bytes (the same digests the README beside
+#: the project's copy lists; the training files' gzip bytes may differ when recompressed, their contents may not).
+MNIST_MD5 = {
+    "train-images-idx3-ubyte": "6bbc9ace898e44ae57da46a324031adb",
+    "train-labels-idx1-ubyte": "a25bea736e30d166cdddb491f175f624",
+    "t10k-images-idx3-ubyte": "2646ac647ad5339dbf082846283269ea",
+    "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
 }
 #: Calibration examples held out of each torchvision training set.
 _CAL_SIZE = 5000
@@ -140,6 +153,8 @@ def load(name: str = "digits", root: str | Path | None = None, device: str | tor
                 arrays = _mnist1d_arrays()
             elif name == "mnist_standin":
                 arrays = _standin_arrays(root)
+            elif name == "mnist":
+                arrays = _mnist_arrays(root, download)
             else:
                 arrays = _torchvision_arrays(name, root, download)
             # on the GPU, image sets are kept in fp16 (half the memory and bandwidth); batches are cast on use
@@ -212,11 +227,18 @@ def split_indices(n: int, n_cal: int, n_test: int = 0, seed: int = SPLIT_SEED):
     return perm[n_cal + n_test:], perm[n_test:n_test + n_cal], perm[:n_test]
 
 
-def read_idx(path: Path) -> np.ndarray:
-    """Return the array of an IDX file (MNIST's format), plain or gzipped: uint8 images (N, H, W) or labels (N,)."""
+def _idx_bytes(path: Path) -> bytes:
+    """Return the uncompressed bytes of an IDX file, plain or gzipped."""
     import gzip
 
-    raw = (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")).read()
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
+        return f.read()
+
+
+def read_idx(path: Path, raw: bytes | None = None) -> np.ndarray:
+    """Return the array of an IDX file (MNIST's format), plain or gzipped: uint8 images (N, H, W) or labels (N,)
+    (``raw``: its uncompressed bytes, if already read)."""
+    raw = _idx_bytes(path) if raw is None else raw
     magic = int.from_bytes(raw[:4], "big")
     if magic >> 8 != 0x08 or not 1 <= magic & 0xFF <= 3:
         raise DataError(f"{path} is not an IDX file of unsigned bytes (magic number {magic:#010x})")
@@ -228,14 +250,73 @@ def read_idx(path: Path) -> np.ndarray:
     return body.reshape(shape)
 
 
-def _standin_file(root: Path, name: str) -> Path:
+def _mnist_file(root: Path, name: str) -> Path | None:
+    """Return MNIST file ``name`` (plain or .gz) in the flat folder ``root`` or in torchvision's ``root/MNIST/raw``,
+    or None."""
     for folder in (root, root / "MNIST" / "raw"):
         for candidate in (folder / name, folder / f"{name}.gz"):
-            if candidate.exists():
+            if candidate.is_file():
                 return candidate
+    return None
+
+
+def _standin_file(root: Path, name: str) -> Path:
+    if (path := _mnist_file(root, name)) is not None:
+        return path
     raise DataError(f"dataset='mnist_standin': data_root={str(root)!r} lacks {name} (or {name}.gz), in it or in "
                     "MNIST/raw/. Point data_root at a folder holding MNIST's official test split, for example a "
                     "torchvision MNIST root.")
+
+
+def _mnist_paths(root, download: bool = False) -> list[Path] | None:
+    """Return the four MNIST files under ``root`` (flat or torchvision's layout, plain or .gz), None if all are
+    missing and ``download`` lets torchvision fetch them; else raise DataError naming the first missing file."""
+    if root is None:
+        raise DataError("dataset='mnist' needs data_root: a folder holding MNIST's four files (train-images-idx3-ubyte, "
+                        "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte; plain or .gz), "
+                        "flat or in torchvision's MNIST/raw/. Pass data_root=PATH, and download=True to fetch them "
+                        "once (for example: lmcbook execute -p dataset mnist -p data_root ~/data -p download true).")
+    root = Path(root).expanduser()
+    found = {name: _mnist_file(root, name) for name in MNIST_MD5}
+    missing = [name for name, path in found.items() if path is None]
+    if missing and download and len(missing) == len(found):
+        return None
+    if missing:
+        raise DataError(f"dataset='mnist': data_root={str(root)!r} lacks {missing[0]} (or {missing[0]}.gz)"
+                        f"{f' and {len(missing) - 1} more file(s)' if len(missing) > 1 else ''}, in it or in "
+                        f"MNIST/raw/. Expected {', '.join(MNIST_MD5)}. Download them once with download=True "
+                        "(torchvision.datasets.MNIST(root, download=True)) or copy them there.")
+    return [found[name] for name in MNIST_MD5]
+
+
+def _checked_idx(path: Path, name: str) -> np.ndarray:
+    """Return MNIST file ``path``'s array, or raise DataError naming it unless its uncompressed bytes have MNIST's
+    published MD5 (:data:`MNIST_MD5`)."""
+    import hashlib
+
+    raw = _idx_bytes(path)
+    got = hashlib.md5(raw, usedforsecurity=False).hexdigest()
+    if got != MNIST_MD5[name]:
+        raise DataError(f"dataset='mnist': {path} does not match MNIST's published checksum of {name}: the MD5 of its "
+                        f"uncompressed bytes is {got}, expected {MNIST_MD5[name]}. The file is damaged or not "
+                        "MNIST's; download it again (download=True into an empty data_root) or copy the original.")
+    return read_idx(path, raw)
+
+
+def _mnist_arrays(root, download: bool):
+    """Return full MNIST's splits: 55,000 training images, 5,000 held out of the training split for calibration,
+    and the 10,000 test images, in [0, 1]."""
+    paths = _mnist_paths(root, download)
+    if paths is None:  # nothing there yet: torchvision downloads the files into root/MNIST/raw
+        import torchvision.datasets as tvd
+
+        tvd.MNIST(str(Path(root).expanduser()), train=True, download=True)
+        paths = _mnist_paths(root)
+    x_tr, y_tr, x_te, y_te = (_checked_idx(p, name) for p, name in zip(paths, MNIST_MD5))
+    x_tr, x_te = (x.astype(np.float32)[:, None] / 255.0 for x in (x_tr, x_te))
+    y_tr, y_te = y_tr.astype(np.int64), y_te.astype(np.int64)
+    train, cal, _ = split_indices(len(y_tr), n_cal=min(_CAL_SIZE, len(y_tr) // 10))
+    return x_tr[train], y_tr[train], x_tr[cal], y_tr[cal], x_te, y_te, 10
 
 
 def check_available(name: str, root: str | Path | None = None, download: bool = False) -> None:
@@ -243,6 +324,8 @@ def check_available(name: str, root: str | Path | None = None, download: bool = 
     (only whether they exist: nothing is read; a data set to be downloaded, or generated, passes)."""
     if name == "mnist_standin":
         _standin_paths(root)
+    elif name == "mnist":
+        _mnist_paths(root, download)
     elif name not in EMBEDDED and name in _TORCHVISION:
         _check_torchvision(name, root, download)
 

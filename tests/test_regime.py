@@ -167,7 +167,7 @@ def test_regime_frame_reads_runs_of_real_data_files(tmp_path, monkeypatch):
     """-p dataset mnist -p data_root DIR: the same study on torchvision's MNIST files (tiny fakes here)."""
     from .test_data import write_idx
 
-    write_idx(tmp_path / "data", "MNIST/raw", n_train=400, n_test=50)
+    write_idx(tmp_path / "data", "MNIST/raw", n_train=400, n_test=50, monkeypatch=monkeypatch)
     study = part_study("mechanism", "smoke", dataset="mnist", data_root=str(tmp_path / "data"), widths=[0.25],
                        epochs=1, regimes=[1, 2], weight_decays=[1e-3, 2e-3], regime_weight_decays=[1e-3],
                        init_scales=[1])

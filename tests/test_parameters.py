@@ -8,15 +8,15 @@ import re
 import shlex
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 
 from lmcbook import book, data, experiments, parts
 from lmcbook.cli import check, main
 from lmcbook.parts import all_notebooks
 from lmcbook.specs import SpecError
 from lmcbook.store import RunStore
+
+from .test_data import write_idx
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,16 +43,15 @@ def test_a_parameter_given_to_every_notebook_reaches_only_those_whose_study_has_
 
 # -- download and data_root reach the loader --------------------------------------------------------------------
 class FakeMNIST:
-    """Stands in for torchvision.datasets.MNIST: records each call's ``download`` and serves a small fake set."""
+    """Stands in for torchvision.datasets.MNIST: records each call's ``download`` and, asked to download, writes a
+    small fake set into ``root/MNIST/raw`` (whose checksums the fixture makes the ones checked)."""
 
     calls: list[tuple[str, bool, bool]] = []
 
     def __init__(self, root: str, train: bool, download: bool) -> None:
         FakeMNIST.calls.append((root, train, download))
-        n = 400 if train else 100
-        rng = np.random.default_rng(int(train))
-        self.data = torch.from_numpy(rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
-        self.targets = torch.from_numpy(np.arange(n) % 10)
+        if download and not (Path(root) / "MNIST" / "raw").exists():
+            write_idx(Path(root), "MNIST/raw", n_train=400, n_test=100)
 
 
 @pytest.fixture
@@ -62,6 +61,7 @@ def fake_mnist(monkeypatch, tmp_path):
     FakeMNIST.calls = []
     monkeypatch.setattr(torchvision.datasets, "MNIST", FakeMNIST)
     monkeypatch.setattr(data, "_CACHE", {})
+    write_idx(tmp_path / "checksums", "", n_train=400, n_test=100, monkeypatch=monkeypatch)
     return str(tmp_path / "mnist-root")
 
 

@@ -273,7 +273,7 @@ def _mnist_paths(root, download: bool = False) -> list[Path] | None:
     missing and ``download`` lets torchvision fetch them; else raise DataError naming the first missing file."""
     if root is None:
         raise DataError("dataset='mnist' needs data_root: a folder holding MNIST's four files "
-                        "(train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte; plain or .gz), "
+                        f"({', '.join(MNIST_MD5)}; plain or .gz), "
                         "flat or in torchvision's MNIST/raw/. Pass data_root=PATH, and download=True to fetch them "
                         "once (for example: lmcbook execute -p dataset mnist -p data_root ~/data -p download true).")
     root = Path(root).expanduser()

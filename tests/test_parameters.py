@@ -130,3 +130,24 @@ def test_the_profile_tables_are_generated_from_the_studies(doc):
     found = re.search(r"<!-- profile-table:[^>]*-->\n(.*?)\n<!-- /profile-table -->", text, flags=re.S)
     assert found, f"{doc} has no generated profile table"
     assert found.group(1) == profile_table(), f"{doc}'s profile table is stale: paste profile_table() there"
+
+
+def test_the_paper_mlp_recipe_is_the_cited_one():
+    """The paper profile's MLP recipe holds the values the width paper states (Table 1's MLP on MNIST up to 16×,
+    weight decay 3e-3, 1e-4 in its ablation) and says of every other field that it is the book's own choice."""
+    from lmcbook.claims import PAPER_TABLE1_MLP
+    from lmcbook.profiles import PAPER_MLP_RECIPE
+
+    cited = {name for name, (_, source) in PAPER_MLP_RECIPE.items() if source.startswith("the paper:")}
+    assert cited == {"dataset", "widths", "weight_decay"}
+    assert all(source.startswith(("the paper:", "the book's:")) for _, source in PAPER_MLP_RECIPE.values())
+    assert PAPER_MLP_RECIPE["dataset"][0] == "mnist" and PAPER_MLP_RECIPE["weight_decay"][0] == 3e-3
+    assert max(PAPER_MLP_RECIPE["widths"][0]) == PAPER_TABLE1_MLP["width"] == 16
+    width = parts.study("width", "paper", arch="mlp")
+    for name, (value, _) in PAPER_MLP_RECIPE.items():
+        assert getattr(width, name) == value, name
+    assert parts.study("controls", "paper", arch="mlp").weak_weight_decay == 1e-4
+    mech = parts.study("mechanism", "paper", arch="mlp")  # it sweeps weight decay, from the weak to the strong value
+    assert mech.dataset == "mnist" and {1e-4, 3e-3} <= set(mech.weight_decays)
+    assert PAPER_TABLE1_MLP == {"width": 16.0, "acc_barrier": 0.00519, "loss_barrier": 0.013,
+                                "wm_acc_barrier": -0.00027, "wm_loss_barrier": -0.003}

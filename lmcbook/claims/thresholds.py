@@ -55,6 +55,13 @@ ACC_BARRIER_MAX = 0.02
 #: W11's statement, :func:`lmcbook.claims.closest_barrier` | the paper | f3108a6 | the accuracy barrier the width
 #: paper reports for its wide MLP (about 0.5 points)
 PAPER_MLP_ACC_BARRIER = 0.005
+#: The full-MNIST reference's table, beside its measured row | the paper | (issue 48) | the width paper's Table 1 row
+#: for its MLP on MNIST at width multiplier 16, merged at λ = ½: the accuracy barrier (a fraction: 0.519 points) and
+#: the loss barrier (nats) without permutation and after weight matching (WM).  Read from the Table 1 that summaries
+#: of the ICLR 2026 version reproduce ("Barrier values with/without permutation (λ=1/2)"); the table reports no other
+#: MLP width, and does not say whether its loss barrier is after temperature calibration.
+PAPER_TABLE1_MLP = {"width": 16.0, "acc_barrier": 0.00519, "loss_barrier": 0.013,
+                    "wm_acc_barrier": -0.00027, "wm_loss_barrier": -0.003}
 #: W12 | before results (W12 is in FIXED_BEFORE) | 25dc1c7 | calibrated midpoint loss barrier at the widest width,
 #: nats
 CAL_BARRIER_MAX = 0.1

@@ -55,7 +55,7 @@ ACC_BARRIER_MAX = 0.02
 #: W11's statement, :func:`lmcbook.claims.closest_barrier` | the paper | f3108a6 | the accuracy barrier the width
 #: paper reports for its wide MLP (about 0.5 points)
 PAPER_MLP_ACC_BARRIER = 0.005
-#: The full-MNIST reference's table, beside its measured row | the paper | (issue 48) | the width paper's Table 1 row
+#: The full-MNIST reference's table, beside its measured row | the paper | 43d34d7 | the width paper's Table 1 row
 #: for its MLP on MNIST at width multiplier 16, merged at λ = ½: the accuracy barrier (a fraction: 0.519 points) and
 #: the loss barrier (nats) without permutation and after weight matching (WM).  Read from the Table 1 that summaries
 #: of the ICLR 2026 version reproduce ("Barrier values with/without permutation (λ=1/2)"); the table reports no other

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
@@ -36,9 +37,9 @@ from .train import train
 BENCH_UNITS = (16, 64, 256, 1024, 2048)
 
 
-def matmul_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
-    """Return the median fp32 GFLOP/s of an n×n matrix product on this machine."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_peak_gflops(n: int = 2048, repeats: int = 5, dtype: torch.dtype = torch.float32) -> float:
+    """Return the median GFLOP/s of an n×n matrix product in ``dtype`` (fp32 by default) on this machine."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     a @ b
     times = []
     for _ in range(repeats):
@@ -192,9 +193,79 @@ def book_times(root: str | Path = ".") -> dict[str, float]:
     return times
 
 
+#: The wide widths of the paper's MLP on MNIST (784 → h → h → h → 10, bias-free; 4×, 8× and 16× its 512 units).
+WIDE_UNITS = (2048, 4096, 8192)
+#: Each precision a run's spec can name, and the dtype of its matrix products (``TrainSpec.precision``).
+PRECISION_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+#: A training example of full MNIST that the paper recipe's runs see: 28×28 inputs, 55,000 training images.
+MNIST_TRAIN = 55_000
+
+
+def _paper_mlp_spec(units: int, steps: int, precision: str) -> RunSpec:
+    """Return a run of the paper profile's MLP recipe (:data:`lmcbook.profiles.PAPER_MLP_RECIPE`) at ``units``
+    hidden units, ``steps`` steps long, in ``precision``."""
+    from .profiles import PAPER_MLP_RECIPE
+
+    r = {name: value for name, (value, _) in PAPER_MLP_RECIPE.items()}
+    return RunSpec(DataSpec("mnist"), ModelSpec("mlp", units / r["base_width"], r["base_width"], r["depth"], r["norm"],
+                                                r["bias"]),
+                   TrainSpec(steps=steps, batch_size=r["batch_size"], lr=r["lr"], momentum=r["momentum"],
+                             weight_decay=r["weight_decay"], warmup=r["warmup"], precision=precision))
+
+
+def recipe_steps() -> int:
+    """Return the steps of one run of the paper MLP recipe on full MNIST: its epochs over 55,000 images."""
+    from .profiles import PAPER_MLP_RECIPE
+    from .specs import steps_per_epoch
+
+    return PAPER_MLP_RECIPE["epochs"][0] * steps_per_epoch(MNIST_TRAIN, PAPER_MLP_RECIPE["batch_size"][0])
+
+
+def _wide_steps(units: int, precision: str) -> int:
+    """Return a step count long enough to time at ``units`` (about 2 s of work, at least 2 steps)."""
+    return max(2, int(2 * (2048 / units) ** 2 * (4 if precision == "fp32" else 1)))
+
+
+def wide_table(units=WIDE_UNITS, precisions=tuple(PRECISION_DTYPES), steps: int | None = None,
+               repeats: int = 2) -> dict[str, Any]:
+    """Return the paper MLP's training throughput at wide widths in each precision, as a fraction of that
+    precision's matrix-product peak measured in the same run, and what one run of the recipe costs.
+
+    Each row trains the recipe's MLP (:func:`lmcbook.train.train`, the one training path, on MNIST-shaped random
+    inputs: the cost does not depend on the pixels) for ``steps`` steps after a one-step warm-up, the median of
+    ``repeats``; ``fraction_of_peak`` is its achieved GFLOP/s (6 × parameters × batch per step) over
+    ``peaks[precision]``; ``hours_per_network`` is :func:`recipe_steps` at that rate, with this process's threads.
+    """
+    from .data import from_arrays
+
+    rng = np.random.default_rng(0)
+    n = 512
+    x, y = rng.random((n, 1, 28, 28), dtype=np.float32), np.arange(n) % 10
+    data = from_arrays("mnist", x, y, x[:64], y[:64], x[:64], y[:64], 10, device="cpu")
+    peaks = {p: matmul_peak_gflops(dtype=PRECISION_DTYPES[p]) for p in precisions}
+    total = recipe_steps()
+    rows = []
+    for u in units:
+        for p in precisions:
+            n_steps = steps or _wide_steps(u, p)
+            train(_paper_mlp_spec(u, 1, p), data)  # warm-up: allocations, kernels
+            per_step = statistics.median(train(_paper_mlp_spec(u, n_steps, p), data).provenance["train_seconds"]
+                                         / n_steps for _ in range(repeats))
+            spec = _paper_mlp_spec(u, 1, p)
+            params = count_parameters(build(spec.model, (1, 28, 28), 10))
+            gflops = 6 * params * spec.train.batch_size / per_step / 1e9
+            rows.append({"hidden_units": u, "precision": p, "seconds_per_step": per_step, "achieved_gflops": gflops,
+                         "peak_gflops": peaks[p], "fraction_of_peak": gflops / peaks[p],
+                         "hours_per_network": total * per_step / 3600})
+    return {"peaks": peaks, "recipe_steps": total, "threads": torch.get_num_threads(), "rows": rows}
+
+
 #: The targets each ``lmcbook bench`` row is held to.
 SPEEDUP_TARGETS = {16: 3.0, 64: 3.0, 256: 1.5, 1024: 1.3, 2048: 1.3}
 PEAK_TARGET = 0.7  #: fraction of the matmul peak at the widest benchmarked width, max(BENCH_UNITS)
+#: bf16 training of the paper's MLP, fraction of the bf16 matmul peak, at each of these widths (issue 48)
+WIDE_BF16_TARGET = 0.6
+WIDE_TARGET_UNITS = (4096, 8192)
 PROBE_TARGET = 0.10  #: probes and metrics over training time, on the quick width sweep
 BOOK_TARGETS = {"cold_s": 900.0, "warm_s": 30.0}  #: the quick book, seconds
 
@@ -213,6 +284,10 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(_target(f"speedup at {u} units", r["speedup"], SPEEDUP_TARGETS.get(u, 1.0), True))
         if u == widest == max(BENCH_UNITS):
             out.append(_target(f"fraction of peak at {u} units", r["fraction_of_peak"], PEAK_TARGET, True))
+    for r in report.get("wide", {}).get("rows", []):
+        if r["precision"] == "bf16" and r["hidden_units"] in WIDE_TARGET_UNITS:
+            out.append(_target(f"bf16 fraction of the bf16 peak at {r['hidden_units']} units (paper MLP)",
+                               r["fraction_of_peak"], WIDE_BF16_TARGET, True))
     if "probe_fraction" in report:
         out.append(_target("probe_fraction", report["probe_fraction"], PROBE_TARGET, False))
     for key, bound in BOOK_TARGETS.items() if "book" in report else ():
@@ -233,6 +308,7 @@ def run(json_path: str | Path | None = None, book: bool = False, quick: bool = F
                               "widths": throughput_table(units, repeats=1 if quick else 3, peak=peak,
                                                          one_process=not quick)}
     if not quick:
+        report["wide"] = wide_table()
         report.update(probe_fraction())
     if book:
         report["book"] = book_times()
@@ -253,6 +329,16 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"| {r['hidden_units']} | {r['lmcbook_samples_per_s']:,.0f} | {r['naive_samples_per_s']:,.0f} | "
                      f"{r['speedup']:.2f} | {r['achieved_gflops']:.1f} | {r['fraction_of_peak']:.2f} | "
                      + (f"{two:,.0f} ({two / r['naive_samples_per_s']:.2f}× naive) |" if two else "— |"))
+    if "wide" in report:
+        w = report["wide"]
+        lines += ["", f"the paper's MLP on MNIST (784 → h → h → h → 10, batch 128), {w['threads']} threads; one run of "
+                  f"its recipe is {w['recipe_steps']:,} steps; peaks: "
+                  + ", ".join(f"{p} {g:.0f} GFLOP/s" for p, g in w["peaks"].items()), "",
+                  "| hidden units | precision | s/step | GFLOP/s | of its peak | hours per network |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['hidden_units']} | {r['precision']} | {r['seconds_per_step']:.3f} | "
+                  f"{r['achieved_gflops']:.0f} | {r['fraction_of_peak']:.2f} | {r['hours_per_network']:.2f} |"
+                  for r in w["rows"]]
     if "probe_fraction" in report:
         lines += ["", f"probe_fraction: {report['probe_fraction']:.3f} (probes and metrics {report['probe_s']:.1f} s "
                   f"over training {report['train_s']:.1f} s)",

@@ -82,3 +82,43 @@ def test_quick_bench_is_not_held_to_the_peak_fraction_of_the_widest_width():
     rows = [{"hidden_units": u, "speedup": 3.0, "fraction_of_peak": 0.1} for u in (16, 64, 256)]
     names = [t["name"] for t in bench.targets({"widths": rows})]
     assert names == ["speedup at 16 units", "speedup at 64 units", "speedup at 256 units"]
+
+
+def test_wide_table_reports_each_precision_against_its_own_peak_and_the_recipes_cost(monkeypatch):
+    """The wide rows (issue 48): per width and precision, the paper MLP's seconds per step, its GFLOP/s as a
+    fraction of that precision's matmul peak from the same run, and the hours one run of the recipe takes."""
+    from lmcbook.models import build, count_parameters
+    from lmcbook.profiles import PAPER_MLP_RECIPE
+
+    peaks = {"fp32": 100.0, "bf16": 50.0}
+    monkeypatch.setattr(bench, "matmul_peak_gflops", lambda dtype=None, **k: peaks[
+        {bench.torch.float32: "fp32", bench.torch.bfloat16: "bf16"}[dtype]])
+    w = bench.wide_table(units=(32, 64), steps=2, repeats=1)
+    assert w["peaks"] == peaks
+    assert w["recipe_steps"] == PAPER_MLP_RECIPE["epochs"][0] * (55_000 // PAPER_MLP_RECIPE["batch_size"][0])
+    assert [(r["hidden_units"], r["precision"]) for r in w["rows"]] == [(32, "fp32"), (32, "bf16"), (64, "fp32"),
+                                                                         (64, "bf16")]
+    for r in w["rows"]:
+        assert set(r) == {"hidden_units", "precision", "seconds_per_step", "achieved_gflops", "peak_gflops",
+                          "fraction_of_peak", "hours_per_network"}
+        spec = bench._paper_mlp_spec(r["hidden_units"], 1, r["precision"])
+        assert spec.model.width * spec.model.base_width == r["hidden_units"] and not spec.model.bias
+        assert spec.train.precision == r["precision"] and spec.train.weight_decay == 3e-3
+        params = count_parameters(build(spec.model, (1, 28, 28), 10))
+        assert params == 784 * r["hidden_units"] + 2 * r["hidden_units"] ** 2 + 10 * r["hidden_units"]
+        assert r["achieved_gflops"] == pytest.approx(6 * params * 128 / r["seconds_per_step"] / 1e9)
+        assert r["peak_gflops"] == peaks[r["precision"]]
+        assert r["fraction_of_peak"] == pytest.approx(r["achieved_gflops"] / peaks[r["precision"]])
+        assert r["hours_per_network"] == pytest.approx(w["recipe_steps"] * r["seconds_per_step"] / 3600)
+    report = {"matmul_peak_gflops": 1.0, "threads": 1, "widths": [], "wide": w}
+    assert json.loads(json.dumps(report)) == report
+    text = bench.format_report(report)
+    assert "| 64 | bf16 |" in text and f"{w['recipe_steps']:,} steps" in text
+
+
+def test_the_bf16_target_holds_at_4096_and_8192_units_only():
+    rows = [{"hidden_units": u, "precision": p, "fraction_of_peak": f}
+            for u, p, f in ((2048, "bf16", 0.1), (4096, "bf16", 0.65), (8192, "bf16", 0.5), (8192, "fp32", 0.1))]
+    verdicts = {t["name"]: t["met"] for t in bench.targets({"widths": [], "wide": {"rows": rows}})}
+    assert verdicts == {"bf16 fraction of the bf16 peak at 4096 units (paper MLP)": True,
+                        "bf16 fraction of the bf16 peak at 8192 units (paper MLP)": False}

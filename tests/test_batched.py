@@ -275,3 +275,33 @@ def test_bf16_runs_train_under_autocast_alone_and_stacked_and_never_stack_with_f
     assert calls and all(calls)
     assert _close(stacked[0].model, b.model, 0.05) and not _close(stacked[0].model, a.model, 1e-6)
     assert group_key(fp32, 1000) != group_key(bf16, 1000)
+
+
+@pytest.mark.parametrize("momentum, wd", [(0.9, 3e-3), (0.0, 1e-2), (0.5, 0.0)])
+def test_the_stacked_sgd_step_is_torch_sgd_step_by_step(momentum, wd):
+    """The stack's update (batched._sgd_step) against torch.optim.SGD, one member at a time, over 20 steps of random
+    gradients with a changing learning rate: every parameter and momentum buffer within float32 rounding at every
+    step, and each member with its own learning rate, momentum and weight decay."""
+    from lmcbook.batched import _Opt, _sgd_step
+
+    torch.manual_seed(0)
+    k, shape = 3, (7, 5)
+    moms, wds = [momentum, momentum / 2, 0.0], [wd, 2 * wd, wd / 3]
+    stacked = torch.nn.Parameter(torch.randn(k, *shape))
+    alone = [torch.nn.Parameter(stacked[j].detach().clone()) for j in range(k)]
+    opts = [torch.optim.SGD([alone[j]], lr=0.1, momentum=moms[j], weight_decay=wds[j]) for j in range(k)]
+    opt = _Opt(torch.full((k,), 0.1), torch.tensor(moms), torch.tensor(wds))
+    bufs = {"w": None}
+    for t in range(20):
+        lrs = [0.1 * (1 + 0.05 * t) * (j + 1) for j in range(k)]
+        grads = torch.randn(k, *shape)
+        stacked.grad = grads.clone()
+        _sgd_step([("w", stacked)], bufs, opt, torch.tensor(lrs))
+        for j in range(k):
+            opts[j].param_groups[0]["lr"] = lrs[j]
+            alone[j].grad = grads[j].clone()
+            opts[j].step()
+            torch.testing.assert_close(stacked[j].detach(), alone[j].detach(), rtol=1e-6, atol=1e-6)
+            if moms[j] > 0:
+                torch.testing.assert_close(bufs["w"][j], opts[j].state[alone[j]]["momentum_buffer"], rtol=1e-6,
+                                           atol=1e-6)

@@ -68,7 +68,35 @@ _DIGITS = "scikit-learn's digits (1,797 8×8 images), the quick book's split"
 _MNIST1D = ("MNIST-1D (Greydanus 2020), generated offline: 16,000 training signals (1,000 of them held out for "
             "calibration) and 4,000 test signals")
 
+_FULL_MNIST = ("full MNIST, the paper's recipe: the official 60,000 training images (5,000 held out for calibration) "
+               "and 10,000 test images, the paper profile's MLP (784 → h → h → h → 10, bias-free, 512 units at 1×)")
+#: The full-MNIST references' widths: the paper's MLP from 0.125× to 8× (64 to 4,096 hidden units), 5 pairs each.
+TABLE1_WIDTHS = [0.125, 0.25, 0.5, 1, 2, 4, 8]
+_TABLE1 = {"arch": "mlp", "widths": TABLE1_WIDTHS, "seeds": 5, "decisive_seeds": 5}
+#: The pages the full-MNIST reference is read by, each with what it adds (one training: the width pages read the
+#: strong sweep, the weight-matching page its weak twin too, the mechanism page both as its decay arm).
+TABLE1_PAGES = {
+    "width_accuracy": ("width-accuracy", {}, "merged accuracy against width beside the ensemble (W1, W11)"),
+    "loss_barrier_calibration": ("barrier", {}, "raw and calibrated loss barriers and the logit scale (W2, W9, W12)"),
+    "weight_matching": ("weight-matching", {}, "none, weight matching, random permutation and REPAIR at every width, "
+                        "with the weak-weight-decay twin (1e-4) at every width"),
+    "lewc": ("lewc", {}, "LEWC along λ (W3, W13)"),
+    "reciprocal_orthogonality": ("orthogonality", {}, "reciprocal orthogonality (W5, W14)"),
+    "low_rank": ("low-rank", {}, "the weights' relative rank (W6)"),
+    "mechanism": ("mechanism", {"weight_decays": [1e-4, 3e-3], "regimes": [60], "init_scales": [1],
+                                "long_max_width": 8, "show_references": False},
+                  "the decay arm at weight decay 1e-4 and 3e-3 at every width (W7, R1, R2, M1-M6)"),
+}
+_TABLE1_PENDING = ("not made yet: its runs (5 pairs at each of 7 widths at weight decay 3e-3 and at 1e-4, 140 "
+                   "networks) take about 40 hours of a 2-core CPU in fp32, most of it the 4,096-unit networks (1.6 "
+                   "hours each, lmcbook bench); they bank in the run store and resume after a stop, and the page is "
+                   "made once they are trained")
+
 REFERENCES: dict[str, Reference] = {r.name: r for r in (
+    *(Reference(f"table1-mnist-{tag}", page, "paper", {**_TABLE1, **extra}, _FULL_MNIST, needs_data_root=True,
+                purpose=f"the width paper's own setting (its Table 1: the MLP on full MNIST): {what}",
+                pending=_TABLE1_PENDING)
+      for page, (tag, extra, what) in TABLE1_PAGES.items()),
     Reference("mechanism-mnist-standin", "mechanism", "quick",
               {"dataset": "mnist_standin", "widths": [0.25, 1, 4, 16, 32], "regime_weight_decays": [3e-3],
                "long_max_width": 1, "wide_decays": [1e-4, 3e-3, 1e-2, 3e-2], "show_references": False},

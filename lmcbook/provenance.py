@@ -29,6 +29,21 @@ def git_sha() -> str | None:
     return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
+#: The modules whose code decides a run's trajectory: its data and batches, initial weights, schedule and updates.
+TRAINING_MODULES = ("batched.py", "data.py", "models.py", "specs.py", "train.py")
+
+
+@functools.lru_cache(maxsize=1)
+def training_source_hash() -> str:
+    """Return the SHA-256 of the :data:`TRAINING_MODULES`' paths and contents: what a run's checkpoint is keyed by
+    (:func:`lmcbook.train.resume`), so that a run cut off resumes after an edit anywhere else in lmcbook (a reference
+    run's networks train for hours, across sessions whose code changes) and starts again after one to its training."""
+    h = hashlib.sha256()
+    for name in TRAINING_MODULES:
+        h.update(name.encode() + b"\0" + (PACKAGE_DIR / name).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=1)
 def source_hash() -> str:
     """Return the SHA-256 of every top-level lmcbook/*.py file's path and contents: the modules that train and

@@ -42,7 +42,7 @@ from .files import atomic_path
 from .metrics import evaluate
 from .models import build
 from .paths import show_progress
-from .provenance import provenance, source_hash
+from .provenance import provenance, training_source_hash
 from .specs import RunSpec, SpecError, steps_per_epoch
 
 log = logging.getLogger("lmcbook.train")
@@ -249,7 +249,7 @@ def _write_checkpoint(path: Path, spec: RunSpec, model: nn.Module, opt: torch.op
         if (buf := opt.state[p].get("momentum_buffer")) is not None:
             tensors[f"momentum/{name}"] = buf.detach().cpu().contiguous().clone()
     tensors["losses"] = losses[: step - sched.first].detach().cpu().clone()
-    meta = {"format": _CKPT_FORMAT, "run_id": spec.id, "source_hash": source_hash(), "step": step,
+    meta = {"format": _CKPT_FORMAT, "run_id": spec.id, "source_hash": training_source_hash(), "step": step,
             "first": sched.first, "stop": sched.stop, "total": sched.total, "sha256": tensors_sha(tensors)}
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata={_CKPT_KEY: json.dumps(meta)})
@@ -274,8 +274,8 @@ def _read_checkpoint(path: Path, spec: RunSpec, model: nn.Module, params: dict[s
             why = "it is not an lmcbook checkpoint of this format"
         elif meta.get("run_id") != spec.id:
             why = f"it belongs to run {str(meta.get('run_id'))[:12]}"
-        elif meta.get("source_hash") != source_hash():
-            why = "it was written by other lmcbook code (source hash differs)"
+        elif meta.get("source_hash") != training_source_hash():
+            why = "it was written by other lmcbook training code (the training modules' source hash differs)"
         elif (meta.get("first"), meta.get("stop"), meta.get("total")) != (sched.first, sched.stop, sched.total):
             why = "its schedule differs from this run's"
         elif not isinstance(meta.get("step"), int) or not sched.first < meta["step"] <= sched.stop:
@@ -332,9 +332,10 @@ def resume(checkpoint: str | Path | None, every: int, spec: RunSpec, model: nn.M
     provenance to add).
 
     The checkpoint holds the weights, momentum buffers, losses and next step (one
-    safetensors file; run id, source hash and schedule as JSON in its header, never
+    safetensors file; run id, the training modules' source hash
+    (:func:`lmcbook.provenance.training_source_hash`) and schedule as JSON in its header, never
     pickle), with the SHA-256 of its tensors in that header.  Only one of this run id
-    written by this lmcbook source, whose contents match its SHA-256, is used; any other
+    written by these training modules, whose contents match its SHA-256, is used; any other
     (a damaged one included) is discarded with a ``CheckpointWarning`` and deleted.  On the CPU at the
     same thread count the resumed run equals the uninterrupted run bitwise; its provenance adds
     ``resumed_from_step``.

@@ -373,5 +373,27 @@ def test_the_page_cache_key_follows_the_whole_library_and_a_run_only_its_trainin
     moved = lib()
     (pkg / "claims" / "board.py").rename(pkg / "claims" / "other.py")  # the same code under another name
     assert lib() != moved
+
+
+def test_a_checkpoint_is_keyed_by_the_training_modules_alone(tmp_path, monkeypatch):
+    """A reference's networks train for hours across sessions: an edit to a module that does not train (the bench,
+    the claims, the pages) keeps a half-trained run's checkpoint; an edit to one that does discards it."""
+    from lmcbook import provenance
+
+    pkg = tmp_path / "lmcbook"
+    (pkg / "claims").mkdir(parents=True)
+    for name in (*provenance.TRAINING_MODULES, "bench.py", "merge.py", "claims/board.py"):
+        (pkg / name).write_text(f"# {name}\n")
+    monkeypatch.setattr(provenance, "PACKAGE_DIR", pkg)
+    train_hash = provenance.training_source_hash.__wrapped__
+    before = train_hash()
+    for name in ("bench.py", "merge.py", "claims/board.py"):
+        (pkg / name).write_text("changed = True\n")
+        assert train_hash() == before, name
+    for name in provenance.TRAINING_MODULES:
+        (pkg / name).write_text((pkg / name).read_text() + "changed = True\n")
+        assert train_hash() != before, name
+        before = train_hash()
+    assert set(provenance.TRAINING_MODULES) == {"batched.py", "data.py", "models.py", "specs.py", "train.py"}
     monkeypatch.undo()
     assert book.cache_key(PAGE, "smoke", {})["lmcbook"] == provenance.library_hash()

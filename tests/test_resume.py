@@ -15,7 +15,7 @@ import torch
 from safetensors import safe_open
 
 import lmcbook.train as train_mod
-from lmcbook.provenance import source_hash
+from lmcbook.provenance import training_source_hash
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, TrainSpec
 from lmcbook.train import CHECKPOINT_SUFFIX, DivergedError, Schedule, checkpoint_path, remove_checkpoint, train
 from tests.conftest import tiny_spec
@@ -128,7 +128,7 @@ _KILLED_CHILD = textwrap.dedent("""
     import json, sys, torch
     torch.set_num_threads(int(sys.argv[1]))
     import lmcbook.train as T
-    T.source_hash = lambda: sys.argv[2]  # the test process's hash, in case the source is edited meanwhile
+    T.training_source_hash = lambda: sys.argv[2]  # the test process's hash, in case the source is edited meanwhile
     from lmcbook.data import load
     from lmcbook.specs import RunSpec
     spec = RunSpec.from_dict(json.loads(sys.argv[3]))
@@ -143,7 +143,7 @@ def test_killed_process_resumes_bitwise(digits, tmp_path):
     torch.set_num_threads(threads)
     spec = tiny_spec(width=4, epochs=40)
     ckpt = tmp_path / "run.ckpt"
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_CHILD, str(threads), source_hash(),
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_CHILD, str(threads), training_source_hash(),
                              json.dumps(spec.to_dict()), str(ckpt)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -183,7 +183,7 @@ def _other_run(path, digits, monkeypatch):
 def _other_source(path, digits, monkeypatch):
     spec = tiny_spec(epochs=3)
     with monkeypatch.context() as m:
-        m.setattr(train_mod, "source_hash", lambda: "0" * 64)
+        m.setattr(train_mod, "training_source_hash", lambda: "0" * 64)
         _interrupt_at_epoch(m, 1)
         with pytest.raises(Interrupted):
             train(spec, digits, progress=False, checkpoint=path)
@@ -228,7 +228,7 @@ def test_foreign_or_broken_checkpoint_is_ignored(digits, tmp_path, monkeypatch, 
     assert "resumed_from_step" not in run.provenance
     _assert_same_run(run, ref)
     meta = _meta(ckpt)  # overwritten by this run's own checkpoint
-    assert meta["run_id"] == spec.id and meta["source_hash"] == source_hash() and meta["step"] == 2 * PER_EPOCH
+    assert meta["run_id"] == spec.id and meta["source_hash"] == training_source_hash() and meta["step"] == 2 * PER_EPOCH
 
 
 def test_without_checkpoint_nothing_is_written(digits, tmp_path, monkeypatch):

@@ -139,86 +139,131 @@ def _gains(pairs: pd.DataFrame, keys: list[str], cell: tuple, half: int | None =
     return sel[GAIN]
 
 
-def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
-    """N1 (one row per spawn point of the full grid), on the cells the rule keeps (``rule``: its threshold on the
-    weaker child's training accuracy), read by a split half: the best cell is chosen on the even pairs and read on
-    the odd ones, so the winner's curse does not inflate it.
+def pair_failures(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return one row per cell of a :func:`noise_pairs` frame: its pairs ``n``, how many of them *failed*
+    (``failed``: a run diverged, or the weaker child ended below ``rule`` training accuracy; a pair whose training
+    accuracy is not recorded counts as failed) and whether the cell is *stable* (fewer than half its pairs failed)."""
+    acc = pairs[TRAIN_ACC_MIN] if TRAIN_ACC_MIN in pairs else pd.Series(np.nan, index=pairs.index)
+    div = pairs[DIVERGED].fillna(0).astype(bool) if DIVERGED in pairs else pd.Series(False, index=pairs.index)
+    bad = pairs.assign(_failed=~(acc >= rule) | div)
+    g = bad.groupby(keys)
+    out = pd.DataFrame({"n": g.size(), "failed": g["_failed"].sum().astype(int)})
+    out["stable"] = out["failed"] < out["n"] / 2
+    return out
 
-    ✗ first, when every kept cell's gain (over all its pairs) lies below NOISE_MIN_EFFECT by its interval: no gain of
-    the paper's size in this setting.  Else ✓: the chosen cell lies strictly inside the kept cells' range of S, and on
-    the odd pairs its gain is > 0 and above the gains of the cells at the smallest and the largest S (of several
-    cells at one end, the one best on the even pairs), each beyond its interval; ✗: an end cell's gain is above it
-    beyond its interval (the optimum is not between).  When the chosen cell is itself at an end, the best interior
-    cell (on the even pairs) is read against it on the odd pairs: ✗ if the end cell's gain is above it beyond the
-    interval (the optimum is at an end), else inconclusive.  n/a: fewer than NOISE_MIN_CELLS kept cells, or no
-    interior S among them.  Otherwise (fewer than MIN_PAIRS odd pairs in a cell it reads, or an interval that
-    straddles): inconclusive."""
+
+def _ok_gains(pairs: pd.DataFrame, keys: list[str], cell: tuple, rule: float, half: int | None = None) -> pd.Series:
+    """Return the gains of a cell's pairs that did not fail (:func:`pair_failures`), of one half if ``half``."""
+    acc = pairs[TRAIN_ACC_MIN] if TRAIN_ACC_MIN in pairs else pd.Series(np.nan, index=pairs.index)
+    div = pairs[DIVERGED].fillna(0).astype(bool) if DIVERGED in pairs else pd.Series(False, index=pairs.index)
+    return _gains(pairs[(acc >= rule) & ~div], keys, cell, half)
+
+
+def _failures_text(fails: pd.DataFrame, keys: list[str]) -> str:
+    """Return how many pairs failed in each cell where any did, in words."""
+    hit = fails[fails["failed"] > 0]
+    if hit.empty:
+        return f"no pair failed in any of the {len(fails)} cells"
+    cells = "; ".join(", ".join(f"{k} {v:g}" for k, v in zip(("η", "B"), c)) + f": {int(r.failed)} of {int(r.n)}"
+                      for c, r in hit.iterrows())
+    return f"failed pairs (a diverged run, or the weaker child below the rule) in {len(hit)} of {len(fails)} cells: " \
+           f"{cells}"
+
+
+def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
+    """N1 (one row per spawn point of the full grid), as the noise paper states it: the gain rises with S to an
+    optimum, and beyond it falls or training fails.  Read by a split half, so that the winner's curse does not
+    inflate it: the optimum is chosen on the even pairs, among the *stable* cells (fewer than half their pairs
+    failed: :func:`pair_failures`), and read on the odd ones.
+
+    Failed pairs are never merged into a cell's gain, and a cell is never dropped because some of its pairs failed:
+    its other pairs still give its gain, and its failures count as the collapse the paper names on the high-noise
+    side ("training becomes unstable and performance collapses").
+
+    - *Rise*: the optimum's gain minus the lowest-S stable cell's (of several there, the best on the even pairs)
+      above NOISE_MIN_EFFECT by its interval (✗ when it lies wholly at or below it; an optimum chosen at the lowest
+      S does not rise: ✗ if it is above the best other cell by its interval, else inconclusive).
+    - *Beyond*: a failed pair in a cell of larger S (training fails there), or else the optimum's gain minus the
+      largest-S cell's above NOISE_MIN_EFFECT by its interval; with no cell of larger S, inconclusive (the grid does
+      not reach past the optimum).
+    - ✓ when both hold; ✗ also when every stable cell's gain lies below NOISE_MIN_EFFECT by its interval (no gain of
+      the paper's size); n/a with fewer than NOISE_MIN_CELLS stable cells.  A ✓ needs every interval it reads above
+      the minimum effect, so an effect smaller than the paper's never passes.
+    """
     out, keys = [], ["lr", "batch_size"]
-    statement = "Merging gain has an optimum at intermediate noise S."
-    test = (f"kept cells only (≥ {NOISE_MIN_CELLS}); best cell chosen on the even pairs, read on the odd ones: "
-            "strictly inside the kept range of S, gain > 0 and above the cells at the smallest and largest S, "
-            f"each by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs (chosen at an end: ✗ only if it "
-            f"is above the best interior cell by its interval); ✗ if every kept cell's gain lies below the minimum "
-            f"effect, {100 * NOISE_MIN_EFFECT:g} points")
+    statement = "Merging gain has an optimum at intermediate noise S: it rises to it, then falls or training fails."
+    test = (f"split half: the optimum chosen on the even pairs among the stable cells (≥ {NOISE_MIN_CELLS}; fewer "
+            "than half the pairs failed), read on the odd ones; its gain minus the lowest-S cell's above the minimum "
+            "effect, "
+            f"{100 * NOISE_MIN_EFFECT:g} points, and beyond it a failed pair (the weaker child < {rule:g}, or a "
+            f"diverged run) or a fall of at least the minimum effect to the largest-S cell, each by a "
+            f"{100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if every stable cell's gain lies below "
+            f"the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
     grid = noise[noise["method"] == "grid"]
     for k, part in grid.groupby("spawn_fraction"):
         cid = f"N1 ({k:.0%})"
         pairs = noise_pairs(part, keys)
-        cells = noise_cells(pairs, keys, rule)
-        cells["S"] = pairs.groupby(keys)[NOISE_SCALE].first()
-        ok = cells[cells["kept"]]
-        rule_text = _rule_text(cells, rule)
-        if len(ok) < NOISE_MIN_CELLS:
-            out.append(_noise_row(cid, "noise_scale", statement, f"{rule_text}: {len(ok)} left", test, NA,
-                                  {"n_kept": len(ok), "n_cells": len(cells)}))
+        fails = pair_failures(pairs, keys, rule)
+        fails["S"] = pairs.groupby(keys)[NOISE_SCALE].first()
+        stable = fails[fails["stable"]]
+        counts = {"n_stable": len(stable), "n_cells": len(fails), "n_failed_pairs": int(fails["failed"].sum()),
+                  "n_kept": int((fails["failed"] == 0).sum())}
+        failures = _failures_text(fails, keys)
+        if len(stable) < NOISE_MIN_CELLS:
+            out.append(_noise_row(cid, "noise_scale", statement, f"{failures}; {len(stable)} stable cells, fewer "
+                                  f"than {NOISE_MIN_CELLS}", test, NA, counts))
             continue
-        chosen = {c: _gains(pairs, keys, c, half=0).mean() for c in ok.index}
-        s_lo, s_hi = ok["S"].min(), ok["S"].max()
-        at_lo = [c for c in ok.index if np.isclose(ok.loc[c, "S"], s_lo)]
-        at_hi = [c for c in ok.index if np.isclose(ok.loc[c, "S"], s_hi)]
-        inner = [c for c in ok.index if c not in at_lo + at_hi]
-        if not inner:
-            out.append(_noise_row(cid, "noise_scale", statement, f"{rule_text}; no kept cell between the smallest "
-                                  "and the largest S", test, NA, {"n_kept": len(ok), "n_cells": len(cells)}))
-            continue
+        chosen = {c: _ok_gains(pairs, keys, c, rule, half=0).mean() for c in stable.index}
         best = max(chosen, key=lambda c: chosen[c])
-        interior = best in inner
-        read = interval(_gains(pairs, keys, best, half=1))
-        state, versus = _n1_reading(pairs, keys, chosen, best, read, at_lo, at_hi, inner)
-        where = f"η {best[0]:g}, B {best[1]:g} (S = {ok.loc[best, 'S']:.2e}" + ("" if interior else
-                                                                                  ", an end of the range") + ")"
-        if all(absent(iv) for iv in _cell_intervals(pairs, keys, list(ok.index))):
-            state = FAIL
-            versus += f"; every kept cell's gain lies below {100 * NOISE_MIN_EFFECT:g} points: {ABSENT}"
+        s_best, s_lo = stable.loc[best, "S"], stable["S"].min()
+        read = interval(_ok_gains(pairs, keys, best, rule, half=1))
+        where = f"η {best[0]:g}, B {best[1]:g} (S = {s_best:.2e})"
+        beyond = fails[fails["S"] > s_best * (1 + 1e-9)]
+        (rise, d, rise_text), (fall, fall_text) = _n1_rise_and_fall(pairs, keys, rule, fails, chosen, best)
+        state = both(rise, fall)
+        tail = ""
+        if all(absent(interval(_ok_gains(pairs, keys, c, rule))) for c in stable.index):
+            state, tail = FAIL, f"; every stable cell's gain lies below {100 * NOISE_MIN_EFFECT:g} points: {ABSENT}"
         out.append(_noise_row(cid, "noise_scale", statement,
-                              f"{rule_text}; best on the even pairs: {where}; on the odd pairs its gain "
-                              f"{read.text('.2f', 100)} points, {versus}", test, state,
-                              {"n_kept": len(ok), "n_cells": len(cells), "estimate": read.mean, "lo": read.lo,
-                               "hi": read.hi, "interior": float(interior)}))
+                              f"{failures}; optimum on the even pairs: {where}; on the odd pairs its gain "
+                              f"{read.text('.2f', 100)} points, {rise_text}; {fall_text}{tail}", test, state,
+                              {**counts, "estimate": d.mean, "lo": d.lo, "hi": d.hi, "optimum_gain": read.mean,
+                               "interior": float(not np.isclose(s_best, s_lo) and not beyond.empty),
+                               "edge": float((beyond["failed"] > 0).any() and not (beyond["failed"] == 0).any())}))
     return out
 
 
-def _n1_reading(pairs: pd.DataFrame, keys: list[str], chosen: dict, best: tuple, read: Interval,
-                at_lo: list, at_hi: list, inner: list) -> tuple[str, str]:
-    """Return N1's verdict and the comparisons it read on the odd pairs, for the cell ``best`` chosen on the even
-    ones (``chosen``: each converged cell's even-half mean gain; ``at_lo``/``at_hi``/``inner``: the cells at the
-    smallest S, at the largest and between)."""
-    def odd(c: tuple) -> pd.Series:
-        return _gains(pairs, keys, c, half=1)
+def _n1_rise_and_fall(pairs: pd.DataFrame, keys: list[str], rule: float, fails: pd.DataFrame, chosen: dict,
+                      best: tuple) -> tuple[tuple[str, Interval, str], tuple[str, str]]:
+    """Return N1's two readings on the odd pairs of the optimum ``best`` (chosen on the even pairs, ``chosen``: each
+    stable cell's even-half mean gain; ``fails``: :func:`pair_failures` with each cell's S): (the rise's verdict,
+    its interval, its words) and (the high side's verdict, its words)."""
+    stable = fails[fails["stable"]]
 
-    if best in inner:
-        lo_cell, hi_cell = (max(cs, key=lambda c: chosen[c]) for cs in (at_lo, at_hi))
-        d_lo, d_hi = interval_diff(odd(best), odd(lo_cell)), interval_diff(odd(best), odd(hi_cell))
-        place = both(above(d_lo, 0.0, MIN_PAIRS), above(d_hi, 0.0, MIN_PAIRS))
-        sign = above(read, 0.0, MIN_PAIRS)
-        text = (f"above the smallest-S cell's by {d_lo.text('.2f', 100)}, above the largest-S cell's by "
-                f"{d_hi.text('.2f', 100)}")
-        return both(place, sign), text
-    rival = max(inner, key=lambda c: chosen[c])
-    d_end = interval_diff(odd(best), odd(rival))
-    return (FAIL if above(d_end, 0.0, MIN_PAIRS) == PASS else INCONCLUSIVE,
-            f"above the best interior cell's (η {rival[0]:g}, B {rival[1]:g}, on the even pairs) by "
-            f"{d_end.text('.2f', 100)}")
+    def odd(c: tuple) -> pd.Series:
+        return _ok_gains(pairs, keys, c, rule, half=1)
+
+    s_best, s_lo = stable.loc[best, "S"], stable["S"].min()
+    if np.isclose(s_best, s_lo):  # chosen at the low-noise end: no rise
+        rival = max((c for c in stable.index if not np.isclose(stable.loc[c, "S"], s_best)), key=lambda c: chosen[c])
+        d = interval_diff(odd(best), odd(rival))
+        rise = (FAIL if above(d, 0.0, MIN_PAIRS) == PASS else INCONCLUSIVE, d,
+                f"at the smallest S, above the best other cell (η {rival[0]:g}, B {rival[1]:g}) by "
+                f"{d.text('.2f', 100)}")
+    else:
+        low = max((c for c in stable.index if np.isclose(stable.loc[c, "S"], s_lo)), key=lambda c: chosen[c])
+        d = interval_diff(odd(best), odd(low))
+        rise = (above(d, NOISE_MIN_EFFECT, MIN_PAIRS), d, f"above the lowest-S cell's by {d.text('.2f', 100)}")
+    beyond = fails[fails["S"] > s_best * (1 + 1e-9)]
+    if (beyond["failed"] > 0).any():
+        return rise, (PASS, f"beyond it training fails: {int(beyond['failed'].sum())} of {int(beyond['n'].sum())} "
+                            f"pairs of the {len(beyond)} cells of larger S failed")
+    if beyond.empty:
+        return rise, (INCONCLUSIVE, "no cell of larger S: the grid does not reach past it")
+    end = max(beyond.index[np.isclose(beyond["S"], beyond["S"].max())], key=lambda c: chosen.get(c, -np.inf))
+    d_hi = interval_diff(odd(best), odd(end))
+    return rise, (above(d_hi, NOISE_MIN_EFFECT, MIN_PAIRS),
+                  f"above the largest-S cell's (no pair failed beyond it) by {d_hi.text('.2f', 100)}")
 
 
 def claim_n2(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:

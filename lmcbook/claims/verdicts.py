@@ -167,7 +167,8 @@ class ClaimResult:
         pilot"."""
         if self.fixed_before:
             return "before results"
-        return "after results" if self.id in CHANGED_AFTER_RESULTS else "after a pilot"
+        changed = self.id in CHANGED_AFTER_RESULTS or self.id.split(" ")[0] in CHANGED_AFTER_RESULTS
+        return "after results" if changed else "after a pilot"
 
     @property
     def block(self) -> str:

@@ -217,15 +217,14 @@ def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[
         best = max(chosen, key=lambda c: chosen[c])
         s_best, s_lo = stable.loc[best, "S"], stable["S"].min()
         read = interval(_ok_gains(pairs, keys, best, rule, half=1))
-        where = f"η {best[0]:g}, B {best[1]:g} (S = {s_best:.2e})"
         beyond = fails[fails["S"] > s_best * (1 + 1e-9)]
         (rise, d, rise_text), (fall, fall_text) = _n1_rise_and_fall(pairs, keys, rule, fails, chosen, best)
-        state = both(rise, fall)
-        tail = ""
-        if all(absent(interval(_ok_gains(pairs, keys, c, rule))) for c in stable.index):
-            state, tail = FAIL, f"; every stable cell's gain lies below {100 * NOISE_MIN_EFFECT:g} points: {ABSENT}"
+        none = all(absent(interval(_ok_gains(pairs, keys, c, rule))) for c in stable.index)
+        state, tail = ((FAIL, f"; every stable cell's gain lies below {100 * NOISE_MIN_EFFECT:g} points: {ABSENT}")
+                       if none else (both(rise, fall), ""))
         out.append(_noise_row(cid, "noise_scale", statement,
-                              f"{failures}; optimum on the even pairs: {where}; on the odd pairs its gain "
+                              f"{failures}; optimum on the even pairs: η {best[0]:g}, B {best[1]:g} (S = "
+                              f"{s_best:.2e}); on the odd pairs its gain "
                               f"{read.text('.2f', 100)} points, {rise_text}; {fall_text}{tail}", test, state,
                               {**counts, "estimate": d.mean, "lo": d.lo, "hi": d.hi, "optimum_gain": read.mean,
                                "interior": float(not np.isclose(s_best, s_lo) and not beyond.empty),

@@ -184,7 +184,7 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     assert claims.state_of(long, "N4") == "n/a"
     md = claims.scoreboard_markdown(rows)
     assert "*inconclusive*" in md and "*n/a*" in md and "long (D = 0.4)" in md
-    assert md.count("after a pilot") == 2 and md.count("after results") == 1 and "before results" not in md
+    assert md.count("after a pilot") == 1 and md.count("after results") == 2 and "before results" not in md
     assert "| before results |" in claims.scoreboard_markdown([claims.ClaimResult("M1", "width", "s", "m", "t",
                                                                                    "pass", "mechanism")])
 

@@ -182,7 +182,13 @@ def test_n4_only_at_matched_training():
     # both converged, but 0.991 against 0.999: not matched within MATCHED_ACC_TOL
     unmatched = components([0, 0, 0], [0.0, 0.005, 0.01], acc_layer={0.0: 0.991, 5e-4: 0.995, 5e-3: 0.999})
     r = claims.claim_n4(unmatched)
-    assert r.state == claims.NA and "not matched" in r.measured
+    assert r.state == claims.NA and claims.CANNOT_DECIDE in r.measured and "0.008 apart" in r.measured
+    # a ✓ needs the interval above the minimum effect, not only above 0: 0.7 points passes, a 0.6-point difference
+    # whose interval reaches below half a point does not (issue 49)
+    assert claims.claim_n4(components([0, 0, 0], [0.0, 0.0035, 0.007])).state == claims.PASS
+    straddle = claims.claim_n4(components([0, 0, 0], [0.0, 0.003, 0.006], jitter=0.003))
+    assert straddle.values["lo"] > 0 and straddle.values["lo"] < claims.NOISE_MIN_EFFECT < straddle.values["hi"]
+    assert straddle.state == claims.INCONCLUSIVE
 
 
 def _lr_pairs(diag, off, acc=0.995, worst=None):
@@ -200,8 +206,22 @@ def test_n5_learning_rate_pairs():
     r = claims.claim_n5(components(lr_pairs=down))
     assert r.state == claims.FAIL and claims.ABSENT_EFFECT not in r.measured  # a reversal, not an absence
     assert claims.claim_n5(components(lr_pairs=up, jitter=0.05)).state == claims.INCONCLUSIVE
+    # a failed diagonal cell at the largest η: N5 reads the stable range only, where the diagonal rises 0.4 points
     failed = _lr_pairs([0.0, 0.002, 0.004, 0.006], -0.01, worst=(0.3, 0.3))
-    assert claims.claim_n5(components(lr_pairs=failed)).state == claims.NA
+    r = claims.claim_n5(components(lr_pairs=failed))
+    assert "left out as unstable: 0.3" in r.measured and r.state == claims.FAIL and "η 0.1 minus at 0.01" in r.measured
+    # an unstable rate that did not fail: its children train 15 points worse than the best cell's (the margin is 10)
+    up5 = _lr_pairs([0.0, 0.003, 0.006, 0.009], -0.01)
+    assert claims.claim_n5(components(lr_pairs=up5)).state == claims.PASS
+    shaky = {c: (g, 0.845 if 0.3 in c else a) for c, (g, a) in up5.items()}
+    r = claims.claim_n5(components(lr_pairs=shaky))
+    assert "left out as unstable: 0.3" in r.measured and r.state == claims.PASS  # 0.6 points over 0.01 to 0.1
+    assert claims.claim_n5(components(lr_pairs={c: (g, 0.845 if 0.3 in c else a) for c, (g, a) in up.items()})
+                           ).state == claims.FAIL  # without 0.3 the rise is 0.4 points
+    # too few stable learning rates left: n/a, said
+    few = {c: (g, 0.5 if c[0] >= 0.03 or c[1] >= 0.03 else a) for c, (g, a) in up5.items()}
+    r = claims.claim_n5(components(lr_pairs=few))
+    assert r.state == claims.NA and "too few stable cells" in r.measured
     # the diagonal rises by 0.3 points only: real, and below the minimum effect
     small = claims.claim_n5(components(lr_pairs=_lr_pairs([0.0, 0.001, 0.002, 0.003], -0.01)))
     assert small.state == claims.FAIL and claims.ABSENT_EFFECT in small.measured

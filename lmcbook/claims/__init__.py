@@ -77,6 +77,7 @@ from .mechanism_accounts import (
 from .noise import (  # noqa: F401 (_rule_text: tests/test_noise.py reads it)
     ABSENT,
     ABSENT_EFFECT,
+    CANNOT_DECIDE,
     Collapse,
     _rule_text,
     absent,
@@ -137,6 +138,7 @@ from .thresholds import (
     PICK_ORDER,
     PRECISION_LOSS_MARGIN,
     RHO_MIN,
+    STABLE_ACC_MARGIN,
 )
 from .verdicts import (
     BLOCK_CODES,
@@ -188,6 +190,7 @@ __all__ = [
     "MIN_PAIRS", "MIN_TREND_POINTS", "NOISE_CONVERGED_TRAIN_ACC", "NOISE_FAILED_TRAIN_ACC", "NOISE_MIN_CELLS",
     "NOISE_MIN_EFFECT", "NOISE_RULE_THRESHOLDS", "ORTH_FALL_MIN", "ORTH_OVER_UNTRAINED_MAX", "ORTH_RATIO_MAX",
     "PAPER_MLP_ACC_BARRIER", "PAPER_TABLE1_MLP", "PERM_EQUIV_TOL", "PICK_ORDER", "PRECISION_LOSS_MARGIN", "RHO_MIN",
+    "STABLE_ACC_MARGIN",
     # verdicts
     "BLOCK_CODES", "BOOK", "BOOK_ROWS", "DIAGNOSTIC", "FAIL", "INCONCLUSIVE", "MARKS", "MATCHED", "NA", "PAPER",
     "PASS", "PLAIN", "REGIMES", "STATE_CODES", "ClaimResult", "chance_passes", "decay_of", "ties", "trend_state",
@@ -204,7 +207,8 @@ __all__ = [
     "barrier_cells", "closest_barrier", "conclusion", "conclusion_table", "data_hypothesis", "deciding_rows", "decide",
     "hypothesis_states", "repeated_hypotheses", "source_label",
     # noise
-    "ABSENT", "ABSENT_EFFECT", "Collapse", "absent", "cell_mean_fit", "claim_n1", "claim_n2", "claim_n3",
+    "ABSENT", "ABSENT_EFFECT", "CANNOT_DECIDE", "Collapse", "absent", "cell_mean_fit", "claim_n1", "claim_n2",
+    "claim_n3",
     "claim_n4", "claim_n5", "claim_n6", "claim_n7", "collapse", "mark_kept", "noise_cells", "noise_claims",
     "noise_grid_cells", "noise_pairs", "rule_sensitivity", "sized",
     # noise_map

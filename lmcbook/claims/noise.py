@@ -42,12 +42,16 @@ from .thresholds import (
     NOISE_MIN_CELLS,
     NOISE_MIN_EFFECT,
     NOISE_RULE_THRESHOLDS,
+    STABLE_ACC_MARGIN,
 )
 from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, _values
 
 #: The measured text of a row whose gains all lie below NOISE_MIN_EFFECT, and of a row whose difference does.
 ABSENT = "no gain of the paper's size in this setting"
 ABSENT_EFFECT = "no effect of the paper's size in this setting"
+#: The measured text of N4 where its two cells train to different accuracies (issue 49: it no longer counts among the
+#: rows fixed before their results).
+CANNOT_DECIDE = "this sweep cannot decide it"
 
 
 def noise_pairs(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -423,9 +427,9 @@ def claim_n4(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     else n/a.  ✓: the difference's interval lies above 0; ✗: it lies below NOISE_MIN_EFFECT (no effect of the paper's
     size, or a negative one)."""
     statement = "With normalisation (LayerNorm), stronger weight decay gives a larger merging gain."
-    test = (f"both cells kept and matched in training accuracy (within {MATCHED_ACC_TOL:g}); gain at the strongest "
-            f"minus the weakest weight decay > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ "
-            f"if it lies below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
+    test = (f"both cells kept and matched in training accuracy (within {MATCHED_ACC_TOL:g}), else n/a; gain at the "
+            f"strongest minus the weakest weight decay above the minimum effect, {100 * NOISE_MIN_EFFECT:g} points, "
+            f"by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if it lies below it")
     pairs, cells = _wd_cells(components, "layer", rule)
     weak, strong = cells.index.min(), cells.index.max()
     acc = cells.loc[[weak, strong], "train_acc_mean"]
@@ -434,44 +438,60 @@ def claim_n4(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
                           f"{weak:g} or {strong:g}", test, NA)
     if abs(acc.iloc[1] - acc.iloc[0]) > MATCHED_ACC_TOL + 1e-12:
         return _noise_row("N4", "noise_components", statement, f"training accuracy {acc.iloc[0]:.3f} at weight decay "
-                          f"{weak:g} vs {acc.iloc[1]:.3f} at {strong:g}: not matched", test, NA)
+                          f"{weak:g} vs {acc.iloc[1]:.3f} at {strong:g}, {abs(acc.iloc[1] - acc.iloc[0]):.3f} apart "
+                          f"against a {MATCHED_ACC_TOL:g} tolerance: {CANNOT_DECIDE}", test, NA)
     iv = interval_diff(_at(pairs, "weight_decay", strong), _at(pairs, "weight_decay", weak))
     return _noise_row("N4", "noise_components", statement, f"gain at weight decay {strong:g} minus at {weak:g}: "
                       f"{iv.text('.2f', 100)} points (training accuracy {acc.iloc[1]:.3f} and {acc.iloc[0]:.3f})"
-                      + _smaller(iv), test, sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
+                      + _smaller(iv), test, sized(above(iv, NOISE_MIN_EFFECT, MIN_PAIRS), iv),
+                      _values(iv, NOISE_MIN_EFFECT))
+
+
+def stable_cells(cells: pd.DataFrame, margin: float = STABLE_ACC_MARGIN) -> pd.Index:
+    """Return the cells of a :func:`noise_cells` frame that trained *stably*: kept (no pair failed) and with their
+    weaker children's mean training accuracy within ``margin`` of the best kept cell's."""
+    ok = cells[cells["kept"]]
+    if ok.empty:
+        return ok.index
+    return ok.index[ok["train_acc_mean"] >= ok["train_acc_mean"].max() - margin - 1e-12]
 
 
 def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
-    """N5 (learning-rate pairs): children continued at similar, larger learning rates merge best.  Per parent
-    (pair), the diagonal's gain at the largest η minus at the smallest, and the mean diagonal gain minus the mean
-    off-diagonal gain, both > 0 by their intervals (paired: one parent gives every cell of its row); ✗ when either
-    lies below NOISE_MIN_EFFECT.  Cells the rule excludes are left out; n/a when the diagonal's ends or every
-    off-diagonal cell are."""
-    statement = "Models trained at similar, larger learning rates merge best with each other."
-    test = ("kept cells only; per parent, diagonal gain at the largest η minus the smallest, and mean diagonal "
-            f"minus mean off-diagonal gain, both > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} parents; "
-            f"✗ if either lies below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
+    """N5 (learning-rate pairs): children continued at similar, larger (but stable) learning rates merge best, read
+    in the stable range only: the learning rates whose diagonal cell is stable (:func:`stable_cells`: no pair failed,
+    and the weaker children's training accuracy within STABLE_ACC_MARGIN of the best cell's), and the off-diagonal
+    cells between two of them.  Per parent (pair), the diagonal's gain at the largest stable η minus at the smallest,
+    and the mean diagonal gain minus the mean off-diagonal gain, both above NOISE_MIN_EFFECT by their intervals
+    (paired: one parent gives every cell of its row); ✗ when either lies below it.  n/a, said, when fewer than two
+    learning rates or no off-diagonal cell remain."""
+    statement = "Models trained at similar, larger (but stable) learning rates merge best with each other."
+    test = (f"stable cells only (no pair failed, weaker children within {STABLE_ACC_MARGIN:g} training accuracy of "
+            "the best cell's); per parent, diagonal gain at the largest stable η minus the smallest, and mean diagonal "
+            f"minus mean off-diagonal gain, both above the minimum effect, {100 * NOISE_MIN_EFFECT:g} points, by a "
+            f"{100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} parents; ✗ if either lies below it")
     keys = ["lr", "lr_b"]
     pairs = noise_pairs(components[components["method"] == "lr_pairs"], keys)
     cells = noise_cells(pairs, keys, rule)
-    ok = set(cells.index[cells["kept"]])
-    lrs = sorted(set(pairs["lr"]))
-    diag = [c for c in ((x, x) for x in lrs) if c in ok]
-    off = [c for c in ok if c[0] != c[1]]
-    rule_text = _rule_text(cells, rule)
-    if len(diag) < 2 or (lrs[0], lrs[0]) not in ok or (lrs[-1], lrs[-1]) not in ok or not off:
-        return _noise_row("N5", "noise_components", statement, f"{rule_text}; the diagonal's ends or the off-diagonal "
-                          "cells are among them", test, NA)
+    ok = set(stable_cells(cells))
+    lrs = sorted(x for x in set(pairs["lr"]) if (x, x) in ok)
+    unstable = sorted(x for x in set(pairs["lr"]) if (x, x) not in ok)
+    diag = [(x, x) for x in lrs]
+    off = [c for c in ok if c[0] != c[1] and c[0] in lrs and c[1] in lrs]
+    where = (f"{_rule_text(cells, rule)}; stable learning rates {', '.join(f'{x:g}' for x in lrs) or 'none'}"
+             + (f" (left out as unstable: {', '.join(f'{x:g}' for x in unstable)})" if unstable else ""))
+    if len(diag) < 2 or not off:
+        return _noise_row("N5", "noise_components", statement, f"{where}: too few stable cells to read it", test, NA)
     by = pairs.set_index(keys + ["pair"])[GAIN]
-    ends = by.xs((lrs[-1], lrs[-1]), level=keys) - by.xs((lrs[0], lrs[0]), level=keys)
+    ends = by.xs(diag[-1], level=keys) - by.xs(diag[0], level=keys)
     dmean = pd.concat([by.xs(c, level=keys) for c in diag], axis=1).mean(axis=1)
     omean = pd.concat([by.xs(c, level=keys) for c in off], axis=1).mean(axis=1)
     iv_ends, iv_diag = interval(ends.dropna()), interval((dmean - omean).dropna())
     return _noise_row("N5", "noise_components", statement,
-                      f"{rule_text}; diagonal gain at η {lrs[-1]:g} minus at {lrs[0]:g}: {iv_ends.text('.2f', 100)} "
+                      f"{where}; diagonal gain at η {lrs[-1]:g} minus at {lrs[0]:g}: {iv_ends.text('.2f', 100)} "
                       f"points; diagonal minus off-diagonal: {iv_diag.text('.2f', 100)} points"
                       + _smaller(iv_ends, iv_diag), test,
-                      sized(both(above(iv_ends, 0.0, MIN_PAIRS), above(iv_diag, 0.0, MIN_PAIRS)), iv_ends, iv_diag),
+                      sized(both(*(above(iv, NOISE_MIN_EFFECT, MIN_PAIRS) for iv in (iv_ends, iv_diag))),
+                            iv_ends, iv_diag),
                       _values(iv_diag, NOISE_MIN_EFFECT, ends=iv_ends.mean, ends_lo=iv_ends.lo, ends_hi=iv_ends.hi))
 
 
@@ -505,8 +525,8 @@ def claim_n7(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     off curve's best η is the smallest)."""
     statement = "Augmentation raises the noise: on the low-noise side it raises the merging gain."
     test = (f"kept cells only; off curve's best η above the smallest; at the smallest η, gain with minus "
-            f"without augmentation > 0 by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if it lies "
-            f"below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
+            f"without augmentation above the minimum effect, {100 * NOISE_MIN_EFFECT:g} points, by a "
+            f"{100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if it lies below it")
     keys = ["lr", "augment"]
     aug = components[components["method"] == "augmentation"].copy()
     aug["augment"] = aug["augment"].astype(str).str.lower().isin(["true", "1", "1.0"])
@@ -526,7 +546,7 @@ def claim_n7(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     iv = interval_diff(at.loc[at["augment"], GAIN], at.loc[~at["augment"], GAIN])
     return _noise_row("N7", "noise_components", statement, f"{rule_text}; at η {lr0:g}, gain with minus without "
                       f"augmentation {iv.text('.2f', 100)} points" + _smaller(iv), test,
-                      sized(above(iv, 0.0, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
+                      sized(above(iv, NOISE_MIN_EFFECT, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
 
 
 def noise_claims(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,

@@ -131,6 +131,18 @@ def interval_of(samples: Iterable[Iterable[float]], statistic) -> Interval:
     return Interval(point, lo, hi, n)
 
 
+def fit_coefficient(samples: Iterable[Iterable[float]], design: np.ndarray, column: int) -> Interval:
+    """Return coefficient ``column`` of the least-squares fit of the samples' means (one sample per row of
+    ``design``, the fit's regressors) and its 95% bootstrap interval, each sample resampled on its own
+    (:func:`interval_of`)."""
+    row = np.linalg.pinv(np.asarray(design, float))[column]  # the fit's linear map from the means to the coefficient
+
+    def coefficient(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.stack([x.mean(axis=axis) for x in xs], axis=-1) @ row
+
+    return interval_of(samples, coefficient)
+
+
 def above(iv: Interval, threshold: float, min_n: int = MIN_REPLICATES) -> str:
     """Return the verdict of "the mean exceeds ``threshold``": pass if the whole interval lies above it, fail if the
     whole interval lies at or below it, else (or with fewer than ``min_n`` replicates) inconclusive."""

@@ -196,8 +196,8 @@ def test_threshold_provenance_and_chance_passes():
     # N1's test changed after the noise references were read (issue 49): on them it is no longer fixed before
     n1 = claims.ClaimResult("N1 (50%)", "noise", "s", "m", "t", "pass", "noise_scale", source="noise-scale-mnist1d")
     assert not n1.fixed_before and n1.fixed_when == "after results"
-    n2 = claims.ClaimResult("N2 (50%)", "noise", "s", "m", "t", "pass", "noise_scale", source="noise-scale-mnist1d")
-    assert n2.fixed_before and n2.fixed_when == "before results"
+    n3 = claims.ClaimResult("N3", "noise", "s", "m", "t", "pass", "noise_components", source="noise-components-mnist1d")
+    assert n3.fixed_before and n3.fixed_when == "before results"
     assert row("W1", "inconclusive").tested and not row("W9", "n/a").tested
     # Binomial(24, 0.05): mean 1.2; P(X <= 2) = 0.884 < 0.95 <= P(X <= 3) = 0.958
     assert claims.chance_passes(24) == (pytest.approx(1.2), 3)

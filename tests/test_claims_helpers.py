@@ -88,3 +88,18 @@ def test_methods_page_states_the_rules_the_claims_apply():
 def test_claim_ids_sort_by_kind_then_number():
     ids = ["N1 (50%)", "W11", "M2", "W6 (update)", "R1", "W2", "W4"]
     assert sorted(ids, key=claims.id_order) == ["W2", "W4", "W6 (update)", "W11", "R1", "M2", "N1 (50%)"]
+
+
+def test_fit_coefficient_recovers_a_planted_slope_with_an_interval_that_covers_it():
+    from lmcbook.stats import fit_coefficient
+
+    rng = np.random.default_rng(0)
+    z = np.log10([32, 64, 128, 256, 32, 64, 128, 256])
+    x = np.array([-3.0, -3.0, -3.0, -3.0, -2.0, -2.0, -2.0, -2.0]) + z / 3
+    design = np.column_stack([np.ones_like(x), x, x ** 2, z])
+    truth = 0.01 + 0.002 * x - 0.001 * x ** 2 + 0.02 * z  # 2 points per decade of z
+    samples = [t + rng.normal(0, 0.002, 10) for t in truth]
+    iv = fit_coefficient(samples, design, 3)
+    assert iv.lo < 0.02 < iv.hi and iv.mean == pytest.approx(0.02, abs=0.004) and iv.n == 10
+    flat = fit_coefficient([np.full(10, t - 0.02 * zz) for t, zz in zip(truth, z)], design, 3)
+    assert flat.mean == pytest.approx(0.0, abs=1e-12)

@@ -117,23 +117,26 @@ def test_n1_chooses_on_one_half_and_reads_on_the_other():
     assert "η 0.05, B 128" in r.measured and r.state == claims.FAIL
 
 
-def test_n2_collapse_on_converged_cells():
-    assert claims.claim_n2(grid(peaked))[0].state == claims.PASS
-    assert claims.claim_n2(grid(lambda lr, b, s: 0.01 * np.log10(lr) + 0.003 * np.sin(b)))[0].state == claims.FAIL
-    # gains that follow the batch size alone: S collapses them worse than B does, so ✗ (an η-only fit would not see it)
-    assert claims.claim_n2(grid(lambda lr, b, s: 0.01 - 0.004 * (np.log10(b) - 1.9) ** 2))[0].state == claims.FAIL
-    # pair noise far above the cells' differences: inconclusive, never ✗ from noise alone
-    for jitter in (0.03, 0.3):
-        assert claims.claim_n2(grid(peaked, jitter=jitter))[0].state == claims.INCONCLUSIVE
-    assert claims.claim_n2(grid(peaked, pairs=range(4)))[0].state == claims.INCONCLUSIVE  # fewer than MIN_PAIRS
-    failed = grid(peaked, acc_of=lambda lr, b: 0.1)
-    assert claims.claim_n2(failed)[0].state == claims.NA
-    # four kept cells over only two learning rates: no quadratic fit on η, so n/a rather than an error
-    two_lrs = grid(peaked, acc_of=lambda lr, b: 0.995 if lr >= 0.1 and b >= 128 else 0.1)
-    r = claims.claim_n2(two_lrs)[0]
-    assert r.state == claims.NA and "fewer than 3 values" in r.measured
-    assert claims.claim_n1(two_lrs)[0].values["n_kept"] == 4  # N1 reads the four, by intervals, not a fit
-    # every kept cell below the minimum effect: no gain of the paper's size to collapse, ✗ (not inconclusive)
+def test_n2_reads_the_batch_sizes_effect_at_fixed_s():
+    """N2 by its own sentence (issue 49): at fixed S, B has no effect.  The log10 B coefficient of a fit on a
+    quadratic in log10 S plus log10 B must lie within ± NOISE_B_EFFECT per decade by its interval."""
+    r = claims.claim_n2(grid(peak2))[0]
+    assert r.state == claims.PASS and abs(r.values["estimate"]) < 1e-3
+    # +2 points per decade of B at every S: the referee's MNIST-1D reading
+    with_b = claims.claim_n2(grid(lambda lr, b, s: peak2(lr, b, s) + 0.02 * np.log10(b)))[0]
+    assert with_b.state == claims.FAIL and with_b.values["estimate"] == pytest.approx(0.02, abs=1e-3)
+    assert "+2.00" in with_b.measured or "2.00 [" in with_b.measured
+    against = claims.claim_n2(grid(lambda lr, b, s: peak2(lr, b, s) - 0.008 * np.log10(b)))[0]
+    assert against.state == claims.FAIL and against.values["hi"] < -claims.NOISE_B_EFFECT
+    # a B effect of 0.3 points per decade, inside the tolerance: no effect of the paper's size
+    assert claims.claim_n2(grid(lambda lr, b, s: peak2(lr, b, s) + 0.003 * np.log10(b)))[0].state == claims.PASS
+    # pair noise far above the cells' differences: the interval straddles the tolerance, inconclusive
+    assert claims.claim_n2(grid(peak2, jitter=0.05))[0].state == claims.INCONCLUSIVE
+    assert claims.claim_n2(grid(peak2, pairs=range(4)))[0].state == claims.INCONCLUSIVE  # fewer than MIN_PAIRS
+    assert claims.claim_n2(grid(peak2, acc_of=lambda lr, b: 0.1))[0].state == claims.NA
+    one_b = claims.claim_n2(grid(peak2, acc_of=lambda lr, b: 0.995 if b == 128 else 0.1))[0]
+    assert one_b.state == claims.NA and "batch sizes" in one_b.measured
+    # every kept cell below the minimum effect: no gain of the paper's size whose curve to read, ✗
     r = claims.claim_n2(grid(lambda lr, b, s: 0.1 * peaked(lr, b, s) - 0.001))[0]
     assert r.state == claims.FAIL and claims.ABSENT in r.measured
 
@@ -275,7 +278,7 @@ def test_the_noise_tests_are_formatted_from_their_constants():
     assert f"≥ {claims.NOISE_MIN_CELLS}" in rows[0].test and f"≥ {claims.MIN_PAIRS} pairs" in rows[0].test
     assert f"± {100 * claims.NOISE_MIN_EFFECT:g} points (the minimum effect)" in rows[1].test
     assert f"below the minimum effect, {100 * claims.NOISE_MIN_EFFECT:g} points" in rows[0].test
-    assert f"≤ {claims.COLLAPSE_RATIO_MAX:g} ×" in claims.claim_n2(grid(peaked))[0].test
+    assert f"± {100 * claims.NOISE_B_EFFECT:g} points per decade of B" in claims.claim_n2(grid(peaked))[0].test
     assert schema.TRAIN_ACC_MIN in schema.METRICS
 
 
@@ -345,15 +348,15 @@ def test_collapse_nets_out_pair_noise():
 
 
 def test_a_reference_rows_threshold_can_be_fixed_before_its_results_alone():
-    row = claims.claim_n2(grid(peaked))[0]
-    assert not row.fixed_before  # this build's N2: its cells' gains were on the pages before the test
-    row.source = "noise-scale-converged"
-    assert row.fixed_before and "N2" in claims.FIXED_BEFORE_SOURCE[row.source]
+    row = claims.claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0]))
+    assert not row.fixed_before  # this build's N3: its cells' gains were on the pages before the test
+    row.source = "noise-components-mnist1d"
+    assert row.fixed_before and "N3" in claims.FIXED_BEFORE_SOURCE[row.source]
     row.source = "mechanism-mnist-standin"
     assert not row.fixed_before
-    n1 = claims.claim_n1(grid(peaked))[0]  # N1's test changed after the references were read (issue 49)
-    n1.source = "noise-scale-mnist1d"
-    assert not n1.fixed_before and n1.fixed_when == "after results"
+    for n in claims.claim_n1(grid(peaked)) + claims.claim_n2(grid(peaked)):  # changed after the references' results
+        n.source = "noise-scale-mnist1d"
+        assert not n.fixed_before and n.fixed_when == "after results"
 
 
 def test_the_noise_reference_facts_are_computed_from_its_frame():
@@ -363,14 +366,13 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
               acc_of=lambda lr, b: 0.1 if lr == 0.2 or (lr, b) == (0.01, 32) else 0.995)
     steps = df[df["metric"] == "gain"].assign(metric="train_steps", value=8000.0)
     df = pd.concat([df, steps], ignore_index=True)
-    rows = claims.claim_n1(df) + claims.claim_n2(df)
-    facts = noise_reference_facts(df, rows, 0.025)["value"]
+    facts = noise_reference_facts(df, 0.025)["value"]
     assert facts["cells the rule kept"] == "15 of 20" and facts["training steps of the kept cells"] == "8000"
     assert not any("cap" in k for k in facts.index) and "at the cap" not in facts["excluded"]  # one length: no cap
     assert facts["one test example (points)"] == "0.025"
     several = df.copy()
     several.loc[(several["metric"] == "train_steps") & (several["lr"] == 0.01), "value"] = 2000.0
-    facts2 = noise_reference_facts(several, rows)["value"]
+    facts2 = noise_reference_facts(several)["value"]
     assert facts2["training steps of the kept cells"] == "2000, 8000" and facts2["cells at the 8000-step cap"] == "16"
     assert facts2["S and training length"] == "not independent across the kept cells"
     assert "one test example (points)" not in facts2

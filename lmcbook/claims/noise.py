@@ -28,6 +28,7 @@ from ..stats import (
     above,
     at_most,
     both,
+    fit_coefficient,
     interval,
     interval_diff,
     interval_of,
@@ -38,6 +39,7 @@ from .thresholds import (
     COLLAPSE_RATIO_MAX,
     MATCHED_ACC_TOL,
     MIN_PAIRS,
+    NOISE_B_EFFECT,
     NOISE_FAILED_TRAIN_ACC,
     NOISE_MIN_CELLS,
     NOISE_MIN_EFFECT,
@@ -147,10 +149,7 @@ def pair_failures(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAIL
     """Return one row per cell of a :func:`noise_pairs` frame: its pairs ``n``, how many of them *failed*
     (``failed``: a run diverged, or the weaker child ended below ``rule`` training accuracy; a pair whose training
     accuracy is not recorded counts as failed) and whether the cell is *stable* (fewer than half its pairs failed)."""
-    acc = pairs[TRAIN_ACC_MIN] if TRAIN_ACC_MIN in pairs else pd.Series(np.nan, index=pairs.index)
-    div = pairs[DIVERGED].fillna(0).astype(bool) if DIVERGED in pairs else pd.Series(False, index=pairs.index)
-    bad = pairs.assign(_failed=~(acc >= rule) | div)
-    g = bad.groupby(keys)
+    g = pairs.assign(_failed=_failed(pairs, rule)).groupby(keys)
     out = pd.DataFrame({"n": g.size(), "failed": g["_failed"].sum().astype(int)})
     out["stable"] = out["failed"] < out["n"] / 2
     return out
@@ -158,20 +157,24 @@ def pair_failures(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAIL
 
 def _ok_gains(pairs: pd.DataFrame, keys: list[str], cell: tuple, rule: float, half: int | None = None) -> pd.Series:
     """Return the gains of a cell's pairs that did not fail (:func:`pair_failures`), of one half if ``half``."""
+    return _gains(pairs[~_failed(pairs, rule)], keys, cell, half)
+
+
+def _failed(pairs: pd.DataFrame, rule: float) -> pd.Series:
+    """Return, per pair, whether it failed: a run diverged, or the weaker child's training accuracy is below ``rule``
+    or not recorded."""
     acc = pairs[TRAIN_ACC_MIN] if TRAIN_ACC_MIN in pairs else pd.Series(np.nan, index=pairs.index)
-    div = pairs[DIVERGED].fillna(0).astype(bool) if DIVERGED in pairs else pd.Series(False, index=pairs.index)
-    return _gains(pairs[(acc >= rule) & ~div], keys, cell, half)
+    return ~(acc >= rule) | (pairs[DIVERGED].fillna(0).astype(bool) if DIVERGED in pairs else False)
 
 
-def _failures_text(fails: pd.DataFrame, keys: list[str]) -> str:
+def _failures_text(fails: pd.DataFrame) -> str:
     """Return how many pairs failed in each cell where any did, in words."""
     hit = fails[fails["failed"] > 0]
     if hit.empty:
         return f"no pair failed in any of the {len(fails)} cells"
-    cells = "; ".join(", ".join(f"{k} {v:g}" for k, v in zip(("η", "B"), c)) + f": {int(r.failed)} of {int(r.n)}"
-                      for c, r in hit.iterrows())
-    return f"failed pairs (a diverged run, or the weaker child below the rule) in {len(hit)} of {len(fails)} cells: " \
-           f"{cells}"
+    cells = "; ".join(f"η {c[0]:g}, B {c[1]:g}: {int(r.failed)} of {int(r.n)}" for c, r in hit.iterrows())
+    what = "pairs failed (a run diverged, or the weaker child below the rule)"
+    return f"{what} in {len(hit)} of {len(fails)} cells: {cells}"
 
 
 def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
@@ -212,7 +215,7 @@ def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[
         stable = fails[fails["stable"]]
         counts = {"n_stable": len(stable), "n_cells": len(fails), "n_failed_pairs": int(fails["failed"].sum()),
                   "n_kept": int((fails["failed"] == 0).sum())}
-        failures = _failures_text(fails, keys)
+        failures = _failures_text(fails)
         if len(stable) < NOISE_MIN_CELLS:
             out.append(_noise_row(cid, "noise_scale", statement, f"{failures}; {len(stable)} stable cells, fewer "
                                   f"than {NOISE_MIN_CELLS}", test, NA, counts))
@@ -269,19 +272,47 @@ def _n1_rise_and_fall(pairs: pd.DataFrame, keys: list[str], rule: float, fails: 
                   f"above the largest-S cell's (no pair failed beyond it) by {d_hi.text('.2f', 100)}")
 
 
+def b_coefficient(ok: pd.DataFrame, keys: list[str]) -> Interval:
+    """Return the log10 B coefficient (gain per decade of B at fixed S) of a least-squares fit of the cells' mean
+    gains on a quadratic in log10 S plus log10 B, with its interval over each cell's pairs (:func:`fit_coefficient`),
+    from a frame of :func:`noise_pairs` (one row per cell and pair)."""
+    groups = [g for _, g in ok.groupby(keys, sort=True)]
+    x = np.log10([g[NOISE_SCALE].iloc[0] for g in groups])
+    design = np.column_stack([np.ones_like(x), x, x ** 2, np.log10([g["batch_size"].iloc[0] for g in groups])])
+    return fit_coefficient([g[GAIN].to_numpy(float) for g in groups], design, 3)
+
+
 def claim_n2(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
-    """N2: on the kept cells (at least NOISE_MIN_CELLS, over 3 values of S, of η and of B, else n/a), the cell
-    mean gains collapse on log10 S: the residual variance of their quadratic fit on log10 S is at most
-    COLLAPSE_RATIO_MAX × the smaller of those on log10 η and on log10 B, by the ratio's interval over pairs
-    (:func:`collapse`); ✗ when the interval lies above it, or when every kept cell's gain lies below
-    NOISE_MIN_EFFECT by its interval (no gain of the paper's size to collapse)."""
+    """N2, by its own sentence: at fixed S, the batch size has no effect.  On the kept cells (no pair failed; at least
+    NOISE_MIN_CELLS, over 3 values of S and 2 of B, else n/a), the coefficient of log10 B in a least-squares fit of
+    the cells' mean gains on a quadratic in log10 S plus log10 B (:func:`b_coefficient`) lies within
+    ± NOISE_B_EFFECT per decade of B by its interval over pairs (✓), or wholly outside it (✗); ✗ too when every kept
+    cell's gain lies below NOISE_MIN_EFFECT by its interval (no gain of the paper's size)."""
     out, keys = [], ["lr", "batch_size"]
+    statement = "At fixed S the batch size has no effect: gains against S collapse onto one curve."
+    test = (f"kept cells only (≥ {NOISE_MIN_CELLS}, 3 values of S, 2 of B); the log10 B coefficient of a fit of the "
+            f"cell mean gains on a quadratic in log10 S plus log10 B within ± {100 * NOISE_B_EFFECT:g} points per "
+            f"decade of B, by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs per cell; ✗ if it lies "
+            f"wholly outside, or if every kept cell's gain lies below the minimum effect, "
+            f"{100 * NOISE_MIN_EFFECT:g} points")
     for k, part in noise[noise["method"] == "grid"].groupby("spawn_fraction"):
+        cid = f"N2 ({k:.0%})"
         pairs = noise_pairs(part, keys)
         cells = noise_cells(pairs, keys, rule)
         ok = pairs.set_index(keys).loc[cells.index[cells["kept"]]].reset_index()
-        out.append(_collapse_row(f"N2 ({k:.0%})", "noise_scale", "Gains against S collapse onto one curve.",
-                                 ok, cells, keys, NOISE_SCALE, {"η": "lr", "B": "batch_size"}, rule=rule))
+        rule_text, n_ok = _rule_text(cells, rule), int(cells["kept"].sum())
+        if n_ok < NOISE_MIN_CELLS or ok[NOISE_SCALE].nunique() < 3 or ok["batch_size"].nunique() < 2:
+            out.append(_noise_row(cid, "noise_scale", statement, f"{rule_text}; the {n_ok} left span too few cells, "
+                                  "values of S or batch sizes for the fit", test, NA, {"n_kept": n_ok}))
+            continue
+        iv = b_coefficient(ok, keys)
+        measured = (f"{rule_text}; gain per decade of B at fixed S: {iv.text('.2f', 100)} points (tolerance "
+                    f"± {100 * NOISE_B_EFFECT:g})")
+        state = within(iv, NOISE_B_EFFECT, MIN_PAIRS)
+        if all(absent(c) for c in _cell_intervals(ok, keys, list(ok.groupby(keys).groups))):
+            state, measured = FAIL, measured + f"; every kept cell's gain lies below the minimum effect: {ABSENT}"
+        out.append(_noise_row(cid, "noise_scale", statement, measured, test, state,
+                              {**_values(iv, NOISE_B_EFFECT), "n_kept": n_ok}))
     return out
 
 
@@ -457,13 +488,11 @@ def stable_cells(cells: pd.DataFrame, margin: float = STABLE_ACC_MARGIN) -> pd.I
 
 
 def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
-    """N5 (learning-rate pairs): children continued at similar, larger (but stable) learning rates merge best, read
-    in the stable range only: the learning rates whose diagonal cell is stable (:func:`stable_cells`: no pair failed,
-    and the weaker children's training accuracy within STABLE_ACC_MARGIN of the best cell's), and the off-diagonal
-    cells between two of them.  Per parent (pair), the diagonal's gain at the largest stable η minus at the smallest,
-    and the mean diagonal gain minus the mean off-diagonal gain, both above NOISE_MIN_EFFECT by their intervals
-    (paired: one parent gives every cell of its row); ✗ when either lies below it.  n/a, said, when fewer than two
-    learning rates or no off-diagonal cell remain."""
+    """N5 (learning-rate pairs): children continued at similar, larger (but stable) learning rates merge best, read on
+    the learning rates whose diagonal cell is stable (:func:`stable_cells`) and the off-diagonal cells between them.
+    Per parent, the diagonal's gain at the largest stable η minus the smallest, and the mean diagonal minus the mean
+    off-diagonal gain, both above NOISE_MIN_EFFECT by their intervals (✗ when either lies below it); n/a, said, when
+    fewer than two learning rates or no off-diagonal cell remain."""
     statement = "Models trained at similar, larger (but stable) learning rates merge best with each other."
     test = (f"stable cells only (no pair failed, weaker children within {STABLE_ACC_MARGIN:g} training accuracy of "
             "the best cell's); per parent, diagonal gain at the largest stable η minus the smallest, and mean diagonal "

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown
 from matplotlib.figure import Figure
+from scipy.stats import f_oneway
 
 from .. import reference
 from ..captions import against_decay, markdown_table, noise_reference_block
@@ -20,14 +21,12 @@ from ..claims import (
     NOISE_MIN_CELLS,
     NOISE_MIN_EFFECT,
     NOISE_RULE_THRESHOLDS,
-    ClaimResult,
     cell_mean_fit,
     describe_setting,
     map_cells,
     map_settings,
     mark_kept,
     noise_cells,
-    noise_claims,
     noise_grid_cells,
     noise_pairs,
     pick_setting,
@@ -37,12 +36,12 @@ from ..plots import placeholder, plot_noise_grid
 from ..stats import CONFIDENCE, spearman
 
 
-def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_point: float | None = None,
+def noise_reference_facts(frame: pd.DataFrame, signal_point: float | None = None,
                           rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
     """Return what a noise reference run's grid shows, as a table of quantities and values, every number computed
-    from its CSV (``frame``) and its rows (N1, N2): the cells the rule (its threshold ``rule``) kept and excluded
+    from its CSV (``frame``): the cells the rule (its threshold ``rule``) kept and excluded
     (each excluded one's η, B, S and weaker child), the training lengths, the kept cells' range of gains beside the
-    paper's gains of about a point (``signal_point``: one test example in points, if known), the ANOVA p of N2, the
+    paper's gains of about a point (``signal_point``: one test example in points, if known), their one-way ANOVA p, the
     rank correlation of gain with S, the best kept cell and whether it sits at the largest kept S, and the gains at
     larger S than the best and in the excluded cells beyond the kept ones."""
     cells = noise_grid_cells(frame, rule)
@@ -64,12 +63,14 @@ def noise_reference_facts(frame: pd.DataFrame, rows: list[ClaimResult], signal_p
         best = ok["gain"].idxmax()
         worse_out = out[out["noise_scale"] > ok["noise_scale"].max()]
         beyond = ok[ok["noise_scale"] > ok.loc[best, "noise_scale"] * (1 + 1e-9)]
-        n2 = next((r for r in rows if r.id.startswith("N2")), None)
+        kept = noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]).set_index(["lr", "batch_size"])
+        gains = [g["gain"].to_numpy(float) for _, g in kept.loc[ok.index].groupby(level=[0, 1])]
+        anova = f_oneway(*gains).pvalue if len(gains) >= 2 and min(map(len, gains)) >= 2 else float("nan")
         facts.update({
             "mean gain of the kept cells (points; the paper's gains are about a point)": _span(ok["gain"]),
             **({"one test example (points)": f"{signal_point:.3f}"} if signal_point else {}),
             f"one-way ANOVA p over the kept cells (a difference below {1 - CONFIDENCE:.2g})":
-                f"{n2.values.get('anova_p', float('nan')) if n2 is not None else float('nan'):.2g}",
+                f"{anova:.2g}",
             "Spearman ρ(S, mean gain) over the kept cells": f"{rho:.2f}",
             "best kept cell": f"η {best[0]:g}, B {best[1]:g} (S = {ok.loc[best, 'noise_scale']:.1e})",
             "best kept cell at the largest kept S": "yes" if np.isclose(ok.loc[best, "noise_scale"],
@@ -118,14 +119,14 @@ def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
     old_rule = NOISE_CONVERGED_TRAIN_ACC
     retired = [f"**Retired:** `{name}`, {reference.get(name).retired} What it showed, under its own rule (the weaker "
                f"child of every pair at {old_rule:g} training accuracy):\n\n"
-               + markdown_table(noise_reference_facts(frame, noise_claims(frame, None, old_rule), rule=old_rule))
+               + markdown_table(noise_reference_facts(frame, rule=old_rule))
                for name, (frame, _) in (page.references(retired=True) if study.show_references else {}).items()]
     blocks, rows, figure = [], {}, None
     for name, (frame, prov) in (page.references() if study.show_references else {}).items():
         ref = mark_kept(noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]), ["lr", "batch_size"])
         figure = figure or plot_noise_grid(ref, cell_mean_fit(ref, ["lr", "batch_size"]))
         facts = (f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell.\n\n"
-                 + markdown_table(noise_reference_facts(frame, noise_claims(frame, None))))
+                 + markdown_table(noise_reference_facts(frame)))
         block, rows[name] = noise_reference_block(page, name, frame, prov, facts)
         blocks.append(block)
     texts = {"ref_figure_name": f"`{next(iter(rows))}`" if rows else "(none)",

@@ -94,6 +94,16 @@ if closest is not None:
     page.glue_values(barrier_cells=closest["cells"], barrier_best=100 * closest["barrier"],
                      barrier_lo=100 * closest["lo"], barrier_hi=100 * closest["hi"], barrier_pairs=closest["pairs"],
                      barrier_gap=100 * closest["distance"])
+    # how far weight decay had acted there, and the smallest barrier where it had (the paper's regime)
+    left = closest["weight_left"]
+    page.glue_md("barrier_decay", " Its decay integral is not recorded." if left != left else
+                 f" There weight decay alone would leave {left:.2f} of a weight"
+                 + (": it had barely acted." if left >= claims.DECAY_IDLE_MIN else "."))
+    page.glue_md("barrier_acted", f"Among the {closest['acted_cells']} cells where it had acted (at most "
+                 f"{claims.DECAY_ACTED_MAX:g} of a weight left), the smallest barrier is "
+                 f"{100 * closest['acted_barrier']:.1f} points (95% interval {100 * closest['acted_lo']:.1f} to "
+                 f"{100 * closest['acted_hi']:.1f}), in {closest['acted_setting']}." if "acted_barrier" in closest else
+                 "No cell where weight decay had acted records a barrier over two pairs.")
 
 # %% [markdown]
 # ```{glue:figure} fig_headline
@@ -218,7 +228,8 @@ if closest is not None:
 # to the width paper's, about {glue:text}`acc_barrier_paper:g` points for its wide MLP, is
 # {glue:md}`barrier_setting`, with {glue:text}`barrier_best:.1f` points (95% interval
 # {glue:text}`barrier_lo:.1f` to {glue:text}`barrier_hi:.1f`, {glue:text}`barrier_pairs`
-# pairs), {glue:text}`barrier_gap:.1f` points above the paper's.
+# pairs), {glue:text}`barrier_gap:.1f` points above the paper's.{glue:md}`barrier_decay`
+# {glue:md}`barrier_acted`
 
 # %% [markdown] tags=["when:barrier_side=below"]
 # **The paper's barrier, looked for.** Of the {glue:text}`barrier_cells` cells that this
@@ -227,7 +238,8 @@ if closest is not None:
 # to the width paper's, about {glue:text}`acc_barrier_paper:g` points for its wide MLP, is
 # {glue:md}`barrier_setting`, with {glue:text}`barrier_best:.1f` points (95% interval
 # {glue:text}`barrier_lo:.1f` to {glue:text}`barrier_hi:.1f`, {glue:text}`barrier_pairs`
-# pairs), {glue:text}`barrier_gap:.1f` points below the paper's.
+# pairs), {glue:text}`barrier_gap:.1f` points below the paper's.{glue:md}`barrier_decay`
+# {glue:md}`barrier_acted`
 
 # %% [markdown] tags=["when:barrier_side=none"]
 # **The paper's barrier, looked for.** No setting of this build or its reference runs

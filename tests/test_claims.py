@@ -703,6 +703,23 @@ def test_the_closest_approach_to_the_papers_barrier():
                                     "epochs": 60, "weight_decay": 1e-4}])  # exact, but no interval: not read
     assert claims.closest_barrier({"a": width, "b": mech, "c": one_pair})["barrier"] == pytest.approx(0.009)
     assert claims.closest_barrier({}) is None and claims.closest_barrier({"c": one_pair}) is None
+    assert np.isnan(best["weight_left"]) and best["acted_cells"] == 0 and "acted_barrier" not in best
+
+
+def test_the_closest_barrier_says_how_far_weight_decay_had_acted_and_the_smallest_barrier_where_it_had():
+    """Issue 49: the closest cell to the paper's barrier may be one where weight decay has barely acted; beside it,
+    the smallest barrier among the cells where it has (at most DECAY_ACTED_MAX of a weight left)."""
+    def cell(wd, barrier, left):
+        return [{"metric": m, "value": v, "pair": p, "hidden_units": 1024, "epochs": 60, "weight_decay": wd,
+                 "init_scale": 1.0, "method": "none"}
+                for p in range(5) for m, v in (("acc_barrier", barrier + 0.001 * (p - 2)), ("decay_shrinkage", left),
+                                               ("decay_integral", -np.log(left)))]
+    mech = frame("mechanism", cell(1e-4, 0.02, 0.92) + cell(3e-3, 0.069, 0.078) + cell(3e-2, 0.12, 0.001))
+    best = claims.closest_barrier({"stand-in": mech})
+    assert best["barrier"] == pytest.approx(0.02) and best["weight_left"] == pytest.approx(0.92)
+    assert best["D"] == pytest.approx(-np.log(0.92))
+    assert best["acted_cells"] == 2 and best["acted_barrier"] == pytest.approx(0.069)
+    assert best["acted_weight_left"] == pytest.approx(0.078) and "weight decay 0.003" in best["acted_setting"]
 
 
 def test_the_landing_page_reads_w8_from_the_scoreboard():

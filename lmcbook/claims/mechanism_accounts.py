@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import pandas as pd
 
-from ..schema import ACC_BARRIER, select
+from ..schema import ACC_BARRIER, DECAY_INTEGRAL, DECAY_SHRINKAGE
 from ..stats import MIN_REPLICATES, Interval, at_least, interval
 from .mechanism import short_merge
-from .thresholds import MERGED_OVER_ENSEMBLE_MIN, MIN_PAIRS, PAPER_MLP_ACC_BARRIER
+from .thresholds import DECAY_ACTED_MAX, MERGED_OVER_ENSEMBLE_MIN, MIN_PAIRS, PAPER_MLP_ACC_BARRIER
 from .verdicts import FAIL, PASS, PLAIN, ClaimResult
 
 #: The hypotheses the mechanism study decides between, and the M rows each reads.
@@ -238,31 +239,47 @@ def barrier_cells(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Return one row per trained cell of the given frames (by label: the width pages' and the mechanism frames, this
     build's and the references'): its label, length, weight decay, initial-weight factor and width, the plain merge's
     accuracy barrier (max over λ; mean over pairs, its interval and pairs) and its distance from the width paper's
-    barrier, PAPER_MLP_ACC_BARRIER."""
+    barrier, PAPER_MLP_ACC_BARRIER, with the cell's decay integral ``D`` (its mean over runs, NaN where the frame
+    records none) and ``weight_left`` = e^(−D), the share of a weight that weight decay alone would leave."""
     keys = ["epochs", "weight_decay", "init_scale", "hidden_units"]
     out = []
     for label, frame in frames.items():
-        d = select(frame, ACC_BARRIER)
+        d, dec, shr = (frame[frame["metric"] == m] for m in (ACC_BARRIER, DECAY_INTEGRAL, DECAY_SHRINKAGE))
         if "method" in d:
             d = d[d["method"].isna() | (d["method"] == PLAIN)]
-        d = d.assign(init_scale=d["init_scale"].fillna(1.0) if "init_scale" in d else 1.0)
+        d, dec, shr = (x.assign(init_scale=x["init_scale"].fillna(1.0) if "init_scale" in x else 1.0)
+                       for x in (d, dec, shr))
+        decay, left = (x.groupby(keys)["value"].mean() if len(x) and set(keys) <= set(x) else pd.Series(dtype=float)
+                       for x in (dec, shr))
         for cell, g in d.groupby(keys):
             iv = interval(g.groupby("pair")["value"].mean())
             out.append({"label": label, **dict(zip(keys, cell)), "barrier": iv.mean, "lo": iv.lo, "hi": iv.hi,
-                        "pairs": iv.n, "distance": abs(iv.mean - PAPER_MLP_ACC_BARRIER)})
+                        "pairs": iv.n, "distance": abs(iv.mean - PAPER_MLP_ACC_BARRIER),
+                        "D": float(decay.get(cell, np.nan)), "weight_left": float(left.get(cell, np.nan))})
     return pd.DataFrame(out)
 
 
 def closest_barrier(frames: dict[str, pd.DataFrame]) -> dict[str, object] | None:
     """Return the cell of :func:`barrier_cells` whose accuracy barrier comes closest to the width paper's (about half
     a point), among the cells with an interval (two pairs or more), with ``setting`` (it in words) and ``cells`` (how
-    many were searched), or None without any such cell."""
+    many were searched), or None without any such cell.  Beside it, the smallest barrier among the cells where weight
+    decay has acted (``weight_left`` ≤ DECAY_ACTED_MAX): ``acted_barrier`` (with ``acted_lo``, ``acted_hi``,
+    ``acted_weight_left`` and ``acted_setting``; absent when no cell records such a D) out of ``acted_cells``."""
     cells = barrier_cells(frames)
     cells = cells[cells["pairs"] >= MIN_REPLICATES] if len(cells) else cells
     if cells.empty:
         return None
     best = cells.loc[cells["distance"].idxmin()]
-    init = f", initial weights ×{best['init_scale']:g}" if best["init_scale"] != 1.0 else ""
-    setting = (f"{best['label']}: {best['hidden_units']:g} hidden units, {best['epochs']:g} epochs at weight decay "
-               f"{best['weight_decay']:g}{init}")
-    return {**best.to_dict(), "setting": setting, "cells": len(cells)}
+    acted = cells[cells["weight_left"] <= DECAY_ACTED_MAX]
+    low = acted.loc[acted["barrier"].idxmin()] if len(acted) else None
+    return {**best.to_dict(), "setting": _barrier_setting(best), "cells": len(cells),
+            "acted_cells": len(acted), **({} if low is None else {
+                "acted_barrier": low["barrier"], "acted_lo": low["lo"], "acted_hi": low["hi"],
+                "acted_weight_left": low["weight_left"], "acted_setting": _barrier_setting(low)})}
+
+
+def _barrier_setting(cell: pd.Series) -> str:
+    """Return a cell of :func:`barrier_cells` in words."""
+    init = f", initial weights ×{cell['init_scale']:g}" if cell["init_scale"] != 1.0 else ""
+    return (f"{cell['label']}: {cell['hidden_units']:g} hidden units, {cell['epochs']:g} epochs at weight decay "
+            f"{cell['weight_decay']:g}{init}")

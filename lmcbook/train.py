@@ -333,7 +333,7 @@ def resume(checkpoint: str | Path | None, every: int, spec: RunSpec, model: nn.M
 
     The checkpoint holds the weights, momentum buffers, losses and next step (one
     safetensors file; run id, the training modules' source hash
-    (:func:`lmcbook.provenance.training_source_hash`) and schedule as JSON in its header, never
+    (``lmcbook.provenance.training_source_hash``) and schedule as JSON in its header, never
     pickle), with the SHA-256 of its tensors in that header.  Only one of this run id
     written by these training modules, whose contents match its SHA-256, is used; any other
     (a damaged one included) is discarded with a ``CheckpointWarning`` and deleted.  On the CPU at the

@@ -156,7 +156,7 @@ def pair_failures(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAIL
 
 
 def _ok_gains(pairs: pd.DataFrame, keys: list[str], cell: tuple, rule: float, half: int | None = None) -> pd.Series:
-    """Return the gains of a cell's pairs that did not fail (:func:`pair_failures`), of one half if ``half``."""
+    """Return the gains of a cell's pairs that did not fail, of one half if ``half``."""
     return _gains(pairs[~_failed(pairs, rule)], keys, cell, half)
 
 
@@ -181,7 +181,7 @@ def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[
     """N1 (one row per spawn point of the full grid), as the noise paper states it: the gain rises with S to an
     optimum, and beyond it falls or training fails.  Read by a split half, so that the winner's curse does not
     inflate it: the optimum is chosen on the even pairs, among the *stable* cells (fewer than half their pairs
-    failed: :func:`pair_failures`), and read on the odd ones.
+    failed: :func:`lmcbook.claims.noise.pair_failures`), and read on the odd ones.
 
     Failed pairs are never merged into a cell's gain, and a cell is never dropped because some of its pairs failed:
     its other pairs still give its gain, and its failures count as the collapse the paper names on the high-noise
@@ -241,9 +241,8 @@ def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[
 
 def _n1_rise_and_fall(pairs: pd.DataFrame, keys: list[str], rule: float, fails: pd.DataFrame, chosen: dict,
                       best: tuple) -> tuple[tuple[str, Interval, str], tuple[str, str]]:
-    """Return N1's two readings on the odd pairs of the optimum ``best`` (chosen on the even pairs, ``chosen``: each
-    stable cell's even-half mean gain; ``fails``: :func:`pair_failures` with each cell's S): (the rise's verdict,
-    its interval, its words) and (the high side's verdict, its words)."""
+    """Return N1's readings on the odd pairs of the optimum ``best`` (``chosen``: each stable cell's even-half mean
+    gain; ``fails``: the cells' failures, with S): (rise verdict, its interval, words), (high side verdict, words)."""
     stable = fails[fails["stable"]]
 
     def odd(c: tuple) -> pd.Series:
@@ -273,9 +272,8 @@ def _n1_rise_and_fall(pairs: pd.DataFrame, keys: list[str], rule: float, fails: 
 
 
 def b_coefficient(ok: pd.DataFrame, keys: list[str]) -> Interval:
-    """Return the log10 B coefficient (gain per decade of B at fixed S) of a least-squares fit of the cells' mean
-    gains on a quadratic in log10 S plus log10 B, with its interval over each cell's pairs (:func:`fit_coefficient`),
-    from a frame of :func:`noise_pairs` (one row per cell and pair)."""
+    """Return the log10 B coefficient (gain per decade of B at fixed S) of a fit of the cells' mean gains on a
+    quadratic in log10 S plus log10 B, with its interval (:func:`lmcbook.stats.fit_coefficient`)."""
     groups = [g for _, g in ok.groupby(keys, sort=True)]
     x = np.log10([g[NOISE_SCALE].iloc[0] for g in groups])
     design = np.column_stack([np.ones_like(x), x, x ** 2, np.log10([g["batch_size"].iloc[0] for g in groups])])
@@ -489,7 +487,8 @@ def stable_cells(cells: pd.DataFrame, margin: float = STABLE_ACC_MARGIN) -> pd.I
 
 def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N5 (learning-rate pairs): children continued at similar, larger (but stable) learning rates merge best, read on
-    the learning rates whose diagonal cell is stable (:func:`stable_cells`) and the off-diagonal cells between them.
+    the learning rates whose diagonal cell is stable (:func:`lmcbook.claims.noise.stable_cells`) and the
+    off-diagonal cells between them.
     Per parent, the diagonal's gain at the largest stable η minus the smallest, and the mean diagonal minus the mean
     off-diagonal gain, both above NOISE_MIN_EFFECT by their intervals (✗ when either lies below it); n/a, said, when
     fewer than two learning rates or no off-diagonal cell remain."""

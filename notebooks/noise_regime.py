@@ -118,6 +118,7 @@ page.choose("pick", "none" if pick is None else "found")
 page.choose("first_pick", "same" if claims.pick_setting(cells, claims.FIRST_PICK) == pick else "differs")
 page.choose("vs_decay", vs_decay)
 page.save(long)
+page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 
 # %% [markdown]
 # ```{glue:figure} fig_map
@@ -179,6 +180,13 @@ page.save(long)
 
 # %% [markdown] tags=["when:vs_decay=none"]
 # (The map has no decay-to-zero cell beside the picked one to compare its merge with.)
+
+# %% [markdown]
+# **Does merging gain more than annealing?** The noise paper reads a merging gain as the
+# merge's own; the comparison above asks whether ordinary annealing gives it too. The book's
+# own row N8 tests that, pair by pair ({glue:md}`n8_test`): {glue:md}`n8_mark`,
+# {glue:md}`n8_measured`. Its references with 10 pairs per cell (`noise-anneal-mnist1d`,
+# `noise-anneal-mnist-standin`) were declared, with this test, before they ran.
 
 # %% [markdown] tags=["when:first_pick=differs"]
 # **How the setting is ranked, and when that was fixed.** The ranking above (most cells

@@ -172,7 +172,7 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     assert set(claims.PAGE_CLAIMS) == {"width_accuracy", "loss_barrier_calibration", "lewc", "weak_additivity",
                                        "reciprocal_orthogonality", "low_rank", "random_permutation", "lewc_depth",
                                        "llfc_vs_lewc", "mechanism",
-                                       "noise_scale", "noise_components"}
+                                       "noise_regime", "noise_scale", "noise_components"}
     rows = [claims.ClaimResult("W2", "width", "s", "m", "t", "inconclusive", "p", regime="short",
                                decay_integral=0.04),
             claims.ClaimResult("W1", "width", "s", "m", "t", "fail", "p", regime="long", decay_integral=0.4),

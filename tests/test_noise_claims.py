@@ -529,3 +529,41 @@ def test_a_noise_page_alone_reads_the_committed_map_of_its_data(monkeypatch):
     assert where["where"] == "picked_paper" and facts["where_n_lrs"] == 3
     assert page_mod.where_facts(resolve(NoiseStudy, "smoke", dataset="mnist1d"), None)[0]["where"] == "nomap"
 
+
+
+def _anneal_map(merged, decayed, floors=(0.0, 1.0), pairs=range(10), spread=0.0):
+    """A regime map at one spawn point (50%): per floor and η, the merge's gain (the constant rate gains at η 0.1);
+    ``merged``: the constant-rate merge's test accuracy at η 0.1, ``decayed``: the decay-to-zero children's."""
+    cells = {}
+    for floor in floors:
+        for lr in (0.01, 0.1, 1.0):
+            gain = (0.02 if lr == 0.1 else 0.01) if floor == 1.0 else 0.0
+            acc_merged = merged if (floor, lr) == (1.0, 0.1) else 0.85
+            acc_end = decayed if (floor, lr) == (0.0, 0.1) else 0.85
+            cells[(("augment", False), ("lr_floor", floor), ("method", "spawn"), ("spawn_fraction", 0.5),
+                   ("lr", lr))] = (gain, 0.995, {"ensemble_gain": gain + 0.005, "acc_merged": acc_merged,
+                                                 "acc_endpoints": acc_end})
+    df = _rows(cells, pairs=pairs)
+    wobble = spread * ((df["pair"] * 7) % 10 - 4.5) / 4.5  # a spread over pairs, mean zero
+    df.loc[df["metric"] == "acc_merged", "value"] += wobble[df["metric"] == "acc_merged"]
+    return df
+
+
+def test_n8_merging_against_annealing_gives_every_verdict():
+    """N8 (the book's own row, issue 49): at the picked setting's best η, the merge against children whose rate decays
+    to zero from the same spawn, above the minimum effect by its interval over pairs."""
+    r = claims.claim_n8(_anneal_map(0.90, 0.88))
+    assert r.state == claims.PASS and r.values["estimate"] == pytest.approx(0.02, abs=1e-6)
+    assert "at η 0.1, merged minus decayed children: 2.00" in r.measured and "η 0.01:" in r.measured
+    assert r.block == claims.BOOK and r.page == "noise_regime"
+    r = claims.claim_n8(_anneal_map(0.90, 0.90))  # the gain is what annealing gives
+    assert r.state == claims.FAIL and "no more than annealing" in r.measured
+    r = claims.claim_n8(_anneal_map(0.905, 0.90, spread=0.01))
+    assert r.values["lo"] < claims.NOISE_MIN_EFFECT < r.values["hi"] and r.state == claims.INCONCLUSIVE
+    assert claims.claim_n8(_anneal_map(0.90, 0.88, pairs=range(3))).state == claims.INCONCLUSIVE  # < MIN_PAIRS
+    r = claims.claim_n8(_anneal_map(0.90, 0.88, floors=(1.0,)))  # no decayed children to compare with
+    assert r.state == claims.NA and "no decay-to-zero cell" in r.measured
+    assert claims.page_claims("noise_regime", _anneal_map(0.90, 0.88))[0].id == "N8"
+    row = claims.claim_n8(_anneal_map(0.90, 0.88))
+    row.source = "noise-anneal-mnist1d"
+    assert row.fixed_before  # its test was committed before its references ran

@@ -99,7 +99,16 @@ from .noise import (  # noqa: F401 (_rule_text: tests/test_noise.py reads it)
     rule_sensitivity,
     sized,
 )
-from .noise_map import MAP_KEYS, MAP_READINGS, describe_setting, map_cells, map_settings, map_spawn_sweep, pick_setting
+from .noise_map import (
+    MAP_KEYS,
+    MAP_READINGS,
+    claim_n8,
+    describe_setting,
+    map_cells,
+    map_settings,
+    map_spawn_sweep,
+    pick_setting,
+)
 from .thresholds import (
     ACC_BARRIER_MAX,
     CAL_BARRIER_MAX,
@@ -212,7 +221,7 @@ __all__ = [
     # noise
     "ABSENT", "ABSENT_EFFECT", "CANNOT_DECIDE", "Collapse", "absent", "b_coefficient", "cell_mean_fit", "claim_n1",
     "claim_n2", "claim_n3",
-    "claim_n4", "claim_n5", "claim_n6", "claim_n7", "collapse", "mark_kept", "noise_cells", "noise_claims",
+    "claim_n4", "claim_n5", "claim_n6", "claim_n7", "claim_n8", "collapse", "mark_kept", "noise_cells", "noise_claims",
     "noise_grid_cells", "noise_pairs", "rule_sensitivity", "sized",
     # noise_map
     "MAP_KEYS", "MAP_READINGS", "describe_setting", "map_cells", "map_settings", "map_spawn_sweep", "pick_setting",

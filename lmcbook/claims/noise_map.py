@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 
 from ..schema import GAIN, NOISE_SCALE
-from ..stats import Interval, t_interval
+from ..stats import CONFIDENCE, Interval, above, interval_diff, t_interval
 from .noise import mark_kept, noise_cells, noise_pairs
-from .thresholds import MAP_MIN_PAIRS, NOISE_FAILED_TRAIN_ACC, NOISE_MIN_EFFECT, PICK_ORDER
+from .thresholds import MAP_MIN_PAIRS, MIN_PAIRS, NOISE_FAILED_TRAIN_ACC, NOISE_MIN_EFFECT, PICK_ORDER
+from .verdicts import FAIL, NA, ClaimResult, _values
 
 #: The key columns of a map cell, as the regime map's CSV holds them.
 MAP_KEYS = ["augment", "lr_floor", "method", "spawn_fraction", "lr"]
@@ -122,3 +123,44 @@ def pick_setting(cells: pd.DataFrame, order: tuple[str, ...] = PICK_ORDER) -> di
     if spawned.empty or spawned["n_gain"].iloc[0] == 0:
         return None
     return {k: spawned[k].iloc[0] for k in ("augment", "lr_floor", "spawn_fraction")}
+
+
+def claim_n8(regime: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
+    """N8 (the book's own row; issue 49): merging gains more than annealing.  On the regime map's frame, at the setting
+    the map picks (:func:`pick_setting`) and its best learning rate, the merged model's test accuracy minus that of
+    children spawned at the same point whose learning rate decays to zero instead (the same augmentation, start and
+    η; schedule floor 0), per pair, above NOISE_MIN_EFFECT by its interval over ≥ MIN_PAIRS pairs (✓); ✗ when it lies
+    wholly at or below it (merging gives no more than annealing would); n/a when the map picks nothing, its pick
+    decays to zero itself, or no such decayed cell stands beside it.  The row also gives the difference at every η
+    where both cells exist."""
+    statement = ("(ours) Merging gains more than annealing: the merged model beats children whose learning rate "
+                 "decays to zero from the same spawn.")
+    test = (f"at the picked setting's best η, merged accuracy minus the decayed children's above the minimum effect, "
+            f"{100 * NOISE_MIN_EFFECT:g} points, by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if "
+            "it lies at or below it")
+    cells = map_cells(regime, rule)
+    pick = pick_setting(cells)
+    if pick is None or pick["lr_floor"] == 0:
+        return ClaimResult("N8", "noise", statement, "the map picks no setting whose learning rate stays above zero",
+                           test, NA, "noise_regime")
+    pairs = noise_pairs(regime.assign(augment=_as_bool(regime["augment"])), MAP_KEYS)
+    here = pairs[(pairs["method"] == "spawn") & (pairs["augment"] == pick["augment"])
+                 & np.isclose(pairs["spawn_fraction"], pick["spawn_fraction"])]
+    best = map_settings(cells[cells["method"] == "spawn"]).iloc[0]["best_lr"]
+
+    def diff(lr: float) -> Interval:
+        at = here[np.isclose(here["lr"], lr)]
+        return interval_diff(at.loc[np.isclose(at["lr_floor"], pick["lr_floor"]), "acc_merged"],
+                             at.loc[np.isclose(at["lr_floor"], 0.0), "acc_endpoints"])
+
+    lrs = sorted(lr for lr in set(here["lr"]) if diff(lr).n > 0)
+    if not any(np.isclose(lr, best) for lr in lrs):
+        return ClaimResult("N8", "noise", statement, f"no decay-to-zero cell beside the pick at η {best:g}", test, NA,
+                           "noise_regime")
+    iv = diff(best)
+    state = above(iv, NOISE_MIN_EFFECT, MIN_PAIRS)
+    across = "; ".join(f"η {lr:g}: {diff(lr).text('.2f', 100)}" for lr in lrs)
+    words = "; merging gives no more than annealing would" if state == FAIL else ""
+    return ClaimResult("N8", "noise", statement, f"at η {best:g}, merged minus decayed children: "
+                       f"{iv.text('.2f', 100)} points over {iv.n} pairs{words}; across η (points): {across}", test,
+                       state, "noise_regime", values=_values(iv, NOISE_MIN_EFFECT))

@@ -17,7 +17,8 @@
 #
 # - the merging gain is **non-monotonic** in $S$, with an optimum in between (N1);
 # - plotted against $\eta$ for each $B$, or against $B$ for each $\eta$, the curves do not
-#   line up; plotted against $S$, they **collapse** onto one curve (N2).
+#   line up; plotted against $S$, they **collapse** onto one curve: at fixed $S$, $B$ has
+#   no effect (N2, which the book reads as the batch size's coefficient at fixed $S$).
 #
 # **The protocol** (spawn-and-merge, after Frankle et al. 2020; see the methods page).
 # The two children of a pair inherit their parent's weights, momentum buffers and
@@ -301,7 +302,7 @@ page.glue_markdown(rule_between=captions.rule_between_words(), rule_moving=capti
 # - **Optimum.** Verdict N1 ({glue:md}`n1_test`): {glue:md}`n1_mark`, {glue:md}`n1_measured`.
 #   Choosing the best cell on one half of the pairs and reading it on the other keeps the
 #   winner's curse out of the reading.
-# - **Collapse.** Verdict N2 ({glue:md}`n2_test`): {glue:md}`n2_mark`, {glue:md}`n2_measured`.
+# - **The batch size at fixed $S$.** Verdict N2 ({glue:md}`n2_test`): {glue:md}`n2_mark`, {glue:md}`n2_measured`.
 
 # %% [markdown] tags=["when:n1_decides=false"]
 # **What this build cannot decide.** N1 chooses the best cell on the even pairs and reads

@@ -150,8 +150,8 @@ def claim_n8(regime: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> Clai
 
     def diff(lr: float) -> Interval:
         at = here[np.isclose(here["lr"], lr)]
-        return interval_diff(at.loc[np.isclose(at["lr_floor"], pick["lr_floor"]), "acc_merged"],
-                             at.loc[np.isclose(at["lr_floor"], 0.0), "acc_endpoints"])
+        return interval_diff(at.loc[np.isclose(at["lr_floor"], pick["lr_floor"]), "acc_merged"].dropna(),
+                             at.loc[np.isclose(at["lr_floor"], 0.0), "acc_endpoints"].dropna())
 
     lrs = sorted(lr for lr in set(here["lr"]) if diff(lr).n > 0)
     if not any(np.isclose(lr, best) for lr in lrs):

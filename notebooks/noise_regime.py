@@ -222,8 +222,13 @@ for name, (frame, prov) in (page.references() if study.show_references else {}).
     ref_cells = claims.map_cells(frame)
     ref_fig = plots.plot_noise_map(ref_cells)  # the last one: the references are listed MNIST-1D first
     ref_maps[f"`{name}`"] = frame
+    ref_rows = claims.page_claims(page.name, frame)  # N8 on the reference's map, glued under a key naming it
+    for r in ref_rows:
+        r.source = name
+        page.glue_state(r)
     ref_blocks.append(f"**Reference** {reference.describe(name, prov)}.\n\n"
-                      + map_table(claims.map_settings(ref_cells), ref_cells))
+                      + map_table(claims.map_settings(ref_cells), ref_cells)
+                      + f"\n\n{captions.claims_markdown(ref_rows)}")
 summary = ("Each committed map, by how its cells read (counts of cells), the setting it picks and its best gain "
            "(points, 95% interval):\n\n" + captions.markdown_table(captions.noise_map_summary(ref_maps))
            if ref_maps else "")

@@ -239,8 +239,9 @@ def barrier_cells(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Return one row per trained cell of the given frames (by label: the width pages' and the mechanism frames, this
     build's and the references'): its label, length, weight decay, initial-weight factor and width, the plain merge's
     accuracy barrier (max over λ; mean over pairs, its interval and pairs) and its distance from the width paper's
-    barrier, PAPER_MLP_ACC_BARRIER, with the cell's decay integral ``D`` (its mean over runs, NaN where the frame
-    records none) and ``weight_left`` = e^(−D), the share of a weight that weight decay alone would leave."""
+    barrier, PAPER_MLP_ACC_BARRIER, with the cell's decay integral ``D`` and ``weight_left``, the share of a weight
+    that weight decay alone (momentum included: the ``decay_shrinkage`` metric) would leave; means over runs, NaN
+    where the frame records none."""
     keys = ["epochs", "weight_decay", "init_scale", "hidden_units"]
     out = []
     for label, frame in frames.items():

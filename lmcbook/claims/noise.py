@@ -453,8 +453,8 @@ def claim_n3(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
 def claim_n4(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N4: with LayerNorm, the strongest weight decay gives a larger merging gain than the weakest, compared only
     at matched training: both cells kept and their mean training accuracies (weaker child) within MATCHED_ACC_TOL,
-    else n/a.  ✓: the difference's interval lies above 0; ✗: it lies below NOISE_MIN_EFFECT (no effect of the paper's
-    size, or a negative one)."""
+    else n/a (this sweep cannot decide it).  ✓: the difference's interval lies above NOISE_MIN_EFFECT; ✗: it lies at
+    or below it (no effect of the paper's size, or a negative one)."""
     statement = "With normalisation (LayerNorm), stronger weight decay gives a larger merging gain."
     test = (f"both cells kept and matched in training accuracy (within {MATCHED_ACC_TOL:g}), else n/a; gain at the "
             f"strongest minus the weakest weight decay above the minimum effect, {100 * NOISE_MIN_EFFECT:g} points, "
@@ -548,8 +548,8 @@ def claim_n6(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
 
 def claim_n7(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N7 (augmentation): augmentation raises the noise, so at the smallest η of the sweep, on the rising side of the
-    gain curve, augmentation raises the gain: on minus off > 0 by its interval; ✗ when it lies below
-    NOISE_MIN_EFFECT.  n/a when either cell fails the rule, or when the smallest η is not on the rising side (the
+    gain curve, augmentation raises the gain: on minus off above NOISE_MIN_EFFECT by its interval; ✗ when it lies at
+    or below it.  n/a when either cell fails the rule, or when the smallest η is not on the rising side (the
     off curve's best η is the smallest)."""
     statement = "Augmentation raises the noise: on the low-noise side it raises the merging gain."
     test = (f"kept cells only; off curve's best η above the smallest; at the smallest η, gain with minus "

@@ -147,6 +147,11 @@ def _sgd_step(params: list[tuple[str, nn.Parameter]], bufs: dict[str, torch.Tens
             p.addcmul_(buf, _bcast(lr, p), value=-1)
 
 
+def _shape(spec: RunSpec) -> tuple:
+    """Return what fixes a member's schedule shape, its rate over its peak: the schedule, floor and annealing."""
+    return spec.train.schedule, spec.train.lr_floor, spec.train.anneal_from
+
+
 class StackStepper:
     """The :class:`~lmcbook.train.Stepper` of a stack: one batched forward and one SGD update move all K members
     (PyTorch's SGD rule, dampening 0, each member with its own learning rate, momentum and weight decay)."""
@@ -160,11 +165,10 @@ class StackStepper:
         self.bufs = _inherited_buffers(self.params, specs, starts)
         self.lr = self.opt.lr
         self.dead = torch.zeros(len(specs), dtype=torch.bool, device=dev)
-        # members that share a schedule shape (schedule and floor) share one evaluation of it per step
-        shapes = {(s.train.schedule, s.train.lr_floor): s for s in specs}
+        # members that share a schedule shape (schedule, floor, annealing) share one evaluation of it per step
+        shapes = {_shape(s): s for s in specs}
         self._shapes = list(shapes.values())
-        self._shape_of = torch.tensor([list(shapes).index((s.train.schedule, s.train.lr_floor)) for s in specs],
-                                      device=dev)
+        self._shape_of = torch.tensor([list(shapes).index(_shape(s)) for s in specs], device=dev)
 
     def set_lr(self, sched: Schedule, step: int) -> None:
         """Set every member's learning rate to its peak times its own schedule's shape at ``step``."""

@@ -81,7 +81,7 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
         for cell in todo:
             out[cell] = []
             for p in range(pairs or study.seeds):
-                row = {**asdict(cell), "pair": p, "train_steps": steps,
+                row = {**_cell_columns(cell), "pair": p, "train_steps": kids[cell, p][0].train.steps,
                        "noise_scale": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 1),
                        "noise_scale_sq": effective_noise_scale(cell.lr, cell.batch_size, cell.momentum, 2)}
                 if cell in diverged:  # reported, counted as missing the rule, never merged
@@ -96,11 +96,24 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
     return pd.DataFrame([r for cell in dict.fromkeys(cells) for r in out[cell]])
 
 
+def _cell_columns(cell: Cell) -> dict:
+    """Return a cell's settings as a frame row's columns; ``anneal`` only where set (the frames made before it
+    existed keep their columns)."""
+    row = asdict(cell)
+    if not row["anneal"]:
+        del row["anneal"]
+    return row
+
+
 def regime_map_frame(study: NoiseRegimeStudy, store: RunStore | None = None) -> pd.DataFrame:
     """Return the regime map: one row per (cell, pair) of :meth:`lmcbook.profiles.NoiseRegimeStudy.cells`
-    (:func:`noise_frame`'s columns), with ``method`` "spawn" or "independent"."""
+    (:func:`noise_frame`'s columns), with ``method`` "spawn", "independent" or "anneal" (children annealed to zero
+    from the spawn of the "spawn" cell with the same settings)."""
     frame = noise_frame(study.noise_study(), study.cells(), store)
-    return frame.assign(method=frame["independent"].map({True: "independent", False: "spawn"}))
+    method = frame["independent"].map({True: "independent", False: "spawn"})
+    if "anneal" in frame:
+        method = method.where(~frame.pop("anneal").fillna(False).astype(bool), "anneal")
+    return frame.assign(method=method)
 
 
 def _train_reporting_divergence(kids: dict[tuple[Cell, int], tuple[RunSpec, RunSpec]], study: NoiseStudy,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from .noise import CHILD_SEED_BASE, spawn_pair, spawn_step
-from .specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_device
+from .specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_choice, check_device
 from .studies import (
     FRACTION_CLOSED,
     LR_FLOOR,
@@ -23,6 +23,8 @@ from .studies import (
 )
 from .sweep import check_scheduler
 
+#: How long the grid's runs are: "steps" (fixed steps whatever B) or "epochs" (equal examples seen).
+PROTOCOLS = ("steps", "epochs")
 #: The tasks of the task-arithmetic study: input transforms (``DataSpec.transform``) of the noise study's data.
 TASKS = ("reverse", "negate")
 
@@ -45,6 +47,9 @@ class Cell:
     lr_floor: float = 0.0
     #: The control: two independently initialised models (``spawn_fraction`` is then 0 and means nothing).
     independent: bool = False
+    #: Annealed children: the same parents as the cell without this flag, whose children's rate decays linearly from
+    #: its value at the spawn to zero at the end (``TrainSpec.anneal_from``), instead of following the schedule.
+    anneal: bool = False
 
     def train_fields(self) -> dict[str, Any]:
         """Return the TrainSpec fields of this cell's schedule: a constant rate, or a linear decay to the floor."""
@@ -79,6 +84,13 @@ class NoiseStudy(NoiseModel):
     warmup: float = param(0.05)  # share of all steps spent in the linear warm-up
     lrs: tuple[float, ...] = param((0.01, 0.02, 0.05, 0.1, 0.2), smoke=(0.02, 0.05, 0.1))  # the grid's peak rates η
     batch_sizes: tuple[int, ...] = param((32, 64, 128, 256), smoke=(32, 128))  # the grid's batch sizes B
+    #: The grid's effective noise scales S instead of ``lrs``: at each batch size B, η = S·B·(1−μ), so the grid
+    #: samples S × B (the finer grid of issue 49 between the best cell and the first unstable one).
+    noise_scales: tuple[float, ...] | None = param(None)  # S values of the grid (None: the lrs × batch_sizes grid)
+    #: "steps": every grid run takes ``steps`` steps whatever its batch size (the paper's protocol, and the book's);
+    #: "epochs": each takes steps × row_batch_size / B, so every run sees as many examples (the linear scaling
+    #: rule's protocol).  The component sweeps run at row_batch_size, the same either way.
+    protocol: str = param("steps", check=lambda v: check_choice("protocol", v, PROTOCOLS))  # the grid's length rule
     momentum: float = param(0.9)  # SGD momentum μ (PyTorch's, dampening 0)
     weight_decay: float = param(5e-4)  # SGD's weight decay (L2)
     spawn_fraction: float = param(0.5, **SPAWN_FRACTION)  # where the grid spawns its children (share of training)
@@ -111,6 +123,10 @@ class NoiseStudy(NoiseModel):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_scheduler(self.scheduler)
+        if self.noise_scales is not None and (not self.noise_scales or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in self.noise_scales)):
+            raise SpecError(f"noise_scales={self.noise_scales!r} is not allowed: expected a list of numbers > 0 "
+                            "(effective noise scales S), or None")
         if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
                                            or self.max_steps < self.steps):
             raise SpecError(f"max_steps={self.max_steps!r} is not allowed: expected an integer >= steps "
@@ -133,12 +149,15 @@ class NoiseStudy(NoiseModel):
         return tuple(out)
 
     def spec(self, cell: Cell, seed: int, steps: int | None = None, **train) -> RunSpec:
-        """Return the full run of one cell (init and data seed ``seed``), ``steps`` long (default: the study's);
-        spawning cuts it at the cell's fraction."""
+        """Return the full run of one cell (init and data seed ``seed``), ``steps`` long (default: the study's; under
+        the "epochs" protocol scaled by row_batch_size / B); spawning cuts it at the cell's fraction."""
+        steps = steps or self.steps
+        if self.protocol == "epochs":
+            steps = max(1, round(steps * self.row_batch_size / cell.batch_size))
         return RunSpec(
             data=DataSpec(self.dataset, self.data_root, augment=cell.augment, download=self.download),
             model=ModelSpec("mlp", self.width, self.base_width, self.depth, cell.norm, self.bias),
-            train=TrainSpec(**{"steps": steps or self.steps, "batch_size": cell.batch_size, "lr": cell.lr,
+            train=TrainSpec(**{"steps": steps, "batch_size": cell.batch_size, "lr": cell.lr,
                                "momentum": cell.momentum, "weight_decay": cell.weight_decay, "warmup": self.warmup,
                                "seed": seed, **cell.train_fields(), **train}),
         )
@@ -152,7 +171,11 @@ class NoiseStudy(NoiseModel):
         return Cell(**args)
 
     def grid_cells(self) -> list[Cell]:
-        """Return the η × B grid at the grid's spawn point."""
+        """Return the η × B grid at the grid's spawn point, or (``noise_scales``) the S × B grid, each η
+        S·B·(1−μ) to 10 significant digits (so that a cell the η × B grid has is the same cell)."""
+        if self.noise_scales is not None:
+            return [self.cell(float(f"{s * b * (1 - self.momentum):.10g}"), b) for b in self.batch_sizes
+                    for s in self.noise_scales]
         return [self.cell(lr, b) for b in self.batch_sizes for lr in self.lrs]
 
     def momentum_cells(self) -> list[Cell]:
@@ -184,7 +207,8 @@ class NoiseStudy(NoiseModel):
             return tuple(self.spec(cell, pair, steps, data_seed=CHILD_SEED_BASE + 2 * pair + i, **train_changes)
                          for i in (0, 1))
         full = self.spec(cell, pair, steps)
-        return spawn_pair(full, spawn_step(full, cell.spawn_fraction), pair, **train_changes)
+        k = spawn_step(full, cell.spawn_fraction)
+        return spawn_pair(full, k, pair, **({"anneal_from": k} if cell.anneal else {}), **train_changes)
 
     def task_specs(self) -> tuple[list[RunSpec], dict[tuple[int, float, str], RunSpec]]:
         """Return the pretraining runs and, per (pair, fine-tuning lr, task), the fine-tuning runs of task
@@ -244,6 +268,9 @@ class NoiseRegimeStudy(NoiseModel):
     #: Add every floor, spawn point and learning rate again with augmentation (random shifts): a network that cannot
     #: memorise its training set (the reference maps do).
     augment: bool = param(False, smoke=True, paper=True)  # add every cell again with random shifts
+    #: Add, beside every spawned cell whose rate stays above zero (a floor above 0), children of the same parents
+    #: whose rate decays to zero from the spawn (method "anneal"): ordinary annealing, which merging must beat (N8).
+    anneal: bool = param(False)  # add children annealed to zero from the same spawns
     show_references: bool = param(True)  # show the committed reference maps (results/) beside this run's own
     seeds: int = param(3, smoke=2, paper=10, lo=1, hi=MAX_REPLICATES)  # pairs per cell, each from its own parent
     device: str = param("auto", check=check_device)  # where runs train: auto, cpu, cuda, cuda:N or mps
@@ -269,8 +296,10 @@ class NoiseRegimeStudy(NoiseModel):
         base = dict(batch_size=self.batch_size, momentum=self.momentum, weight_decay=self.weight_decay)
         starts = [dict(spawn_fraction=f) for f in self.spawn_fractions]
         starts += [dict(spawn_fraction=0.0, independent=True)] if self.independent else []
-        return [Cell(lr=lr, **base, augment=aug, lr_floor=fl, **st) for aug in (False, True)[:1 + self.augment]
-                for fl in self.lr_floors for st in starts for lr in self.lrs]
+        cells = [Cell(lr=lr, **base, augment=aug, lr_floor=fl, **st) for aug in (False, True)[:1 + self.augment]
+                 for fl in self.lr_floors for st in starts for lr in self.lrs]
+        return cells + [replace(c, anneal=True) for c in cells
+                        if self.anneal and c.lr_floor > 0 and c.spawn_fraction > 0 and not c.independent]
 
     def specs(self) -> list[RunSpec]:
         """Return every run of the map (parents train on the way)."""

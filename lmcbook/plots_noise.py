@@ -102,6 +102,8 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
 
 
 def _start_label(method: str, fraction: float) -> str:
+    if method == "anneal":
+        return f"spawn at {fraction:.0%}, annealed"
     return "independent" if method == "independent" else "shared init" if fraction == 0 else f"spawn at {fraction:.0%}"
 
 

@@ -43,7 +43,8 @@ def _segments(spec: RunSpec, n_train: int) -> list[tuple[RunSpec, list[float], b
     before += _segments(spec.init, n_train) if spec.init is not None else []
     tr, total = spec.train, spec.total_steps(n_train)
     first = spec.spawn_step if spec.parent is not None else 0
-    lrs = [lr_at(t, total, tr.lr, tr.warmup, tr.schedule, tr.lr_floor) for t in range(first, tr.stop_step or total)]
+    lrs = [lr_at(t, total, tr.lr, tr.warmup, tr.schedule, tr.lr_floor, tr.anneal_from)
+           for t in range(first, tr.stop_step or total)]
     return before + [(spec, lrs, spec.parent is None)]
 
 

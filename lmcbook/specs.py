@@ -203,6 +203,10 @@ class TrainSpec:
     #: under bfloat16 autocast, weights and SGD in fp32 (about 2.5 times faster for a 1024-unit MLP on a CPU with
     #: AMX, slow on one without; a lever for long reference runs).
     precision: str = "fp32"
+    #: From this step on, the rate decays linearly from the schedule's value there to zero one step past the end:
+    #: a continuation annealed from its spawn point (issue 49's N8).  None (the default; every run made before this
+    #: field existed) follows the schedule to the end.
+    anneal_from: int | None = None
 
     def __post_init__(self) -> None:
         check_int("epochs", self.epochs, lo=1, hi=MAX_EPOCHS)
@@ -227,6 +231,10 @@ class TrainSpec:
         _set(self, "data_seed", data_seed)
         aug_seed = data_seed if self.aug_seed is None else check_int("aug_seed", self.aug_seed, lo=0)
         _set(self, "aug_seed", aug_seed)
+        if self.anneal_from is not None:
+            check_int("anneal_from", self.anneal_from, lo=0)
+            if self.steps is not None and self.anneal_from >= self.steps:
+                raise _fail("anneal_from", self.anneal_from, f"an integer in [0, steps={self.steps})")
         if self.stop_step is not None:
             check_int("stop_step", self.stop_step, lo=1)
             if self.steps is not None and self.stop_step > self.steps:
@@ -239,7 +247,7 @@ _PROVENANCE = {"DataSpec": ("root", "download")}
 #: that runs made before the field existed keep their ids.  A new field whose default
 #: reproduces the old behaviour goes here.
 _ADDED_LATER = {"data": {"transform": "none"}, "model": {"init_scale": 1.0},
-                "train": {"lr_floor": 0.0, "precision": "fp32"}}
+                "train": {"lr_floor": 0.0, "precision": "fp32", "anneal_from": None}}
 
 
 @dataclass(frozen=True)
@@ -277,6 +285,11 @@ class RunSpec:
                 if getattr(self.train, key) != getattr(self.parent.train, key):
                     raise _fail(key, getattr(self.train, key), f"the parent's {key} "
                                 f"({getattr(self.parent.train, key)!r}): a child continues the parent's schedule")
+            if self.train.anneal_from is not None and self.train.anneal_from < self.spawn_step:
+                raise _fail("anneal_from", self.train.anneal_from, f"an integer >= spawn_step={self.spawn_step} (a "
+                            "child may anneal from its spawn on, not change what its parent ran)")
+            if self.parent.train.anneal_from is not None and self.train.anneal_from != self.parent.train.anneal_from:
+                raise _fail("anneal_from", self.train.anneal_from, f"the parent's ({self.parent.train.anneal_from})")
             if self.train.stop_step is not None and self.train.stop_step <= self.spawn_step:
                 raise _fail("stop_step", self.train.stop_step, f"an integer > spawn_step={self.spawn_step}")
         if self.init is not None:

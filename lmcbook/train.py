@@ -85,9 +85,14 @@ class TrainedRun:
         return self.spec.id
 
 
-def lr_at(step: int, total: int, peak: float, warmup: float, schedule: str, floor: float = 0.0) -> float:
+def lr_at(step: int, total: int, peak: float, warmup: float, schedule: str, floor: float = 0.0,
+          anneal_from: int | None = None) -> float:
     """Return the learning rate at ``step`` (0-based) of a ``total``-step schedule: linear warm-up, then constant, or
-    a linear decay from ``peak`` towards ``floor`` × ``peak`` (reached one step past the end)."""
+    a linear decay from ``peak`` towards ``floor`` × ``peak`` (reached one step past the end); from ``anneal_from``
+    on, a linear decay from the schedule's rate there to zero (reached one step past the end)."""
+    if anneal_from is not None and step > anneal_from:
+        at = lr_at(anneal_from, total, peak, warmup, schedule, floor)
+        return at * (total - step) / max(total - anneal_from, 1)
     warm = int(round(warmup * total))
     if step < warm:
         return peak * (step + 1) / warm
@@ -131,7 +136,8 @@ class Schedule:
     def lr(self, step: int, spec: RunSpec, peak: float | None = None) -> float:
         """Return the learning rate of ``spec`` at ``step`` (at ``peak`` instead of the spec's, if given)."""
         tr = spec.train
-        return lr_at(step, self.total, tr.lr if peak is None else peak, tr.warmup, tr.schedule, tr.lr_floor)
+        return lr_at(step, self.total, tr.lr if peak is None else peak, tr.warmup, tr.schedule, tr.lr_floor,
+                     tr.anneal_from)
 
     def batches(self, spec: RunSpec, data: Dataset, epoch: int) -> torch.Tensor:
         """Return this epoch's batch order of ``spec``: (steps per epoch, batch size) indices."""

@@ -51,7 +51,7 @@
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseRegimeStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = warmup = batch_size = lrs = None
-momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = show_references = seeds = device = None
+momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = anneal = show_references = seeds = device = None
 scheduler = None
 
 # %%
@@ -156,7 +156,8 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # %% [markdown] tags=["when:vs_decay=level"]
 # **What that gain is made of.** At that learning rate, the merged model reaches
 # {glue:text}`merged_acc:.3f` test accuracy and its children {glue:text}`children_acc:.3f`.
-# Children spawned at the same point whose learning rate decays to zero instead reach
+# Children spawned at the same point of runs whose learning rate decays to zero from the start
+# (so their parents' rate had already halved by the spawn) reach
 # {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`):
 # within {glue:text}`min_effect:g` points of the merge. Here, merging recovers what decaying the learning
 # rate would have given: it averages out the noise that a constant rate leaves in each
@@ -165,7 +166,8 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # %% [markdown] tags=["when:vs_decay=above"]
 # **What that gain is made of.** At that learning rate, the merged model reaches
 # {glue:text}`merged_acc:.3f` test accuracy and its children {glue:text}`children_acc:.3f`.
-# Children spawned at the same point whose learning rate decays to zero instead reach
+# Children spawned at the same point of runs whose learning rate decays to zero from the start
+# (so their parents' rate had already halved by the spawn) reach
 # {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`): the
 # merge beats them by more than {glue:text}`min_effect:g` points, so it is more than what decaying the
 # learning rate would have given.
@@ -173,7 +175,8 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # %% [markdown] tags=["when:vs_decay=below"]
 # **What that gain is made of.** At that learning rate, the merged model reaches
 # {glue:text}`merged_acc:.3f` test accuracy and its children {glue:text}`children_acc:.3f`.
-# Children spawned at the same point whose learning rate decays to zero instead reach
+# Children spawned at the same point of runs whose learning rate decays to zero from the start
+# (so their parents' rate had already halved by the spawn) reach
 # {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`): more
 # than {glue:text}`min_effect:g` points above the merge. The merge recovers part, not all, of what decaying
 # the learning rate would have given.
@@ -183,8 +186,10 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 
 # %% [markdown]
 # **Does merging gain more than annealing?** The noise paper reads a merging gain as the
-# merge's own; the comparison above asks whether ordinary annealing gives it too. The book's
-# own row N8 tests that, pair by pair ({glue:md}`n8_test`): {glue:md}`n8_mark`,
+# merge's own; the comparison above asks whether ordinary annealing gives it too, but its
+# decayed children come from other parents. The book's own row N8 asks it of the *same*
+# parents: beside each merged pair, two more children of its parent whose learning rate
+# decays to zero from the spawn ({glue:md}`n8_test`): {glue:md}`n8_mark`,
 # {glue:md}`n8_measured`. Its references with 10 pairs per cell (`noise-anneal-mnist1d`,
 # `noise-anneal-mnist-standin`) were declared, with this test, before they ran.
 

@@ -43,6 +43,7 @@
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
+noise_scales = protocol = None
 momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size = momenta = component_lrs = weight_decays = None
 component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
 show_references = None
@@ -303,6 +304,16 @@ page.glue_markdown(rule_between=captions.rule_between_words(), rule_moving=capti
 #   Choosing the best cell on one half of the pairs and reading it on the other keeps the
 #   winner's curse out of the reading.
 # - **The batch size at fixed $S$.** Verdict N2 ({glue:md}`n2_test`): {glue:md}`n2_mark`, {glue:md}`n2_measured`.
+#   The linear scaling rule, by which $S$ alone would say what $B$ does, assumes equal
+#   epochs (every run sees as many examples); this grid gives every run the same steps, so
+#   a run at $B = 32$ sees a quarter of the examples one at $B = 128$ sees. The reference
+#   `noise-epochs-mnist1d` runs the grid at equal epochs, and N2 is scored once per protocol.
+# - **Where the optimum lies** (the book's own row, scored apart from the paper's claims).
+#   Verdict N9 ({glue:md}`n9_test`): {glue:md}`n9_mark`, {glue:md}`n9_measured`. A peak at
+#   the edge of stability would say that the gain grows with noise until training breaks;
+#   a peak inside says there is an optimum to aim for. The finer grids of $S$
+#   (`noise-fine-mnist1d`, `noise-fine-mnist-standin`) ask it between the best cell and the
+#   first whose training breaks.
 
 # %% [markdown] tags=["when:n1_decides=false"]
 # **What this build cannot decide.** N1 chooses the best cell on the even pairs and reads
@@ -389,7 +400,8 @@ page.glue_md("map_spawns", ", ".join("a shared initialisation" if f == 0 else f"
 # ```
 
 # %% tags=["remove-input"]
-n1, n2 = page.save(long)  # the grid has one spawn point: one row of N1 and one of N2
+n1, n2, n9 = page.save(long)  # the grid has one spawn point: one row each of N1, N2 and N9
 page.glue_claim(n1, "n1_mark", "n1_measured", "n1_test")
 page.glue_claim(n2, "n2_mark", "n2_measured", "n2_test")
+page.glue_claim(n9, "n9_mark", "n9_measured", "n9_test")
 page.provenance()

@@ -37,6 +37,7 @@
 # %% tags=["parameters"]
 profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
+noise_scales = protocol = None
 momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size = momenta = component_lrs = weight_decays = None
 component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
 show_references = None

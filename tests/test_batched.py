@@ -127,6 +127,9 @@ CASES = {
                                                     _spec(1, schedule="constant", warmup=0.0, lr=0.05)],
     "members with their own schedule shapes (to zero, to a floor, constant)":
         lambda: [_spec(0), _spec(1, lr_floor=0.2), _spec(2, schedule="constant"), _spec(3, lr_floor=0.5)],
+    "members annealed to zero from a step, beside one that is not":
+        lambda: [_spec(0, schedule="constant"), _spec(1, schedule="constant", anneal_from=20),
+                 _spec(2, lr_floor=0.2, anneal_from=30)],
 }
 
 

@@ -254,3 +254,44 @@ def test_the_regime_map_measures_every_pair(tmp_path):
     assert spawned["pair_distance"] == pytest.approx(relative_distance(ca.model, cb.model, parent))
     assert spawned["pair_distance"] != pytest.approx(relative_distance(ca.model, cb.model, init_model(ca.spec, data)))
     assert (frame["disagreement"] >= 0).all() and (frame["disagreement"] <= 1).all()
+
+
+def test_the_regime_map_anneals_children_of_the_same_parents(tmp_path):
+    """NoiseRegimeStudy.anneal: beside each spawned cell whose rate stays above zero, children of the same parents
+    annealed to zero from the spawn; the map frame names them method "anneal" and keeps its columns."""
+    from dataclasses import replace
+
+    from lmcbook import experiments
+    from lmcbook.profiles import NoiseRegimeStudy, resolve
+
+    study = resolve(NoiseRegimeStudy, "smoke", steps=20, lrs=(0.05,), lr_floors=(0.0, 1.0), spawn_fractions=(0.5,),
+                    augment=False, independent=False, seeds=1, anneal=True)
+    annealed = [c for c in study.cells() if c.anneal]
+    assert [(c.lr_floor, c.spawn_fraction) for c in annealed] == [(1.0, 0.5)]  # none beside the decay to zero
+    noise = study.noise_study()
+    (a, _), (c, _) = noise.children(annealed[0], 0), noise.children(replace(annealed[0], anneal=False), 0)
+    assert a.parent == c.parent and a.train.anneal_from == a.spawn_step == 10 and c.train.anneal_from is None
+    frame = experiments.regime_map_frame(study, RunStore(tmp_path / "s"))
+    assert sorted(frame["method"]) == ["anneal", "spawn", "spawn"] and "anneal" not in frame
+    ann, const = (frame[(frame["method"] == m) & (frame["lr_floor"] == 1.0)].iloc[0] for m in ("anneal", "spawn"))
+    assert ann["acc_endpoints"] != const["acc_endpoints"]  # the annealed children trained on differently
+
+
+def test_the_grid_by_noise_scale_and_the_epochs_protocol():
+    """noise_scales: the grid samples S × B (η = S·B·(1−μ), so a cell of the η × B grid is the same cell); the
+    "epochs" protocol gives each grid run steps × row_batch_size / B steps (equal examples seen), the component
+    sweeps their usual length; bad values are refused by name."""
+    from lmcbook.profiles import NoiseStudy, resolve
+
+    study = resolve(NoiseStudy, "quick", noise_scales=(0.015625, 0.015625 * 2 ** 0.25), batch_sizes=(32, 64))
+    assert [(c.lr, c.batch_size) for c in study.grid_cells()] == [(0.05, 32), (0.05946035575, 32), (0.1, 64),
+                                                                   (0.1189207115, 64)]
+    plain = resolve(NoiseStudy, "quick")
+    assert study.children(study.grid_cells()[0], 0)[0].id == plain.children(plain.cell(0.05, 32), 0)[0].id
+    epochs = resolve(NoiseStudy, "quick", protocol="epochs")
+    assert [epochs.spec(epochs.cell(0.05, b), 0).train.steps for b in (32, 128, 256)] == [8000, 2000, 1000]
+    assert epochs.spec(epochs.component_cells()[0], 0).id == plain.spec(plain.component_cells()[0], 0).id
+    with pytest.raises(SpecError, match=r"protocol='epoch' .*'steps'.*'epochs'"):
+        resolve(NoiseStudy, "quick", protocol="epoch")
+    with pytest.raises(SpecError, match=r"noise_scales=\(0.0,\) .*numbers > 0"):
+        resolve(NoiseStudy, "quick", noise_scales=(0.0,))

@@ -137,3 +137,26 @@ def test_a_study_passes_its_precision_to_every_run_and_rejects_others():
     assert "autocast" not in describe_study(profiles.resolve(WidthStudy, "smoke"))
     with pytest.raises(SpecError, match=r"precision='fp16'.*fp32.*bf16"):
         profiles.resolve(WidthStudy, "smoke", precision="fp16")
+
+
+def test_anneal_from_keeps_every_existing_run_id_and_decays_to_zero_from_its_step():
+    """TrainSpec.anneal_from (issue 49's N8): None is left out of the hash; from the step on, the rate falls linearly
+    from the schedule's value there to zero one step past the end; a child may anneal from its spawn, not before."""
+    from lmcbook.noise import spawn_pair
+    from lmcbook.train import lr_at
+
+    assert RunSpec().id == "6a14211c4d1c6f5423a8130b4af9ba20c1d59b8019d01827eea74e013a41d54c"
+    assert "anneal_from" not in RunSpec().hashed_dict()["train"]
+    annealed = RunSpec(train=TrainSpec(steps=40, schedule="constant", anneal_from=20))
+    assert annealed.hashed_dict()["train"]["anneal_from"] == 20 and RunSpec.from_dict(annealed.to_dict()) == annealed
+    rates = [lr_at(t, 40, 0.1, 0.0, "constant", anneal_from=20) for t in range(40)]
+    assert rates[:21] == [0.1] * 21 and rates[30] == pytest.approx(0.05) and rates[39] == pytest.approx(0.005)
+    decayed = [lr_at(t, 40, 0.1, 0.0, "linear", 0.2, anneal_from=20) for t in (19, 20, 30)]
+    assert decayed[1] == pytest.approx(0.1 * (0.2 + 0.8 * 20 / 40)) and decayed[2] == pytest.approx(decayed[1] / 2)
+    full = RunSpec(train=TrainSpec(steps=40, schedule="constant"))
+    child, _ = spawn_pair(full, 20, anneal_from=20)
+    assert child.train.anneal_from == 20 and child.parent == spawn_pair(full, 20)[0].parent
+    with pytest.raises(SpecError, match=r"anneal_from=10 .*spawn_step=20"):
+        spawn_pair(full, 20, anneal_from=10)
+    with pytest.raises(SpecError, match=r"anneal_from=40 .*steps=40"):
+        TrainSpec(steps=40, anneal_from=40)

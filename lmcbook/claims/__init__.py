@@ -93,21 +93,22 @@ from .noise import (  # noqa: F401 (_rule_text: tests/test_noise.py reads it)
     collapse,
     mark_kept,
     noise_cells,
-    noise_claims,
     noise_grid_cells,
     noise_pairs,
-    rule_sensitivity,
     sized,
 )
 from .noise_map import (
     MAP_KEYS,
     MAP_READINGS,
     claim_n8,
+    claim_n9,
     describe_setting,
     map_cells,
     map_settings,
     map_spawn_sweep,
+    noise_claims,
     pick_setting,
+    rule_sensitivity,
 )
 from .thresholds import (
     ACC_BARRIER_MAX,
@@ -220,8 +221,8 @@ __all__ = [
     "hypothesis_states", "repeated_hypotheses", "source_label",
     # noise
     "ABSENT", "ABSENT_EFFECT", "CANNOT_DECIDE", "Collapse", "absent", "b_coefficient", "cell_mean_fit", "claim_n1",
-    "claim_n2", "claim_n3",
-    "claim_n4", "claim_n5", "claim_n6", "claim_n7", "claim_n8", "collapse", "mark_kept", "noise_cells", "noise_claims",
+    "claim_n2", "claim_n3", "claim_n4", "claim_n5", "claim_n6", "claim_n7", "claim_n8", "claim_n9",
+    "collapse", "mark_kept", "noise_cells", "noise_claims",
     "noise_grid_cells", "noise_pairs", "rule_sensitivity", "sized",
     # noise_map
     "MAP_KEYS", "MAP_READINGS", "describe_setting", "map_cells", "map_settings", "map_spawn_sweep", "pick_setting",

@@ -31,7 +31,7 @@ from ..schema import (
 from .mechanism import claim_r1, claim_r2, mechanism_claims, mechanism_standard
 from .mechanism_accounts import source_label
 from .noise import claim_n1, claim_n2, claim_n3, claim_n4, claim_n5, claim_n6, claim_n7
-from .noise_map import claim_n8
+from .noise_map import claim_n8, claim_n9
 from .verdicts import (
     BLOCK_CODES,
     BOOK,
@@ -78,7 +78,7 @@ PAGE_CLAIMS: dict[str, Callable[[pd.DataFrame], list[ClaimResult]]] = {
     "llfc_vs_lewc": lambda f: [claim_w15(f)],
     "mechanism": lambda f: _regime_rows(mechanism_standard(f)) + mechanism_claims(f),
     "noise_regime": lambda f: [claim_n8(f)],
-    "noise_scale": lambda f: claim_n1(f) + claim_n2(f),
+    "noise_scale": lambda f: claim_n1(f) + claim_n2(f) + claim_n9(f),
     "noise_components": lambda f: [claim_n3(f), claim_n4(f), claim_n5(f), claim_n6(f), claim_n7(f)],
 }
 

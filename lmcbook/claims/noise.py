@@ -1,12 +1,11 @@
 """The noise family: the noise paper's claims N1–N7 on the spawn-and-merge studies (noise_scale's η × B grid,
-noise_components' weight decay, learning-rate pairs, momentum and augmentation sweeps), and the sensitivity table
-that reads them again at other thresholds of the rule.
+noise_components' weight decay, learning-rate pairs, momentum and augmentation sweeps).
 
 A noise cell (an optimizer setting) is read unless it *failed*: a run of it diverged (a non-finite loss), or the
 weaker child of one of its pairs ended below NOISE_FAILED_TRAIN_ACC training accuracy (near chance).  A cell that
 trains less well because its noise is high stays: it is the descending side of the paper's curve.  The old
 convergence rule (the weaker child at NOISE_CONVERGED_TRAIN_ACC or more) removed that side; it survives as one
-threshold of the sensitivity table (NOISE_RULE_THRESHOLDS, :func:`rule_sensitivity`) and as the legacy protocol's
+threshold of the sensitivity table (:func:`lmcbook.claims.noise_map.rule_sensitivity`) and as the legacy protocol's
 reason to train a cell longer.  Every row has a minimum effect, NOISE_MIN_EFFECT: an interval wholly below it decides
 an absence (✗, "no gain of the paper's size in this setting"), so a flat result is not left *inconclusive*.  N1, N3,
 N4, N5 and N7 decide only from intervals over at least MIN_PAIRS pairs in every cell they read; N2 and N6 from a fit
@@ -43,7 +42,6 @@ from .thresholds import (
     NOISE_FAILED_TRAIN_ACC,
     NOISE_MIN_CELLS,
     NOISE_MIN_EFFECT,
-    NOISE_RULE_THRESHOLDS,
     STABLE_ACC_MARGIN,
 )
 from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, _values
@@ -179,20 +177,19 @@ def _failures_text(fails: pd.DataFrame) -> str:
 
 def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
     """N1 (one row per spawn point of the full grid), as the noise paper states it: the gain rises with S to an
-    optimum, and beyond it falls or training fails.  Read by a split half, so that the winner's curse does not
-    inflate it: the optimum is chosen on the even pairs, among the *stable* cells (fewer than half their pairs
-    failed: :func:`lmcbook.claims.noise.pair_failures`), and read on the odd ones.
-
-    Failed pairs are never merged into a cell's gain, and a cell is never dropped because some of its pairs failed:
-    its other pairs still give its gain, and its failures count as the collapse the paper names on the high-noise
-    side ("training becomes unstable and performance collapses").
+    optimum, and beyond it falls or training fails.  Read by a split half (against the winner's curse): the optimum
+    is chosen on the even pairs, among the *stable* cells (fewer than half their pairs failed:
+    :func:`lmcbook.claims.noise.pair_failures`), and read on the odd ones.  Failed pairs are never merged into a
+    cell's gain, and a cell is never dropped because some of its pairs failed: its failures count as the collapse the
+    paper names on the high-noise side ("training becomes unstable and performance collapses").
 
     - *Rise*: the optimum's gain minus the lowest-S stable cell's (of several there, the best on the even pairs)
       above NOISE_MIN_EFFECT by its interval (✗ when it lies wholly at or below it; an optimum chosen at the lowest
       S does not rise: ✗ if it is above the best other cell by its interval, else inconclusive).
-    - *Beyond*: a failed pair in a cell of larger S (training fails there), or else the optimum's gain minus the
-      largest-S cell's above NOISE_MIN_EFFECT by its interval; with no cell of larger S, inconclusive (the grid does
-      not reach past the optimum).
+    - *Beyond*: a cell of larger S that is not stable (half or more of its pairs failed: training fails there; one
+      failed pair is not enough), or else the optimum's gain minus the largest-S stable cell's above NOISE_MIN_EFFECT
+      by its interval; with no cell of larger S, inconclusive (the grid does not reach past the optimum).  The fall
+      to the largest-S stable cell is reported either way.
     - ✓ when both hold; ✗ also when every stable cell's gain lies below NOISE_MIN_EFFECT by its interval (no gain of
       the paper's size); n/a with fewer than NOISE_MIN_CELLS stable cells.  A ✓ needs every interval it reads above
       the minimum effect, so an effect smaller than the paper's never passes.
@@ -202,8 +199,9 @@ def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[
     test = (f"split half: the optimum chosen on the even pairs among the stable cells (≥ {NOISE_MIN_CELLS}; fewer "
             "than half the pairs failed), read on the odd ones; its gain minus the lowest-S cell's above the minimum "
             "effect, "
-            f"{100 * NOISE_MIN_EFFECT:g} points, and beyond it a failed pair (the weaker child < {rule:g}, or a "
-            f"diverged run) or a fall of at least the minimum effect to the largest-S cell, each by a "
+            f"{100 * NOISE_MIN_EFFECT:g} points, and beyond it a cell where half or more of the pairs failed (the "
+            f"weaker child < {rule:g}, or a diverged run) or a fall of at least the minimum effect to the largest-S "
+            f"stable cell, each by a "
             f"{100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if every stable cell's gain lies below "
             f"the minimum effect, {100 * NOISE_MIN_EFFECT:g} points")
     grid = noise[noise["method"] == "grid"]
@@ -260,15 +258,22 @@ def _n1_rise_and_fall(pairs: pd.DataFrame, keys: list[str], rule: float, fails: 
         d = interval_diff(odd(best), odd(low))
         rise = (above(d, NOISE_MIN_EFFECT, MIN_PAIRS), d, f"above the lowest-S cell's by {d.text('.2f', 100)}")
     beyond = fails[fails["S"] > s_best * (1 + 1e-9)]
-    if (beyond["failed"] > 0).any():
-        return rise, (PASS, f"beyond it training fails: {int(beyond['failed'].sum())} of {int(beyond['n'].sum())} "
-                            f"pairs of the {len(beyond)} cells of larger S failed")
     if beyond.empty:
         return rise, (INCONCLUSIVE, "no cell of larger S: the grid does not reach past it")
-    end = max(beyond.index[np.isclose(beyond["S"], beyond["S"].max())], key=lambda c: chosen.get(c, -np.inf))
-    d_hi = interval_diff(odd(best), odd(end))
-    return rise, (above(d_hi, NOISE_MIN_EFFECT, MIN_PAIRS),
-                  f"above the largest-S cell's (no pair failed beyond it) by {d_hi.text('.2f', 100)}")
+    fall, fall_text = INCONCLUSIVE, ""
+    steady = beyond[beyond["stable"]]
+    if len(steady):  # the fall to the largest-S stable cell, on its pairs that did not fail
+        end = max(steady.index[np.isclose(steady["S"], steady["S"].max())], key=lambda c: chosen.get(c, -np.inf))
+        d_hi = interval_diff(odd(best), odd(end))
+        fall = above(d_hi, NOISE_MIN_EFFECT, MIN_PAIRS)
+        fall_text = f"above the largest-S stable cell's (η {end[0]:g}, B {end[1]:g}) by {d_hi.text('.2f', 100)}"
+    unstable = beyond[~beyond["stable"]]
+    if len(unstable):  # half or more of a cell's pairs failed: training fails there, whatever one pair did
+        return rise, (PASS, f"beyond it training fails: in {len(unstable)} of the {len(beyond)} cells of larger S "
+                            f"half or more of the pairs failed ({int(unstable['failed'].sum())} of "
+                            f"{int(unstable['n'].sum())})" + (f"; its gain is {fall_text}" if fall_text else ""))
+    return rise, (fall, f"no cell of larger S failed as a whole (half or more of its pairs); its gain is "
+                        f"{fall_text}")
 
 
 def b_coefficient(ok: pd.DataFrame, keys: list[str]) -> Interval:
@@ -280,8 +285,24 @@ def b_coefficient(ok: pd.DataFrame, keys: list[str]) -> Interval:
     return fit_coefficient([g[GAIN].to_numpy(float) for g in groups], design, 3)
 
 
+#: The grid's length rules (``grid_protocol``), in words.
+PROTOCOL_WORDS = {"steps": "fixed steps (a run at a smaller B sees fewer examples)",
+                  "epochs": "fixed epochs (every run sees as many examples)",
+                  "mixed": "lengths that vary otherwise (the convergence rule)"}
+
+
+def grid_protocol(pairs: pd.DataFrame) -> str:
+    """Return how long a grid's runs were: "steps" (one length whatever B; also when lengths are not recorded),
+    "epochs" (steps × B the same in every cell: equal examples seen) or "mixed"."""
+    if TRAIN_STEPS not in pairs or pairs[TRAIN_STEPS].nunique() <= 1:
+        return "steps"
+    seen = pairs[TRAIN_STEPS] * pairs["batch_size"]
+    return "epochs" if np.allclose(seen, seen.iloc[0], rtol=0.01) else "mixed"
+
+
 def claim_n2(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
-    """N2, by its own sentence: at fixed S, the batch size has no effect.  On the kept cells (no pair failed; at least
+    """N2, by its own sentence: at fixed S, the batch size has no effect, scored once per grid, whose protocol
+    (``grid_protocol``: fixed steps or fixed epochs) the row names.  On the kept cells (no pair failed; at least
     NOISE_MIN_CELLS, over 3 values of S and 2 of B, else n/a), the coefficient of log10 B in a least-squares fit of
     the cells' mean gains on a quadratic in log10 S plus log10 B (:func:`b_coefficient`) lies within
     ± NOISE_B_EFFECT per decade of B by its interval over pairs (✓), or wholly outside it (✗); ✗ too when every kept
@@ -304,8 +325,8 @@ def claim_n2(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[
                                   "values of S or batch sizes for the fit", test, NA, {"n_kept": n_ok}))
             continue
         iv = b_coefficient(ok, keys)
-        measured = (f"{rule_text}; gain per decade of B at fixed S: {iv.text('.2f', 100)} points (tolerance "
-                    f"± {100 * NOISE_B_EFFECT:g})")
+        measured = (f"protocol: {PROTOCOL_WORDS[grid_protocol(pairs)]}; {rule_text}; gain per decade of B at fixed "
+                    f"S: {iv.text('.2f', 100)} points (tolerance ± {100 * NOISE_B_EFFECT:g})")
         state = within(iv, NOISE_B_EFFECT, MIN_PAIRS)
         if all(absent(c) for c in _cell_intervals(ok, keys, list(ok.groupby(keys).groups))):
             state, measured = FAIL, measured + f"; every kept cell's gain lies below the minimum effect: {ABSENT}"
@@ -575,25 +596,3 @@ def claim_n7(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     return _noise_row("N7", "noise_components", statement, f"{rule_text}; at η {lr0:g}, gain with minus without "
                       f"augmentation {iv.text('.2f', 100)} points" + _smaller(iv), test,
                       sized(above(iv, NOISE_MIN_EFFECT, MIN_PAIRS), iv), _values(iv, NOISE_MIN_EFFECT))
-
-
-def noise_claims(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,
-                 rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
-    """Return N1–N7 at the rule's threshold ``rule`` on a noise_scale frame and a noise_components frame (either may
-    be None)."""
-    rows = [] if noise_scale is None else claim_n1(noise_scale, rule) + claim_n2(noise_scale, rule)
-    if components is not None:
-        rows += [f(components, rule) for f in (claim_n3, claim_n4, claim_n5, claim_n6, claim_n7)]
-    return rows
-
-
-def rule_sensitivity(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,
-                     thresholds: tuple[float, ...] = NOISE_RULE_THRESHOLDS) -> pd.DataFrame:
-    """Return each noise row's verdict mark at each of the rule's ``thresholds`` (one column per threshold, the
-    first being the rule itself): how the verdicts move as the rule excludes more cells."""
-    out: dict[str, dict[str, str]] = {}
-    for t in thresholds:
-        name = f"failed only (< {t:g})" if t <= NOISE_FAILED_TRAIN_ACC else f"weaker child ≥ {t:g}"
-        for r in noise_claims(noise_scale, components, t):
-            out.setdefault(r.id, {})[name] = r.mark
-    return pd.DataFrame.from_dict(out, orient="index").rename_axis("claim")

@@ -1,7 +1,9 @@
-"""The regime map (the noise_regime page): where can merging gain at all?  Each cell of the map (augmentation,
+"""The regime map (the noise_regime page): where can merging gain at all?  And the book's own noise rows: N8 (merging
+against annealing, on the map) and N9 (where the grid's optimum lies); and the sensitivity table that reads N1–N7
+again at other thresholds of the rule (:func:`rule_sensitivity`).  Each cell of the map (augmentation,
 the schedule's floor, the start, η) gets a reading from its intervals over pairs
 (:data:`~lmcbook.claims.noise_map.MAP_READINGS`), each setting a ranking (:func:`map_settings`), and the map picks the
-setting the noise pages run (:func:`pick_setting`). The map decides no claim.
+setting the noise pages run (:func:`pick_setting`). The map itself decides no claim.
 """
 
 from __future__ import annotations
@@ -12,10 +14,33 @@ import numpy as np
 import pandas as pd
 
 from ..schema import GAIN, NOISE_SCALE
-from ..stats import CONFIDENCE, Interval, above, interval_diff, t_interval
-from .noise import mark_kept, noise_cells, noise_pairs
-from .thresholds import MAP_MIN_PAIRS, MIN_PAIRS, NOISE_FAILED_TRAIN_ACC, NOISE_MIN_EFFECT, PICK_ORDER
-from .verdicts import FAIL, NA, ClaimResult, _values
+from ..stats import CONFIDENCE, Interval, above, both, interval, interval_diff, t_interval
+from .noise import (
+    _gains,
+    _noise_row,
+    claim_n1,
+    claim_n2,
+    claim_n3,
+    claim_n4,
+    claim_n5,
+    claim_n6,
+    claim_n7,
+    mark_kept,
+    noise_cells,
+    noise_pairs,
+    stable_cells,
+)
+from .thresholds import (
+    MAP_MIN_PAIRS,
+    MIN_PAIRS,
+    NOISE_FAILED_TRAIN_ACC,
+    NOISE_MIN_CELLS,
+    NOISE_MIN_EFFECT,
+    NOISE_RULE_THRESHOLDS,
+    PICK_ORDER,
+    STABLE_ACC_MARGIN,
+)
+from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, _values
 
 #: The key columns of a map cell, as the regime map's CSV holds them.
 MAP_KEYS = ["augment", "lr_floor", "method", "spawn_fraction", "lr"]
@@ -93,6 +118,8 @@ def describe_setting(setting: dict) -> str:
     start = ("independently initialised pairs" if setting.get("method") == "independent" else
              "children from a shared initialisation" if setting["spawn_fraction"] == 0 else
              f"children spawned at {setting['spawn_fraction']:.0%} of training")
+    if setting.get("method") == "anneal":
+        start = f"children spawned at {setting['spawn_fraction']:.0%} and annealed to zero from there"
     return f"{start}, {sched}, {'with' if setting['augment'] else 'without'} augmentation"
 
 
@@ -127,40 +154,154 @@ def pick_setting(cells: pd.DataFrame, order: tuple[str, ...] = PICK_ORDER) -> di
 
 def claim_n8(regime: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N8 (the book's own row; issue 49): merging gains more than annealing.  On the regime map's frame, at the setting
-    the map picks (:func:`pick_setting`) and its best learning rate, the merged model's test accuracy minus that of
-    children spawned at the same point whose learning rate decays to zero instead (the same augmentation, start and
-    η; schedule floor 0), per pair, above NOISE_MIN_EFFECT by its interval over ≥ MIN_PAIRS pairs (✓); ✗ when it lies
-    wholly at or below it (merging gives no more than annealing would); n/a when the map picks nothing, its pick
-    decays to zero itself, or no such decayed cell stands beside it.  The row also gives the difference at every η
-    where both cells exist."""
-    statement = ("(ours) Merging gains more than annealing: the merged model beats children whose learning rate "
-                 "decays to zero from the same spawn.")
-    test = (f"at the picked setting's best η, merged accuracy minus the decayed children's above the minimum effect, "
-            f"{100 * NOISE_MIN_EFFECT:g} points, by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if "
-            "it lies at or below it")
+    the map picks (:func:`pick_setting`), the merged model's test accuracy against the mean of children of the *same
+    parents* whose rate decays to zero from the spawn instead (method "anneal": ``NoiseRegimeStudy.anneal``), read
+    two ways, each above NOISE_MIN_EFFECT by its interval:
+
+    - *at the pick's best η*: merged minus annealed, paired by parent, over ≥ MIN_PAIRS pairs;
+    - *each at its own best η*: the merge's best η and annealing's best η, each chosen on the even pairs among the
+      kept cells (no failed pair) and read on the odd ones, so that neither side wins by the choice.
+
+    ✓ when both lie above the minimum effect; ✗ when either lies wholly at or below it (merging gives no more than
+    annealing would); n/a when the map picks nothing, its pick decays to zero itself, or the map holds no annealed
+    children of the pick (a decay-to-zero cell of the map is no stand-in: its parent's rate had already decayed by the
+    spawn).  The row also gives the paired difference at every η where both cells were kept."""
+    statement = ("(ours) Merging gains more than annealing: the merged model beats children of the same parents whose "
+                 "learning rate decays to zero from the spawn.")
+    test = (f"merged accuracy minus the annealed children's, at the picked setting's best η (paired by parent) and "
+            f"each at its own best η (chosen on the even pairs, read on the odd), both above the minimum effect, "
+            f"{100 * NOISE_MIN_EFFECT:g} points, by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ "
+            "if either lies at or below it")
     cells = map_cells(regime, rule)
     pick = pick_setting(cells)
     if pick is None or pick["lr_floor"] == 0:
         return ClaimResult("N8", "noise", statement, "the map picks no setting whose learning rate stays above zero",
                            test, NA, "noise_regime")
     pairs = noise_pairs(regime.assign(augment=_as_bool(regime["augment"])), MAP_KEYS)
-    here = pairs[(pairs["method"] == "spawn") & (pairs["augment"] == pick["augment"])
-                 & np.isclose(pairs["spawn_fraction"], pick["spawn_fraction"])]
-    best = map_settings(cells[cells["method"] == "spawn"]).iloc[0]["best_lr"]
-
-    def diff(lr: float) -> Interval:
-        at = here[np.isclose(here["lr"], lr)]
-        return interval_diff(at.loc[np.isclose(at["lr_floor"], pick["lr_floor"]), "acc_merged"].dropna(),
-                             at.loc[np.isclose(at["lr_floor"], 0.0), "acc_endpoints"].dropna())
-
-    lrs = sorted(lr for lr in set(here["lr"]) if diff(lr).n > 0)
-    if not any(np.isclose(lr, best) for lr in lrs):
-        return ClaimResult("N8", "noise", statement, f"no decay-to-zero cell beside the pick at η {best:g}", test, NA,
+    here = pairs[(pairs["augment"] == pick["augment"]) & np.isclose(pairs["spawn_fraction"], pick["spawn_fraction"])
+                 & np.isclose(pairs["lr_floor"], pick["lr_floor"])]
+    kept = cells[cells["kept"].astype(bool)]
+    kept_lrs = {m: {float(lr) for lr in kept.loc[(kept["method"] == m) & (kept["augment"] == pick["augment"])
+                                                 & np.isclose(kept["spawn_fraction"], pick["spawn_fraction"])
+                                                 & np.isclose(kept["lr_floor"], pick["lr_floor"]), "lr"]}
+                for m in ("spawn", "anneal")}
+    if not (here["method"] == "anneal").any():
+        return ClaimResult("N8", "noise", statement, "this map holds no children annealed from the pick's spawns (its "
+                           "decay-to-zero cells are no stand-in: their parents' rate had already decayed by the "
+                           "spawn)", test, NA, "noise_regime")
+    arms = {m: here[here["method"] == m].set_index(["lr", "pair"])[col]
+            for m, col in (("spawn", "acc_merged"), ("anneal", "acc_endpoints"))}
+    both_kept = sorted(kept_lrs["spawn"] & kept_lrs["anneal"])
+    best = float(map_settings(cells[cells["method"] == "spawn"]).iloc[0]["best_lr"])
+    if not any(np.isclose(lr, best) for lr in both_kept):
+        return ClaimResult("N8", "noise", statement, f"no kept annealed cell beside the pick at η {best:g}", test, NA,
                            "noise_regime")
-    iv = diff(best)
-    state = above(iv, NOISE_MIN_EFFECT, MIN_PAIRS)
-    across = "; ".join(f"η {lr:g}: {diff(lr).text('.2f', 100)}" for lr in lrs)
+    at_pick = _n8_paired(arms, best)
+    (m_lr, a_lr), halves = zip(*(_n8_best_odd(arms[m], kept_lrs[m]) for m in ("spawn", "anneal")))
+    own = interval_diff(*halves)
+    state = both(above(at_pick, NOISE_MIN_EFFECT, MIN_PAIRS), above(own, NOISE_MIN_EFFECT, MIN_PAIRS))
+    across = "; ".join(f"η {lr:g}: {_n8_paired(arms, lr).text('.2f', 100)}" for lr in both_kept)
     words = "; merging gives no more than annealing would" if state == FAIL else ""
-    return ClaimResult("N8", "noise", statement, f"at η {best:g}, merged minus decayed children: "
-                       f"{iv.text('.2f', 100)} points over {iv.n} pairs{words}; across η (points): {across}", test,
-                       state, "noise_regime", values=_values(iv, NOISE_MIN_EFFECT))
+    return ClaimResult("N8", "noise", statement, f"at the pick's best η {best:g}, merged minus annealed children: "
+                       f"{at_pick.text('.2f', 100)} points over {at_pick.n} pairs; each at its own best η (merge "
+                       f"{m_lr:g}, annealing {a_lr:g}, chosen on the even pairs): {own.text('.2f', 100)} points on "
+                       f"the odd pairs{words}; across the kept η, paired (points): {across}", test, state,
+                       "noise_regime", values=_values(at_pick, NOISE_MIN_EFFECT, own=own.mean, own_lo=own.lo,
+                                                      own_hi=own.hi))
+
+
+def _n8_paired(arms: dict[str, pd.Series], lr: float) -> Interval:
+    """Return merged minus annealed accuracy at η ``lr``, paired by parent, with its interval over pairs."""
+    return interval((arms["spawn"].xs(lr, level="lr") - arms["anneal"].xs(lr, level="lr")).dropna())
+
+
+def _n8_best_odd(arm: pd.Series, lrs: set[float]) -> tuple[float, pd.Series]:
+    """Return the η among ``lrs`` where ``arm`` (accuracy by η and pair) is highest on the even pairs, and its odd
+    pairs' values there."""
+    even = {lr: arm.xs(lr, level="lr")[lambda v: v.index % 2 == 0].mean() for lr in lrs}
+    lr = max((x for x in even if np.isfinite(even[x])), key=even.get)
+    return lr, arm.xs(lr, level="lr")[lambda v: v.index % 2 == 1].dropna()
+
+
+def claim_n9(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
+    """N9 (the book's own row, one per spawn point of the grid; issue 49): the gain peaks *inside* the stable range,
+    against "the gain is highest at the edge of stability".  The stable range is the cells that train stably
+    (:func:`lmcbook.claims.noise.stable_cells`: no pair failed, and their weaker children's mean training accuracy
+    within STABLE_ACC_MARGIN of the best cell's).  Among them the optimum is chosen on the even pairs and read on
+    the odd ones; the cell it is compared with is the stable cell of largest S beyond it (of several there, the best
+    on the even pairs).
+
+    - ✓ (a peak inside): the optimum's gain minus that cell's above NOISE_MIN_EFFECT by its interval;
+    - ✗ (highest at the edge): no stable cell of larger S while a cell of larger S is not stable (the optimum is the
+      last stable cell), or the fall's interval lies wholly at or below the minimum effect (the gain holds to the edge);
+    - inconclusive: the fall's interval straddles it, or no cell of larger S exists (the grid stops short of the edge);
+    - n/a: fewer than NOISE_MIN_CELLS stable cells."""
+    out, keys = [], ["lr", "batch_size"]
+    statement = ("(ours) The merging gain peaks inside the stable range: it falls by the paper's size before training "
+                 "becomes unstable, rather than being highest at the edge of stability.")
+    test = (f"stable cells only (no pair failed, weaker children within {STABLE_ACC_MARGIN:g} training accuracy of "
+            f"the best cell's; ≥ {NOISE_MIN_CELLS}); the optimum chosen on the even pairs, read on the odd; its gain "
+            f"minus the largest-S stable cell's beyond it above the minimum effect, {100 * NOISE_MIN_EFFECT:g} "
+            f"points, by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if the optimum is the last "
+            "stable cell before an unstable one, or the fall lies at or below the minimum effect")
+    for k, part in noise[noise["method"] == "grid"].groupby("spawn_fraction"):
+        cid = f"N9 ({k:.0%})"
+        pairs = noise_pairs(part, keys)
+        cells = noise_cells(pairs, keys, rule)
+        cells["S"] = pairs.groupby(keys)[NOISE_SCALE].first()
+        steady = cells.loc[stable_cells(cells)]
+        where = (f"{len(steady)} of {len(cells)} cells train stably (S {steady['S'].min():.3g} to "
+                 f"{steady['S'].max():.3g})" if len(steady) else f"none of {len(cells)} cells trains stably")
+        if len(steady) < NOISE_MIN_CELLS:
+            out.append(_noise_row(cid, "noise_scale", statement, f"{where}: fewer than {NOISE_MIN_CELLS}", test, NA,
+                                  {"n_stable": len(steady)}))
+            continue
+        even = {c: _gains(pairs, keys, c, half=0).mean() for c in steady.index}
+        best = max(even, key=even.get)
+        s_best = steady.loc[best, "S"]
+        past = steady[steady["S"] > s_best * (1 + 1e-9)]
+        edge = cells[(cells["S"] > s_best * (1 + 1e-9)) & ~cells.index.isin(steady.index)]
+        head = f"{where}; optimum on the even pairs: η {best[0]:g}, B {best[1]:g} (S = {s_best:.3g})"
+        state, tail, values = _n9_past_the_optimum(pairs, keys, even, best, past, edge)
+        out.append(_noise_row(cid, "noise_scale", statement, f"{head}; {tail}", test, state,
+                              {**values, "n_stable": len(steady), "s_opt": s_best}))
+    return out
+
+
+def _n9_past_the_optimum(pairs: pd.DataFrame, keys: list[str], even: dict, best: tuple, past: pd.DataFrame,
+                         edge: pd.DataFrame) -> tuple[str, str, dict]:
+    """Return N9's verdict, words and values past the optimum ``best`` (``even``: the stable cells' even-half mean
+    gains; ``past``: the stable cells of larger S; ``edge``: the unstable ones)."""
+    if past.empty:
+        if len(edge):
+            return FAIL, "it is the last stable cell: the gain is highest at the edge of stability", {}
+        return INCONCLUSIVE, "no cell of larger S: the grid stops short of the edge", {}
+    end = max(past.index[np.isclose(past["S"], past["S"].max())], key=lambda c: even[c])
+    d = interval_diff(_gains(pairs, keys, best, half=1), _gains(pairs, keys, end, half=1))
+    state = above(d, NOISE_MIN_EFFECT, MIN_PAIRS)
+    words = {PASS: "a peak inside the stable range", INCONCLUSIVE: "undecided",
+             FAIL: "no fall of the paper's size: the gain holds to the edge"}[state]
+    return state, (f"on the odd pairs its gain minus the largest-S stable cell's (η {end[0]:g}, B {end[1]:g}, "
+                   f"S = {past.loc[end, 'S']:.3g}): {d.text('.2f', 100)} points: {words}"), _values(d, NOISE_MIN_EFFECT)
+
+
+def noise_claims(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,
+                 rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
+    """Return N1–N7 at the rule's threshold ``rule`` on a noise_scale frame and a noise_components frame (either may
+    be None)."""
+    rows = [] if noise_scale is None else claim_n1(noise_scale, rule) + claim_n2(noise_scale, rule)
+    if components is not None:
+        rows += [f(components, rule) for f in (claim_n3, claim_n4, claim_n5, claim_n6, claim_n7)]
+    return rows
+
+
+def rule_sensitivity(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,
+                     thresholds: tuple[float, ...] = NOISE_RULE_THRESHOLDS) -> pd.DataFrame:
+    """Return each noise row's verdict mark at each of the rule's ``thresholds`` (one column per threshold, the
+    first being the rule itself): how the verdicts move as the rule excludes more cells."""
+    out: dict[str, dict[str, str]] = {}
+    for t in thresholds:
+        name = f"failed only (< {t:g})" if t <= NOISE_FAILED_TRAIN_ACC else f"weaker child ≥ {t:g}"
+        for r in noise_claims(noise_scale, components, t):
+            out.setdefault(r.id, {})[name] = r.mark
+    return pd.DataFrame.from_dict(out, orient="index").rename_axis("claim")

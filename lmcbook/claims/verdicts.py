@@ -36,7 +36,7 @@ STATE_CODES = {FAIL: 0.0, PASS: 1.0, INCONCLUSIVE: 2.0, NA: 3.0}
 #: W10's depth law and the control rows) and diagnostics, which are shown and never counted.
 PAPER, BOOK, DIAGNOSTIC = "paper", "book", "diagnostic"
 BLOCK_CODES = {PAPER: 0.0, BOOK: 1.0, DIAGNOSTIC: 2.0}  #: the value of the ``claim_block`` metric for each block
-BOOK_ROWS = frozenset({"W10", "M2", "M3", "M4", "M6", "N8"})  #: the book's own rows that are not controls
+BOOK_ROWS = frozenset({"W10", "M2", "M3", "M4", "M6", "N8", "N9"})  #: the book's own rows that are not controls
 PLAIN, MATCHED = "none", "weight_matching"  #: the ``method`` of a plain and of a weight-matched merge's summary
 #: The training regimes a width row can read: the profile's own length, or the regime page's longest.
 REGIMES = ("short", "long")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from .plots_mechanism import plot_layer_errors, plot_mechanism_d, plot_mechanism_width, plot_pair_curves
 from .plots_noise import (
+    plot_anneal,
     plot_augment,
     plot_lr_pairs,
     plot_momentum,
@@ -74,7 +75,8 @@ from .plots_width import (
 
 __all__ = ["COLORS", "DPI", "FULL_WIDTH", "GROUP_STYLE", "MAX_COLUMNS", "MIN_FONT_PX", "PANEL_HEIGHT", "STYLE",
            "TEXT_COLUMN_PX", "check_legible", "errorbar", "IllegibleFigure", "lines_by_layer", "placeholder",
-           "plot_additivity", "plot_augment", "plot_barriers", "plot_depth", "plot_draws", "plot_interpolation",
+           "plot_additivity", "plot_anneal", "plot_augment", "plot_barriers", "plot_depth", "plot_draws",
+           "plot_interpolation",
            "plot_layer_errors", "plot_lewc_signatures", "plot_lewc_vs_llfc", "plot_lr_pairs", "plot_mechanism_d",
            "plot_mechanism_width", "plot_momentum", "plot_neuron_overlap", "plot_noise_grid", "plot_noise_map",
            "plot_orthogonality", "plot_pair_curves", "plot_panels", "plot_rank", "plot_regime", "plot_regime_map",

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .plots_style import (
     COLORS,
@@ -263,4 +263,47 @@ def plot_task_arithmetic(ta: pd.DataFrame) -> Figure:
         ax.set_ylabel("test loss (nats)")
     axes[-1].set_xlabel(r"$\alpha$ in $\theta_0 + \alpha\,(v_1 + v_2)$")
     _legend_right(axes[0])
+    return fig
+
+
+def plot_anneal(maps: dict[str, pd.DataFrame]) -> Figure:
+    """Return merging against annealing on each regime map that annealed children (method "anneal", N8): left, the
+    merge's gain over its own constant-rate children; right, merged minus the annealed children of the same parents
+    (paired by parent); both against S = η/(B(1−μ)), with 95% intervals over pairs, one line per map and
+    augmentation, on the cells where neither arm failed.  The band is ± the minimum effect."""
+    from .claims import MAP_KEYS, NOISE_MIN_EFFECT, map_cells, noise_pairs
+    from .stats import interval
+
+    fig, axes = _figure(1, 2, 3.0, sharex=True)
+    for k, (label, frame) in enumerate(maps.items()):
+        frame = frame.assign(augment=frame["augment"].astype(str).str.lower().isin(["true", "1", "1.0"]))
+        kept = map_cells(frame)
+        kept = kept[kept["kept"].astype(bool)]
+        pairs = noise_pairs(frame, MAP_KEYS)
+        scale = float(frame["batch_size"].iloc[0] * (1 - frame["momentum"].iloc[0]))
+        for aug, part in pairs.groupby("augment"):
+            ok = [lr for lr in sorted(part["lr"].unique())
+                  if {"spawn", "anneal"} <= set(kept.loc[(kept["augment"] == aug) & np.isclose(kept["lr"], lr),
+                                                         "method"])]
+            arms = {m: part[part["method"] == m].set_index(["lr", "pair"]) for m in ("spawn", "anneal")}
+            gain = [interval(arms["spawn"].xs(lr, level="lr")["gain"].dropna()) for lr in ok]
+            diff = [interval((arms["spawn"].xs(lr, level="lr")["acc_merged"]
+                              - arms["anneal"].xs(lr, level="lr")["acc_endpoints"]).dropna()) for lr in ok]
+            s = np.array(ok) / scale
+            for ax, ivs in ((axes[0, 0], gain), (axes[0, 1], diff)):
+                mean = np.array([iv.mean for iv in ivs])
+                ax.errorbar(s, 100 * mean, yerr=[100 * np.nan_to_num(mean - [iv.lo for iv in ivs]),
+                                                 100 * np.nan_to_num([iv.hi for iv in ivs] - mean)],
+                            marker="o", ms=3, capsize=2, color=plt.get_cmap("tab10")(k), ls="-" if aug else "--",
+                            label=f"{label.strip('`')}, {'augmented' if aug else 'no augmentation'}")
+    for ax, title in ((axes[0, 0], "merge − constant-rate children"), (axes[0, 1], "merge − annealed children")):
+        ax.axhspan(-100 * NOISE_MIN_EFFECT, 100 * NOISE_MIN_EFFECT, color="0.92", lw=0)
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=2)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel(r"$S = \eta / (B(1-\mu))$")
+        ax.set_title(title, fontsize=10)
+    axes[0, 0].set_ylabel("points (linear within ± 2)")
+    _figure_legend(fig)
     return fig

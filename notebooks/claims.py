@@ -56,7 +56,33 @@ page.glue_values(paper_rows=paper["rows"], paper_pass=paper["pass"], paper_fail=
                  book_inconclusive=book["inconclusive"], book_na=book["na"], book_can_fail=book["can_fail"],
                  book_can_fail_pass=book["can_fail_pass"], book_chance_expected=f"{book['chance_expected']:.1f}",
                  book_chance_upper=book["chance_upper"], book_fixed_before=book["fixed_before"],
-                 book_fixed_before_pass=book["fixed_before_pass"])
+                 book_fixed_before_pass=book["fixed_before_pass"],
+                 paper_fixed_before_fail=paper["fixed_before_fail"],
+                 paper_fixed_before_inconclusive=paper["fixed_before_inconclusive"],
+                 paper_fixed_before_na=paper["fixed_before_na"],
+                 paper_fixed_before_rows=sum(paper[f"fixed_before_{k}"] for k in ("fail", "inconclusive", "na"))
+                 + paper["fixed_before_pass"])
+
+
+def turning_passes(rows: list[claims.ClaimResult]) -> str:
+    """The papers' ✓ rows fixed before their results whose verdict moves at another threshold of the noise rule
+    (claims.rule_sensitivity on the frames each row read: this build's noise pages, or its reference run)."""
+    said = []
+    for source in sorted({r.source or "" for r in rows if r.paper == "noise"}):
+        nb = reference.get(source).notebook if source else None
+        scale = frames["noise_scale"] if not source else references[source] if nb == "noise_scale" else None
+        comp = frames["noise_components"] if not source else references[source] if nb == "noise_components" else None
+        if scale is None and comp is None:
+            continue
+        table = claims.rule_sensitivity(scale, comp)
+        moving = {cid for cid, marks in table.iterrows() if marks.nunique() > 1}
+        said += [f"{r.id} ({f'`{source}`' if source else 'this build'})" for r in rows
+                 if (r.source or "") == source and r.block == claims.PAPER and r.fixed_before and r.passed
+                 and r.id in moving]
+    return ", ".join(said) or "none"
+
+
+page.glue_md("turning_passes", turning_passes(rows))
 scoring = {r.source for r in rows if r.source is not None}  # the reference runs that score rows (not the maps)
 page.glue_values(n_repeats=sum(bool(r.repeats) for r in rows if r.block != claims.DIAGNOSTIC),
                  n_refs=len(scoring), n_refs_all=len(references), n_own=sum(r.source is None for r in rows),
@@ -84,9 +110,12 @@ page.glue_md("noise_components_refs", reference.listing("noise_components"))
 # **The papers' claims.** {glue:text}`paper_rows` rows test a claim of the width or the
 # noise paper: {glue:text}`paper_pass` ✓,
 # {glue:text}`paper_fail` ✗, {glue:text}`paper_inconclusive` *inconclusive* and
-# {glue:text}`paper_na` *n/a*. Of the {glue:text}`paper_fixed_before` that can fail (not
-# *n/a*) and whose test was fixed before its results, {glue:text}`paper_fixed_before_pass`
-# pass.
+# {glue:text}`paper_na` *n/a*. Of the {glue:text}`paper_fixed_before_rows` whose test was
+# fixed before its results, this build and every reference together,
+# {glue:text}`paper_fixed_before_pass` ✓, {glue:text}`paper_fixed_before_fail` ✗,
+# {glue:text}`paper_fixed_before_inconclusive` *inconclusive* and
+# {glue:text}`paper_fixed_before_na` *n/a*. Of those ✓, the ones whose verdict moves at
+# another threshold of the noise rule (the noise pages' sensitivity tables): {glue:md}`turning_passes`.
 #
 # **The book's own alternatives and controls.** {glue:text}`book_rows` rows test the
 # alternatives of {doc}`mechanism` (H1–H3), the axis $D$, the depth law and the control

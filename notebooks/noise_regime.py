@@ -191,7 +191,8 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # parents: beside each merged pair, two more children of its parent whose learning rate
 # decays to zero from the spawn ({glue:md}`n8_test`): {glue:md}`n8_mark`,
 # {glue:md}`n8_measured`. Its references with 10 pairs per cell (`noise-anneal-mnist1d`,
-# `noise-anneal-mnist-standin`) were declared, with this test, before they ran.
+# `noise-anneal-mnist-standin`) were declared, with this test, before they ran; those
+# committed read: {glue:md}`n8_refs` ({numref}`fig-noise-anneal`, below).
 
 # %% [markdown] tags=["when:first_pick=differs"]
 # **How the setting is ranked, and when that was fixed.** The ranking above (most cells
@@ -222,10 +223,13 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # the book's default setting, and read the absence there.
 
 # %% tags=["remove-cell"]
-ref_blocks, ref_fig, ref_maps = [], None, {}
+ref_blocks, ref_fig, ref_maps, anneal_maps = [], None, {}, {}
 for name, (frame, prov) in (page.references() if study.show_references else {}).items():
     ref_cells = claims.map_cells(frame)
-    ref_fig = plots.plot_noise_map(ref_cells)  # the last one: the references are listed MNIST-1D first
+    if (frame["method"] == "anneal").any():  # N8's references: the merge against annealed children
+        anneal_maps[f"`{name}`"] = frame
+    else:
+        ref_fig = plots.plot_noise_map(ref_cells)  # the last whole map: the references are listed MNIST-1D first
     ref_maps[f"`{name}`"] = frame
     ref_rows = claims.page_claims(page.name, frame)  # N8 on the reference's map, glued under a key naming it
     for r in ref_rows:
@@ -240,6 +244,12 @@ summary = ("Each committed map, by how its cells read (counts of cells), the set
 page.glue_md("map_references", "\n\n".join([summary, *ref_blocks]) or "No reference run of this page is committed.")
 page.glue_md("map_listing", reference.listing(page.name))
 page.glue_figure("fig_map_ref", ref_fig or plots.placeholder("No reference run of this page is committed."))
+n8_refs = [(name, claims.claim_n8(frame)) for name, frame in anneal_maps.items()]
+page.glue_md("n8_refs", "; ".join(f"{name}, {r.mark}: {r.measured}" for name, r in n8_refs) or "none yet")
+if (long["method"] == "anneal").any():  # this build annealed children too (-p anneal true)
+    anneal_maps = {"this build": long, **anneal_maps}
+page.glue_figure("fig_anneal", plots.plot_anneal(anneal_maps) if anneal_maps else plots.placeholder(
+    "No map of this build or its committed references annealed children (N8's references are declared)."))
 
 # %% [markdown]
 # ## The reference maps
@@ -255,8 +265,18 @@ page.glue_figure("fig_map_ref", ref_fig or plots.placeholder("No reference run o
 # ```{glue:figure} fig_map_ref
 # :name: fig-noise-map-reference
 #
-# The last reference map listed above, drawn as the map of this build. Trained: as that
+# The last whole reference map listed above, drawn as the map of this build. Trained: as that
 # reference run records above (its provenance).
+# ```
+#
+# ```{glue:figure} fig_anneal
+# :name: fig-noise-anneal
+#
+# Merging against annealing (N8), on every map that annealed children: left, the merge's
+# gain over its own children, which train on at a constant rate; right, the merge minus
+# two more children of the same parent whose rate decays to zero from the spawn, paired
+# by parent. Both against $S$, with 95% intervals over pairs, on the cells where neither
+# arm failed; the grey band is ± the minimum effect. Trained: as each run records above.
 # ```
 
 # %% tags=["remove-input"]

@@ -186,8 +186,12 @@ if closest is not None:
 #   {glue:text}`paper_fail` fail, {glue:text}`paper_inconclusive` are *inconclusive* and
 #   {glue:text}`paper_na` *n/a*. Of the {glue:text}`book_rows` rows that test the book's own
 #   alternatives to them and its controls, {glue:text}`book_pass` pass: a pass there supports
-#   an alternative, not a paper. The scoreboard ({doc}`claims`) has each test and its
-#   evidence, the reference runs' rows, and the diagnostics that neither block counts.
+#   an alternative, not a paper. Of the papers' rows whose test was fixed before its
+#   results, this build and every reference run together: {glue:text}`fixed_before_pass` ✓,
+#   {glue:text}`fixed_before_fail` ✗, {glue:text}`fixed_before_inconclusive` *inconclusive*
+#   and {glue:text}`fixed_before_na` *n/a*. The scoreboard ({doc}`claims`) has each test and its
+#   evidence, the reference runs' rows, which of those ✓ would turn at a nearby threshold,
+#   and the diagnostics that neither block counts.
 #
 # **Training regime** of the width runs:
 #
@@ -259,7 +263,14 @@ if closest is not None:
 # {glue:text}`n_noise_rows` rows exclude only failed cells, and decide from intervals over
 # at least {glue:md}`min_pairs` pairs per cell, with a minimum effect of
 # {glue:text}`noise_min_effect:g` points (an interval below it reads ✗: no gain of the
-# paper's size): {glue:md}`noise_rows`.
+# paper's size): {glue:md}`noise_rows`. Every gain they read is over children trained at a
+# constant rate. The book's own row N8 asks whether merging gains more than annealing
+# gives: two more children of each parent whose learning rate decays to zero from the
+# spawn; N9 asks whether the gain peaks inside the stable range or at its edge.
+#
+# **Merging against annealing (N8).** {glue:md}`n8_words`. Where N8 reads ✗, the
+# merging gain the paper measures is what annealing the children would have given, or
+# less: it is the constant-rate children's deficit recovered.
 
 # %% [markdown] tags=["when:noise_intervals=none"]
 # With {glue:text}`grid_pairs` pair(s) per cell of the grid and {glue:text}`sweep_pairs` per

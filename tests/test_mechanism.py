@@ -285,7 +285,7 @@ def test_prefetched_matchings_are_what_matched_permutation_computes(tmp_path, di
 
 def test_a_page_lists_its_committed_and_pending_references(tmp_path, monkeypatch):
     planned = reference.Reference("noise-scale-planned", "noise_scale", "quick", {}, "MNIST-1D",
-                                  pending="not made yet: it needs a GPU")  # no declared run is pending today
+                                  pending="not made yet: it needs a GPU")  # listed after those pending today
     monkeypatch.setitem(reference.REFERENCES, planned.name, planned)
     declared = [r for r in reference.REFERENCES.values() if r.notebook == "noise_scale"]
     text = reference.listing("noise_scale")
@@ -294,7 +294,7 @@ def test_a_page_lists_its_committed_and_pending_references(tmp_path, monkeypatch
         assert (f"`{r.name}`" in text.split("Declared but not made yet")[0]) == committed, r.name
         if r.pending:
             assert r.pending.removeprefix("not made yet: ") in text
-    assert "Declared but not made yet: `noise-scale-planned` (it needs a GPU)." in text
+    assert "`noise-scale-planned` (it needs a GPU)." in text.split("Declared but not made yet: ")[1]
     assert reference.listing("noise_scale", tmp_path).startswith("Committed: none.")  # an empty results root
     assert reference.listing("theory_lewc") == "No reference run of this page is declared."
 

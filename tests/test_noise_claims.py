@@ -326,6 +326,11 @@ def test_the_verdict_table_says_an_absence_apart_from_a_failure():
     assert list(table.columns) == ["N5", "N7", "moves with the rule's threshold"]
     assert table.loc["a run"].tolist() == ["✗", "✗ (no effect of the paper's size)", "N7"]
     assert table.loc["another"].tolist() == ["✗", "—", "none"]
+    # a ✓ of the paper's rows says what its gain is over (issue 49); the book's own rows' do not
+    passes = [claims.ClaimResult("N1 (50%)", "noise", "s", "m", "t", claims.PASS, "noise_scale"),
+              claims.ClaimResult("N8", "noise", "s", "m", "t", claims.PASS, "noise_regime")]
+    marks = noise_verdict_table({"a run": (passes, None)}).loc["a run"]
+    assert marks["N1 (50%)"] == "✓ (against children trained at a constant rate)" and marks["N8"] == "✓"
 
 
 def test_interval_of_one_sample_is_the_mean_interval():
@@ -565,6 +570,8 @@ def test_n8_merging_against_annealing_gives_every_verdict():
     assert r.block == claims.BOOK and r.page == "noise_regime"
     r = claims.claim_n8(_anneal_map(0.90, 0.90))  # the gain is what annealing gives
     assert r.state == claims.FAIL and "no more than annealing" in r.measured
+    r = claims.claim_n8(_anneal_map(0.88, 0.90))  # annealing beats the merge: said as such
+    assert r.state == claims.FAIL and "less than annealing" in r.measured
     # ahead of annealing at the merge's best η, behind annealing at annealing's own best η (1.0): ✗
     r = claims.claim_n8(_anneal_map(0.90, 0.88, decayed_elsewhere=0.92))
     assert r.values["estimate"] == pytest.approx(0.02, abs=1e-6) and r.values["own"] == pytest.approx(-0.02, abs=1e-6)

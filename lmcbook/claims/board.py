@@ -36,7 +36,10 @@ from .verdicts import (
     BLOCK_CODES,
     BOOK,
     DIAGNOSTIC,
+    FAIL,
+    INCONCLUSIVE,
     MARKS,
+    NA,
     PAPER,
     PLAIN,
     STATE_CODES,
@@ -278,8 +281,9 @@ def block_counts(rows: Iterable[ClaimResult]) -> dict[str, dict[str, float]]:
     how many of them reach each verdict (keys ``pass``, ``fail``, ``inconclusive``, ``na``), how many can fail
     (:attr:`~lmcbook.claims.verdicts.ClaimResult.can_fail`) and pass among those, the chance passes among those
     (:func:`~lmcbook.claims.verdicts.chance_passes`: ``chance_expected``, ``chance_upper``), and how many were fixed
-    before their results and pass among those.  A repeat (:func:`mark_repeats`) is not counted: ``repeats`` says how
-    many of the block's rows were left out so."""
+    before their results and pass among those (and, among all the block's rows fixed before, how many read ✗,
+    *inconclusive* and *n/a*: ``fixed_before_fail``, ``fixed_before_inconclusive``, ``fixed_before_na``).  A repeat
+    (:func:`mark_repeats`) is not counted: ``repeats`` says how many of the block's rows were left out so."""
     out = {}
     rows = list(rows)
     for block in (PAPER, BOOK):
@@ -291,6 +295,8 @@ def block_counts(rows: Iterable[ClaimResult]) -> dict[str, dict[str, float]]:
                       "chance_expected": expected, "chance_upper": upper,
                       "fixed_before": sum(r.fixed_before for r in live),
                       "fixed_before_pass": sum(r.fixed_before and r.passed for r in live),
+                      **{f"fixed_before_{s.replace('/', '')}": sum(r.fixed_before and r.state == s for r in some)
+                         for s in (FAIL, INCONCLUSIVE, NA)},
                       "repeats": sum(r.block == block and bool(r.repeats) for r in rows)}
     return out
 

@@ -201,7 +201,8 @@ def claim_n8(regime: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> Clai
     own = interval_diff(*halves)
     state = both(above(at_pick, NOISE_MIN_EFFECT, MIN_PAIRS), above(own, NOISE_MIN_EFFECT, MIN_PAIRS))
     across = "; ".join(f"η {lr:g}: {_n8_paired(arms, lr).text('.2f', 100)}" for lr in both_kept)
-    words = "; merging gives no more than annealing would" if state == FAIL else ""
+    words = ("" if state != FAIL else "; merging gives less than annealing would" if max(at_pick.hi, own.hi) < 0
+             else "; merging gives no more than annealing would")
     return ClaimResult("N8", "noise", statement, f"at the pick's best η {best:g}, merged minus annealed children: "
                        f"{at_pick.text('.2f', 100)} points over {at_pick.n} pairs; each at its own best η (merge "
                        f"{m_lr:g}, annealing {a_lr:g}, chosen on the even pairs): {own.text('.2f', 100)} points on "

@@ -15,11 +15,15 @@ from ..claims import (
     CAL_BARRIER_MAX,
     FAIL,
     MARKS,
+    NA,
     PAPER,
     PAPER_MLP_ACC_BARRIER,
+    PASS,
     ClaimResult,
     block_counts,
     board_results,
+    claim_n8,
+    claim_n9,
     id_order,
     noise_claims,
     rule_sensitivity,
@@ -40,6 +44,7 @@ def noise_verdict_table(refs: dict[str, tuple[list[ClaimResult], pd.DataFrame | 
     out = {}
     for label, (rows, sensitivity) in refs.items():
         marks = {r.id: f"{r.mark} ({ABSENT_WORDS})" if r.state == FAIL and "of the paper's size" in r.measured
+                 else f"{r.mark} ({CONSTANT_RATE_WORDS})" if r.state == PASS and r.block == PAPER
                  else r.mark for r in sorted(rows, key=lambda r: id_order(r.id))}
         moving = "" if sensitivity is None else moving_rows(sensitivity)
         out[label] = {**marks, "moves with the rule's threshold": moving or "none"}
@@ -50,6 +55,9 @@ def noise_verdict_table(refs: dict[str, tuple[list[ClaimResult], pd.DataFrame | 
 
 #: How :func:`noise_verdict_table` says a ✗ that is an absence (an interval below the minimum effect).
 ABSENT_WORDS = "no effect of the paper's size"
+#: How :func:`noise_verdict_table` qualifies a ✓ of the paper's rows: their gains are over children whose rate stays
+#: up, and the book's N8 asks whether annealing such children gives the same (issue 49).
+CONSTANT_RATE_WORDS = "against children trained at a constant rate"
 
 
 def headline_numbers(acc: pd.DataFrame, bar: pd.DataFrame) -> dict[str, float]:
@@ -84,7 +92,11 @@ def board_numbers(board: pd.DataFrame) -> tuple[dict[str, int], dict[str, str]]:
     noise = [state_of(board, c) for c in main.index.get_level_values("method").unique() if c.startswith("N")]
     short = main.xs("short", level="regime") if "short" in main.index.get_level_values("regime") else main.iloc[:0]
     failing = sorted((c for c in short.index if state_of(board, c, "short") == FAIL), key=id_order)
-    numbers = {"n_long": len(long_rows), "n_long_pass": int(long_rows["claim_passed"].sum()),
+    every = block_counts(board_results(board))[PAPER]  # this build and every reference together
+    numbers = {"fixed_before_pass": every["fixed_before_pass"], "fixed_before_fail": every["fixed_before_fail"],
+               "fixed_before_inconclusive": every["fixed_before_inconclusive"],
+               "fixed_before_na": every["fixed_before_na"],
+               "n_long": len(long_rows), "n_long_pass": int(long_rows["claim_passed"].sum()),
                "paper_rows": paper["rows"], "paper_pass": paper["pass"], "paper_fail": paper["fail"],
                "paper_inconclusive": paper["inconclusive"], "paper_na": paper["na"], "book_rows": book["rows"],
                "book_pass": book["pass"], "n_noise_rows": len(noise)}
@@ -104,12 +116,20 @@ def noise_words(page: Page) -> dict[str, str]:
     refs = {}
     for name, (frame, _) in {**page.references("noise_scale"), **page.references("noise_components")}.items():
         scale, comp = (frame, None) if reference.get(name).notebook == "noise_scale" else (None, frame)
-        refs[f"`{name}` ({DATASET_SHORT[reference.dataset(name)]})"] = (noise_claims(scale, comp),
-                                                                        rule_sensitivity(scale, comp))
+        refs[f"`{name}` ({DATASET_SHORT[reference.dataset(name)]})"] = (
+            noise_claims(scale, comp) + ([] if scale is None else claim_n9(scale)), rule_sensitivity(scale, comp))
+    n8_said = []
+    for name, (frame, _) in page.references("noise_regime").items():  # N8 where a map annealed children
+        n8 = claim_n8(frame)
+        if n8.state != NA:
+            label = f"`{name}` ({DATASET_SHORT[reference.dataset(name)]})"
+            refs[label] = ([n8], None)
+            n8_said.append(f"on {label}, {n8.mark}: {n8.measured}")
     maps = {"this build": page.read_csv("noise_regime"),
             **{f"`{n}`": f for n, (f, _) in page.references("noise_regime").items()}}
     claims_said = {r.id: r.statement.rstrip(".") for rows, _ in refs.values() for r in rows}
-    return {"noise_ref_rows": markdown_table(noise_verdict_table(refs)) if refs else "No noise reference run is "
+    return {"n8_words": "; ".join(n8_said) or "no reference run of it is committed yet",
+            "noise_ref_rows": markdown_table(noise_verdict_table(refs)) if refs else "No noise reference run is "
             "committed.", "noise_map": markdown_table(noise_map_summary(maps)),
             "noise_claim_names": "; ".join(f"{cid}: {s}" for cid, s in sorted(claims_said.items(),
                                                                              key=lambda kv: id_order(kv[0])))

@@ -636,3 +636,14 @@ def test_n2_names_the_grids_protocol():
     epochs = claims.claim_n2(with_steps(lambda b: 2000 * 128 // b))[0]
     assert "protocol: fixed epochs" in epochs.measured and epochs.state == claims.PASS
     assert "convergence rule" in claims.claim_n2(with_steps(lambda b: 2000 if b < 128 else 4000))[0].measured
+
+
+def test_n9_counts_as_fixed_before_only_on_the_grids_run_after_it():
+    """N9 was set after the fixed-steps grids were read: "after results" there and on this build, "before results" on
+    the finer and fixed-epochs grids, committed before they ran."""
+    row = claims.claim_n9(grid(peak2))[0]
+    assert row.fixed_when == "after results"
+    for source, when in (("noise-scale-mnist1d", "after results"), ("noise-fine-mnist1d", "before results"),
+                         ("noise-epochs-mnist-standin", "before results")):
+        row.source = source
+        assert row.fixed_when == when, source

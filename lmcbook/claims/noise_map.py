@@ -28,9 +28,9 @@ from .noise import (
     mark_kept,
     noise_cells,
     noise_pairs,
-    stable_cells,
 )
 from .thresholds import (
+    EDGE_RESOLUTION,
     MAP_MIN_PAIRS,
     MIN_PAIRS,
     NOISE_FAILED_TRAIN_ACC,
@@ -225,64 +225,70 @@ def _n8_best_odd(arm: pd.Series, lrs: set[float]) -> tuple[float, pd.Series]:
 
 
 def claim_n9(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
-    """N9 (the book's own row, one per spawn point of the grid; issue 49): the gain peaks *inside* the stable range,
-    against "the gain is highest at the edge of stability".  The stable range is the cells that train stably
-    (:func:`lmcbook.claims.noise.stable_cells`: no pair failed, and their weaker children's mean training accuracy
-    within STABLE_ACC_MARGIN of the best cell's).  Among them the optimum is chosen on the even pairs and read on
-    the odd ones; the cell it is compared with is the stable cell of largest S beyond it (of several there, the best
+    """N9 (the book's own row, one per spawn point of the grid; issue 49): the gain peaks *inside* the range where
+    training holds up, against "the gain is highest where training starts to degrade".  The optimum is chosen on the
+    even pairs among the kept cells (no pair failed) and read on the odd ones.  Beyond it (larger S), a cell *trains
+    as well* when it is kept and its weaker children's mean training accuracy is within STABLE_ACC_MARGIN of the
+    optimum's own; the cell compared with the optimum is the one of largest S among those (of several there, the best
     on the even pairs).
 
     - ✓ (a peak inside): the optimum's gain minus that cell's above NOISE_MIN_EFFECT by its interval;
-    - ✗ (highest at the edge): no stable cell of larger S while a cell of larger S is not stable (the optimum is the
-      last stable cell), or the fall's interval lies wholly at or below the minimum effect (the gain holds to the edge);
-    - inconclusive: the fall's interval straddles it, or no cell of larger S exists (the grid stops short of the edge);
-    - n/a: fewer than NOISE_MIN_CELLS stable cells."""
+    - ✗ (highest at the edge): the fall's interval lies wholly at or below the minimum effect (the gain holds while
+      training does), or no cell beyond trains as well while one beyond does not, and the grid resolves that edge
+      (the first such cell lies within a factor EDGE_RESOLUTION of the optimum in S);
+    - inconclusive: the fall's interval straddles the minimum effect, the grid does not resolve the edge, or no cell of
+      larger S exists;
+    - n/a: fewer than NOISE_MIN_CELLS kept cells."""
     out, keys = [], ["lr", "batch_size"]
-    statement = ("(ours) The merging gain peaks inside the stable range: it falls by the paper's size before training "
-                 "becomes unstable, rather than being highest at the edge of stability.")
-    test = (f"stable cells only (no pair failed, weaker children within {STABLE_ACC_MARGIN:g} training accuracy of "
-            f"the best cell's; ≥ {NOISE_MIN_CELLS}); the optimum chosen on the even pairs, read on the odd; its gain "
-            f"minus the largest-S stable cell's beyond it above the minimum effect, {100 * NOISE_MIN_EFFECT:g} "
-            f"points, by a {100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if the optimum is the last "
-            "stable cell before an unstable one, or the fall lies at or below the minimum effect")
+    statement = ("(ours) The merging gain peaks inside the range where training holds up: it falls by the paper's "
+                 "size before the children train worse, rather than being highest where they start to.")
+    test = (f"kept cells (no pair failed; ≥ {NOISE_MIN_CELLS}); the optimum chosen on the even pairs, read on the odd; "
+            f"its gain minus that of the largest-S cell beyond it whose weaker children train within "
+            f"{STABLE_ACC_MARGIN:g} of the optimum's above the minimum effect, {100 * NOISE_MIN_EFFECT:g} points, by a "
+            f"{100 * CONFIDENCE:.0f}% interval over ≥ {MIN_PAIRS} pairs; ✗ if it lies at or below it, or if the first "
+            f"cell beyond trains worse and lies within a factor {EDGE_RESOLUTION:.3g} in S")
     for k, part in noise[noise["method"] == "grid"].groupby("spawn_fraction"):
         cid = f"N9 ({k:.0%})"
         pairs = noise_pairs(part, keys)
         cells = noise_cells(pairs, keys, rule)
         cells["S"] = pairs.groupby(keys)[NOISE_SCALE].first()
-        steady = cells.loc[stable_cells(cells)]
-        where = (f"{len(steady)} of {len(cells)} cells train stably (S {steady['S'].min():.3g} to "
-                 f"{steady['S'].max():.3g})" if len(steady) else f"none of {len(cells)} cells trains stably")
-        if len(steady) < NOISE_MIN_CELLS:
-            out.append(_noise_row(cid, "noise_scale", statement, f"{where}: fewer than {NOISE_MIN_CELLS}", test, NA,
-                                  {"n_stable": len(steady)}))
+        kept = cells[cells["kept"]]
+        if len(kept) < NOISE_MIN_CELLS:
+            out.append(_noise_row(cid, "noise_scale", statement, f"{len(kept)} of {len(cells)} cells kept: fewer than "
+                                  f"{NOISE_MIN_CELLS}", test, NA, {"n_kept": len(kept)}))
             continue
-        even = {c: _gains(pairs, keys, c, half=0).mean() for c in steady.index}
+        even = {c: _gains(pairs, keys, c, half=0).mean() for c in kept.index}
         best = max(even, key=even.get)
-        s_best = steady.loc[best, "S"]
-        past = steady[steady["S"] > s_best * (1 + 1e-9)]
-        edge = cells[(cells["S"] > s_best * (1 + 1e-9)) & ~cells.index.isin(steady.index)]
-        head = f"{where}; optimum on the even pairs: η {best[0]:g}, B {best[1]:g} (S = {s_best:.3g})"
-        state, tail, values = _n9_past_the_optimum(pairs, keys, even, best, past, edge)
+        s_best, acc_best = kept.loc[best, "S"], kept.loc[best, "train_acc_mean"]
+        beyond = cells[cells["S"] > s_best * (1 + 1e-9)]
+        well = beyond["kept"] & (beyond["train_acc_mean"] >= acc_best - STABLE_ACC_MARGIN - 1e-12)
+        head = (f"optimum on the even pairs: η {best[0]:g}, B {best[1]:g} (S = {s_best:.3g}; its weaker children "
+                f"train to {acc_best:.3f}); beyond it {int(well.sum())} of {len(beyond)} cells train as well (within "
+                f"{STABLE_ACC_MARGIN:g})")
+        state, tail, values = _n9_past_the_optimum(pairs, keys, even, best, beyond[well], beyond[~well], s_best)
         out.append(_noise_row(cid, "noise_scale", statement, f"{head}; {tail}", test, state,
-                              {**values, "n_stable": len(steady), "s_opt": s_best}))
+                              {**values, "n_kept": len(kept), "s_opt": s_best}))
     return out
 
 
 def _n9_past_the_optimum(pairs: pd.DataFrame, keys: list[str], even: dict, best: tuple, past: pd.DataFrame,
-                         edge: pd.DataFrame) -> tuple[str, str, dict]:
-    """Return N9's verdict, words and values past the optimum ``best`` (``even``: the stable cells' even-half mean
-    gains; ``past``: the stable cells of larger S; ``edge``: the unstable ones)."""
+                         worse: pd.DataFrame, s_best: float) -> tuple[str, str, dict]:
+    """Return N9's verdict, words and values past the optimum ``best`` (``even``: the kept cells' even-half mean
+    gains; ``past``: the cells of larger S that train as well; ``worse``: those that do not)."""
     if past.empty:
-        if len(edge):
-            return FAIL, "it is the last stable cell: the gain is highest at the edge of stability", {}
-        return INCONCLUSIVE, "no cell of larger S: the grid stops short of the edge", {}
-    end = max(past.index[np.isclose(past["S"], past["S"].max())], key=lambda c: even[c])
+        if worse.empty:
+            return INCONCLUSIVE, "no cell of larger S: the grid stops short of the edge", {}
+        gap = worse["S"].min() / s_best
+        if gap > EDGE_RESOLUTION * (1 + 1e-6):
+            return INCONCLUSIVE, (f"the next cell beyond trains worse, but lies a factor {gap:.3g} away in S: the grid "
+                                  "does not resolve the edge"), {}
+        return FAIL, "the next cell beyond trains worse: the gain is highest where training starts to degrade", {}
+    end = max(past.index[np.isclose(past["S"], past["S"].max())], key=lambda c: even.get(c, -np.inf))
     d = interval_diff(_gains(pairs, keys, best, half=1), _gains(pairs, keys, end, half=1))
     state = above(d, NOISE_MIN_EFFECT, MIN_PAIRS)
-    words = {PASS: "a peak inside the stable range", INCONCLUSIVE: "undecided",
-             FAIL: "no fall of the paper's size: the gain holds to the edge"}[state]
-    return state, (f"on the odd pairs its gain minus the largest-S stable cell's (η {end[0]:g}, B {end[1]:g}, "
+    words = {PASS: "a peak inside the range where training holds up", INCONCLUSIVE: "undecided",
+             FAIL: "no fall of the paper's size: the gain holds while training does"}[state]
+    return state, (f"on the odd pairs its gain minus the largest-S such cell's (η {end[0]:g}, B {end[1]:g}, "
                    f"S = {past.loc[end, 'S']:.3g}): {d.text('.2f', 100)} points: {words}"), _values(d, NOISE_MIN_EFFECT)
 
 

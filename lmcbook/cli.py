@@ -12,12 +12,12 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from . import __version__, parts, reference
-from .bench import run as run_bench
 from .data import DataError
 from .paths import STORE_ENV, checked_path
 from .specs import SpecError
 from .store import RunStore, StoreError, describe
 from .sweep import check_scheduler, run_all
+from .tools.bench import run as run_bench
 from .train import DivergedError
 
 
@@ -178,7 +178,7 @@ def cmd_explore(args) -> int:
     source = args.notebooks / "explore.py"
     if not source.exists():
         raise SpecError(f"notebook source {str(source)!r} is missing: run lmcbook from the repository root")
-    from .explore import ToolError, launch
+    from .tools.explore import ToolError, launch
 
     try:
         cmd = launch(source, args.dest, args.profile, dry_run=args.dry_run)
@@ -212,7 +212,7 @@ def cmd_diagnose(args) -> int:
     import shlex
     import time
 
-    from . import diagnose, diagnose_report
+    from .tools import diagnose, diagnose_report
 
     t0 = time.perf_counter()
     diagnose_report.check_out(args.out)  # before any compute, as every other input

@@ -34,9 +34,9 @@ dataset = width = pair = lam = layer = interactive = None
 import pandas as pd
 
 import lmcbook as lb
-from lmcbook import explore
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
+from lmcbook.tools import explore
 
 page, study = open_page("explore", globals())
 

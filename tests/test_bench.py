@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lmcbook import bench
+from lmcbook.tools import bench
 
 
 def test_throughput_table_has_the_documented_fields_and_ratios():

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from lmcbook import autospec, checkpoints, cli, diagnose, merge, models
+from lmcbook import autospec, checkpoints, cli, merge, models
 from lmcbook.data import Dataset
+from lmcbook.tools import diagnose
 
 D, C = 12, 3  #: input features and classes of the synthetic task
 
@@ -341,7 +342,7 @@ def test_models_by_name_are_built_for_the_data():
 def test_a_failed_write_keeps_the_earlier_report_and_leaves_no_temporary(files, report, tmp_path, monkeypatch):
     import shutil
 
-    from lmcbook import diagnose_report
+    from lmcbook.tools import diagnose_report
 
     monkeypatch.chdir(files[0])
     diag = diagnose.diagnose(diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz",

@@ -256,8 +256,8 @@ def test_a_full_file_system_is_one_line_naming_the_store(tmp_path):
 
 
 def test_explore_without_jupyterlab_says_how_to_install_it(tmp_path, monkeypatch, capsys):
-    from lmcbook import explore
     from lmcbook.cli import main
+    from lmcbook.tools import explore
 
     monkeypatch.setitem(sys.modules, "jupyterlab", None)  # import jupyterlab fails
     monkeypatch.setattr(explore, "_has_module", lambda name: False)
@@ -382,12 +382,13 @@ def test_a_checkpoint_is_keyed_by_the_training_modules_alone(tmp_path, monkeypat
 
     pkg = tmp_path / "lmcbook"
     (pkg / "claims").mkdir(parents=True)
-    for name in (*provenance.TRAINING_MODULES, "bench.py", "merge.py", "claims/board.py"):
+    (pkg / "tools").mkdir()
+    for name in (*provenance.TRAINING_MODULES, "tools/bench.py", "merge.py", "claims/board.py"):
         (pkg / name).write_text(f"# {name}\n")
     monkeypatch.setattr(provenance, "PACKAGE_DIR", pkg)
     train_hash = provenance.training_source_hash.__wrapped__
     before = train_hash()
-    for name in ("bench.py", "merge.py", "claims/board.py"):
+    for name in ("tools/bench.py", "merge.py", "claims/board.py"):
         (pkg / name).write_text("changed = True\n")
         assert train_hash() == before, name
     for name in provenance.TRAINING_MODULES:

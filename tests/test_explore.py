@@ -3,11 +3,11 @@
 import nbformat
 import pytest
 
-from lmcbook import explore
 from lmcbook.cli import main
 from lmcbook.data import load
 from lmcbook.parts import study as part_study
 from lmcbook.store import RunStore
+from lmcbook.tools import explore
 
 
 def test_a_missing_run_is_named_with_the_command_that_trains_it(tmp_path):

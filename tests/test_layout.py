@@ -14,16 +14,26 @@ MAX_LINES = 60
 
 
 def _imports() -> dict[str, set[str]]:
-    """Return, per lmcbook module, the lmcbook modules it imports anywhere in its body (functions included)."""
+    """Return, per lmcbook module (the top level's, and the tools' as ``tools.NAME``), the lmcbook modules it imports
+    anywhere in its body (functions included)."""
     mods = {p.stem: p for p in LIB.glob("*.py")}
+    mods |= {f"tools.{p.stem}": p for p in (LIB / "tools").glob("*.py") if p.stem != "__init__"}
     graph = {m: set() for m in mods}
     for m, path in mods.items():
+        here = m.rsplit(".", 1)[0] + "." if "." in m else ""  # a tool's sibling: tools.NAME
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                names = [node.module] if node.module else [a.name for a in node.names]
-                graph[m] |= {n.split(".")[0] for n in names if n and n.split(".")[0] in mods}
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                base = here if node.level == 1 else ""  # level 2 from a tool is the top level
+                full = base + (node.module or "")
             elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lmcbook."):
-                graph[m].add(node.module.split(".")[1])
+                full = node.module.removeprefix("lmcbook.")
+            else:
+                continue
+            # "from .x import y" names module x, or module x.y where x is a package ("from .tools import bench")
+            for cand in [full, *(f"{full}.{a.name}".lstrip(".") for a in node.names)]:
+                key = ".".join(cand.split(".")[:2]) if cand.startswith("tools.") else cand.split(".")[0]
+                if key in mods:
+                    graph[m].add(key)
     return graph
 
 
@@ -57,9 +67,18 @@ def test_lmcbook_has_no_import_cycle():
     assert cycle is None, " -> ".join(cycle)
 
 
+def test_the_library_imports_none_of_its_tools():
+    """The tools (diagnose, explore, bench) stand on the library; only the command line reaches them."""
+    graph = _imports()
+    users = sorted(m for m, deps in graph.items() if not m.startswith("tools.") and m != "cli"
+                   and any(d.startswith("tools.") for d in deps))
+    assert not users, users
+    assert {"tools.diagnose", "tools.bench"} <= graph["cli"] and "merge" in graph["tools.diagnose"]
+
+
 def test_no_function_is_longer_than_a_screen():
     long = []
-    for path in sorted(LIB.glob("*.py")):
+    for path in sorted([*LIB.glob("*.py"), *(LIB / "tools").glob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1

@@ -25,14 +25,14 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from .batched import STACK_MAX_UNITS, group_key, train_many
-from .data import load
-from .experiments import pair_frames, probe_frames, trained_pairs
-from .models import build, count_parameters
-from .parts import study as part_study
-from .specs import DataSpec, ModelSpec, RunSpec, TrainSpec
-from .store import RunStore
-from .train import train
+from ..batched import STACK_MAX_UNITS, group_key, train_many
+from ..data import load
+from ..experiments import pair_frames, probe_frames, trained_pairs
+from ..models import build, count_parameters
+from ..parts import study as part_study
+from ..specs import DataSpec, ModelSpec, RunSpec, TrainSpec
+from ..store import RunStore
+from ..train import train
 
 BENCH_UNITS = (16, 64, 256, 1024, 2048)
 
@@ -204,7 +204,7 @@ MNIST_TRAIN = 55_000
 def _paper_mlp_spec(units: int, steps: int, precision: str) -> RunSpec:
     """Return a run of the paper profile's MLP recipe (:data:`lmcbook.profiles.PAPER_MLP_RECIPE`) at ``units``
     hidden units, ``steps`` steps long, in ``precision``."""
-    from .profiles import PAPER_MLP_RECIPE
+    from ..profiles import PAPER_MLP_RECIPE
 
     r = {name: value for name, (value, _) in PAPER_MLP_RECIPE.items()}
     return RunSpec(DataSpec("mnist"), ModelSpec("mlp", units / r["base_width"], r["base_width"], r["depth"], r["norm"],
@@ -215,8 +215,8 @@ def _paper_mlp_spec(units: int, steps: int, precision: str) -> RunSpec:
 
 def recipe_steps() -> int:
     """Return the steps of one run of the paper MLP recipe on full MNIST: its epochs over 55,000 images."""
-    from .profiles import PAPER_MLP_RECIPE
-    from .specs import steps_per_epoch
+    from ..profiles import PAPER_MLP_RECIPE
+    from ..specs import steps_per_epoch
 
     return PAPER_MLP_RECIPE["epochs"][0] * steps_per_epoch(MNIST_TRAIN, PAPER_MLP_RECIPE["batch_size"][0])
 
@@ -236,7 +236,7 @@ def wide_table(units=WIDE_UNITS, precisions=tuple(PRECISION_DTYPES), steps: int 
     ``repeats``; ``fraction_of_peak`` is its achieved GFLOP/s (6 × parameters × batch per step) over
     ``peaks[precision]``; ``hours_per_network`` is :func:`recipe_steps` at that rate, with this process's threads.
     """
-    from .data import from_arrays
+    from ..data import from_arrays
 
     rng = np.random.default_rng(0)
     n = 512

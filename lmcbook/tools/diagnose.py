@@ -30,11 +30,11 @@ import yaml
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import checkpoints, data, merge, metrics, models, probes
-from .autospec import SpecUnavailable, check_spec, derive_spec
-from .data import DataError, Dataset
-from .paths import show_progress
-from .specs import ARCHS, DATASETS, ModelSpec, SpecError
+from .. import checkpoints, data, merge, metrics, models, probes
+from ..autospec import SpecUnavailable, check_spec, derive_spec
+from ..data import DataError, Dataset
+from ..paths import show_progress
+from ..specs import ARCHS, DATASETS, ModelSpec, SpecError
 
 DEFAULT_LAMS = 11  #: λ points of a diagnosis (the book's pages use 21): each costs a pass per pair and method
 CAL_FRACTION = 0.1  #: the share of an .npz's training split held out for calibration when it has no x_cal

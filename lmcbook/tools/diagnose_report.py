@@ -19,9 +19,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from . import __version__, plots
+from .. import __version__, plots
+from ..specs import SpecError
 from .diagnose import Diagnosis, long_frame, summary_table
-from .specs import SpecError
 
 FILES = ("report.html", "report.csv", "summary.json")  #: what a report folder holds
 

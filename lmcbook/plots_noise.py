@@ -281,10 +281,13 @@ def plot_anneal(maps: dict[str, pd.DataFrame]) -> Figure:
         kept = kept[kept["kept"].astype(bool)]
         pairs = noise_pairs(frame, MAP_KEYS)
         scale = float(frame["batch_size"].iloc[0] * (1 - frame["momentum"].iloc[0]))
-        for aug, part in pairs.groupby("augment"):
+        for (aug, floor, frac), part in pairs.groupby(["augment", "lr_floor", "spawn_fraction"]):
+            here = kept[(kept["augment"] == aug) & np.isclose(kept["lr_floor"], floor)
+                        & np.isclose(kept["spawn_fraction"], frac)]
             ok = [lr for lr in sorted(part["lr"].unique())
-                  if {"spawn", "anneal"} <= set(kept.loc[(kept["augment"] == aug) & np.isclose(kept["lr"], lr),
-                                                         "method"])]
+                  if {"spawn", "anneal"} <= set(here.loc[np.isclose(here["lr"], lr), "method"])]
+            if not ok:
+                continue
             arms = {m: part[part["method"] == m].set_index(["lr", "pair"]) for m in ("spawn", "anneal")}
             gain = [interval(arms["spawn"].xs(lr, level="lr")["gain"].dropna()) for lr in ok]
             diff = [interval((arms["spawn"].xs(lr, level="lr")["acc_merged"]

@@ -157,9 +157,9 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
       for tag in ("mnist1d", "mnist-standin")
       for kind, extra, rows, purpose in (
           ("fine", {"noise_scales": FINE_NOISE_SCALES, "batch_sizes": [32, 64]}, "N2, N9",
-           "the finer grid of S between the η × B grid's best cell (S = 1/64) and the first whose training breaks "
-           "(1/32): five values of S a factor 2^(1/4) apart at B = 32 and 64, 10 pairs per cell, so that N9 can say "
-           "whether the gain peaks inside the stable range or at its edge"),
+           "the finer grid of S between the η × B grid's best cell (S = 1/64) and the next, whose children train "
+           "markedly worse (1/32): five values of S a factor 2^(1/4) apart at B = 32 and 64, 10 pairs per cell, so "
+           "that N9 can say whether the gain peaks inside the range where training holds up or at its edge"),
           ("epochs", {"protocol": "epochs"}, "N1, N2, N9",
            "the η × B grid under the linear scaling rule's protocol: every run sees as many examples (B = 128's "
            "2,000 steps; 8,000 at B = 32), where the fixed-steps grid gives a B = 32 run a quarter of them, so that "

@@ -89,7 +89,8 @@ page.glue_values(n_repeats=sum(bool(r.repeats) for r in rows if r.block != claim
                  n_diagnostic=sum(r.block == claims.DIAGNOSTIC for r in rows), chance_rate=f"{claims.CHANCE_RATE:.0%}",
                  fixed_before_ids=", ".join(sorted(claims.FIXED_BEFORE, key=claims.id_order))
                  + "".join(f", and {' and '.join(sorted(ids))} on reference `{name}`"
-                           for name, ids in claims.FIXED_BEFORE_SOURCE.items() if reference.csv_path(name).exists()),
+                           for name, ids in claims.FIXED_BEFORE_SOURCE.items()
+                           if ids and reference.csv_path(name).exists()),
                  changed_ids=", ".join(sorted(claims.CHANGED_AFTER_RESULTS, key=claims.id_order)))
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 page.glue_md("min_trend", str(claims.MIN_TREND_POINTS))

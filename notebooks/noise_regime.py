@@ -159,9 +159,10 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # Children spawned at the same point of runs whose learning rate decays to zero from the start
 # (so their parents' rate had already halved by the spawn) reach
 # {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`):
-# within {glue:text}`min_effect:g` points of the merge. Here, merging recovers what decaying the learning
-# rate would have given: it averages out the noise that a constant rate leaves in each
-# child, rather than finding a better solution than training to the end would.
+# within {glue:text}`min_effect:g` points of the merge. Here, merging recovers what a schedule decaying
+# from the start would have given: it averages out the noise that a constant rate leaves
+# in each child. N8 below asks the sharper question, against children annealed from the
+# spawn itself.
 
 # %% [markdown] tags=["when:vs_decay=above"]
 # **What that gain is made of.** At that learning rate, the merged model reaches
@@ -169,8 +170,8 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # Children spawned at the same point of runs whose learning rate decays to zero from the start
 # (so their parents' rate had already halved by the spawn) reach
 # {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`): the
-# merge beats them by more than {glue:text}`min_effect:g` points, so it is more than what decaying the
-# learning rate would have given.
+# merge beats them by more than {glue:text}`min_effect:g` points, so it is more than what a schedule
+# decaying from the start would have given (N8 below asks it of children annealed from the spawn).
 
 # %% [markdown] tags=["when:vs_decay=below"]
 # **What that gain is made of.** At that learning rate, the merged model reaches
@@ -178,8 +179,8 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # Children spawned at the same point of runs whose learning rate decays to zero from the start
 # (so their parents' rate had already halved by the spawn) reach
 # {glue:text}`decayed_acc:.3f` (and their merge {glue:text}`decayed_merged_acc:.3f`): more
-# than {glue:text}`min_effect:g` points above the merge. The merge recovers part, not all, of what decaying
-# the learning rate would have given.
+# than {glue:text}`min_effect:g` points above the merge. The merge recovers part, not all, of what a
+# schedule decaying from the start would have given.
 
 # %% [markdown] tags=["when:vs_decay=none"]
 # (The map has no decay-to-zero cell beside the picked one to compare its merge with.)
@@ -191,7 +192,7 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # parents: beside each merged pair, two more children of its parent whose learning rate
 # decays to zero from the spawn ({glue:md}`n8_test`): {glue:md}`n8_mark`,
 # {glue:md}`n8_measured`. Its references with 10 pairs per cell (`noise-anneal-mnist1d`,
-# `noise-anneal-mnist-standin`) were declared, with this test, before they ran; those
+# `noise-anneal-mnist-standin`) were declared, with this test, before either ran; those
 # committed read: {glue:md}`n8_refs` ({numref}`fig-noise-anneal`, below).
 
 # %% [markdown] tags=["when:first_pick=differs"]

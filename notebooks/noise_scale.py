@@ -306,14 +306,15 @@ page.glue_markdown(rule_between=captions.rule_between_words(), rule_moving=capti
 # - **The batch size at fixed $S$.** Verdict N2 ({glue:md}`n2_test`): {glue:md}`n2_mark`, {glue:md}`n2_measured`.
 #   The linear scaling rule, by which $S$ alone would say what $B$ does, assumes equal
 #   epochs (every run sees as many examples); this grid gives every run the same steps, so
-#   a run at $B = 32$ sees a quarter of the examples one at $B = 128$ sees. The reference
-#   `noise-epochs-mnist1d` runs the grid at equal epochs, and N2 is scored once per protocol.
+#   a run at $B = 32$ sees a quarter of the examples one at $B = 128$ sees. The references
+#   `noise-epochs-mnist1d` and `noise-epochs-mnist-standin` are declared to run the grid at
+#   equal epochs (those committed are below), and N2 is scored once per protocol.
 # - **Where the optimum lies** (the book's own row, scored apart from the paper's claims).
 #   Verdict N9 ({glue:md}`n9_test`): {glue:md}`n9_mark`, {glue:md}`n9_measured`. A peak at
 #   the edge of stability would say that the gain grows with noise until training breaks;
 #   a peak inside says there is an optimum to aim for. The finer grids of $S$
 #   (`noise-fine-mnist1d`, `noise-fine-mnist-standin`) ask it between the best cell and the
-#   first whose training breaks.
+#   first whose children train markedly worse.
 
 # %% [markdown] tags=["when:n1_decides=false"]
 # **What this build cannot decide.** N1 chooses the best cell on the even pairs and reads

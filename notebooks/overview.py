@@ -268,9 +268,11 @@ if closest is not None:
 # gives: two more children of each parent whose learning rate decays to zero from the
 # spawn; N9 asks whether the gain peaks inside the stable range or at its edge.
 #
-# **Merging against annealing (N8).** {glue:md}`n8_words`. Where N8 reads ✗, the
-# merging gain the paper measures is what annealing the children would have given, or
-# less: it is the constant-rate children's deficit recovered.
+# **Merging against annealing (N8).** {glue:md}`n8_words`. The paper's merging gains are
+# measured over children that keep a constant rate; N8 asks whether merging them beats
+# annealing the same children instead. At the best η its reading says how much of
+# annealing's gain the merge recovers; at smaller η, where annealing cuts short children
+# that are still undertrained, its across-η list shows where merging does better.
 
 # %% [markdown] tags=["when:noise_intervals=none"]
 # With {glue:text}`grid_pairs` pair(s) per cell of the grid and {glue:text}`sweep_pairs` per

@@ -203,12 +203,26 @@ def claim_n8(regime: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> Clai
     across = "; ".join(f"η {lr:g}: {_n8_paired(arms, lr).text('.2f', 100)}" for lr in both_kept)
     words = ("" if state != FAIL else "; merging gives less than annealing would" if max(at_pick.hi, own.hi) < 0
              else "; merging gives no more than annealing would")
+    words += _n8_shares(here, best)
     return ClaimResult("N8", "noise", statement, f"at the pick's best η {best:g}, merged minus annealed children: "
                        f"{at_pick.text('.2f', 100)} points over {at_pick.n} pairs; each at its own best η (merge "
                        f"{m_lr:g}, annealing {a_lr:g}, chosen on the even pairs): {own.text('.2f', 100)} points on "
                        f"the odd pairs{words}; across the kept η, paired (points): {across}", test, state,
                        "noise_regime", values=_values(at_pick, NOISE_MIN_EFFECT, own=own.mean, own_lo=own.lo,
                                                       own_hi=own.hi))
+
+
+def _n8_shares(here: pd.DataFrame, lr: float) -> str:
+    """Return, in words, what the merge recovers at η ``lr`` of what annealing gains over the constant-rate children
+    (means over pairs), and what merging the annealed children adds."""
+    at = here[np.isclose(here["lr"], lr)].groupby("method")[["acc_endpoints", "acc_merged"]].mean()
+    const, merged = at.loc["spawn", "acc_endpoints"], at.loc["spawn", "acc_merged"]
+    annealed, both_merged = at.loc["anneal", "acc_endpoints"], at.loc["anneal", "acc_merged"]
+    if not annealed > const:
+        return ""
+    return (f"; there the constant-rate children reach {const:.3f}, their merge {merged:.3f} and the annealed "
+            f"children {annealed:.3f}: the merge recovers {(merged - const) / (annealed - const):.0%} of what "
+            f"annealing gains, and merging the annealed children adds {100 * (both_merged - annealed):+.2f} points")
 
 
 def _n8_paired(arms: dict[str, pd.Series], lr: float) -> Interval:

@@ -100,7 +100,8 @@ def grid_numbers(study: Any, grid: pd.DataFrame, fit: dict[str, float] | None, n
     return dict(
         failed_acc=NOISE_FAILED_TRAIN_ACC, min_effect=100 * NOISE_MIN_EFFECT, n_excluded=len(cells) - n_ok,
         n_kept=n_ok, n_pairs=study.grid_pairs, n_test=n_test, signal_point=100 / n_test,
-        n_cells=len(cells), n_lrs=len(study.lrs), n_bs=len(study.batch_sizes), mu=study.momentum,
+        n_cells=len(cells), n_lrs=len({c.lr for c in study.grid_cells()}), n_bs=len(study.batch_sizes),
+        mu=study.momentum,
         wd=study.weight_decay, s_lo=s.min(), s_hi=s.max(), min_pairs=MIN_PAIRS, decades=np.log10(s.max() / s.min()),
         min_cells=NOISE_MIN_CELLS, gain_min=100 * cell_means.min(), gain_max=100 * cell_means.max(),
         best_cell_s=per_cell["noise_scale"].first()[best], best_lr=best[1], best_b=best[0],

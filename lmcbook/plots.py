@@ -13,16 +13,15 @@ wider; the column is assumed ``TEXT_COLUMN_PX`` = 672 CSS px wide (sphinx-book-t
 figures are at most ``FULL_WIDTH`` inches wide (shown unscaled), at most two panels sit side by side (three or more
 are stacked), and legends sit beside, below or under their panels instead of shrinking their fonts.
 
-The figures live by family, each function taking tidy frames and returning a figure: ``plots_width.py`` (the
-width study, its probes, controls and regime), ``plots_noise.py`` (the noise study) and ``plots_mechanism.py`` (the
-mechanism study and ``lmcbook diagnose``'s report); the style, the legibility check and the layout helpers they
-share are in ``plots_style.py``.  This module gathers their public names: a page reads every figure as
+The figures live by paper, each function taking tidy frames and returning a figure: ``plots_width.py`` (the
+width study, its probes, controls and regime, the mechanism study and ``lmcbook diagnose``'s report) and
+``plots_noise.py`` (the noise study); the style, the legibility check and the layout helpers they share are in
+``plots_style.py``.  This module gathers their public names: a page reads every figure as
 ``plots.NAME``.
 """
 
 from __future__ import annotations
 
-from .plots_mechanism import plot_layer_errors, plot_mechanism_d, plot_mechanism_width, plot_pair_curves
 from .plots_noise import (
     plot_anneal,
     plot_augment,
@@ -60,10 +59,14 @@ from .plots_width import (
     plot_depth,
     plot_draws,
     plot_interpolation,
+    plot_layer_errors,
     plot_lewc_signatures,
     plot_lewc_vs_llfc,
+    plot_mechanism_d,
+    plot_mechanism_width,
     plot_neuron_overlap,
     plot_orthogonality,
+    plot_pair_curves,
     plot_panels,
     plot_rank,
     plot_regime,

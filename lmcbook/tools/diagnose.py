@@ -8,7 +8,7 @@ barriers, logit ensemble, logit norm ratio), :class:`lmcbook.probes.PairActivati
 (LEWC and LLFC per layer, weak additivity, reciprocal orthogonality) against an untrained
 pair of the same architecture, :func:`lmcbook.probes.rank_profile`,
 :func:`lmcbook.merge.weight_matching` with REPAIR, and, for K >= 3 checkpoints, the uniform
-soup against the K-model ensemble.  :mod:`lmcbook.diagnose_report` renders the result.
+soup against the K-model ensemble.  :mod:`lmcbook.tools.diagnose_report` renders the result.
 """
 
 from __future__ import annotations

@@ -210,6 +210,19 @@ class NoiseStudy(NoiseModel):
         k = spawn_step(full, cell.spawn_fraction)
         return spawn_pair(full, k, pair, **({"anneal_from": k} if cell.anneal else {}), **train_changes)
 
+    def children_that_took(self, cell: Cell, pair: int, train_steps: int) -> tuple[RunSpec, RunSpec]:
+        """Return the children of pair ``pair`` in ``cell`` whose runs took ``train_steps`` steps: a frame row's
+        ``train_steps``, which under the "epochs" protocol is the length scaled by row_batch_size / B (so it is
+        not a length to pass to :meth:`children`)."""
+        took = {}
+        for n in self.lengths():
+            kids = self.children(cell, pair, n)
+            took[kids[0].train.steps] = kids
+        if train_steps not in took:
+            raise SpecError(f"train_steps={train_steps} is not allowed: the runs of cell (η {cell.lr:g}, B "
+                            f"{cell.batch_size}) take one of {sorted(took)} steps")
+        return took[train_steps]
+
     def task_specs(self) -> tuple[list[RunSpec], dict[tuple[int, float, str], RunSpec]]:
         """Return the pretraining runs and, per (pair, fine-tuning lr, task), the fine-tuning runs of task
         arithmetic: a fresh optimizer and ``finetune_steps`` steps on the task's inputs (``transform``)."""

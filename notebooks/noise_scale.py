@@ -206,7 +206,7 @@ from lmcbook import merge, metrics, noise
 data = experiments.study_data(study)
 batch_size, lr = table["gain"].idxmax()  # the grid cell with the largest mean gain
 row = grid[(grid["lr"] == lr) & (grid["batch_size"] == batch_size) & (grid["pair"] == 0)].iloc[0]
-spec_a, spec_b = study.children(study.cell(float(lr), int(batch_size)), 0, int(row["train_steps"]))
+spec_a, spec_b = study.children_that_took(study.cell(float(lr), int(batch_size)), 0, int(row["train_steps"]))
 a, b = (page.store.load(spec).model for spec in (spec_a, spec_b))
 acc = {k: metrics.evaluate(m, data.x_test, data.y_test).acc for k, m in
        (("a", a), ("b", b), ("merged", merge.interpolate(a, b, 0.5, data)))}

@@ -291,6 +291,12 @@ def test_the_grid_by_noise_scale_and_the_epochs_protocol():
     epochs = resolve(NoiseStudy, "quick", protocol="epochs")
     assert [epochs.spec(epochs.cell(0.05, b), 0).train.steps for b in (32, 128, 256)] == [8000, 2000, 1000]
     assert epochs.spec(epochs.component_cells()[0], 0).id == plain.spec(plain.component_cells()[0], 0).id
+    wide = epochs.cell(0.05, 32)  # a frame row's train_steps names the runs it took, under either protocol
+    kids = epochs.children(wide, 1)
+    assert kids[0].train.steps == 8000 and epochs.children_that_took(wide, 1, 8000) == kids
+    assert plain.children_that_took(wide, 1, 2000) == plain.children(wide, 1)
+    with pytest.raises(SpecError, match=r"train_steps=2000 .*\[8000\]"):
+        epochs.children_that_took(wide, 1, 2000)
     with pytest.raises(SpecError, match=r"protocol='epoch' .*'steps'.*'epochs'"):
         resolve(NoiseStudy, "quick", protocol="epoch")
     with pytest.raises(SpecError, match=r"noise_scales=\(0.0,\) .*numbers > 0"):

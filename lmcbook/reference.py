@@ -72,8 +72,6 @@ _FULL_MNIST = ("full MNIST, the paper's recipe: the official 60,000 training ima
                "and 10,000 test images, the paper profile's MLP (784 → h → h → h → 10, bias-free, 512 units at 1×)")
 #: The full-MNIST references' widths: the paper's MLP from 0.125× to 8× (64 to 4,096 hidden units), 5 pairs each.
 TABLE1_WIDTHS = [0.125, 0.25, 0.5, 1, 2, 4, 8]
-#: The issue-49 grids committed so far, as (kind, data set tag).
-MADE = {("fine", "mnist1d")}
 #: The finer grid's effective noise scales (issue 49): 1/64 to 1/32 in steps of 2^(1/4).
 FINE_NOISE_SCALES = [float(f"{2 ** (k / 4) / 64:.10g}") for k in range(5)]
 _TABLE1 = {"arch": "mlp", "widths": TABLE1_WIDTHS, "seeds": 5, "decisive_seeds": 5}
@@ -151,9 +149,7 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
                  "spawn_fraction": 0.5, "augment": True, "seeds": 10, "grid_seeds": 10, **extra,
                  "show_references": False},
                 _MNIST_STANDIN if tag == "mnist-standin" else _MNIST1D, needs_data_root=tag == "mnist-standin",
-                purpose=purpose,
-                pending="" if (kind, tag) in MADE else f"not made yet: its tests ({rows}) were committed first (issue "
-                        "49), and its runs wait for this machine's two cores")
+                purpose=purpose)
       for tag in ("mnist1d", "mnist-standin")
       for kind, extra, rows, purpose in (
           ("fine", {"noise_scales": FINE_NOISE_SCALES, "batch_sizes": [32, 64]}, "N2, N9",
@@ -172,9 +168,7 @@ REFERENCES: dict[str, Reference] = {r.name: r for r in (
                 purpose="N8, the book's own row: does merging gain more than annealing? Children spawned at 50% with a "
                         "constant learning rate, merged, against two more children of each parent whose rate is "
                         "annealed to zero from the spawn, at every η, with and without augmentation, 10 pairs per "
-                        "cell",
-                pending="" if tag == "mnist1d" else "not made yet: N8's test was committed first (issue 49), and its "
-                        "runs wait for this machine's two cores")
+                        "cell")
       for tag in ("mnist1d", "mnist-standin")),
     Reference("noise-scale-converged", "noise_scale", "quick",
               {"lrs": [0.02, 0.05, 0.1, 0.2], "spawn_fractions": [0.5], "seeds": 10, "max_steps": 8000,

@@ -307,8 +307,14 @@ page.glue_markdown(rule_between=captions.rule_between_words(), rule_moving=capti
 #   The linear scaling rule, by which $S$ alone would say what $B$ does, assumes equal
 #   epochs (every run sees as many examples); this grid gives every run the same steps, so
 #   a run at $B = 32$ sees a quarter of the examples one at $B = 128$ sees. The references
-#   `noise-epochs-mnist1d` and `noise-epochs-mnist-standin` are declared to run the grid at
-#   equal epochs (those committed are below), and N2 is scored once per protocol.
+#   `noise-epochs-mnist1d` and `noise-epochs-mnist-standin` run the grid at equal epochs
+#   (8,000 steps at $B = 32$, 2,000 at $B = 128$), and N2 is scored once per grid. Every
+#   committed grid, with its protocol, the batch size's coefficient at fixed $S$ (tolerance
+#   ± {glue:text}`n2_tolerance:g` points) and its N2:
+#
+#   ```{glue:md} n2_protocols
+#   :format: myst
+#   ```
 # - **Where the optimum lies** (the book's own row, scored apart from the paper's claims).
 #   Verdict N9 ({glue:md}`n9_test`): {glue:md}`n9_mark`, {glue:md}`n9_measured`. A peak at
 #   the edge of stability would say that the gain grows with noise until training breaks;
@@ -350,6 +356,7 @@ page.glue_markdown(rule_between=captions.rule_between_words(), rule_moving=capti
 # %% tags=["remove-cell"]
 ref_texts, ref_figure = reference_texts(page, study)
 page.glue_markdown(**ref_texts)
+page.glue_values(n2_tolerance=100 * claims.NOISE_B_EFFECT)  # N2's tolerance, in points of accuracy
 page.glue_figure("fig_grid_ref", ref_figure)
 
 # %% [markdown]

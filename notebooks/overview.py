@@ -273,6 +273,10 @@ if closest is not None:
 # annealing the same children instead. At the best η its reading says how much of
 # annealing's gain the merge recovers; at smaller η, where annealing cuts short children
 # that are still undertrained, its across-η list shows where merging does better.
+#
+# **The batch size at fixed $S$ (N2).** The linear scaling rule, by which $S$ alone would
+# say what $B$ does, compares runs that see as many examples. The committed grids, by how
+# long their runs were: {glue:md}`n2_protocol_words`.
 
 # %% [markdown] tags=["when:noise_intervals=none"]
 # With {glue:text}`grid_pairs` pair(s) per cell of the grid and {glue:text}`sweep_pairs` per

@@ -385,6 +385,12 @@ def test_the_noise_reference_facts_are_computed_from_its_frame():
     assert facts2["training steps of the kept cells"] == "2000, 8000" and facts2["cells at the 8000-step cap"] == "16"
     assert facts2["S and training length"] == "not independent across the kept cells"
     assert "one test example (points)" not in facts2
+    epochs = df.copy()  # fixed epochs: the length follows B by design, so no cap and no confound is claimed
+    is_steps = epochs["metric"] == "train_steps"
+    epochs.loc[is_steps, "value"] = 256_000 / epochs.loc[is_steps, "batch_size"]
+    facts3 = noise_reference_facts(epochs)["value"]
+    assert not any("cap" in k for k in facts3.index) and "S and training length" not in facts3
+    assert facts3["training length"].startswith("fixed epochs") and "8000 steps at B 32" in facts3["training length"]
     assert facts["excluded"].startswith("η 0.01, B 32 (") and "weaker child 0.100 mean" in facts["excluded"]
     assert facts["Spearman ρ(S, mean gain) over the kept cells"] == "1.00"
     assert facts["best kept cell at the largest kept S"] == "yes"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from ..claims import (
     noise_pairs,
     pick_setting,
 )
+from ..claims.noise import PROTOCOL_WORDS, grid_protocol
 from ..page import Page
 from ..plots import placeholder, plot_noise_grid
 from ..stats import CONFIDENCE, spearman
@@ -47,7 +49,9 @@ def noise_reference_facts(frame: pd.DataFrame, signal_point: float | None = None
     cells = noise_grid_cells(frame, rule)
     ok, out = cells[cells["kept"]], cells[~cells["kept"]]
     cap = int(cells["train_steps"].max())
-    lengths = cells["train_steps"].nunique() > 1  # cells trained to different lengths (the first protocol)
+    pairs = noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"])
+    protocol = grid_protocol(pairs)
+    lengths = protocol == "mixed"  # cells trained to different lengths by the convergence rule (the first protocol)
     excluded = "; ".join(
         f"η {lr:g}, B {b:g} (S = {c['noise_scale']:.1e}; weaker child {c['train_acc_mean']:.3f} mean, "
         f"{c['train_acc_min']:.3f} worst" + (", diverged" if c.get("diverged", False) else "")
@@ -58,12 +62,16 @@ def noise_reference_facts(frame: pd.DataFrame, signal_point: float | None = None
     if lengths:  # the first protocol trained a cell longer until it met its rule, up to a cap
         facts.update({f"cells at the {cap}-step cap": f"{int((cells['train_steps'] == cap).sum())}",
                       "S and training length": "not independent across the kept cells"})
+    elif protocol == "epochs":  # the length follows B by design: steps × B is the same in every cell
+        steps = cells.groupby(level=1)["train_steps"].first()
+        facts["training length"] = (f"{PROTOCOL_WORDS['epochs']}: " + ", ".join(
+            f"{int(n)} steps at B {b:g}" for b, n in steps.sort_index().items()))
     if len(ok) >= 2:
         rho = spearman(ok["noise_scale"], ok["gain"])
         best = ok["gain"].idxmax()
         worse_out = out[out["noise_scale"] > ok["noise_scale"].max()]
         beyond = ok[ok["noise_scale"] > ok.loc[best, "noise_scale"] * (1 + 1e-9)]
-        kept = noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]).set_index(["lr", "batch_size"])
+        kept = pairs.set_index(["lr", "batch_size"])
         gains = [g["gain"].to_numpy(float) for _, g in kept.loc[ok.index].groupby(level=[0, 1])]
         anova = f_oneway(*gains).pvalue if len(gains) >= 2 and min(map(len, gains)) >= 2 else float("nan")
         facts.update({
@@ -122,7 +130,7 @@ def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
                f"child of every pair at {old_rule:g} training accuracy):\n\n"
                + markdown_table(noise_reference_facts(frame, rule=old_rule))
                for name, (frame, _) in (page.references(retired=True) if study.show_references else {}).items()]
-    blocks, rows, figure = [], {}, None
+    blocks, rows, figure, by_protocol = [], {}, None, []
     for name, (frame, prov) in (page.references() if study.show_references else {}).items():
         ref = mark_kept(noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]), ["lr", "batch_size"])
         figure = figure or plot_noise_grid(ref, cell_mean_fit(ref, ["lr", "batch_size"]))
@@ -130,8 +138,16 @@ def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
                  + markdown_table(noise_reference_facts(frame)))
         block, rows[name] = noise_reference_block(page, name, frame, prov, facts)
         blocks.append(block)
+        n2 = next(r for r in rows[name] if r.id.startswith("N2"))
+        by_protocol.append({"reference": f"`{name}`", "data": re.split("[:,]", reference.get(name).data)[0],
+                            "protocol": grid_protocol(ref), "B per decade at fixed S (points)":
+                            f"{100 * n2.values['estimate']:+.2f} [{100 * n2.values['lo']:+.2f}, "
+                            f"{100 * n2.values['hi']:+.2f}]"
+                            if "lo" in n2.values else "—", "N2": n2.mark})
     texts = {"ref_figure_name": f"`{next(iter(rows))}`" if rows else "(none)",
              "noise_references": "\n\n".join([reference.listing(page.name), *blocks, *retired]),
+             "n2_protocols": markdown_table(pd.DataFrame(by_protocol).set_index("reference")) if by_protocol else
+             "*No reference run of this page is committed.*",
              "ref_summary": "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" for r in rs) for n, rs in rows.items())
              or "none is committed"}
     return texts, figure or placeholder("No reference run of this page is committed.")

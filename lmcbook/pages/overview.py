@@ -26,10 +26,12 @@ from ..claims import (
     claim_n9,
     id_order,
     noise_claims,
+    noise_pairs,
     rule_sensitivity,
     short_merge,
     state_of,
 )
+from ..claims.noise import PROTOCOL_WORDS, grid_protocol
 from ..data import DATASET_SHORT
 from ..page import Page
 from ..schema import select
@@ -118,6 +120,14 @@ def noise_words(page: Page) -> dict[str, str]:
         scale, comp = (frame, None) if reference.get(name).notebook == "noise_scale" else (None, frame)
         refs[f"`{name}` ({DATASET_SHORT[reference.dataset(name)]})"] = (
             noise_claims(scale, comp) + ([] if scale is None else claim_n9(scale)), rule_sensitivity(scale, comp))
+    n2_said: dict[str, list[str]] = {}  # N2 by the grid's protocol: the linear scaling rule assumes fixed epochs
+    for name, (frame, _) in page.references("noise_scale").items():
+        (n2,) = (r for r in refs[f"`{name}` ({DATASET_SHORT[reference.dataset(name)]})"][0] if r.id.startswith("N2"))
+        protocol = grid_protocol(noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]))
+        n2_said.setdefault(protocol, []).append(
+            f"{n2.mark} on `{name}` ({DATASET_SHORT[reference.dataset(name)]}"
+            + (f", {100 * n2.values['estimate']:+.2f} [{100 * n2.values['lo']:+.2f}, {100 * n2.values['hi']:+.2f}] "
+               "points per decade of B" if "lo" in n2.values else "") + ")")
     n8_said = []
     for name, (frame, _) in page.references("noise_regime").items():  # N8 where a map annealed children
         n8 = claim_n8(frame)
@@ -129,6 +139,8 @@ def noise_words(page: Page) -> dict[str, str]:
             **{f"`{n}`": f for n, (f, _) in page.references("noise_regime").items()}}
     claims_said = {r.id: r.statement.rstrip(".") for rows, _ in refs.values() for r in rows}
     return {"n8_words": "; ".join(n8_said) or "no reference run of it is committed yet",
+            "n2_protocol_words": "; ".join(f"at {PROTOCOL_WORDS[p]}: {', '.join(said)}" for p, said in
+                                           sorted(n2_said.items())) or "no grid reference run is committed",
             "noise_ref_rows": markdown_table(noise_verdict_table(refs)) if refs else "No noise reference run is "
             "committed.", "noise_map": markdown_table(noise_map_summary(maps)),
             "noise_claim_names": "; ".join(f"{cid}: {s}" for cid, s in sorted(claims_said.items(),

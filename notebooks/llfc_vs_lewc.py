@@ -36,10 +36,11 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 weak_weight_decay = draws = match_iterations = None
 
 # %%
-from lmcbook import experiments, plots, schema
+import pandas as pd
+
+from lmcbook import experiments, plots, schema, stats
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
-from lmcbook.pages.llfc_vs_lewc import PAIR_NAMES, compared_long, compared_numbers, figure_panels
 
 page, study = open_page("llfc_vs_lewc", globals())
 
@@ -50,14 +51,60 @@ page, study = open_page("llfc_vs_lewc", globals())
 # %%
 frames = experiments.probe_frames(study, page.store, matched=True)
 regime = experiments.regime_frame(study, page.store)
+keys = ["width", "hidden_units", "depth", "layer", "lam", "method"]  # the page's CSV, which the figure reads
+long = schema.concat([schema.to_long_frame(frames["lewc"], page.name, keys),
+                      schema.to_long_frame(schema.select(frames["reciprocal_orthogonality"], lam=0.5), page.name,
+                                           keys)])
+last = schema.last_hidden(frames["lewc"])
+
+# %% [markdown]
+# Per pair and width, the mean over pairs of the cosine and the relative error of each
+# account at the last hidden layer and $\lambda = rac14$, and of the commutativity error and
+# the orthogonality ratio over layers 2 to $L$:
+
+# %%
+quarter = dict(layer=last, lam=0.25)
+measures = {"lewc_cos": quarter, "llfc_cos": quarter, "lewc_rel_err": quarter, "llfc_rel_err": quarter,
+            "commutativity_rel_err": {}, "orth_ratio": {}}
+compared = pd.concat({(pair, metric): stats.cell_stats(long, metric, method=pair, **at)["mean"]
+                      for pair in ("trained", "weight_matched", "untrained") for metric, at in measures.items()
+                      if len(schema.select(long, metric, method=pair))}, axis=1).T.rename_axis(["pair", "measure"])
+compared.round(4)
+
+# %% [markdown]
+# The figure below draws them against width, one line per pair kind:
+
+# %%
+where = rf"layer {last}, $\lambda=\frac{{1}}{{4}}$"
+page.glue_figure("fig_llfc", plots.plot_panels(long, [
+    dict(metric="lewc_cos", title=f"cosine to LEWC, {where}", filters=quarter),
+    dict(metric="llfc_cos", title=f"cosine to LLFC, {where}", filters=quarter),
+    dict(metric="lewc_rel_err", title=f"LEWC error, {where}", filters=quarter, logy=True),
+    dict(metric="llfc_rel_err", title=f"LLFC error, {where}", filters=quarter, logy=True),
+    dict(metric="commutativity_rel_err", title="commutativity error (layers 2..L)", logy=True),
+    dict(metric="orth_ratio", title="orthogonality ratio (layers 2..L)", logy=True)], ncols=3,
+    labels={"trained": "unpermuted", "weight_matched": "weight-matched", "untrained": "untrained pair"}))
 
 # %% tags=["remove-cell"]
-long = compared_long(frames)  # the page's CSV; the figure reads it
-last = schema.last_hidden(frames["lewc"])
-page.glue_figure("fig_llfc", plots.plot_panels(long, figure_panels(last), ncols=3, labels=PAIR_NAMES))
 page.glue_md("setup", describe_study(study, regime))
-page.glue_values(last=int(last), n_narrow=int(long["hidden_units"].min()), n_wide=int(long["hidden_units"].max()),
-                 **compared_numbers(long, last))
+narrow, wide = compared.columns.min(), compared.columns.max()
+page.glue_values(
+    last=int(last), n_narrow=int(narrow), n_wide=int(wide),
+    trained_lewc_rel_err_wide=compared.loc[("trained", "lewc_rel_err"), wide],
+    trained_llfc_rel_err_narrow=compared.loc[("trained", "llfc_rel_err"), narrow],
+    trained_llfc_rel_err_wide=compared.loc[("trained", "llfc_rel_err"), wide],
+    trained_lewc_cos_wide=compared.loc[("trained", "lewc_cos"), wide],
+    trained_llfc_cos_wide=compared.loc[("trained", "llfc_cos"), wide],
+    trained_commutativity_rel_err_wide=compared.loc[("trained", "commutativity_rel_err"), wide],
+    trained_orth_ratio_wide=compared.loc[("trained", "orth_ratio"), wide],
+    weight_matched_llfc_rel_err_narrow=compared.loc[("weight_matched", "llfc_rel_err"), narrow],
+    weight_matched_llfc_rel_err_wide=compared.loc[("weight_matched", "llfc_rel_err"), wide],
+    weight_matched_lewc_cos_wide=compared.loc[("weight_matched", "lewc_cos"), wide],
+    weight_matched_llfc_cos_wide=compared.loc[("weight_matched", "llfc_cos"), wide],
+    weight_matched_commutativity_rel_err_wide=compared.loc[("weight_matched", "commutativity_rel_err"), wide],
+    weight_matched_orth_ratio_wide=compared.loc[("weight_matched", "orth_ratio"), wide],
+    untrained_lewc_cos_wide=compared.loc[("untrained", "lewc_cos"), wide],
+    untrained_llfc_cos_wide=compared.loc[("untrained", "llfc_cos"), wide])
 
 # %% [markdown]
 # ```{glue:figure} fig_llfc

@@ -53,7 +53,6 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 from lmcbook import experiments, plots, stats
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
-from lmcbook.pages.neuron_overlap import overlap_numbers
 
 page, study = open_page("neuron_overlap", globals())
 
@@ -69,13 +68,26 @@ measures = {"jac": "jaccard", "chance": "jaccard_chance", "top_share": "top_shar
 table = stats.cell_means(probes["neuron_moments"], measures)
 table.drop(columns="chance_un").round(4)  # means over the hidden layers; _un: the untrained pairs
 
+# %% [markdown]
+# The figure below draws them per hidden layer against width:
+
+# %%
+page.glue_figure("fig_overlap", plots.plot_neuron_overlap(probes["neuron_moments"]))
+
 # %% tags=["remove-cell"]
-nm = probes["neuron_moments"]
 page.glue_md("setup", describe_study(study, probes.regime))
-page.glue_figure("fig_overlap", plots.plot_neuron_overlap(nm))
-numbers, words = overlap_numbers(table)
-page.glue_values(**numbers)
-page.glue_markdown(**words)
+narrow, wide = table.iloc[0], table.iloc[-1]  # the narrowest and the widest width (_un: the untrained pairs)
+page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), jac_narrow=narrow["jac"], jac_wide=wide["jac"],
+                 jac_wide_spread=wide["jac_spread"], jac_un_narrow=narrow["jac_un"], jac_un_wide=wide["jac_un"],
+                 chance_narrow=narrow["chance"], chance_wide=wide["chance"], top_share_narrow=narrow["top_share"],
+                 top_share_wide=wide["top_share"], top_share_un_narrow=narrow["top_share_un"],
+                 top_share_un_wide=wide["top_share_un"], participation_ratio_narrow=narrow["participation_ratio"],
+                 participation_ratio_wide=wide["participation_ratio"],
+                 participation_ratio_un_narrow=narrow["participation_ratio_un"],
+                 participation_ratio_un_wide=wide["participation_ratio_un"])
+page.glue_markdown(top_share_trend=stats.trend(stats.spearman(table.index, table["top_share"]), "rises", "falls"),
+                   participation_ratio_trend=stats.trend(stats.spearman(table.index, table["participation_ratio"]),
+                                                         "rises", "falls"))
 # against the untrained pairs, at every width: does training concentrate the activity?
 more = (table["top_share"] > table["top_share_un"]) & (table["participation_ratio"] < table["participation_ratio_un"])
 less = (table["top_share"] < table["top_share_un"]) & (table["participation_ratio"] > table["participation_ratio_un"])
@@ -129,5 +141,5 @@ page.choose("concentration", "more" if more.all() else "less" if less.all() else
 # mechanism needs.
 
 # %% tags=["remove-input"]
-page.save(neuron_overlap=nm, keys=["width", "hidden_units", "depth", "layer", "method"], regime=probes.regime)
+page.save(neuron_overlap=probes["neuron_moments"], keys=["width", "hidden_units", "depth", "layer", "method"], regime=probes.regime)
 page.provenance()

@@ -246,7 +246,7 @@ sensitivity
 
 # %%
 fit_s = claims.cell_mean_fit(grid, ["lr", "batch_size"])  # None with too few kept cells
-fit_s
+pd.Series(fit_s or {}, dtype=float).rename_axis("term").to_frame("gain ≈ c2·x² + c1·x + c0, x = log10 S")
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))

@@ -106,7 +106,7 @@ class TinyNet(nn.Module):
 spec = merge.PermutationSpec.from_axes(
     {"encoder.weight": ("h1", None), "mixer.weight": ("h2", "h1"), "readout.weight": (None, "h2")},
     TinyNet(study.hidden_units))
-spec.sizes
+pd.Series(spec.sizes).rename_axis("permuted axis").to_frame("units")
 
 # %% [markdown]
 # ## 3. Train two copies with your own loop

@@ -48,7 +48,6 @@ weak_weight_decay = draws = match_iterations = None
 from lmcbook import experiments, plots
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
-from lmcbook.pages.random_permutation import permutation_numbers
 
 page, study = open_page("random_permutation", globals())
 
@@ -65,14 +64,36 @@ rnd = perm[perm["method"] == "random_permutation"]
 spread = rnd.groupby(["hidden_units", "pair"])["acc_merged"].agg(lambda v: v.max() - v.min()).groupby(level=0).mean()
 means.assign(spread_over_draws=spread).round(4)
 
-# %% tags=["remove-cell"]
+# %% [markdown]
+# The two ends of the width range: the merged accuracy of each method, what weight matching
+# adds to the unpermuted merge, and the spread over random draws, in points:
+
+# %%
+ends = means.loc[[spread.index.min(), spread.index.max()]].assign(
+    wm_gain=lambda m: m["weight_matching"] - m["none"], spread_points=100 * spread)
+ends.round(4)
+
+# %% [markdown]
+# The figure below draws every draw's merged accuracy against width:
+
+# %%
 page.glue_figure("fig_draws", plots.plot_draws(perm))
+
+# %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, regime))
 point = 100 / len(experiments.study_data(study).y_test)  # one test image, in points
-numbers = permutation_numbers(means, spread)
-page.glue_values(draws=study.draws, point_per_image=point, **numbers)
-page.choose("wm_wide", "adds" if numbers["wm_wide_points"] > point else
-            "lowers" if numbers["wm_wide_points"] < -point else "within")
+narrow, wide = ends.iloc[0], ends.iloc[-1]
+page.glue_values(draws=study.draws, point_per_image=point, n_narrow=int(narrow.name), n_wide=int(wide.name),
+                 spread_narrow=narrow["spread_points"], spread_wide=wide["spread_points"],
+                 spread_ratio=wide["spread_points"] / narrow["spread_points"] if narrow["spread_points"] > 0
+                 else float("nan"),
+                 wm_gain_narrow=narrow["wm_gain"], wm_gain_wide=wide["wm_gain"], wm_wide_points=100 * wide["wm_gain"],
+                 wm_wide_drop=-100 * wide["wm_gain"], none_narrow=narrow["none"], none_wide=wide["none"],
+                 random_permutation_narrow=narrow["random_permutation"],
+                 random_permutation_wide=wide["random_permutation"],
+                 weight_matching_narrow=narrow["weight_matching"], weight_matching_wide=wide["weight_matching"])
+page.choose("wm_wide", "adds" if 100 * wide["wm_gain"] > point else
+            "lowers" if 100 * wide["wm_gain"] < -point else "within")
 
 # %% [markdown]
 # ```{glue:figure} fig_draws

@@ -44,10 +44,11 @@ show_references = None
 
 # %%
 
+import numpy as np
+
 from lmcbook import experiments, plots
 from lmcbook.captions import describe_noise
 from lmcbook.page import open_page
-from lmcbook.pages.task_arithmetic import merge_numbers
 from lmcbook.profiles import TASKS
 
 page, study = open_page("task_arithmetic", globals())
@@ -64,13 +65,29 @@ joint = merged.groupby(["method", "lr", "alpha"])[["task_cal_loss", "task_loss"]
 best = joint.loc[joint.groupby(level=["method", "lr"])["task_cal_loss"].idxmin()].reset_index("alpha")
 best.round(4)
 
-# %% tags=["remove-cell"]
+# %% [markdown]
+# The figure below draws each task's loss along $\alpha$:
+
+# %%
 page.glue_figure("fig_ta", plots.plot_task_arithmetic(ta))
+
+# %% tags=["remove-cell"]
 page.glue_md("setup", describe_noise(study, spawned=False))
-numbers, words = merge_numbers(ta, best, study)
-page.glue_values(**numbers)
-page.glue_markdown(**words)
-page.choose("alpha_edge", words["edge_cases"] != "none")
+ft = ta[ta["method"] == "finetuned"].groupby("lr")["task_loss"].mean()  # the fine-tuned models, per rate
+base = ta[(ta["method"] == "task_arithmetic") & (ta["alpha"] == 0.0) & (ta["task"] != "original")]  # pretrained
+ta_loss, ties_loss = best.loc["task_arithmetic", "task_loss"], best.loc["ties", "task_loss"]  # by fine-tuning lr
+page.glue_values(n_lrs=len(study.finetune_lrs), ft_steps=study.finetune_steps, keep=study.ties_keep,
+                 ft_loss_lo=float(ft.min()), ft_loss_hi=float(ft.max()), base_loss=float(base["task_loss"].mean()),
+                 alpha_max=float(max(study.alphas)), task_arithmetic_best_lr=float(ta_loss.idxmin()),
+                 task_arithmetic_best_loss=float(ta_loss.min()), task_arithmetic_worst_loss=float(ta_loss.max()),
+                 ties_best_lr=float(ties_loss.idxmin()), ties_best_loss=float(ties_loss.min()),
+                 ties_worst_loss=float(ties_loss.max()))
+at_edge = best[np.isclose(best["alpha"], max(study.alphas))].index  # (method, lr) whose best α ends the grid
+names = {"task_arithmetic": "task arithmetic", "ties": "TIES"}
+page.glue_markdown(edge_cases="; ".join(
+    f"{names[m]} with fine-tuning learning rate(s) " + ", ".join(f"{lr:g}" for mm, lr in at_edge if mm == m)
+    for m in dict.fromkeys(m for m, _ in at_edge)) or "none")
+page.choose("alpha_edge", len(at_edge) > 0)
 
 # %% [markdown]
 # ```{glue:figure} fig_ta

@@ -73,7 +73,6 @@ import pandas as pd
 
 from lmcbook import plots, schema, theory
 from lmcbook.page import open_page
-from lmcbook.pages.theory_lewc import theory_numbers
 
 page, study = open_page("theory_lewc", globals())
 
@@ -97,10 +96,40 @@ assert worst("block_diagonal", "lewc_rel_err") < 1e-12, "LEWC is not exact for t
 assert abs(float(schema.select(checks, "logit_norm_ratio", method="block_diagonal")["value"].iloc[0])
            - 2.0 ** (1 - L)) < 1e-12, "the block-diagonal pair's logit norm ratio is not 2^(1-L)"
 
+# %% [markdown]
+# Per pair, the worst absolute value over layers and $\lambda$ of each error (the LEWC error
+# also at layer 2 and $\lambda = \frac12$, `lewc2`), the sign conflicts, the orthogonality
+# ratio, the logit norm and $\tau$ ratios with their distances from LEWC's predictions
+# $2^{1-L}$ and $2^{L-1}$, and the scale law's slope's distance from 1:
+
+# %%
+def first(kind, metric):
+    return float(schema.select(checks, metric, method=kind)["value"].iloc[0])
+
+
+measures = pd.DataFrame({kind: {
+    "lewc": worst(kind, "lewc_rel_err"), "lewc2": worst(kind, "lewc_rel_err", layer=2, lam=0.5),
+    "add": worst(kind, "additivity_rel_err"), "sign": worst(kind, "sign_conflict"), "orth": worst(kind, "orth_ratio"),
+    "cross": worst(kind, "cross_rel_err"), "norm": first(kind, "logit_norm_ratio"), "tau": first(kind, "tau_ratio"),
+    "beta_err": abs(first(kind, "scale_beta") - 1)} for kind in theory.KINDS}).T
+measures = measures.assign(norm_err=(measures["norm"] - 2.0 ** (1 - L)).abs(),
+                           tau_relerr=(measures["tau"] / 2.0 ** (L - 1) - 1).abs())
+measures
+
 # %% tags=["remove-cell"]
 page.glue_figure("fig_theory", plots.plot_theory(checks))
 page.glue_values(L=L, hidden=study.hidden, n_inputs=study.inputs, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1))
-page.glue_values(**theory_numbers(checks, L))
+bd, dr, ov = (measures.loc[k] for k in ("block_diagonal", "disjoint_rows", "overlapping"))
+page.glue_values(
+    block_diagonal_lewc=bd["lewc"], block_diagonal_lewc2=bd["lewc2"], block_diagonal_add=bd["add"],
+    block_diagonal_sign=bd["sign"], block_diagonal_orth=bd["orth"], block_diagonal_norm=bd["norm"],
+    block_diagonal_tau=bd["tau"], block_diagonal_norm_err=bd["norm_err"], block_diagonal_tau_relerr=bd["tau_relerr"],
+    block_diagonal_beta_err=bd["beta_err"], disjoint_rows_lewc=dr["lewc"], disjoint_rows_lewc2=dr["lewc2"],
+    disjoint_rows_add=dr["add"], disjoint_rows_sign=dr["sign"], disjoint_rows_orth=dr["orth"],
+    disjoint_rows_norm=dr["norm"], disjoint_rows_tau=dr["tau"], disjoint_rows_beta_err=dr["beta_err"],
+    overlapping_lewc=ov["lewc"], overlapping_lewc2=ov["lewc2"], overlapping_add=ov["add"],
+    overlapping_sign=ov["sign"], overlapping_orth=ov["orth"], overlapping_norm=ov["norm"], overlapping_tau=ov["tau"],
+    overlapping_beta_err=ov["beta_err"])
 
 # %% [markdown]
 # ## Checking it in float64

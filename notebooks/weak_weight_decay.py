@@ -34,10 +34,9 @@ weak_weight_decay = draws = match_iterations = None
 # %%
 import pandas as pd
 
-from lmcbook import experiments, plots, stats
+from lmcbook import experiments, plots, schema, stats
 from lmcbook.captions import describe_study, regime_table
 from lmcbook.page import open_page
-from lmcbook.pages.weak_weight_decay import decay_long, decay_numbers, figure_panels
 
 page, study = open_page("weak_weight_decay", globals())
 
@@ -48,19 +47,70 @@ page, study = open_page("weak_weight_decay", globals())
 # %%
 sweeps = [(s.weight_decay, experiments.pair_frames(s, page.store).summary, experiments.probe_frames(s, page.store),
            experiments.regime_frame(s, page.store)) for s in (study, study.weak())]
-long, last = decay_long(sweeps)  # the page's CSV, which the figure and the table read
+# the page's CSV, which the figure and the table read: per weight decay the pair summaries, the LEWC error at the last
+# hidden layer and λ = ½, and the relative effective rank of the hidden-to-hidden matrices (trained pairs)
+parts = []
+for wd, summary, probes, _ in sweeps:
+    last = schema.last_hidden(probes["lewc"])
+    rank = schema.select(probes["rank"], "rel_effective_rank", method="trained")
+    parts.append(schema.concat([
+        schema.to_long(summary, page.name, ["acc_merged", "acc_endpoints", "acc_ensemble", "loss_barrier_cal_mid",
+                                            "loss_barrier_mid", "logit_norm_ratio", "tau_ratio"],
+                       ["width", "hidden_units", "depth"]),
+        schema.to_long_frame(schema.select(probes["lewc"], "lewc_rel_err", lam=0.5, layer=last, method="trained"),
+                             page.name, ["width", "hidden_units", "depth", "layer", "lam"]),
+        schema.to_long_frame(rank[rank["role"] == "hidden"], page.name, ["width", "hidden_units", "depth", "layer"]),
+    ]).assign(weight_decay=wd))
+long = schema.concat(parts)
 
-# %% tags=["remove-cell"]
-regime = pd.concat([r for *_, r in sweeps], ignore_index=True)
+# %% [markdown]
+# The figure below draws six of its measures against width, one line per weight decay:
+
+# %%
 L = study.layers
 wds = {"strong": study.weight_decay, "weak": study.weak_weight_decay}
 label = {wd: f"weight decay {wd:g}" for wd in wds.values()}
-page.glue_figure("fig_wd", plots.plot_panels(long, figure_panels(last, L), group="weight_decay", labels=label))
+page.glue_figure("fig_wd", plots.plot_panels(long, [
+    dict(metric="acc_merged", title=r"merged accuracy, $\lambda=\frac{1}{2}$"),
+    dict(metric="loss_barrier_cal_mid", title="calibrated midpoint loss barrier (nats)"),
+    dict(metric="lewc_rel_err", title=rf"LEWC relative error, layer {last}, $\lambda=\frac{{1}}{{2}}$"),
+    dict(metric="rel_effective_rank", title="relative effective rank (hidden-to-hidden)"),
+    dict(metric="logit_norm_ratio", title="logit norm ratio", hline=(2.0 ** (1 - L), "LEWC: $2^{1-L}$"), logy=True),
+    dict(metric="acc_endpoints", title="endpoint accuracy (mean of a, b)")], group="weight_decay", labels=label))
+
+# %% tags=["remove-cell"]
+regime = pd.concat([r for *_, r in sweeps], ignore_index=True)
 page.glue_md("setup", describe_study(study, regime))
 page.glue_md("regime", regime_table(regime))
-numbers = decay_numbers(long, regime, wds["strong"], wds["weak"])
-page.glue_values(norm_pred=2.0 ** (1 - L), **numbers)
-page.choose("weak_merges", bool(numbers["gap"] <= 0))
+units = sorted(long["hidden_units"].unique())
+wide, wide2, narrow = units[-1], units[-2] if len(units) > 1 else units[-1], units[0]  # _0: the widest, _1: the next
+
+
+def at(metric: str, strength: str, u: float, col: str = "mean") -> float:
+    """A measure's mean (or spread) over pairs at ``strength``'s weight decay and ``u`` hidden units."""
+    return stats.cell_stats(long, metric, weight_decay=wds[strength]).loc[u, col]
+
+
+gap = at("acc_merged", "strong", wide) - at("acc_merged", "weak", wide)
+page.glue_values(
+    norm_pred=2.0 ** (1 - L), wd_strong=wds["strong"], wd_weak=wds["weak"], n_wide=int(wide), n_wide2=int(wide2),
+    n_narrow=int(narrow), gap=gap,
+    shrink_strong=schema.select(regime, "decay_shrinkage", weight_decay=wds["strong"])["value"].mean(),
+    shrink_weak=schema.select(regime, "decay_shrinkage", weight_decay=wds["weak"])["value"].mean(),
+    acc_merged_strong_0=at("acc_merged", "strong", wide), acc_merged_strong_1=at("acc_merged", "strong", wide2),
+    acc_merged_strong_0_spread=at("acc_merged", "strong", wide, "spread"),
+    acc_merged_weak_0=at("acc_merged", "weak", wide), acc_merged_weak_1=at("acc_merged", "weak", wide2),
+    acc_merged_weak_0_spread=at("acc_merged", "weak", wide, "spread"),
+    acc_merged_weak_narrow=at("acc_merged", "weak", narrow),
+    acc_endpoints_strong_0=at("acc_endpoints", "strong", wide), acc_endpoints_weak_0=at("acc_endpoints", "weak", wide),
+    logit_norm_ratio_strong_0=at("logit_norm_ratio", "strong", wide),
+    logit_norm_ratio_strong_1=at("logit_norm_ratio", "strong", wide2),
+    logit_norm_ratio_weak_0=at("logit_norm_ratio", "weak", wide),
+    logit_norm_ratio_weak_1=at("logit_norm_ratio", "weak", wide2),
+    lewc_rel_err_strong_0=at("lewc_rel_err", "strong", wide), lewc_rel_err_weak_0=at("lewc_rel_err", "weak", wide),
+    rel_effective_rank_strong_0=at("rel_effective_rank", "strong", wide),
+    rel_effective_rank_weak_0=at("rel_effective_rank", "weak", wide))
+page.choose("weak_merges", bool(gap <= 0))
 
 # %% [markdown]
 # Seed means per width of each quantity, at the sweep's weight decay (*strong*) and at

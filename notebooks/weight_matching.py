@@ -42,10 +42,9 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 weak_weight_decay = draws = match_iterations = None
 
 # %%
-from lmcbook import experiments, plots
+from lmcbook import experiments, plots, schema
 from lmcbook.captions import describe_study
 from lmcbook.page import open_page
-from lmcbook.pages.weight_matching import METHOD_PANELS, TIME_PANELS, method_numbers, methods_long
 
 page, study = open_page("weight_matching", globals())
 
@@ -58,14 +57,49 @@ curves, summary = experiments.method_frames(study, page.store)
 regime = experiments.regime_frame(study, page.store)
 summary.groupby(["hidden_units", "method"])[["acc_barrier", "loss_barrier", "loss_barrier_cal"]].mean().round(3)
 
+# %% [markdown]
+# The page's CSV holds each method's barriers and merged accuracy per pair, and weight
+# matching's time, sweeps and objective; the two figures below read it:
+
+# %%
+keys = ["width", "hidden_units", "depth", "method"]
+long = schema.concat([
+    schema.to_long(summary, "weight_matching", ["acc_barrier", "loss_barrier", "loss_barrier_cal", "acc_barrier_mid",
+                                                "loss_barrier_mid", "loss_barrier_cal_mid", "acc_merged"], keys),
+    schema.to_long(summary[summary["method"] == "weight_matching"], "weight_matching",
+                   ["match_seconds", "match_iterations", "match_objective"], keys)])
+page.glue_figure("fig_methods", plots.plot_panels(long, [
+    dict(metric="acc_barrier", title="accuracy barrier"), dict(metric="loss_barrier", title="raw loss barrier (nats)"),
+    dict(metric="loss_barrier_cal", title="calibrated loss barrier (nats)")]))
+page.glue_figure("fig_time", plots.plot_panels(long, [
+    dict(metric="match_seconds", title="weight matching time (s)", logy=True),
+    dict(metric="match_iterations", title="coordinate-descent sweeps")], ncols=2))
+
 # %% tags=["remove-cell"]
-long = methods_long(summary)  # the page's CSV, which the figures read
 page.glue_md("setup", describe_study(study, regime))
-page.glue_figure("fig_methods", plots.plot_panels(long, METHOD_PANELS))
-page.glue_figure("fig_time", plots.plot_panels(long, TIME_PANELS, ncols=2))
-means = summary.groupby(["hidden_units", "method"]).mean(numeric_only=True)
-page.glue_values(cap=study.match_iterations, **method_numbers(means))
-best = means.xs(summary["hidden_units"].max(), level="hidden_units")["loss_barrier_cal"].idxmin()
+means = summary.groupby(["method", "hidden_units"]).mean(numeric_only=True)  # over pairs
+narrow, wide = summary["hidden_units"].min(), summary["hidden_units"].max()
+page.glue_values(
+    cap=study.match_iterations, n_narrow=int(narrow), n_wide=int(wide),
+    t_narrow=means.loc[("weight_matching", narrow), "match_seconds"],
+    t_wide=means.loc[("weight_matching", wide), "match_seconds"],
+    it_wide=means.loc[("weight_matching", wide), "match_iterations"],
+    none_acc_barrier_narrow=means.loc[("none", narrow), "acc_barrier"],
+    none_acc_barrier_wide=means.loc[("none", wide), "acc_barrier"],
+    none_loss_barrier_wide=means.loc[("none", wide), "loss_barrier"],
+    none_loss_barrier_cal_wide=means.loc[("none", wide), "loss_barrier_cal"],
+    weight_matching_acc_barrier_narrow=means.loc[("weight_matching", narrow), "acc_barrier"],
+    weight_matching_acc_barrier_wide=means.loc[("weight_matching", wide), "acc_barrier"],
+    weight_matching_loss_barrier_wide=means.loc[("weight_matching", wide), "loss_barrier"],
+    weight_matching_loss_barrier_cal_wide=means.loc[("weight_matching", wide), "loss_barrier_cal"],
+    random_permutation_acc_barrier_narrow=means.loc[("random_permutation", narrow), "acc_barrier"],
+    random_permutation_acc_barrier_wide=means.loc[("random_permutation", wide), "acc_barrier"],
+    random_permutation_loss_barrier_cal_wide=means.loc[("random_permutation", wide), "loss_barrier_cal"],
+    repair_acc_barrier_narrow=means.loc[("repair", narrow), "acc_barrier"],
+    repair_acc_barrier_wide=means.loc[("repair", wide), "acc_barrier"],
+    repair_loss_barrier_wide=means.loc[("repair", wide), "loss_barrier"],
+    repair_loss_barrier_cal_wide=means.loc[("repair", wide), "loss_barrier_cal"])
+best = means.xs(wide, level="hidden_units")["loss_barrier_cal"].idxmin()
 page.glue_md("best_wide", best.replace("_", " "))
 
 # %% [markdown]

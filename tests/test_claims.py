@@ -187,6 +187,15 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     assert md.count("after a pilot") == 1 and md.count("after results") == 2 and "before results" not in md
     assert "| before results |" in claims.scoreboard_markdown([claims.ClaimResult("M1", "width", "s", "m", "t",
                                                                                    "pass", "mechanism")])
+    # the compact table comes first, its verdict in the second column, the full table after it
+    wordy = claims.ClaimResult("N2 (50%)", "noise", "At fixed S the batch size has no effect on the merging gain at "
+                               "all.", "m", "t", "pass", "noise_scale",
+                               values={"estimate": 0.0012, "lo": -0.0005, "hi": 0.0029, "threshold": 0.005})
+    md = claims.scoreboard_markdown([wordy])
+    compact, full = md.index("| claim | result | statement |"), md.index("| claim | data | regime |")
+    assert compact < full and "| N2 (50%) | ✓ | At fixed S the batch size has no effect …" in md
+    assert "| 0.0012 [-0.0005, 0.0029] vs 0.005 |" in md
+    assert "| — |" in claims.scoreboard_markdown(rows[:1])  # no interval: no deciding number
 
 
 def test_threshold_provenance_and_chance_passes():

@@ -127,3 +127,22 @@ def test_the_package_names_stay_importable_from_lmcbook():
     assert lmcbook.train.__name__ == "lmcbook.train"  # any submodule, on first use
     with pytest.raises(AttributeError, match="no_such_name"):
         lmcbook.no_such_name  # noqa: B018
+
+
+def test_the_import_graph_script_measures_floors_and_hidden_code(tmp_path):
+    """benchmarks/import_graph.py (issue 50's targets): floors on a planted graph, package-relative imports resolved
+    to their modules, and the hidden share of a planted notebook."""
+    import sys
+
+    sys.path.insert(0, str(LIB.parent / "benchmarks"))
+    import import_graph as ig
+
+    assert ig.floors({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == {"a": 3, "b": 2, "c": 1}
+    assert ig.cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+    g = ig.graph()
+    assert {"claims.verdicts", "claims.thresholds"} <= g["claims.noise"]  # from .verdicts import ... in a package
+    assert "store" in g["tools.diagnose"] or "merge" in g["tools.diagnose"]  # from ..merge import ... in a tool
+    assert len(g) == len(list(LIB.rglob("*.py")))
+    nb = tmp_path / "n.py"
+    nb.write_text("# %% tags=[\"remove-cell\"]\nx = 1\ny = 2\nz = 3\n\n# %%\nprint(x)\n")
+    assert ig.hidden_share(nb) == 0.75

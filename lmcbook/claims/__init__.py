@@ -167,6 +167,7 @@ from .verdicts import (
     PLAIN,
     REGIMES,
     STATE_CODES,
+    TABLE_MARKS,
     ClaimResult,
     chance_passes,
     decay_of,
@@ -206,7 +207,8 @@ __all__ = [
     "STABLE_ACC_MARGIN",
     # verdicts
     "BLOCK_CODES", "BOOK", "BOOK_ROWS", "DIAGNOSTIC", "FAIL", "INCONCLUSIVE", "MARKS", "MATCHED", "NA", "PAPER",
-    "PASS", "PLAIN", "REGIMES", "STATE_CODES", "ClaimResult", "chance_passes", "decay_of", "ties", "trend_state",
+    "PASS", "PLAIN", "REGIMES", "STATE_CODES", "TABLE_MARKS", "ClaimResult", "chance_passes", "decay_of", "ties",
+    "trend_state",
     # width
     "claim_w1", "claim_w2", "claim_w3", "claim_w4", "claim_w5", "claim_w6", "claim_w6_update", "claim_w7",
     "claim_w8", "claim_w9", "claim_w10", "claim_w11", "claim_w12", "claim_w13", "claim_w14", "claim_w15",

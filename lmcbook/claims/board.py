@@ -243,12 +243,37 @@ def scoreboard_markdown(rows: list[ClaimResult], short: dict[str, str] | None = 
     """Return the scoreboard as MyST tables, one per block (:data:`~lmcbook.claims.board.BLOCK_TITLES`), each row
     linking to the page with its evidence; a row of a committed reference run names it and its data set (as
     ``short`` writes it: :data:`lmcbook.data.DATASET_SHORT`)."""
-    parts = []
+    parts, full = [], []
     for block, title in BLOCK_TITLES.items():
         some = [r for r in rows if r.block == block]
         if some:
-            parts.append(f"**{title}** ({len(some)} rows)\n\n{_table(some, short or {})}")
-    return "\n\n".join(parts)
+            parts.append(f"**{title}** ({len(some)} rows)\n\n{_compact(some, short or {})}")
+            full.append(f"**{title}**, in full\n\n{_table(some, short or {})}")
+    return "\n\n".join(parts + (["Every row in full: the statement, what was measured, the test and when its "
+                                  "threshold was fixed."] if full else []) + full)
+
+
+#: Words at most of a statement in the compact table (the full one follows).
+SHORT_WORDS = 9
+
+
+def _compact(rows: list[ClaimResult], short: dict[str, str]) -> str:
+    """Return a block's compact table: the claim, its verdict, the statement in a few words, the data, the number
+    that decides it (the test's estimate and interval against its threshold, in the test's own units) and the page."""
+    lines = ["| claim | result | statement | data | deciding number | evidence |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        label = f"{r.id} (control)" if r.control and not r.diagnostic else r.id
+        words = r.statement.split()
+        said = " ".join(words[:SHORT_WORDS]) + (" …" if len(words) > SHORT_WORDS else "")
+        data = short.get(r.dataset, r.dataset) if r.dataset else "—"
+        data = f"{data} (`{r.source}`)" if r.source else data
+        v = r.values
+        number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
+                  if {"estimate", "lo", "hi", "threshold"} <= v.keys() and np.isfinite(v["estimate"]) else "—")
+        mark = f"{r.mark} (a repeat)" if r.repeats else r.mark
+        cells = [label, mark, said, data + (f", {r.regime}" if r.regime else ""), number, f"{{doc}}`{r.page}`"]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
 
 
 def _where(r: ClaimResult) -> str:
@@ -261,8 +286,9 @@ def _where(r: ClaimResult) -> str:
 
 
 def _table(rows: list[ClaimResult], short: dict[str, str]) -> str:
+    """Return a block's full table: every column of every row (its verdict under ``verdict``)."""
     lines = ["| claim | data | regime | statement (the paper's, or the book's own) | measured here | test | "
-             "threshold fixed | result | evidence |", "|---|---|---|---|---|---|---|---|---|"]
+             "threshold fixed | verdict | evidence |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         label = f"{r.id} (control)" if r.control and not r.diagnostic else r.id
         regime = "—" if r.regime is None else r.regime + _where(r)

@@ -40,7 +40,7 @@ from .thresholds import (
     PICK_ORDER,
     STABLE_ACC_MARGIN,
 )
-from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult, _values
+from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, TABLE_MARKS, ClaimResult, _values
 
 #: The key columns of a map cell, as the regime map's CSV holds them.
 MAP_KEYS = ["augment", "lr_floor", "method", "spawn_fraction", "lr"]
@@ -318,11 +318,12 @@ def noise_claims(noise_scale: pd.DataFrame | None, components: pd.DataFrame | No
 
 def rule_sensitivity(noise_scale: pd.DataFrame | None, components: pd.DataFrame | None,
                      thresholds: tuple[float, ...] = NOISE_RULE_THRESHOLDS) -> pd.DataFrame:
-    """Return each noise row's verdict mark at each of the rule's ``thresholds`` (one column per threshold, the
-    first being the rule itself): how the verdicts move as the rule excludes more cells."""
+    """Return each noise row's verdict (``TABLE_MARKS``: a word, not Markdown) at each of the rule's ``thresholds``
+    (one column per threshold, the first being the rule itself): how the verdicts move as the rule excludes more
+    cells."""
     out: dict[str, dict[str, str]] = {}
     for t in thresholds:
         name = f"failed only (< {t:g})" if t <= NOISE_FAILED_TRAIN_ACC else f"weaker child ≥ {t:g}"
         for r in noise_claims(noise_scale, components, t):
-            out.setdefault(r.id, {})[name] = r.mark
+            out.setdefault(r.id, {})[name] = TABLE_MARKS[r.state]
     return pd.DataFrame.from_dict(out, orient="index").rename_axis("claim")

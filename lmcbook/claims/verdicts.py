@@ -30,6 +30,8 @@ from .thresholds import (
 PASS, FAIL, INCONCLUSIVE, NA = "pass", "fail", "inconclusive", "n/a"
 #: The four verdicts, and how the scoreboard and the pages show them.
 MARKS = {PASS: "✓", FAIL: "✗", INCONCLUSIVE: "*inconclusive*", NA: "*n/a*"}
+#: The verdicts in a table a notebook shows as a frame (HTML, where Markdown's asterisks would print as they are).
+TABLE_MARKS = {PASS: "✓", FAIL: "✗", INCONCLUSIVE: "inconclusive", NA: "n/a"}
 #: The value of the ``claim_state`` metric for each verdict.
 STATE_CODES = {FAIL: 0.0, PASS: 1.0, INCONCLUSIVE: 2.0, NA: 3.0}
 #: The scoreboard's blocks: the papers' claims, the book's own alternatives and controls (H1–H3's rows, M6's axis,

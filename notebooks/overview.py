@@ -30,7 +30,7 @@
 # %% tags=["parameters"]
 profile = "quick"
 
-# %%
+# %% tags=["remove-input"]
 
 from lmcbook import claims, plots
 from lmcbook.captions import describe_study, regime_table

@@ -20,16 +20,17 @@ execution counts only its own events.  The log is best effort: a read-only store
 skips it (one :class:`StoreWarning`), and readers skip a torn line (one warning);
 reading a store never needs write access.  ``lmcbook store verify`` reports torn
 lines, entries without a manifest and damaged derived results; ``gc`` repairs or
-removes them.  The log's methods are in :mod:`lmcbook.store_events`.
+removes them.  The log's methods are ``EventLog``, below.
 
 Derived results (frames measured from stored runs) live in ``ROOT/derived/`` keyed by
 their kind, their key, the library's source hash and the SHA-256 of the weights of
 every run their key names, so retrained weights are never reported from an old cache
-(:mod:`lmcbook.store_derived`).  The store's error, warning and file formats are in ``store_files.py``.
+(``DerivedResults``, below).  The store's error, warning and file formats are in ``store_files.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -37,11 +38,12 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 from filelock import FileLock
 from safetensors import SafetensorError
@@ -49,13 +51,21 @@ from safetensors.torch import load_file, save_file
 
 from .batched import STACK_MAX_UNITS, group_key, train_many
 from .data import Dataset, load_spec, resolve_device
-from .files import is_stale, share, temp_dir, tmp_prefix
+from .files import is_stale, share, temp_dir, tmp_prefix, write_atomic
 from .models import build
 from .paths import STORE_ENV, checked_path, store_root
+from .provenance import source_hash
 from .specs import CODE_VERSION, RunSpec, SpecError
-from .store_derived import DerivedResults
-from .store_events import SESSION_ENV, EventLog
-from .store_files import _HEX, StoreError, StoreWarning, _sha256, _write_json
+from .store_files import (
+    _HEX,
+    StoreError,
+    StoreWarning,
+    _read_frame,
+    _sha256,
+    _warn_once,
+    _write_frame,
+    _write_json,
+)
 from .train import DivergedError, TrainedRun, check_trainable, remove_checkpoint, train
 
 log = logging.getLogger("lmcbook.store")
@@ -114,9 +124,218 @@ def _side_worker_train(spec: RunSpec) -> tuple | None:
     return None
 
 
+# -- the event log -------------------------------------------------------------------------------------------------
+# The run store's event log, ``ROOT/events.jsonl``: every load and training, appended with the process id and the
+# session ($LMCBOOK_SESSION, set by ``lmcbook execute`` per notebook), so that each execution counts only its own
+# events.  The log is best effort: a read-only store skips it (one warning), readers skip a torn line (one warning),
+# and ``lmcbook store gc`` repairs it.  :class:`EventLog` is mixed into :class:`lmcbook.store.RunStore`.
+
+#: The environment variable naming the current session (one notebook execution): its events carry it.
+SESSION_ENV = "LMCBOOK_SESSION"
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)
+
+
+class EventLog:
+    """The event log's methods of :class:`~lmcbook.store.RunStore` (which provides ``root`` and ``_note``)."""
+
+    #: The store's root folder (set by :class:`~lmcbook.store.RunStore`).
+    root: Path
+
+    def _event(self, event: str, spec: RunSpec, **extra: Any) -> None:
+        """Append an event (best effort: a store that cannot be written skips it, with one warning)."""
+        self._note(spec, event)
+        line = json.dumps({"time": time.time(), "event": event, "id": spec.id, "pid": os.getpid(),
+                           "session": os.environ.get(SESSION_ENV), **extra})
+        p = self.root / "events.jsonl"
+        try:
+            with open(p, "ab") as f:
+                torn = f.tell() > 0 and _last_byte(p) != b"\n"  # never append to a torn line
+                f.write((b"\n" if torn else b"") + line.encode() + b"\n")
+        except OSError as err:
+            _warn_once("events", self.root, f"the run store {self.root} cannot be written ({err.strerror}): "
+                                            "its event log is not updated; reading goes on")
+
+    def _event_lines(self) -> tuple[list[dict[str, Any]], list[int]]:
+        """Return the readable events and the (1-based) numbers of the torn lines."""
+        p = self.root / "events.jsonl"
+        if not p.exists():
+            return [], []
+        good, torn = [], []
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                ev = json.loads(line)
+                if not isinstance(ev, dict) or "event" not in ev:
+                    raise ValueError(line)
+                good.append(ev)
+            except ValueError:
+                torn.append(i)
+        return good, torn
+
+    def events(self, session: str | None = None) -> list[dict[str, Any]]:
+        """Return every recorded load and training, oldest first (only ``session``'s, if given).
+
+        A torn line (a write cut short) is skipped with one warning; ``lmcbook store gc`` repairs the log.
+        """
+        good, torn = self._event_lines()
+        if torn:
+            _warn_once("torn", self.root, f"skipped {len(torn)} torn line(s) of {self.root / 'events.jsonl'} "
+                                          f"(line {torn[0]}{', ...' if len(torn) > 1 else ''}); "
+                                          "`lmcbook store gc` repairs it")
+        return good if session is None else [e for e in good if e.get("session") == session]
+
+    def torn_event_lines(self) -> list[int]:
+        """Return the (1-based) numbers of the event log's torn lines."""
+        return self._event_lines()[1]
+
+    def repair_events(self) -> int:
+        """Rewrite the event log without its torn lines (atomically); return how many were dropped."""
+        good, torn = self._event_lines()
+        if torn:
+            p = self.root / "events.jsonl"
+            write_atomic(p, "".join(json.dumps(e) + "\n" for e in good))
+        return len(torn)
+
+
+# -- derived results -----------------------------------------------------------------------------------------------
+# The run store's derived results: frames measured from stored runs, cached in ``ROOT/derived/`` keyed by their
+# kind, their key, the library's source hash and the SHA-256 of the weights of every run their key names, so
+# retrained weights are never reported from an old cache.  :class:`DerivedResults` is mixed into
+# :class:`lmcbook.store.RunStore`.
+
+
+def _run_ids_in(obj: Any) -> set[str]:
+    """Return every run id (64 lowercase hex digits) among the strings nested in ``obj``."""
+    if isinstance(obj, str):
+        return {obj} if _HEX.match(obj) else set()
+    if isinstance(obj, dict):
+        return set().union(*map(_run_ids_in, obj.values())) if obj else set()
+    if isinstance(obj, (list, tuple, set)):
+        return set().union(*map(_run_ids_in, obj)) if obj else set()
+    return set()
+
+
+class DerivedResults:
+    """The derived-result methods of :class:`~lmcbook.store.RunStore` (which provides ``root``, ``check_writable``,
+    ``remove`` and ``_publish``)."""
+
+    #: The store's root folder (set by :class:`~lmcbook.store.RunStore`).
+    root: Path
+
+    def weights_sha(self, rid: str) -> str | None:
+        """Return the SHA-256 of a stored run's weights (from its manifest), or None if it has no readable one."""
+        try:
+            return json.loads((self.root / rid / "manifest.json").read_text())["model.safetensors"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def derived_path(self, kind: str, key: dict[str, Any]) -> Path:
+        """Return the directory of the derived result (``kind``, ``key``) at this library's source hash and the
+        current weights of every run ``key`` names (by their 64-hex-digit ids)."""
+        weights = {rid: self.weights_sha(rid) for rid in sorted(_run_ids_in(key))}
+        payload = json.dumps({"kind": kind, "key": key, "source_hash": source_hash(), "weights": weights},
+                             sort_keys=True, default=str)
+        return self.root / "derived" / hashlib.sha256(payload.encode()).hexdigest()
+
+    def has_derived(self, kind: str, key: dict[str, Any]) -> bool:
+        """Return True if the derived result (``kind``, ``key``) is cached."""
+        return (self.derived_path(kind, key) / "meta.json").exists()
+
+    def verify_derived(self, path: Path) -> None:
+        """Raise StoreError naming the file if a derived result's meta.json or one of its frames is missing or
+        damaged (its SHA-256 does not match, or, for entries written before the hashes were kept, it cannot be
+        read)."""
+        path = Path(path)
+        try:
+            meta = json.loads((path / "meta.json").read_text())
+            files = meta.get("files")
+            if files is not None:
+                for name, digest in files.items():
+                    if not (path / name).exists() or _sha256(path / name) != digest:
+                        raise StoreError(f"derived result {path}: {name} is damaged or missing (sha256 mismatch); "
+                                         "`lmcbook store gc` removes it, and it is recomputed when next needed")
+            for name in meta["frames"]:
+                _read_frame(path, name, meta.get("columns", {}).get(name))
+        except StoreError:
+            raise
+        except Exception as err:  # a torn meta.json, a damaged zip (BadZipFile), a truncated CSV, ...
+            raise StoreError(f"derived result {path} cannot be read ({type(err).__name__}: {err}); "
+                             "`lmcbook store gc` removes it, and it is recomputed when next needed") from err
+
+    def derived_entries(self) -> list[Path]:
+        """Return the directories of every derived result."""
+        d = self.root / "derived"
+        return sorted(p for p in d.iterdir() if p.is_dir()) if d.exists() else []
+
+    def damaged_derived(self) -> list[tuple[Path, str]]:
+        """Return each damaged derived result with what is wrong with it."""
+        out = []
+        for p in self.derived_entries():
+            try:
+                self.verify_derived(p)
+            except StoreError as err:
+                out.append((p, str(err)))
+        return out
+
+    def cached_frames(self, kind: str, key: dict[str, Any],
+                      compute: Callable[[], dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+        """Return frames computed from stored runs, computing and caching them on first use.
+
+        The cache key is ``kind``, ``key`` (which must name the run ids read), the
+        SHA-256 of those runs' weights and the hash of the lmcbook source, so any
+        change to the library, or a run retrained with other weights, recomputes.
+        Entries live in ``ROOT/derived/<sha256>/``, written atomically, one file per
+        frame: exact columns in an ``.npz`` (read back with ``allow_pickle=False``),
+        or an exact CSV (%.17g) for a frame with a column that is neither numeric nor
+        text; ``meta.json`` keeps every file's SHA-256.  A damaged entry is reported
+        (naming its file) and recomputed; a store that cannot be written computes
+        without caching (one warning).
+        """
+        path = self.derived_path(kind, key)
+        digest, damaged = path.name, False
+        if (path / "meta.json").exists():
+            try:
+                self.verify_derived(path)
+                meta = json.loads((path / "meta.json").read_text())
+                return {name: _read_frame(path, name, meta.get("columns", {}).get(name)) for name in meta["frames"]}
+            except StoreError as err:
+                warnings.warn(f"{err}: recomputing it", StoreWarning, stacklevel=2)
+                log.warning("%s: recomputing it", err)
+                damaged = True
+        frames = compute()
+        try:
+            self.check_writable()
+        except StoreError as err:
+            _warn_once("derived", self.root, f"{err}; derived results are computed but not cached")
+            return frames
+        if damaged:
+            self.remove([path])
+        tmp = temp_dir(self.root / ".tmp", f"derived-{digest[:12]}")
+        try:
+            columns = {name: _write_frame(tmp, name, df) for name, df in frames.items()}
+            files = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
+            _write_json(tmp / "meta.json", {"kind": kind, "key": key, "frames": sorted(frames),
+                                            "columns": {k: v for k, v in columns.items() if v is not None},
+                                            "files": files, "source_hash": source_hash(), "created": time.time()})
+            share(tmp)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._publish(tmp, path, f"derived result {digest[:12]}", done="meta.json")
+        except OSError as err:  # a full file system: the frames are computed all the same
+            _warn_once("derived", self.root, f"derived results are computed but not cached in {self.root} ({err})")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return frames
+
+
 class RunStore(EventLog, DerivedResults):
     """A directory of trained runs keyed by spec hash; its event log and its derived results are the methods of
-    :class:`~lmcbook.store_events.EventLog` and :class:`~lmcbook.store_derived.DerivedResults`."""
+    ``EventLog`` and ``DerivedResults``."""
 
     def __init__(self, root: str | Path | None = None, checkpoint_seconds: float = 30.0) -> None:
         self.root = checked_path(root, "store") if root is not None else store_root()

@@ -253,18 +253,15 @@ def scoreboard_markdown(rows: list[ClaimResult], short: dict[str, str] | None = 
                                   "threshold was fixed."] if full else []) + full)
 
 
-#: Words at most of a statement in the compact table (the full one follows).
-SHORT_WORDS = 9
-
-
-def _compact(rows: list[ClaimResult], short: dict[str, str]) -> str:
-    """Return a block's compact table: the claim, its verdict, the statement in a few words, the data, the number
-    that decides it (the test's estimate and interval against its threshold, in the test's own units) and the page."""
+def _compact(rows: list[ClaimResult], short: dict[str, str], words_shown: int = 9) -> str:
+    """Return a block's compact table: the claim, its verdict, the statement in its first ``words_shown`` words (the
+    full table follows), the data, the number that decides it (the test's estimate and interval against its
+    threshold, in the test's own units) and the page."""
     lines = ["| claim | result | statement | data | deciding number | evidence |", "|---|---|---|---|---|---|"]
     for r in rows:
         label = f"{r.id} (control)" if r.control and not r.diagnostic else r.id
         words = r.statement.split()
-        said = " ".join(words[:SHORT_WORDS]) + (" …" if len(words) > SHORT_WORDS else "")
+        said = " ".join(words[:words_shown]) + (" …" if len(words) > words_shown else "")
         data = short.get(r.dataset, r.dataset) if r.dataset else "—"
         data = f"{data} (`{r.source}`)" if r.source else data
         v = r.values

@@ -20,12 +20,12 @@ execution counts only its own events.  The log is best effort: a read-only store
 skips it (one :class:`StoreWarning`), and readers skip a torn line (one warning);
 reading a store never needs write access.  ``lmcbook store verify`` reports torn
 lines, entries without a manifest and damaged derived results; ``gc`` repairs or
-removes them.  The log's methods are ``EventLog``, below.
+removes them.  The log's methods are :class:`EventLog`, below.
 
 Derived results (frames measured from stored runs) live in ``ROOT/derived/`` keyed by
 their kind, their key, the library's source hash and the SHA-256 of the weights of
 every run their key names, so retrained weights are never reported from an old cache
-(``DerivedResults``, below).  The store's error, warning and file formats are in ``store_files.py``.
+(:class:`DerivedResults`, below).  The store's error, warning and file formats are in ``store_files.py``.
 """
 
 from __future__ import annotations
@@ -743,4 +743,5 @@ class RunStore(EventLog, DerivedResults):
                 continue
 
 
-__all__ = ["SESSION_ENV", "SIDE_BY_SIDE_MAX_UNITS", "RunStore", "StoreError", "StoreWarning", "describe"]
+__all__ = ["SESSION_ENV", "SIDE_BY_SIDE_MAX_UNITS", "DerivedResults", "EventLog", "RunStore", "StoreError", "StoreWarning",
+           "describe"]

@@ -743,5 +743,5 @@ class RunStore(EventLog, DerivedResults):
                 continue
 
 
-__all__ = ["SESSION_ENV", "SIDE_BY_SIDE_MAX_UNITS", "DerivedResults", "EventLog", "RunStore", "StoreError", "StoreWarning",
-           "describe"]
+__all__ = ["SESSION_ENV", "SIDE_BY_SIDE_MAX_UNITS", "DerivedResults", "EventLog", "RunStore", "StoreError",
+           "StoreWarning", "describe"]

@@ -308,7 +308,7 @@ page.glue_markdown(rule_between=captions.rule_between_words(), rule_moving=capti
 #   epochs (every run sees as many examples); this grid gives every run the same steps, so
 #   a run at $B = 32$ sees a quarter of the examples one at $B = 128$ sees. The references
 #   `noise-epochs-mnist1d` and `noise-epochs-mnist-standin` run the grid at equal epochs
-#   (8,000 steps at $B = 32$, 2,000 at $B = 128$), and N2 is scored once per grid. Every
+#   (their facts below give each batch size's steps), and N2 is scored once per grid. Every
 #   committed grid, with its protocol, the batch size's coefficient at fixed $S$ (tolerance
 #   ± {glue:text}`n2_tolerance:g` points) and its N2:
 #

@@ -13,10 +13,10 @@ from tqdm.auto import tqdm
 
 from . import __version__, parts, reference
 from .data import DataError
-from .paths import STORE_ENV, checked_path
-from .specs import SpecError
+from .files import STORE_ENV, checked_path
+from .specs import SpecError, check_scheduler
 from .store import RunStore, StoreError, describe
-from .sweep import check_scheduler, run_all
+from .sweep import run_all
 from .tools.bench import run as run_bench
 from .train import DivergedError
 
@@ -212,16 +212,16 @@ def cmd_diagnose(args) -> int:
     import shlex
     import time
 
-    from .tools import diagnose, diagnose_report
+    from .tools import diagnose
 
     t0 = time.perf_counter()
-    diagnose_report.check_out(args.out)  # before any compute, as every other input
+    diagnose.check_out(args.out)  # before any compute, as every other input
     prep = diagnose.prepare(args.checkpoints, args.model, args.data, diagnose.parse_model_args(args.model_args),
                             args.data_root, args.spec, args.limit, args.device,
                             args.lams or diagnose.DEFAULT_LAMS)
     diag = diagnose.diagnose(prep)
     command = "lmcbook diagnose " + " ".join(shlex.quote(a) for a in args.argv)
-    path = diagnose_report.write(diag, args.out, command, time.perf_counter() - t0)
+    path = diagnose.write(diag, args.out, command, time.perf_counter() - t0)
     print(diagnose.summary_table(diag).to_string(float_format=lambda v: f"{v:.4g}"))
     for line in diag.reading:
         print("-", line)

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .paths import dataset_cache
+from .files import dataset_cache
 from .specs import DATASETS, EMBEDDED, TRANSFORMS, DataSpec, SpecError, check_device, check_int
 
 log = logging.getLogger("lmcbook.data")

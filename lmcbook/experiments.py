@@ -7,9 +7,8 @@ the library's source hash, so the first notebook that needs a measurement
 computes it and every later notebook reads it.
 
 The width study, its controls and the mechanism study are here; the noise study's frames are in
-``experiments_noise.py``, and what every family shares (a study's data set, its trained pairs, the cached pair
-summary) in ``experiments_runs.py``.  This module names them all: a page reads every frame as
-``experiments.NAME``.
+:mod:`lmcbook.experiments_noise`, and what every family shares (a study's data set, its trained pairs, the cached
+pair summary) in :mod:`lmcbook.sweep`.
 """
 
 from __future__ import annotations
@@ -27,15 +26,6 @@ import pandas as pd
 import torch
 
 from .data import Dataset
-from .experiments_noise import (
-    GAIN_LAMS,
-    lr_pair_frame,
-    noise_frame,
-    regime_map_frame,
-    spawn_point,
-    task_arithmetic_frame,
-)
-from .experiments_runs import Runs, cached_pair_summary, study_data, sweep_first, trained_pairs
 from .merge import permutation_spec, permute, random_permutation, repair, weight_matching
 from .metrics import pair_summary
 from .probes import PairActivations, rank_profile
@@ -43,6 +33,7 @@ from .profiles import Pair, Recipe
 from .regime import regime_measures
 from .schema import concat, last_hidden, select, to_long, to_long_frame
 from .store import RunStore
+from .sweep import Runs, cached_pair_summary, study_data, sweep_first, trained_pairs
 from .train import TrainedRun, init_model
 
 log = logging.getLogger("lmcbook.experiments")
@@ -413,9 +404,8 @@ def mechanism_long(frames: dict[str, pd.DataFrame], notebook: str = "mechanism")
     ])
 
 
-__all__ = ["PROBE_LAMS", "PROBES", "PairFrames", "study_data", "trained_pairs", "sweep_first", "Runs", "regime_frame",
-           "pair_frames", "Sweep", "pair_sweep", "probe_sweep", "cached_pair_summary", "probe_points_of",
+__all__ = ["PROBE_LAMS", "PROBES", "PairFrames", "regime_frame",
+           "pair_frames", "Sweep", "pair_sweep", "probe_sweep", "probe_points_of",
            "MATCHED_PROBES", "probe_frames", "prefetch_matchings", "matched_permutation", "matched_model",
            "permutation_frames", "method_frames", "matched_summaries", "MECHANISM_SUMMARY", "mechanism_frames",
-           "MECHANISM_KEYS", "mechanism_long", "GAIN_LAMS", "spawn_point", "noise_frame", "regime_map_frame",
-           "lr_pair_frame", "task_arithmetic_frame"]
+           "MECHANISM_KEYS", "mechanism_long"]

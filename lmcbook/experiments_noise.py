@@ -5,18 +5,30 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, replace
+from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
-from .data import Dataset, load
-from .experiments_runs import cached_pair_summary, study_data, sweep_first
+from . import claims
+from .claims import (
+    FIRST_PICK,
+    NOISE_MIN_EFFECT,
+    NOISE_RULE_THRESHOLDS,
+    describe_setting,
+    map_cells,
+    map_settings,
+    pick_setting,
+)
+from .data import DATASET_LABELS, DATASET_SHORT, Dataset, load
 from .merge import add_vectors, interpolate, task_vector, ties_vector
 from .metrics import disagreement, ensemble_gain, evaluate, logits, relative_distance
 from .noise import effective_noise_scale, merging_gain
 from .profiles import TASKS, Cell, NoiseRegimeStudy, NoiseStudy
 from .specs import RunSpec
 from .store import RunStore
+from .sweep import cached_pair_summary, study_data, sweep_first
 from .train import DivergedError, TrainedRun, init_model
 
 log = logging.getLogger("lmcbook.experiments")  # the logger of every experiments module
@@ -67,8 +79,6 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
     does the old convergence rule (``lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC``, on every pair's weaker child)
     train a cell that misses it again at the next of ``study.lengths()`` (doubled steps), all its pairs together,
     until it meets the rule or the lengths run out; a cell's rows are then those of the last length it trained."""
-    from .claims import NOISE_CONVERGED_TRAIN_ACC
-
     store = store or RunStore()
     data = study_data(study)
     out: dict[Cell, list[dict]] = {}
@@ -92,7 +102,7 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
                                   "train_acc_min": min(float(ra.metrics["train_acc"]), float(rb.metrics["train_acc"])),
                                   **_gain_row(store, ra, rb, data)})
         todo = [c for c in todo if c not in diverged
-                and min(r["train_acc_min"] for r in out[c]) < NOISE_CONVERGED_TRAIN_ACC]
+                and min(r["train_acc_min"] for r in out[c]) < claims.NOISE_CONVERGED_TRAIN_ACC]
     return pd.DataFrame([r for cell in dict.fromkeys(cells) for r in out[cell]])
 
 
@@ -152,8 +162,6 @@ def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFr
     while some cell's children miss the convergence rule, again at the next of ``study.lengths()`` (parents
     included), until every cell meets it or the lengths run out.  Cells that still miss it are excluded by the rule
     (N5); a learning rate whose children diverge is reported and left out of every cell it is in."""
-    from .claims import NOISE_CONVERGED_TRAIN_ACC
-
     store = store or RunStore()
     data = study_data(study)
     cell = study.cell(study.component_lr)
@@ -175,7 +183,7 @@ def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFr
                     rows.append({**row, "diverged": 0.0, "train_acc_min": min(float(ra.metrics["train_acc"]),
                                                                               float(rb.metrics["train_acc"])),
                                  **_gain_row(store, ra, rb, data)})
-        if all(r["train_acc_min"] >= NOISE_CONVERGED_TRAIN_ACC for r in rows if not r["diverged"]):
+        if all(r["train_acc_min"] >= claims.NOISE_CONVERGED_TRAIN_ACC for r in rows if not r["diverged"]):
             break
     return pd.DataFrame(rows)
 
@@ -229,3 +237,109 @@ def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> p
                                       compute)
             rows.append(got["rows"].assign(lr=lr, pair=p))
     return pd.concat(rows, ignore_index=True)
+
+
+def describe_noise(study: Any, spawned: bool = True) -> str:
+    """Return a one-sentence Markdown description of what the noise study trained (for captions): its
+    spawn-and-merge pairs, or with ``spawned=False`` the models it trained from scratch (task arithmetic's
+    pretrained models)."""
+    m = study.spec(study.grid_cells()[0], 0).model
+    floor = study.lr_floor
+    sched = ("decay to zero" if floor == 0 or not spawned else "a constant rate" if floor == 1 else
+             f"decay to {floor:g} of the peak")
+    start = ("from a shared initialisation, with different batch orders" if study.spawn_fraction == 0 else
+             f"spawned at {study.spawn_fraction:.0%} of training from their own parents")
+    how = (f"spawn-and-merge pairs {start}; {study.grid_pairs} pair(s) per cell of the η × B grid and "
+           f"{study.seeds} per cell of the component sweeps"
+           + ("; with augmentation" if study.augment else "") if spawned else
+           f"{study.seeds} such model(s), one per seed")
+    return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden "
+            f"units on {DATASET_LABELS[study.dataset]}; {study.steps} SGD steps per run (linear warm-up then "
+            f"{sched}), {how}")
+
+
+
+def rule_between_words() -> str:
+    """Return the sensitivity table's thresholds between the rule and the old convergence rule, in words."""
+    between = [f"{t:g}" for t in NOISE_RULE_THRESHOLDS[1:-1]]
+    return ", ".join(between[:-1]) + f" and {between[-1]}" if len(between) > 1 else "".join(between)
+
+
+
+def moving_rows(table: pd.DataFrame) -> str:
+    """Return the claims whose verdict changes along :func:`lmcbook.claims.rule_sensitivity`'s table (as the rule's
+    threshold rises), comma-separated ("" if none)."""
+    return ", ".join(str(cid) for cid, marks in table.iterrows() if marks.nunique() > 1)
+
+
+
+def against_decay(cells: pd.DataFrame, setting: dict, lr: float) -> dict[str, float] | None:
+    """Return a regime map setting's merge at ``lr`` beside children spawned at the same point whose learning rate
+    decays to zero (None when the map has no such cell, or the setting itself decays to zero): the merged model's and
+    its children's test accuracy, the weaker child's training accuracy, and the decayed children's test accuracy."""
+    at = cells[(cells["method"] == "spawn") & (cells["augment"] == setting["augment"]) & (cells["lr"] == lr)
+               & np.isclose(cells["spawn_fraction"], setting["spawn_fraction"])].set_index("lr_floor")
+    if not (setting["lr_floor"] > 0 and 0.0 in at.index and {"acc_merged", "train_acc_min"} <= set(at)):
+        return None
+    here = at.loc[setting["lr_floor"]]
+    return {"acc_merged": float(here["acc_merged"]), "acc_children": float(here["acc_endpoints"]),
+            "weak_train": float(here["train_acc_min"]), "acc_decayed": float(at.loc[0.0, "acc_endpoints"])}
+
+
+
+def noise_map_summary(maps: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Return one row per regime map (the noise_regime page's CSV, this build's or a reference's, by label): its data
+    set, how its cells read (:data:`~lmcbook.claims.noise.MAP_READINGS`), the best gain of the book's first
+    protocol (a decay to zero, children spawned at 50%), the setting it picks and that setting's best gain (a
+    setting's best cell: the one whose interval has the highest lower end), what the ranking fixed before the map
+    first ran picks, and, at the picked setting's best η, its merge minus children whose learning rate decays to zero
+    from the same spawn (points; within the noise rows' minimum effect, merging recovers what decaying gives, no
+    more) and its weaker child's training accuracy, every number computed; "—" where a map has none."""
+    return pd.DataFrame.from_dict({label: _map_row(frame) for label, frame in maps.items()},
+                                  orient="index").rename_axis("map")
+
+
+
+def _map_row(frame: pd.DataFrame) -> dict[str, Any]:
+    """Return one regime map's row of :func:`noise_map_summary`."""
+    cells = map_cells(frame)
+    n = cells["reading"].value_counts()
+    readings = {"paper": f"cells gaining ≥ {100 * NOISE_MIN_EFFECT:g} points", "gains": "cells gaining less",
+                "basins": "cells in different basins", "harvest": "cells with nothing to harvest",
+                "failed": "cells failed", "undecided": "cells undecided"}
+    pick, first = pick_setting(cells), pick_setting(cells, FIRST_PICK)
+    best = _setting_best(cells, pick)
+    vs = against_decay(cells, pick, best["best_lr"]) if pick is not None and best is not None else None
+    return {"data": DATASET_SHORT.get(str(frame["dataset"].iloc[0]), "—") if "dataset" in frame else "—",
+            "cells": len(cells), **{w: int(n.get(k, 0)) for k, w in readings.items()},
+            "first protocol's best gain": _gain_text(_setting_best(cells, {"augment": False, "lr_floor": 0.0,
+                                                                           "spawn_fraction": 0.5})),
+            "picked setting": describe_setting(pick) if pick is not None else "none (no setting gains)",
+            "its best gain": _gain_text(best),
+            "the ranking fixed before picks": ("—" if pick is None else "the same" if first == pick else
+                                               describe_setting(first) if first is not None else "none"),
+            "merge minus decay-to-zero children (points, at that η)": "—" if vs is None else
+            f"{100 * (vs['acc_merged'] - vs['acc_decayed']):+.2f}",
+            "weaker child's training accuracy there": "—" if vs is None else f"{vs['weak_train']:.3f}"}
+
+
+
+def _setting_best(cells: pd.DataFrame, setting: dict | None) -> pd.Series | None:
+    """Return a spawned setting's row of :func:`lmcbook.claims.map_settings` on a map's cells (None if the map has
+    none of it, or no setting is given)."""
+    if setting is None:
+        return None
+    own = cells[(cells["method"] == "spawn") & (cells["augment"] == setting["augment"])
+                & np.isclose(cells["lr_floor"], setting["lr_floor"])
+                & np.isclose(cells["spawn_fraction"], setting["spawn_fraction"])]
+    return map_settings(own).iloc[0] if len(own) else None
+
+
+
+def _gain_text(best: pd.Series | None) -> str:
+    """Return a setting's best gain as a table cell: points, its 95% interval, its η ("—" without one, or where no
+    cell of the setting was kept with an interval)."""
+    if best is None or not np.isfinite(best["best_lr"]):
+        return "—"
+    return (f"{100 * best['best_gain']:.2f} [{100 * best['best_gain_lo']:.2f}, {100 * best['best_gain_hi']:.2f}] "
+            f"at η {best['best_lr']:g}")

@@ -21,10 +21,7 @@ from .calibrate import fit_inverse_temperature, nll
 from .data import Dataset, as_input
 from .merge import interpolate_into, reset_bn
 from .models import has_batchnorm
-from .specs import check_lams
-
-#: The default λ grid: 21 points in [0, 1].
-DEFAULT_LAMS = tuple(float(v) for v in np.round(np.linspace(0, 1, 21), 10))
+from .specs import DEFAULT_LAMS, check_lams
 
 
 @dataclass(frozen=True)

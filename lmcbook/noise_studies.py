@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from .noise import CHILD_SEED_BASE, spawn_pair, spawn_step
-from .specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_choice, check_device
+from .specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_choice, check_device, check_scheduler
 from .studies import (
     FRACTION_CLOSED,
     LR_FLOOR,
@@ -21,7 +21,6 @@ from .studies import (
     check_spawn_fractions,
     param,
 )
-from .sweep import check_scheduler
 
 #: How long the grid's runs are: "steps" (fixed steps whatever B) or "epochs" (equal examples seen).
 PROTOCOLS = ("steps", "epochs")

@@ -7,7 +7,7 @@ the verdicts of the claims the page is evidence for, and records what the page r
 (every run it looked up in the store, every other page's CSV) for the notebook cache
 of :mod:`lmcbook.book`, so no page can forget a dependency.
 
-The captions and prose that several pages share are :mod:`lmcbook.captions`; what serves
+The captions and prose that several pages share are :mod:`lmcbook.regime`; what serves
 one page only is that page's module in :mod:`lmcbook.pages`.
 """
 
@@ -33,12 +33,31 @@ from IPython.display import Markdown
 from myst_nb import glue
 
 from . import __version__, reference
-from .claims import FAIL, INCONCLUSIVE, NA, PAGE_CLAIMS, PASS, ClaimResult, page_claims
+from .claims import (
+    FAIL,
+    INCONCLUSIVE,
+    NA,
+    PAGE_CLAIMS,
+    PASS,
+    ClaimResult,
+    page_claims,
+    rule_sensitivity,
+)
+from .claims.board import claims_markdown
+from .files import git_sha, out_dir, stage_dir
 from .parts import part_of
-from .paths import out_dir, stage_dir
+from .plots_style import check_legible
 from .profiles import Study, what_ran
-from .provenance import git_sha
-from .schema import KEY_COLUMNS, REGIME_KEYS, concat, read_results, to_long, to_long_frame, validate_results
+from .schema import (
+    KEY_COLUMNS,
+    REGIME_KEYS,
+    concat,
+    markdown_table,
+    read_results,
+    to_long,
+    to_long_frame,
+    validate_results,
+)
 from .specs import SpecError
 from .store import RunStore
 
@@ -226,10 +245,9 @@ class Page:
         """Glue a matplotlib figure (use it with the ``glue:figure`` directive) and close it.
 
         The figure must be readable at the book's text width: if any of its texts would render below 9 pt there,
-        :func:`lmcbook.plots.check_legible` raises :class:`lmcbook.plots.IllegibleFigure`, naming ``key``, the
-        smallest text and its size, and nothing is glued (so the page fails to execute).
+        :func:`lmcbook.plots_style.check_legible` raises :class:`lmcbook.plots_style.IllegibleFigure`, naming
+        ``key``, the smallest text and its size, and nothing is glued (so the page fails to execute).
         """
-        from .plots import check_legible  # only this method of page.py needs plots
 
         try:
             check_legible(fig, key)
@@ -290,6 +308,23 @@ class Page:
             seconds=f"{time.time() - self._t0:.0f}", n_runs=len(self.run_ids), loaded=statuses.count("loaded"),
             trained=statuses.count("trained"), ids=ids,
             params=yaml.safe_dump(resolved, sort_keys=True, default_flow_style=None).strip()))
+
+    def noise_reference_block(self, name: str, frame: pd.DataFrame, prov: dict[str, Any],
+                              facts: str = "") -> tuple[str, list[ClaimResult]]:
+        """Score a committed noise reference run with its page's claims, glue each verdict (its key names the run),
+        and return its Markdown block (what it is, ``facts``, its verdicts and their sensitivity to the rule) and its
+        rows."""
+        rows = page_claims(self.name, frame)
+        for r in rows:
+            r.source = name
+            self.glue_state(r)
+        stale = reference.stale_note(prov)
+        scale, components = (frame, None) if self.name == "noise_scale" else (None, frame)
+        table = rule_sensitivity(scale, components)
+        text = (f"**Reference** {reference.describe(name, prov)}." + (f" **{stale}**" if stale else "")
+                + (f"\n\n{facts}" if facts else "") + f"\n\n{claims_markdown(rows)}\n\nThe sensitivity of its rows to "
+                f"the rule (each row's verdict as the threshold rises):\n\n{markdown_table(table)}")
+        return text, rows
 
 
 _PROVENANCE = """

@@ -1,7 +1,21 @@
 """The book's figure style, the legibility check, and the layout helpers that every figure family uses.
 
-The rule they enforce (every text at 9 pt or larger at the book's text width) is stated in ``lmcbook/plots.py``,
-which gathers the public names defined here with the figures.
+Error bars are always the range (min to max) over replicates (pairs, or models for per-model measures) around
+their mean.
+
+**Every figure is readable at the book's text width.** Each text of a figure (tick labels, axis labels, titles,
+legend entries and titles, annotations, the suptitle, colour-bar labels) renders at 9 pt (12 CSS px,
+``MIN_FONT_PX``) or larger where the page shows it.  The book shows the PNG that IPython saves of a figure (its
+tight bounding box at the figure's dpi, ``DPI``) at its natural size, scaled down to the text column when it is
+wider; the column is assumed ``TEXT_COLUMN_PX`` = 672 CSS px wide (sphinx-book-theme's article column at a
+1280 px wide window, measured in Chromium).  :func:`rendered_font_px` computes each text's rendered size, and
+:meth:`lmcbook.page.Page.glue_figure` refuses a figure whose smallest text is smaller (:func:`check_legible`).  So
+figures are at most ``FULL_WIDTH`` inches wide (shown unscaled), at most two panels sit side by side (three or more
+are stacked), and legends sit beside, below or under their panels instead of shrinking their fonts.
+
+The figures live by paper, each function taking tidy frames and returning a figure: :mod:`lmcbook.plots_width`
+(the width study, its probes, controls and regime, the mechanism study and ``lmcbook diagnose``'s report) and
+:mod:`lmcbook.plots_noise` (the noise study).
 """
 
 from __future__ import annotations

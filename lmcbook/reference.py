@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from . import __version__
-from .provenance import PACKAGE_DIR, git_sha
+from .files import PACKAGE_DIR, git_sha
 from .schema import read_results
 from .specs import CODE_VERSION, SpecError
 from .store import RunStore

@@ -24,12 +24,13 @@ is rebuilt from the seed, so nothing needs retraining.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 import torch
 from torch import nn
 
-from .data import Dataset
+from .data import DATASET_LABELS, Dataset
 from .models import probe_points
 from .probes import DTYPE, effective_rank, singular_values, stable_rank
 from .specs import RunSpec
@@ -139,3 +140,100 @@ def regime_measures(run: TrainedRun, data: Dataset) -> pd.DataFrame:
         rows += [{"layer": float("nan") if l is None else float(l), "metric": metric, "value": v}
                  for l, v in values.items()]
     return pd.DataFrame(rows + update_ranks(run.model, init))
+
+
+def precision_words(precision: str) -> str:
+    """Return a caption's clause on a training precision: "" for fp32, else ", every run in P autocast"."""
+    return "" if precision == "fp32" else f", every run in {precision} autocast"
+
+
+
+def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
+    """Return a one-sentence Markdown description of what a study trained (for figure captions), ending with
+    its training regime (:func:`describe_regime`) when ``regime`` is given."""
+    pairs = study.pairs()
+    units = sorted({p.hidden_units for p in pairs})
+    depths = sorted({p.depth for p in pairs if p.depth is not None})
+    m, t = pairs[0].a.model, pairs[0].a.train
+    epochs = " or ".join(f"{e:g}" for e in sorted({p.epochs for p in pairs}))
+    decays = " or ".join(f"{d:g}" for d in sorted({p.weight_decay for p in pairs}))
+    if m.arch == "mlp":
+        ls = f"L = {depths[0]}" if len(depths) == 1 else f"L = {', '.join(map(str, depths))}"
+        arch = f"ReLU MLP with {ls} linear layers"
+    else:
+        arch = {"vgg11": "VGG11", "resnet20": "ResNet20 (activation probes read residual-block outputs)"}[m.arch]
+    unit = "hidden units" if m.arch == "mlp" else "base channels"
+    return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {DATASET_LABELS[study.dataset]}; "
+            f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
+            f"batch {t.batch_size}{precision_words(t.precision)}); "
+            f"{', '.join(map(str, units))} {unit}; "
+            f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
+            + _deciding_pairs(study, len(units) > 1)
+            + (f"; regime: {describe_regime(regime)}" if regime is not None else ""))
+
+
+
+def _deciding_pairs(study: Any, sweep: bool) -> str:
+    """Return " (5 at 16, 512 and 1024 hidden units)": the pairs at the widths where a width study's rows decide."""
+    if not sweep or not hasattr(study, "deciding_widths"):
+        return ""
+    ws = [w for w in study.deciding_widths() if study.pairs_at(w) != study.seeds]
+    if not ws:
+        return ""
+    units = [study.spec(w, 0).model.channels for w in ws]
+    unit = "hidden units" if study.arch == "mlp" else "base channels"
+    return f" ({study.pairs_at(ws[0])} at {join_and(list(map(str, units)))} {unit})"
+
+
+
+def join_and(items: list[str]) -> str:
+    """Return ``a, b and c`` from a non-empty list of words."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+
+def short_fraction(x: float) -> str:
+    """Return a fraction with three decimals, or in scientific notation below 0.01."""
+    return f"{x:.3f}" if x >= 0.01 else f"{x:.1e}"
+
+
+
+def _regime_cells(regime: pd.DataFrame):
+    """Yield (epochs, weight decay, metric means by hidden units, distance by hidden units) per cell of a regime
+    frame (:func:`lmcbook.experiments.regime_frame`'s output, or those rows of a page's CSV)."""
+    whole = regime[regime["layer"].isna()]
+    for (epochs, wd), cell in whole.groupby(["epochs", "weight_decay"]):
+        mean = cell.groupby(["metric", "hidden_units"])["value"].mean()
+        yield epochs, wd, mean, mean["init_distance"]
+
+
+
+def describe_regime(regime: pd.DataFrame) -> str:
+    """Return one Markdown clause, for a figure caption, saying which training regime a page's runs are in: per
+    (length, weight decay) the decay integral D and the distance from initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the
+    narrowest and the widest width.  :func:`regime_table` gives the same cells in full."""
+    parts = []
+    for epochs, wd, mean, dist in _regime_cells(regime):
+        lo, hi = dist.index.min(), dist.index.max()
+        far = f"{dist[lo]:.2f} at {lo:g} hidden units" + (f" and {dist[hi]:.2f} at {hi:g}" if hi != lo else "")
+        parts.append(f"{epochs:g} epochs at weight decay {wd:g}: D = {mean['decay_integral'].mean():.3g}, "
+                     f"‖θ_T − θ_0‖/‖θ_0‖ = {far}")
+    return "; ".join(parts)
+
+
+
+def regime_table(regime: pd.DataFrame) -> str:
+    """Return a Markdown table of the training regime of a page's runs, one row per (length, weight decay): the
+    decay integral D, what weight decay alone would leave of a weight (momentum included), and the distance from
+    initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the narrowest and the widest width (hidden units in brackets)."""
+    rows = ["| epochs | weight decay | decay integral $D$ | fraction of a weight left by weight decay alone "
+            "(momentum included) | distance from initialisation "
+            "$\\lVert\\theta_T - \\theta_0\\rVert / \\lVert\\theta_0\\rVert$ at the narrowest width (hidden units) "
+            "| distance at the widest width (hidden units) |",
+            "|---:|---:|---:|---:|---:|---:|"]
+    for epochs, wd, mean, dist in _regime_cells(regime):
+        lo, hi = dist.index.min(), dist.index.max()
+        rows.append(f"| {epochs:g} | {wd:g} | {mean['decay_integral'].mean():.3g} "
+                    f"| {short_fraction(mean['decay_shrinkage'].mean())} "
+                    f"| {dist[lo]:.2f} ({lo:g}) | {dist[hi]:.2f} ({hi:g}) |")
+    return "\n".join(rows)

@@ -294,3 +294,11 @@ def cell_table(df: pd.DataFrame) -> pd.DataFrame:
                      "shrinkage": float(select(g, DECAY_SHRINKAGE)["value"].mean()),
                      "widest": float(g["hidden_units"].max())})
     return pd.DataFrame(rows)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """Return a frame as a MyST (pipe) table, its index as the first column."""
+    head = [str(frame.index.name or "")] + [str(c) for c in frame.columns]
+    rows = [[str(i)] + [str(v) for v in row] for i, row in zip(frame.index, frame.to_numpy())]
+    return "\n".join("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
+                     for r in [head, ["---"] * len(head)] + rows)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -408,3 +409,16 @@ def check_lams(lams: Any) -> tuple[float, ...]:
         if not (0.0 <= v <= 1.0):
             raise _fail("lams", v, "numbers in [0, 1]")
     return tuple(sorted(set(values)))
+
+
+#: The default λ grid: 21 points in [0, 1].
+DEFAULT_LAMS = tuple(i / 20 for i in range(21))
+
+
+def check_scheduler(scheduler: str | None) -> str | None:
+    """Return ``scheduler`` if it is None, "local:N" or "tcp://HOST:PORT"; else raise SpecError naming the forms."""
+    if scheduler is None or re.fullmatch(r"local:[1-9][0-9]*", scheduler) or re.fullmatch(
+            r"(tcp|tls)://[^\s:]+:[0-9]+", scheduler):
+        return scheduler
+    raise SpecError(f"scheduler={scheduler!r} is not allowed: expected None (in-process), 'local:N' "
+                    "(N local worker processes) or 'tcp://HOST:PORT' (a running Dask scheduler)")

@@ -25,7 +25,7 @@ removes them.  The log's methods are :class:`EventLog`, below.
 Derived results (frames measured from stored runs) live in ``ROOT/derived/`` keyed by
 their kind, their key, the library's source hash and the SHA-256 of the weights of
 every run their key names, so retrained weights are never reported from an old cache
-(:class:`DerivedResults`, below).  The store's error, warning and file formats are in ``store_files.py``.
+(:class:`DerivedResults`, below).  The store's error, warning and file formats are in ``files.py``.
 """
 
 from __future__ import annotations
@@ -49,15 +49,10 @@ from filelock import FileLock
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from .batched import STACK_MAX_UNITS, group_key, train_many
 from .data import Dataset, load_spec, resolve_device
-from .files import is_stale, share, temp_dir, tmp_prefix, write_atomic
-from .models import build
-from .paths import STORE_ENV, checked_path, store_root
-from .provenance import source_hash
-from .specs import CODE_VERSION, RunSpec, SpecError
-from .store_files import (
+from .files import (
     _HEX,
+    STORE_ENV,
     StoreError,
     StoreWarning,
     _read_frame,
@@ -65,8 +60,27 @@ from .store_files import (
     _warn_once,
     _write_frame,
     _write_json,
+    checked_path,
+    is_stale,
+    share,
+    source_hash,
+    store_root,
+    temp_dir,
+    tmp_prefix,
+    write_atomic,
 )
-from .train import DivergedError, TrainedRun, check_trainable, remove_checkpoint, train
+from .models import build
+from .specs import CODE_VERSION, RunSpec, SpecError
+from .train import (
+    STACK_MAX_UNITS,
+    DivergedError,
+    TrainedRun,
+    check_trainable,
+    group_key,
+    remove_checkpoint,
+    train,
+    train_many,
+)
 
 log = logging.getLogger("lmcbook.store")
 
@@ -534,9 +548,9 @@ class RunStore(EventLog, DerivedResults):
         """Return the runs of ``specs`` (in order), training the missing ones, stacked where they can be.
 
         Parents and fine-tuning sources are made first.  Missing runs that share a
-        :func:`lmcbook.batched.group_key` train together in one stacked step
+        :func:`lmcbook.train.group_key` train together in one stacked step
         (``batch=False`` trains each alone); results equal training alone within
-        :data:`lmcbook.batched.STACK_TOLERANCE`, and each entry records ``batched_with``.
+        :data:`lmcbook.train.STACK_TOLERANCE`, and each entry records ``batched_with``.
         Every spec is checked before anything trains.  If a run diverges, the others
         are still stored, then its :class:`~lmcbook.train.DivergedError` is raised (the other divergences of the
         call in its ``others``).

@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
-from .data import DataError
-from .specs import RunSpec, SpecError
+from .data import DataError, Dataset, load
+from .metrics import pair_summary
+from .profiles import NoiseStudy, Pair, Recipe
+from .specs import RunSpec, SpecError, check_scheduler
 from .store import RunStore, StoreError
-from .train import DivergedError
+from .train import DivergedError, TrainedRun
 
 
 @dataclass
@@ -71,15 +73,6 @@ def _threads_per_worker(n_workers: int) -> int:
 
 #: Seconds to wait for a ``tcp://`` scheduler to answer before giving up with an error.
 CONNECT_TIMEOUT_S = 10.0
-
-
-def check_scheduler(scheduler: str | None) -> str | None:
-    """Return ``scheduler`` if it is None, "local:N" or "tcp://HOST:PORT"; else raise SpecError naming the forms."""
-    if scheduler is None or re.fullmatch(r"local:[1-9][0-9]*", scheduler) or re.fullmatch(
-            r"(tcp|tls)://[^\s:]+:[0-9]+", scheduler):
-        return scheduler
-    raise SpecError(f"scheduler={scheduler!r} is not allowed: expected None (in-process), 'local:N' "
-                    "(N local worker processes) or 'tcp://HOST:PORT' (a running Dask scheduler)")
 
 
 def run_all(specs: list[RunSpec], scheduler: str | None = None, store: str | Path | None = None,
@@ -137,3 +130,54 @@ def _submit(client, payloads, root, threads, device, report) -> list[SweepResult
     for fut in as_completed(futures):
         report(fut.result())
     return client.gather(futures)
+
+
+# ---- A study's runs ----
+# A study's runs, shared by every family of :mod:`lmcbook.experiments`: its data set, its pairs got or trained
+# through the store (on a Dask scheduler if it names one), and the cached interpolation summary of a pair.
+
+def study_data(study: Recipe | NoiseStudy) -> Dataset:
+    """Return the data set of a study (any study with a dataset, data_root, download and device) on its device."""
+    return load(study.dataset, study.data_root, study.device, download=study.download)
+
+
+def trained_pairs(study: Recipe, store: RunStore | None = None,
+                  data: Dataset | None = None) -> list[tuple[Pair, TrainedRun, TrainedRun]]:
+    """Return (pair, run a, run b) for every pair of the study, trained at most once through the store.
+
+    Missing runs of one shape (the seeds of one width) train together in one stacked step.
+    """
+    store = store or RunStore()
+    data = data or study_data(study)
+    pairs = study.pairs()
+    specs = [s for p in pairs for s in (p.a, p.b)]
+    sweep_first(specs, study, store)
+    runs = store.get_or_train_many(specs, data=data)
+    return [(p, runs[2 * i], runs[2 * i + 1]) for i, p in enumerate(pairs)]
+
+
+def sweep_first(specs: list[RunSpec], study, store: RunStore) -> None:
+    """Train the missing ``specs`` on the study's Dask scheduler, if it names one; raise if any failed."""
+    scheduler = getattr(study, "scheduler", None)
+    missing = [s for s in specs if not store.has(s)]
+    if scheduler is None or not missing:
+        return
+    failed = [r for r in run_all(missing, scheduler, store.root, device=study.device) if not r.ok]
+    if failed:
+        raise RuntimeError(f"{len(failed)} run(s) failed on {scheduler}: " +
+                           "; ".join(f"{r.id[:12]}: {r.error}" for r in failed[:3]))
+
+
+#: What :func:`trained_pairs` returns: (pair, run a, run b) for every pair of a study.
+Runs = list[tuple[Pair, TrainedRun, TrainedRun]]
+
+
+def cached_pair_summary(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset,
+                        lams) -> dict[str, pd.DataFrame]:
+    """Return {"curve", "summary"} of :func:`lmcbook.metrics.pair_summary` for two stored runs (cached)."""
+    def compute():
+        curve, summ = pair_summary(ra.model, rb.model, data, lams)
+        return {"curve": curve, "summary": pd.DataFrame([summ])}
+
+    return store.cached_frames("pair_summary", {"a": ra.id, "b": rb.id, "lams": list(lams),
+                                                "dataset": data.name}, compute)

@@ -10,8 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .metrics import DEFAULT_LAMS
-from .specs import PRECISIONS, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_device, check_lams
+from .specs import (
+    DEFAULT_LAMS,
+    PRECISIONS,
+    DataSpec,
+    ModelSpec,
+    RunSpec,
+    SpecError,
+    TrainSpec,
+    check_device,
+    check_lams,
+    check_scheduler,
+)
 from .studies import (
     MAX_DRAWS,
     MAX_ITERATIONS,
@@ -23,7 +33,6 @@ from .studies import (
     param,
     positive,
 )
-from .sweep import check_scheduler
 
 #: The paper profile's width multipliers (of ``base_width``): 0.125× to 16×, as the width paper's MLP and VGG-11.
 PAPER_WIDTHS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)

@@ -34,8 +34,8 @@ dataset = width = pair = lam = layer = interactive = None
 import pandas as pd
 
 import lmcbook as lb
-from lmcbook.captions import describe_study
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 from lmcbook.tools import explore
 
 page, study = open_page("explore", globals())

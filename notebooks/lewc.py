@@ -39,9 +39,9 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots, schema, stats
-from lmcbook.captions import describe_study
+from lmcbook import claims, experiments, plots_width, schema, stats, sweep
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 
 page, study = open_page("lewc", globals())
 
@@ -72,7 +72,7 @@ import pandas as pd
 from lmcbook import merge
 from lmcbook.probes import record, rel_err
 
-data = experiments.study_data(study)
+data = sweep.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 l, lam = int(last), 0.5
@@ -89,8 +89,8 @@ pd.DataFrame({"this cell": by_hand, "the probe sweep": rows[list(by_hand)]}).ren
 # %% tags=["remove-cell"]
 regime = probes.regime
 page.glue_md("setup", describe_study(study, regime))
-page.glue_figure("fig_lewc", plots.plot_lewc_vs_llfc(lewc))
-page.glue_figure("fig_scale", plots.plot_scale_law(scale))
+page.glue_figure("fig_lewc", plots_width.plot_lewc_vs_llfc(lewc))
+page.glue_figure("fig_scale", plots_width.plot_scale_law(scale))
 quarter = stats.cell_means(lewc, {"q_err": "lewc_rel_err", "q_llfc": "llfc_rel_err"}, layer=last, lam=0.25)
 beta = stats.cell_means(scale, {"beta": "scale_beta"})
 narrow, wide = table.loc[table.index.min()], table.join(quarter).join(beta).loc[table.index.max()]

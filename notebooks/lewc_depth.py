@@ -37,9 +37,9 @@ seeds = device = lams = scheduler = precision = init_scale = weight_decay = widt
 # %%
 import numpy as np
 
-from lmcbook import claims, experiments, plots, probes, schema, stats
-from lmcbook.captions import describe_study
+from lmcbook import claims, experiments, plots_width, probes, schema, stats
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 
 page, study = open_page("lewc_depth", globals())
 
@@ -71,7 +71,7 @@ alpha_depth, beta_depth
 
 # %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, regime))
-page.glue_figure("fig_depth", plots.plot_depth(summary, scale))
+page.glue_figure("fig_depth", plots_width.plot_depth(summary, scale))
 rel = np.abs(by_depth["logit_norm_ratio"] / by_depth["norm_pred"] - 1)
 page.glue_values(units=int(study.spec(study.width, 0, 2).model.channels), beta_depth=beta_depth,
                  alpha_depth=alpha_depth, beta_mean=float(beta["mean"].mean()), beta_min=float(beta["mean"].min()),

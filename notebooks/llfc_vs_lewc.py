@@ -38,9 +38,9 @@ weak_weight_decay = draws = match_iterations = None
 # %%
 import pandas as pd
 
-from lmcbook import experiments, plots, schema, stats
-from lmcbook.captions import describe_study
+from lmcbook import experiments, plots_width, schema, stats
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 
 page, study = open_page("llfc_vs_lewc", globals())
 
@@ -76,7 +76,7 @@ compared.round(4)
 
 # %%
 where = rf"layer {last}, $\lambda=\frac{{1}}{{4}}$"
-page.glue_figure("fig_llfc", plots.plot_panels(long, [
+page.glue_figure("fig_llfc", plots_width.plot_panels(long, [
     dict(metric="lewc_cos", title=f"cosine to LEWC, {where}", filters=quarter),
     dict(metric="llfc_cos", title=f"cosine to LLFC, {where}", filters=quarter),
     dict(metric="lewc_rel_err", title=f"LEWC error, {where}", filters=quarter, logy=True),

@@ -41,9 +41,9 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots, stats
-from lmcbook.captions import describe_study
+from lmcbook import claims, experiments, plots_width, stats, sweep
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 
 page, study = open_page("loss_barrier_calibration", globals())
 
@@ -53,8 +53,8 @@ page, study = open_page("loss_barrier_calibration", globals())
 # fitted on the calibration split:
 
 # %%
-sweep = experiments.pair_sweep(study, page.store)
-sweep.means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal", "tau_merged",
+pairs = experiments.pair_sweep(study, page.store)
+pairs.means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_barrier_cal", "tau_merged",
              "tau_ensemble", "logit_norm_ratio", "tau_ratio"]].round(3)
 
 # %% [markdown]
@@ -73,7 +73,7 @@ import torch
 
 from lmcbook import calibrate, merge, metrics
 
-data = experiments.study_data(study)
+data = sweep.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 models = {"a": a, "b": b, "merged": merge.interpolate(a, b, lam=0.5, data=data)}
@@ -84,7 +84,7 @@ by_hand = {"loss_barrier_cal_mid": loss_cal["merged"] - (loss_cal["a"] + loss_ca
            "tau_merged": tau["merged"],
            "logit_norm_ratio": float(torch.linalg.norm(z["merged"].double())
                                      / torch.linalg.norm((0.5 * (z["a"] + z["b"])).double()))}
-row = sweep["summary"].set_index(["hidden_units", "pair"]).loc[(pair.hidden_units, pair.index)]
+row = pairs["summary"].set_index(["hidden_units", "pair"]).loc[(pair.hidden_units, pair.index)]
 for k, v in by_hand.items():
     assert abs(v - row[k]) <= 1e-6 * max(1.0, abs(row[k])), (k, v, row[k])
 pd.DataFrame({"this cell": by_hand, "the sweep's row": row[list(by_hand)],
@@ -92,10 +92,10 @@ pd.DataFrame({"this cell": by_hand, "the sweep's row": row[list(by_hand)],
     f"{pair.hidden_units} hidden units, pair {pair.index}")
 
 # %% tags=["remove-cell"]
-L, summary, curves, means = study.layers, sweep["summary"], sweep["curves"], sweep.means
-page.glue_md("setup", describe_study(study, sweep.regime))
-page.glue_figure("fig_barriers", plots.plot_barriers(summary))
-page.glue_figure("fig_curves_cal", plots.plot_interpolation(curves, "loss_cal", "calibrated test loss (nats)"))
+L, summary, curves, means = study.layers, pairs["summary"], pairs["curves"], pairs.means
+page.glue_md("setup", describe_study(study, pairs.regime))
+page.glue_figure("fig_barriers", plots_width.plot_barriers(summary))
+page.glue_figure("fig_curves_cal", plots_width.plot_interpolation(curves, "loss_cal", "calibrated test loss (nats)"))
 narrow, wide = means.index.min(), means.index.max()
 page.glue_values(n_narrow=int(narrow), n_wide=int(wide),
                  cal_over_raw_wide=means.loc[wide, "loss_barrier_cal_mid"] / means.loc[wide, "loss_barrier_mid"],
@@ -158,7 +158,7 @@ iv_n, iv_w = stats.interval(per_pair.loc[narrow]), stats.interval(per_pair.loc[w
 iv_n, iv_w
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig_signatures", plots.plot_lewc_signatures(summary, L))
+page.glue_figure("fig_signatures", plots_width.plot_lewc_signatures(summary, L))
 page.glue_values(L=L, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1),
                  norm_ratio_narrow=means.loc[narrow, "logit_norm_ratio"],
                  norm_ratio_wide=means.loc[wide, "logit_norm_ratio"],
@@ -228,7 +228,7 @@ page.save(curves=(curves, ["loss", "loss_cal", "tau"], ["width", "hidden_units",
                                              "loss_cal_endpoints", "tau_merged", "tau_ensemble", "tau_ratio",
                                              "logit_norm_ratio", "tau_at_bound_merged", "tau_at_bound_ensemble"],
                    ["width", "hidden_units", "depth"]),
-          regime=sweep.regime)
+          regime=pairs.regime)
 page.glue_verdict("w2", "w2_mark", "w2_measured", "w2_test")
 page.glue_verdict("w9", "w9_mark", "w9_measured", "w9_test")
 page.glue_verdict("w12", "w12_mark", "w12_measured", "w12_test")

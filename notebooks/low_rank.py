@@ -39,9 +39,9 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 # %%
 import numpy as np
 
-from lmcbook import claims, experiments, plots, schema, stats
-from lmcbook.captions import describe_study, regime_table
+from lmcbook import claims, experiments, plots_width, schema, stats, sweep
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study, regime_table
 
 page, study = open_page("low_rank", globals())
 
@@ -60,7 +60,7 @@ table[["er", "er_spread", "er_un", "abs_er"]].round(4)
 # %% tags=["remove-cell"]
 rank, regime = probes["rank"], probes.regime
 page.glue_md("setup", describe_study(study, regime))
-page.glue_figure("fig_rank", plots.plot_rank(rank))
+page.glue_figure("fig_rank", plots_width.plot_rank(rank))
 narrow, wide = table.loc[table.index.min()], table.loc[table.index.max()]
 page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), er_narrow=narrow["er"], er_wide=wide["er"],
                  er_wide_spread=wide["er_spread"], er_un_wide=wide["er_un"], sr_narrow=narrow["sr"], sr_wide=wide["sr"],
@@ -69,7 +69,7 @@ upd = schema.hidden_to_hidden(regime[regime["metric"].str.startswith("delta_rel"
 upd_er, upd_sr = (stats.cell_stats(upd, m)["mean"] for m in ("delta_rel_effective_rank", "delta_rel_stable_rank"))
 page.glue_values(upd_er_narrow=upd_er.iloc[0], upd_er_wide=upd_er.iloc[-1], upd_sr_narrow=upd_sr.iloc[0],
                  upd_sr_wide=upd_sr.iloc[-1])
-page.glue_values(n_inputs=int(np.prod(experiments.study_data(study).input_shape)),
+page.glue_values(n_inputs=int(np.prod(sweep.study_data(study).input_shape)),
                  shrink=schema.select(regime, "decay_shrinkage")["value"].mean())
 page.glue_md("regime", regime_table(regime))
 # did lower rank help merging?  R2, on the mechanism page's cells (None until that page has run: `lmcbook execute`

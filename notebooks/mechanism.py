@@ -77,11 +77,12 @@ regime_weight_decays = long_max_width = init_scales = decisive_seeds = match_ite
 # %%
 import pandas as pd
 
-from lmcbook import claims, experiments, plots
-from lmcbook.captions import claims_markdown, markdown_table
+from lmcbook import claims, experiments, plots_style, plots_width, sweep
+from lmcbook.claims import claims_markdown
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import open_page
 from lmcbook.pages import mechanism as mech
+from lmcbook.schema import markdown_table
 
 page, study = open_page("mechanism", globals())
 
@@ -106,7 +107,7 @@ frames = experiments.mechanism_frames(study, page.store)  # every cell's merges,
 from lmcbook import merge, metrics
 from lmcbook.train import lr_at
 
-data = experiments.study_data(study)
+data = sweep.study_data(study)
 cell = max((c for c in study.cells() if c.epochs == study.epochs and c.init_scale == 1.0),
            key=lambda c: c.weight_decay)  # the decay arm's strongest weight decay
 pair = next(p for p in cell.pairs() if p.width == max(cell.widths))  # its widest width's first pair
@@ -152,12 +153,12 @@ page.glue_markdown(**mech.threshold_words())
 page.glue_md("setup", mech.describe_mechanism(study))
 page.glue_md("cut", mech.mechanism_cut(study))
 page.glue_md("cells", mech.mechanism_cells_markdown(long))
-page.glue_figure("fig_width", plots.plot_mechanism_width(long, label))
-page.glue_figure("fig_d", plots.plot_mechanism_d(ref_frames))
+page.glue_figure("fig_width", plots_width.plot_mechanism_width(long, label))
+page.glue_figure("fig_d", plots_width.plot_mechanism_d(ref_frames))
 page.glue_md("verdicts", "\n\n".join(f"**{k}**\n\n{claims_markdown(v)}" for k, v in m_rows.items()))
 page.glue_md("regime_rows", claims_markdown([r for r in rows[label] if not r.id.startswith("M")]))
 page.glue_markdown(**ref_texts)
-page.glue_figure("fig_width_ref", ref_figure or plots.placeholder("No reference run of this page is committed."))
+page.glue_figure("fig_width_ref", ref_figure or plots_style.placeholder("No reference run of this page is committed."))
 repeated = claims.repeated_hypotheses(m_rows)  # states that are the same runs as an earlier column's
 page.glue_md("hypotheses", mech.hypotheses_markdown(states, repeated))
 conclusions = claims.conclusion_table(m_rows, ref_frames).rename_axis("observation")

@@ -50,9 +50,9 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import experiments, plots, stats
-from lmcbook.captions import describe_study
+from lmcbook import experiments, plots_width, stats
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 
 page, study = open_page("neuron_overlap", globals())
 
@@ -72,7 +72,7 @@ table.drop(columns="chance_un").round(4)  # means over the hidden layers; _un: t
 # The figure below draws them per hidden layer against width:
 
 # %%
-page.glue_figure("fig_overlap", plots.plot_neuron_overlap(probes["neuron_moments"]))
+page.glue_figure("fig_overlap", plots_width.plot_neuron_overlap(probes["neuron_moments"]))
 
 # %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, probes.regime))

@@ -49,7 +49,7 @@ show_references = None
 # %%
 import numpy as np
 
-from lmcbook import captions, claims, experiments, plots, reference, schema, stats
+from lmcbook import claims, experiments_noise, plots_noise, reference, schema, stats
 from lmcbook.data import max_shift
 from lmcbook.page import open_page
 
@@ -62,7 +62,7 @@ page, study = open_page("noise_components", globals())
 # rule marks the cells it excludes:
 
 # %%
-mom = experiments.noise_frame(study, study.momentum_cells(), page.store)
+mom = experiments_noise.noise_frame(study, study.momentum_cells(), page.store)
 mom = claims.mark_kept(mom, ["lr", "momentum"])
 mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean().round(4)
 
@@ -78,8 +78,8 @@ sq = claims.collapse(mom, ["lr", "momentum"], "noise_scale_sq", {"S": "noise_sca
 on_eta.ratio, sq.ratio, sq.excess
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig_mom", plots.plot_momentum(mom))
-page.glue_md("setup", captions.describe_noise(study))
+page.glue_figure("fig_mom", plots_noise.plot_momentum(mom))
+page.glue_md("setup", experiments_noise.describe_noise(study))
 page.glue_md("where_setting", claims.describe_setting({"augment": bool(study.augment), "lr_floor": float(study.lr_floor),
                                                       "spawn_fraction": study.spawn_fraction}))
 # a ratio of net residual variances, or none where no variance is left beyond pair noise
@@ -169,13 +169,13 @@ page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 # and with LayerNorm:
 
 # %%
-wd = claims.mark_kept(experiments.noise_frame(study, study.weight_decay_cells(), page.store),
+wd = claims.mark_kept(experiments_noise.noise_frame(study, study.weight_decay_cells(), page.store),
                            ["norm", "weight_decay"])
 g = wd.groupby(["norm", "weight_decay"])[["gain", "acc_endpoints", "train_acc_min"]].mean()
 g.round(4)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig_wd", plots.plot_weight_decay(wd))
+page.glue_figure("fig_wd", plots_noise.plot_weight_decay(wd))
 gain_range = g["gain"].groupby(level="norm").agg(lambda v: v.max() - v.min())
 page.glue_values(wd_dgain_none=100 * gain_range["none"], wd_dgain_layer=100 * gain_range["layer"],
                  wd_spread=100 * stats.spread(wd, ["norm", "weight_decay"], "gain"), wd_lr=study.component_lr)
@@ -207,11 +207,11 @@ page.glue_values(wd_dgain_none=100 * gain_range["none"], wd_dgain_layer=100 * ga
 # The same pairs with augmentation off and on, at each learning rate:
 
 # %%
-aug = claims.mark_kept(experiments.noise_frame(study, study.augment_cells(), page.store), ["lr", "augment"])
+aug = claims.mark_kept(experiments_noise.noise_frame(study, study.augment_cells(), page.store), ["lr", "augment"])
 aug.groupby(["augment", "lr"])[["gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean().round(4)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig_aug", plots.plot_augment(aug))
+page.glue_figure("fig_aug", plots_noise.plot_augment(aug))
 page.glue_md("aug_shift", f"{max_shift(study.dataset)} {'positions' if study.dataset == 'mnist1d' else 'pixels'}")
 a = aug.groupby(["augment"])["gain"].mean()
 page.glue_values(aug_off=100 * a.loc[False], aug_on=100 * a.loc[True])
@@ -241,12 +241,12 @@ page.glue_values(aug_off=100 * a.loc[False], aug_on=100 * a.loc[True])
 # $\eta_b$ (columns); the table gives their mean merging gain:
 
 # %%
-pairs = claims.mark_kept(experiments.lr_pair_frame(study, page.store), ["lr", "lr_b"])
+pairs = claims.mark_kept(experiments_noise.lr_pair_frame(study, page.store), ["lr", "lr_b"])
 m = pairs.groupby(["lr", "lr_b"])["gain"].mean().unstack()
 m.round(4)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig_pairs", plots.plot_lr_pairs(pairs))
+page.glue_figure("fig_pairs", plots_noise.plot_lr_pairs(pairs))
 diag = np.diag(m.to_numpy())
 off = m.to_numpy()[~np.eye(len(m), dtype=bool)]
 best = np.unravel_index(np.nanargmax(m.to_numpy()), m.shape)
@@ -259,7 +259,7 @@ kept = {name: frame.groupby(keys)["kept"].first() for name, frame, keys in (
     ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
 page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, min_effect=100 * claims.NOISE_MIN_EFFECT,
                  n_pairs=study.seeds, rule_old=claims.NOISE_RULE_THRESHOLDS[-1], ref_pairs=2 * claims.MIN_PAIRS)
-page.glue_md("rule_between", captions.rule_between_words())
+page.glue_md("rule_between", experiments_noise.rule_between_words())
 page.glue_md("min_pairs", str(claims.MIN_PAIRS))
 page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"
                                     for name, c in kept.items()))
@@ -307,9 +307,9 @@ sensitivity = claims.rule_sensitivity(None, components)
 sensitivity
 
 # %% tags=["remove-cell"]
-page.choose("rule_moves", "some" if captions.moving_rows(sensitivity) else "none")
-page.glue_md("rule_moving", captions.moving_rows(sensitivity))
-ref_blocks = [captions.noise_reference_block(page, name, frame, prov)[0]
+page.choose("rule_moves", "some" if experiments_noise.moving_rows(sensitivity) else "none")
+page.glue_md("rule_moving", experiments_noise.moving_rows(sensitivity))
+ref_blocks = [page.noise_reference_block(name, frame, prov)[0]
               for name, (frame, prov) in (page.references() if study.show_references else {}).items()]
 page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref_blocks]))
 

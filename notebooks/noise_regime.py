@@ -55,7 +55,7 @@ momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = 
 scheduler = None
 
 # %%
-from lmcbook import captions, claims, experiments, plots, reference
+from lmcbook import claims, experiments_noise, plots_noise, plots_style, reference, schema, sweep
 from lmcbook.page import open_page
 from lmcbook.pages.noise_regime import describe_map, map_long, map_table, pick_numbers
 
@@ -66,7 +66,7 @@ page, study = open_page("noise_regime", globals())
 # each pair is merged at $\lambda = \tfrac12$ and measured:
 
 # %%
-pairs = experiments.regime_map_frame(study, page.store)
+pairs = experiments_noise.regime_map_frame(study, page.store)
 pairs.groupby(["lr_floor", "spawn_fraction", "independent", "lr"])[
     ["gain", "ensemble_gain", "disagreement", "pair_distance"]].mean().head(8)
 
@@ -81,7 +81,7 @@ from lmcbook.metrics import ensemble_gain, evaluate, logits
 
 cell = study.cells()[len(study.lrs) // 2]  # the first floor and start, the middle learning rate
 a, b = (page.store.load(s) for s in study.noise_study().children(cell, 0))
-data = experiments.study_data(study)
+data = sweep.study_data(study)
 merged = interpolate(a.model, b.model, 0.5)
 gain = evaluate(merged, data.x_test, data.y_test).acc - (a.metrics["test_acc"] + b.metrics["test_acc"]) / 2
 ens = ensemble_gain(logits(a.model, data.x_test), logits(b.model, data.x_test), data.y_test)
@@ -103,7 +103,7 @@ settings.round(4)  # best first, by the ranking the page explains below
 
 # %% tags=["remove-cell"]
 pick = claims.pick_setting(cells)
-page.glue_figure("fig_map", plots.plot_noise_map(cells))
+page.glue_figure("fig_map", plots_noise.plot_noise_map(cells))
 page.glue_md("setup", describe_map(study))
 page.glue_md("map_table", map_table(settings, cells))
 n = cells["reading"].value_counts().reindex(list(claims.MAP_READINGS), fill_value=0).astype(int)  # cells per reading
@@ -230,7 +230,7 @@ for name, (frame, prov) in (page.references() if study.show_references else {}).
     if (frame["method"] == "anneal").any():  # N8's references: the merge against annealed children
         anneal_maps[f"`{name}`"] = frame
     else:
-        ref_fig = plots.plot_noise_map(ref_cells)  # the last whole map: the references are listed MNIST-1D first
+        ref_fig = plots_noise.plot_noise_map(ref_cells)  # the last whole map: the references are listed MNIST-1D first
     ref_maps[f"`{name}`"] = frame
     ref_rows = claims.page_claims(page.name, frame)  # N8 on the reference's map, glued under a key naming it
     for r in ref_rows:
@@ -238,18 +238,18 @@ for name, (frame, prov) in (page.references() if study.show_references else {}).
         page.glue_state(r)
     ref_blocks.append(f"**Reference** {reference.describe(name, prov)}.\n\n"
                       + map_table(claims.map_settings(ref_cells), ref_cells)
-                      + f"\n\n{captions.claims_markdown(ref_rows)}")
+                      + f"\n\n{claims.claims_markdown(ref_rows)}")
 summary = ("Each committed map, by how its cells read (counts of cells), the setting it picks and its best gain "
-           "(points, 95% interval):\n\n" + captions.markdown_table(captions.noise_map_summary(ref_maps))
+           "(points, 95% interval):\n\n" + schema.markdown_table(experiments_noise.noise_map_summary(ref_maps))
            if ref_maps else "")
 page.glue_md("map_references", "\n\n".join([summary, *ref_blocks]) or "No reference run of this page is committed.")
 page.glue_md("map_listing", reference.listing(page.name))
-page.glue_figure("fig_map_ref", ref_fig or plots.placeholder("No reference run of this page is committed."))
+page.glue_figure("fig_map_ref", ref_fig or plots_style.placeholder("No reference run of this page is committed."))
 n8_refs = [(name, claims.claim_n8(frame)) for name, frame in anneal_maps.items()]
 page.glue_md("n8_refs", "; ".join(f"{name}, {r.mark}: {r.measured}" for name, r in n8_refs) or "none yet")
 if (long["method"] == "anneal").any():  # this build annealed children too (-p anneal true)
     anneal_maps = {"this build": long, **anneal_maps}
-page.glue_figure("fig_anneal", plots.plot_anneal(anneal_maps) if anneal_maps else plots.placeholder(
+page.glue_figure("fig_anneal", plots_noise.plot_anneal(anneal_maps) if anneal_maps else plots_style.placeholder(
     "No map of this build or its committed references annealed children (N8's references are declared)."))
 
 # %% [markdown]

@@ -50,7 +50,7 @@ show_references = None
 
 # %%
 
-from lmcbook import captions, claims, experiments, plots, schema
+from lmcbook import claims, experiments_noise, plots_noise, plots_style, schema, sweep
 from lmcbook.page import open_page
 from lmcbook.pages.noise_scale import grid_numbers, reference_texts, where_facts
 
@@ -183,7 +183,7 @@ page.glue_values(**where_numbers)
 # children's training and test accuracy:
 
 # %%
-grid = experiments.noise_frame(study, study.grid_cells(), page.store, pairs=study.grid_pairs)
+grid = experiments_noise.noise_frame(study, study.grid_cells(), page.store, pairs=study.grid_pairs)
 grid = claims.mark_kept(grid, ["lr", "batch_size"])
 per_cell = grid.groupby(["batch_size", "lr"])
 table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean()
@@ -203,7 +203,7 @@ import pandas as pd
 
 from lmcbook import merge, metrics, noise
 
-data = experiments.study_data(study)
+data = sweep.study_data(study)
 batch_size, lr = table["gain"].idxmax()  # the grid cell with the largest mean gain
 row = grid[(grid["lr"] == lr) & (grid["batch_size"] == batch_size) & (grid["pair"] == 0)].iloc[0]
 spec_a, spec_b = study.children_that_took(study.cell(float(lr), int(batch_size)), 0, int(row["train_steps"]))
@@ -249,15 +249,15 @@ fit_s = claims.cell_mean_fit(grid, ["lr", "batch_size"])  # None with too few ke
 pd.Series(fit_s or {}, dtype=float).rename_axis("term").to_frame("gain ≈ c2·x² + c1·x + c0, x = log10 S")
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig_grid", plots.plot_noise_grid(grid, fit_s))
-page.glue_md("setup", captions.describe_noise(study))
-page.glue_values(**grid_numbers(study, grid, fit_s, len(experiments.study_data(study).y_test)))
+page.glue_figure("fig_grid", plots_noise.plot_noise_grid(grid, fit_s))
+page.glue_md("setup", experiments_noise.describe_noise(study))
+page.glue_values(**grid_numbers(study, grid, fit_s, len(sweep.study_data(study).y_test)))
 page.choose("fit_drawn", fit_s is not None)
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")
 page.choose("n1_decides", study.grid_pairs >= 2 * claims.MIN_PAIRS)
-page.choose("rule_moves", "some" if captions.moving_rows(sensitivity) else "none")
-page.glue_markdown(rule_between=captions.rule_between_words(), rule_moving=captions.moving_rows(sensitivity),
+page.choose("rule_moves", "some" if experiments_noise.moving_rows(sensitivity) else "none")
+page.glue_markdown(rule_between=experiments_noise.rule_between_words(), rule_moving=experiments_noise.moving_rows(sensitivity),
                    legacy="`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
 
 # %% [markdown]
@@ -392,8 +392,8 @@ spawn = claims.map_spawn_sweep(regime_map, study)
 spawn.groupby(["spawn_fraction", "lr"])[["gain", "ensemble_gain", "acc_endpoints"]].mean().unstack(0).round(4)
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig_spawn", plots.plot_spawn_points(spawn) if len(spawn) else
-                 plots.placeholder("The regime map has no cells at this page's schedule and augmentation."))
+page.glue_figure("fig_spawn", plots_noise.plot_spawn_points(spawn) if len(spawn) else
+                 plots_style.placeholder("The regime map has no cells at this page's schedule and augmentation."))
 page.glue_md("map_spawns", ", ".join("a shared initialisation" if f == 0 else f"{f:.0%}"
                                      for f in sorted(spawn["spawn_fraction"].unique())) or "none here")
 

@@ -32,11 +32,11 @@ profile = "quick"
 
 # %% tags=["remove-input"]
 
-from lmcbook import claims, plots
-from lmcbook.captions import describe_study, regime_table
+from lmcbook import claims, plots_width
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import open_page, study_of
 from lmcbook.pages.overview import board_numbers, headline_numbers, noise_words, short_merge_words, w8_numbers
+from lmcbook.regime import describe_study, regime_table
 
 page, study = open_page("overview", globals())
 acc = page.read_csv("width_accuracy")
@@ -53,7 +53,7 @@ low = {k for k, (_, p) in mech_refs.items() if p.get("params", {}).get("precisio
 summary = acc[acc["lam"].isna() & acc["metric"].str.startswith("acc")]
 summary = summary.pivot_table(index=["hidden_units", "pair"], columns="metric", values="value")
 summary = summary.reset_index()
-page.glue_figure("fig_headline", plots.plot_width_accuracy(summary))
+page.glue_figure("fig_headline", plots_width.plot_width_accuracy(summary))
 board_counts, board_words = board_numbers(board)
 w8_state, w8 = w8_numbers(board)  # does the permutation matter for wide networks? (W8, the book's control)
 page.choose("w8", "same" if w8_state == claims.PASS else "open" if w8_state != claims.FAIL

@@ -45,9 +45,9 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 weak_weight_decay = draws = match_iterations = None
 
 # %%
-from lmcbook import experiments, plots
-from lmcbook.captions import describe_study
+from lmcbook import experiments, plots_width, sweep
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 
 page, study = open_page("random_permutation", globals())
 
@@ -77,11 +77,11 @@ ends.round(4)
 # The figure below draws every draw's merged accuracy against width:
 
 # %%
-page.glue_figure("fig_draws", plots.plot_draws(perm))
+page.glue_figure("fig_draws", plots_width.plot_draws(perm))
 
 # %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, regime))
-point = 100 / len(experiments.study_data(study).y_test)  # one test image, in points
+point = 100 / len(sweep.study_data(study).y_test)  # one test image, in points
 narrow, wide = ends.iloc[0], ends.iloc[-1]
 page.glue_values(draws=study.draws, point_per_image=point, n_narrow=int(narrow.name), n_wide=int(wide.name),
                  spread_narrow=narrow["spread_points"], spread_wide=wide["spread_points"],

@@ -39,9 +39,9 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import experiments, plots, schema, stats
-from lmcbook.captions import describe_study
+from lmcbook import experiments, plots_width, schema, stats
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 
 page, study = open_page("reciprocal_orthogonality", globals())
 
@@ -59,7 +59,7 @@ table.round(4)
 # %% tags=["remove-cell"]
 orth = probes["reciprocal_orthogonality"]
 page.glue_md("setup", describe_study(study, probes.regime))
-page.glue_figure("fig_orth", plots.plot_orthogonality(orth, 0.5))
+page.glue_figure("fig_orth", plots_width.plot_orthogonality(orth, 0.5))
 narrow, wide = table.loc[table.index.min()], table.loc[table.index.max()]
 page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), ratio_narrow=narrow["ratio"], ratio_wide=wide["ratio"],
                  ratio_wide_spread=wide["ratio_spread"], ratio_un_narrow=narrow["ratio_un"], ratio_un_wide=wide["ratio_un"],

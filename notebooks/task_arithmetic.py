@@ -46,8 +46,8 @@ show_references = None
 
 import numpy as np
 
-from lmcbook import experiments, plots
-from lmcbook.captions import describe_noise
+from lmcbook import experiments_noise, plots_noise
+from lmcbook.experiments_noise import describe_noise
 from lmcbook.page import open_page
 from lmcbook.profiles import TASKS
 
@@ -59,7 +59,7 @@ page, study = open_page("task_arithmetic", globals())
 # calibration loss of the two new tasks is lowest:
 
 # %%
-ta = experiments.task_arithmetic_frame(study, page.store)
+ta = experiments_noise.task_arithmetic_frame(study, page.store)
 merged = ta[ta["method"].isin(["task_arithmetic", "ties"]) & ta["task"].isin(TASKS)]
 joint = merged.groupby(["method", "lr", "alpha"])[["task_cal_loss", "task_loss"]].mean()
 best = joint.loc[joint.groupby(level=["method", "lr"])["task_cal_loss"].idxmin()].reset_index("alpha")
@@ -69,7 +69,7 @@ best.round(4)
 # The figure below draws each task's loss along $\alpha$:
 
 # %%
-page.glue_figure("fig_ta", plots.plot_task_arithmetic(ta))
+page.glue_figure("fig_ta", plots_noise.plot_task_arithmetic(ta))
 
 # %% tags=["remove-cell"]
 page.glue_md("setup", describe_noise(study, spawned=False))

@@ -71,7 +71,7 @@ lams = depth = hidden = in_features = inputs = seed = None
 # %%
 import pandas as pd
 
-from lmcbook import plots, schema, theory
+from lmcbook import plots_width, schema, theory
 from lmcbook.page import open_page
 
 page, study = open_page("theory_lewc", globals())
@@ -117,7 +117,7 @@ measures = measures.assign(norm_err=(measures["norm"] - 2.0 ** (1 - L)).abs(),
 measures
 
 # %% tags=["remove-cell"]
-page.glue_figure("fig_theory", plots.plot_theory(checks))
+page.glue_figure("fig_theory", plots_width.plot_theory(checks))
 page.glue_values(L=L, hidden=study.hidden, n_inputs=study.inputs, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1))
 bd, dr, ov = (measures.loc[k] for k in ("block_diagonal", "disjoint_rows", "overlapping"))
 page.glue_values(

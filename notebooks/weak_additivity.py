@@ -36,9 +36,9 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import experiments, plots, schema, stats
-from lmcbook.captions import describe_study
+from lmcbook import experiments, plots_width, schema, stats
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 
 page, study = open_page("weak_additivity", globals())
 
@@ -57,7 +57,7 @@ table[["err", "err_spread", "base", "err_un"]].round(4)  # means over the hidden
 # %% tags=["remove-cell"]
 add = probes["weak_additivity"]
 page.glue_md("setup", describe_study(study, probes.regime))
-page.glue_figure("fig_add", plots.plot_additivity(add, 0.5))
+page.glue_figure("fig_add", plots_width.plot_additivity(add, 0.5))
 narrow, wide = table.loc[table.index.min()], table.loc[table.index.max()]
 page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), err_narrow=narrow["err"], err_wide=wide["err"],
                  err_wide_spread=wide["err_spread"], err_un_wide=wide["err_un"], base_wide=wide["base"],

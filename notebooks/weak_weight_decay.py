@@ -34,9 +34,9 @@ weak_weight_decay = draws = match_iterations = None
 # %%
 import pandas as pd
 
-from lmcbook import experiments, plots, schema, stats
-from lmcbook.captions import describe_study, regime_table
+from lmcbook import experiments, plots_width, schema, stats
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study, regime_table
 
 page, study = open_page("weak_weight_decay", globals())
 
@@ -70,7 +70,7 @@ long = schema.concat(parts)
 L = study.layers
 wds = {"strong": study.weight_decay, "weak": study.weak_weight_decay}
 label = {wd: f"weight decay {wd:g}" for wd in wds.values()}
-page.glue_figure("fig_wd", plots.plot_panels(long, [
+page.glue_figure("fig_wd", plots_width.plot_panels(long, [
     dict(metric="acc_merged", title=r"merged accuracy, $\lambda=\frac{1}{2}$"),
     dict(metric="loss_barrier_cal_mid", title="calibrated midpoint loss barrier (nats)"),
     dict(metric="lewc_rel_err", title=rf"LEWC relative error, layer {last}, $\lambda=\frac{{1}}{{2}}$"),

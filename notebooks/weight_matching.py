@@ -42,9 +42,9 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 weak_weight_decay = draws = match_iterations = None
 
 # %%
-from lmcbook import experiments, plots, schema
-from lmcbook.captions import describe_study
+from lmcbook import experiments, plots_width, schema
 from lmcbook.page import open_page
+from lmcbook.regime import describe_study
 
 page, study = open_page("weight_matching", globals())
 
@@ -68,10 +68,10 @@ long = schema.concat([
                                                 "loss_barrier_mid", "loss_barrier_cal_mid", "acc_merged"], keys),
     schema.to_long(summary[summary["method"] == "weight_matching"], "weight_matching",
                    ["match_seconds", "match_iterations", "match_objective"], keys)])
-page.glue_figure("fig_methods", plots.plot_panels(long, [
+page.glue_figure("fig_methods", plots_width.plot_panels(long, [
     dict(metric="acc_barrier", title="accuracy barrier"), dict(metric="loss_barrier", title="raw loss barrier (nats)"),
     dict(metric="loss_barrier_cal", title="calibrated loss barrier (nats)")]))
-page.glue_figure("fig_time", plots.plot_panels(long, [
+page.glue_figure("fig_time", plots_width.plot_panels(long, [
     dict(metric="match_seconds", title="weight matching time (s)", logy=True),
     dict(metric="match_iterations", title="coordinate-descent sweeps")], ncols=2))
 

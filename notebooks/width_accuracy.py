@@ -32,10 +32,10 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots
-from lmcbook.captions import describe_study, regime_table
+from lmcbook import claims, experiments, plots_width, sweep
 from lmcbook.page import open_page
 from lmcbook.pages import width_accuracy
+from lmcbook.regime import describe_study, regime_table
 
 page, study = open_page("width_accuracy", globals())
 
@@ -44,8 +44,8 @@ page, study = open_page("width_accuracy", globals())
 # line between each pair's two models is evaluated on the test split:
 
 # %%
-sweep = experiments.pair_sweep(study, page.store)
-sweep.means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barrier_mid"]].round(3)
+pairs = experiments.pair_sweep(study, page.store)
+pairs.means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc_barrier_mid"]].round(3)
 
 # %% [markdown]
 # **One pair by hand.** The merged model is the plain average of the two networks'
@@ -61,7 +61,7 @@ import torch
 
 from lmcbook import merge, metrics
 
-data = experiments.study_data(study)
+data = sweep.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 merged = merge.interpolate(a, b, lam=0.5, data=data)  # BatchNorm statistics, if any, recomputed on training data
@@ -69,18 +69,18 @@ for p, pa, pb in zip(merged.parameters(), a.parameters(), b.parameters()):
     assert torch.allclose(p, 0.5 * pa + 0.5 * pb)  # θ(½) = ½θa + ½θb
 by_hand = {f"acc_{k}": metrics.evaluate(m, data.x_test, data.y_test).acc for k, m in
            (("a", a), ("b", b), ("merged", merged))}
-row = sweep["summary"].set_index(["hidden_units", "pair"]).loc[(pair.hidden_units, pair.index)]
+row = pairs["summary"].set_index(["hidden_units", "pair"]).loc[(pair.hidden_units, pair.index)]
 for k, v in by_hand.items():
     assert abs(v - row[k]) <= 1e-9, (k, v, row[k])
 pd.DataFrame({"this cell": by_hand, "the sweep's row": row[list(by_hand)]}).rename_axis(
     f"{pair.hidden_units} hidden units, pair {pair.index}")
 
 # %% tags=["remove-cell"]
-summary, curves, means = sweep["summary"], sweep["curves"], sweep.means
-page.glue_md("setup", describe_study(study, sweep.regime))
-page.glue_md("regime", regime_table(sweep.regime))
-page.glue_figure("fig_curves", plots.plot_interpolation(curves))
-page.glue_figure("fig_width", plots.plot_width_accuracy(summary))
+summary, curves, means = pairs["summary"], pairs["curves"], pairs.means
+page.glue_md("setup", describe_study(study, pairs.regime))
+page.glue_md("regime", regime_table(pairs.regime))
+page.glue_figure("fig_curves", plots_width.plot_interpolation(curves))
+page.glue_figure("fig_width", plots_width.plot_width_accuracy(summary))
 narrow, wide = means.loc[means.index.min()], means.loc[means.index.max()]
 page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), acc_barrier_paper=100 * claims.PAPER_MLP_ACC_BARRIER,
                  acc_merged_narrow=narrow["acc_merged"], acc_ensemble_narrow=narrow["acc_ensemble"],
@@ -221,7 +221,7 @@ page.glue_markdown(**other)
 page.save(curves=(curves, ["acc"], ["width", "hidden_units", "lam"]),
           summary=(summary, ["acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "acc_barrier",
                              "acc_barrier_mid"], ["width", "hidden_units"]),
-          regime=sweep.regime)
+          regime=pairs.regime)
 page.glue_verdict("w1", "w1_mark", "w1_measured", "w1_test")
 page.glue_verdict("w11", "w11_mark", "w11_measured", "w11_test")
 page.provenance()

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from lmcbook.batched import StackedMLP, group_key, train_many
 from lmcbook.data import load
 from lmcbook.models import MLP
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
 from lmcbook.store import RunStore
-from lmcbook.train import DivergedError, train
+from lmcbook.train import DivergedError, StackedMLP, group_key, train, train_many
 
 
 def _spec(seed=0, lr=0.05, momentum=0.9, wd=3e-3, norm="none", bias=False, **kw):
@@ -135,7 +134,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_stacked_training_equals_training_alone_for_every_kind_it_accepts(case, tmp_path):
-    from lmcbook.batched import STACK_TOLERANCE
+    from lmcbook.train import STACK_TOLERANCE
 
     specs = CASES[case]()
     data = load("digits", device="cpu", transform=specs[0].data.transform)
@@ -221,7 +220,7 @@ def test_runs_too_wide_or_a_failed_pool_train_in_this_process(tmp_path, monkeypa
 def test_train_and_train_many_run_one_and_the_same_loop(monkeypatch, tmp_path):
     """The guard against two loops drifting apart: both paths call lmcbook.train.train_loop, once per run or stack,
     and every step's batch (augmentation included) comes from lmcbook.train.batch."""
-    import lmcbook.batched as batched_mod
+    import lmcbook.train as batched_mod
     import lmcbook.train as train_mod
 
     assert batched_mod.train_loop is train_mod.train_loop
@@ -252,8 +251,7 @@ def test_train_and_train_many_run_one_and_the_same_loop(monkeypatch, tmp_path):
 
 
 def test_a_stack_is_not_checkpointed():
-    from lmcbook.batched import StackStepper
-    from lmcbook.train import Schedule
+    from lmcbook.train import Schedule, StackStepper
 
     specs = [_spec(0), _spec(1)]
     stepper = StackStepper(specs, StackedMLP([MLP(64, 10, 32, depth=3) for _ in specs]), [None, None])
@@ -285,7 +283,7 @@ def test_the_stacked_sgd_step_is_torch_sgd_step_by_step(momentum, wd):
     """The stack's update (batched._sgd_step) against torch.optim.SGD, one member at a time, over 20 steps of random
     gradients with a changing learning rate: every parameter and momentum buffer within float32 rounding at every
     step, and each member with its own learning rate, momentum and weight decay."""
-    from lmcbook.batched import _Opt, _sgd_step
+    from lmcbook.train import _Opt, _sgd_step
 
     torch.manual_seed(0)
     k, shape = 3, (7, 5)

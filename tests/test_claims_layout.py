@@ -1,5 +1,6 @@
 """The claims package's layout is its index: a module of thresholds, one of the shared verdict machinery, one per
-family and the board, each importing only those before it, short, and with honest signatures."""
+family (its rows, and what they conclude or map) and the board, each importing only those before it, with short
+functions and honest signatures."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from lmcbook.claims import ClaimResult
 
 PACKAGE = Path(claims.__file__).parent
 #: The package's modules in the order of its index: each may import only those before it.
-ORDER = ["thresholds", "verdicts", "width", "mechanism", "mechanism_accounts", "noise", "noise_map", "board"]
-MAX_MODULE_LINES = 600
+ORDER = ["thresholds", "verdicts", "width", "mechanism", "noise", "board"]
+#: A family is one module (its rows and what they conclude or map), so a module may be long; its functions may not.
+MAX_MODULE_LINES = 1000
 MAX_FUNCTION_LINES = 60  # as tests/test_layout.py asks of the top-level modules
 #: When a threshold was fixed, as the table's second field says it (its first words).
 FIXED = ("before", "after a pilot", "after results", "the paper")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from lmcbook import autospec, checkpoints, cli, merge, models
+from lmcbook import autospec, cli, merge, models
 from lmcbook.data import Dataset
 from lmcbook.tools import diagnose
 
@@ -112,11 +112,11 @@ def files(tmp_path_factory):
 def test_every_checkpoint_format_loads_the_same_tensors(files):
     root, nets = files
     for name, net in (("a.safetensors", nets[0]), ("b.pt", nets[1]), ("c.pth", nets[2])):
-        state = checkpoints.load_state(root / name)
+        state = diagnose.load_state(root / name)
         assert state.keys() == net.state_dict().keys()
         assert all(torch.equal(state[k], v) for k, v in net.state_dict().items())
     torch.save({"state_dict": nets[0].state_dict(), "optimizer": {}}, root / "nested.pt")
-    assert checkpoints.load_state(root / "nested.pt").keys() == nets[0].state_dict().keys()
+    assert diagnose.load_state(root / "nested.pt").keys() == nets[0].state_dict().keys()
 
 
 class Payload:
@@ -129,8 +129,8 @@ def test_a_checkpoint_holding_objects_is_never_unpickled(tmp_path, capsys):
     path = tmp_path / "evil.pt"
     with open(path, "wb") as f:
         pickle.dump({"w": Payload()}, f)
-    with pytest.raises(checkpoints.CheckpointError, match="evil.pt"):
-        checkpoints.load_state(path)
+    with pytest.raises(diagnose.CheckpointError, match="evil.pt"):
+        diagnose.load_state(path)
     assert "unpickled!" not in capsys.readouterr().out
 
 
@@ -342,7 +342,7 @@ def test_models_by_name_are_built_for_the_data():
 def test_a_failed_write_keeps_the_earlier_report_and_leaves_no_temporary(files, report, tmp_path, monkeypatch):
     import shutil
 
-    from lmcbook.tools import diagnose_report
+    from lmcbook.tools import diagnose
 
     monkeypatch.chdir(files[0])
     diag = diagnose.diagnose(diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz",
@@ -355,12 +355,12 @@ def test_a_failed_write_keeps_the_earlier_report_and_leaves_no_temporary(files, 
         raise RuntimeError("disk full")
 
     with monkeypatch.context() as m:
-        m.setattr(diagnose_report, "render", broken)
+        m.setattr(diagnose, "render", broken)
         with pytest.raises(RuntimeError, match="disk full"):
-            diagnose_report.write(diag, report, "lmcbook diagnose …", 0.0)
+            diagnose.write(diag, report, "lmcbook diagnose …", 0.0)
     assert {p.name: p.read_bytes() for p in report.iterdir()} == before
     assert not [p for p in root.iterdir() if p.name.startswith(".report")]
-    diagnose_report.write(diag, report, "lmcbook diagnose …", 0.0)  # replaces the earlier report whole
-    assert sorted(p.name for p in report.iterdir()) == sorted(diagnose_report.FILES)
+    diagnose.write(diag, report, "lmcbook diagnose …", 0.0)  # replaces the earlier report whole
+    assert sorted(p.name for p in report.iterdir()) == sorted(diagnose.FILES)
     assert json.loads((report / "summary.json").read_text())["lams"] == 3
     assert not [p for p in root.iterdir() if p.name.startswith(".report")]

@@ -353,7 +353,7 @@ def test_the_page_cache_key_follows_the_whole_library_and_a_run_only_its_trainin
     """A page's verdicts and prose come from lmcbook.claims and lmcbook.pages, so a change there re-executes it (a
     session found a page skipped as cached after its claims module had changed); a half-trained run's checkpoint
     is keyed only by the top-level modules that train and measure, so such a change never discards it."""
-    from lmcbook import provenance
+    from lmcbook import files as provenance
 
     pkg = tmp_path / "lmcbook"
     (pkg / "claims" / "__pycache__").mkdir(parents=True)
@@ -378,7 +378,7 @@ def test_the_page_cache_key_follows_the_whole_library_and_a_run_only_its_trainin
 def test_a_checkpoint_is_keyed_by_the_training_modules_alone(tmp_path, monkeypatch):
     """A reference's networks train for hours across sessions: an edit to a module that does not train (the bench,
     the claims, the pages) keeps a half-trained run's checkpoint; an edit to one that does discards it."""
-    from lmcbook import provenance
+    from lmcbook import files as provenance
 
     pkg = tmp_path / "lmcbook"
     (pkg / "claims").mkdir(parents=True)
@@ -395,6 +395,6 @@ def test_a_checkpoint_is_keyed_by_the_training_modules_alone(tmp_path, monkeypat
         (pkg / name).write_text((pkg / name).read_text() + "changed = True\n")
         assert train_hash() != before, name
         before = train_hash()
-    assert set(provenance.TRAINING_MODULES) == {"batched.py", "data.py", "models.py", "specs.py", "train.py"}
+    assert set(provenance.TRAINING_MODULES) == {"data.py", "models.py", "specs.py", "train.py"}
     monkeypatch.undo()
     assert book.cache_key(PAGE, "smoke", {})["lmcbook"] == provenance.library_hash()

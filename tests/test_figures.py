@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from lmcbook import plots, plots_style  # noqa: E402
+from lmcbook import plots_style, plots_width  # noqa: E402
 from lmcbook.page import Page  # noqa: E402
 
 UNITS = [16, 32, 64, 128, 256, 512, 1024]  # the quick profile's seven widths: the most legend entries
@@ -28,7 +28,7 @@ def _close_figures():
 
 
 def _wide_figure_with_small_ticks() -> plt.Figure:
-    plots.use_style()
+    plots_style.use_style()
     fig, axes = plt.subplots(1, 3, figsize=(10, 3))
     for ax in axes:
         ax.plot([1, 2, 3], [3, 1, 2], label="a line")
@@ -38,15 +38,16 @@ def _wide_figure_with_small_ticks() -> plt.Figure:
 
 
 def test_the_rule_is_nine_points_at_the_measured_column_width():
-    assert plots.MIN_FONT_PX == 12  # CSS: 9 pt = 12 px
-    assert plots.TEXT_COLUMN_PX == 672
-    assert plots.FULL_WIDTH * plots.DPI < plots.TEXT_COLUMN_PX  # a full-width figure is shown unscaled
-    assert "9 pt" in plots.__doc__ and "672" in plots.__doc__
+    assert plots_style.MIN_FONT_PX == 12  # CSS: 9 pt = 12 px
+    assert plots_style.TEXT_COLUMN_PX == 672
+    # a full-width figure is shown unscaled
+    assert plots_style.FULL_WIDTH * plots_style.DPI < plots_style.TEXT_COLUMN_PX
+    assert "9 pt" in plots_style.__doc__ and "672" in plots_style.__doc__
 
 
 def test_glue_figure_refuses_an_illegible_figure_and_names_its_key():
     fig = _wide_figure_with_small_ticks()
-    with pytest.raises(plots.IllegibleFigure) as err:
+    with pytest.raises(plots_style.IllegibleFigure) as err:
         Page.glue_figure("fig_tiny_ticks", fig)
     message = str(err.value)
     assert "'fig_tiny_ticks'" in message and "tick label" in message and "9 pt" in message
@@ -56,30 +57,30 @@ def test_glue_figure_refuses_an_illegible_figure_and_names_its_key():
 
 def test_the_smallest_text_is_the_one_named():
     fig = _wide_figure_with_small_ticks()
-    sizes = plots.rendered_font_px(fig)
+    sizes = plots_style.rendered_font_px(fig)
     name, px = min(sizes, key=lambda s: s[1])
     assert name.startswith("tick label")
-    width, _ = plots.png_size_px(fig)
+    width, _ = plots_style.png_size_px(fig)
     assert width > 1000  # 10 in at 110 dpi
-    assert px == pytest.approx(6 * plots.DPI / 72 * plots.TEXT_COLUMN_PX / width)
-    assert px < plots.MIN_FONT_PX
+    assert px == pytest.approx(6 * plots_style.DPI / 72 * plots_style.TEXT_COLUMN_PX / width)
+    assert px < plots_style.MIN_FONT_PX
 
 
 def test_a_single_panel_figure_at_default_settings_passes():
-    plots.use_style()
+    plots_style.use_style()
     fig, ax = plt.subplots()
     ax.plot([1, 2, 3], [1, 4, 9], label="squares")
     ax.set_title("a title")
     ax.set_xlabel("x")
     ax.legend()
-    plots.check_legible(fig, "fig_default")  # does not raise
-    assert min(px for _, px in plots.rendered_font_px(fig)) >= plots.MIN_FONT_PX
+    plots_style.check_legible(fig, "fig_default")  # does not raise
+    assert min(px for _, px in plots_style.rendered_font_px(fig)) >= plots_style.MIN_FONT_PX
 
 
 def test_glue_figure_glues_a_legible_figure(monkeypatch):
     glued = []
     monkeypatch.setattr("lmcbook.page.glue", lambda key, value, display: glued.append((key, value, display)))
-    plots.use_style()
+    plots_style.use_style()
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot([0, 1], [0, 1])
     Page.glue_figure("fig_ok", fig)
@@ -88,32 +89,32 @@ def test_glue_figure_glues_a_legible_figure(monkeypatch):
 
 
 def test_rendered_size_halves_when_the_png_is_twice_the_column():
-    plots.use_style()
+    plots_style.use_style()
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot([0, 1], [0, 1])
     ax.set_xlabel("x label")
-    width, _ = plots.png_size_px(fig)
-    natural = plots.rendered_font_px(fig, column_px=10_000)  # wider than the PNG: not scaled
-    half = plots.rendered_font_px(fig, column_px=width / 2)
+    width, _ = plots_style.png_size_px(fig)
+    natural = plots_style.rendered_font_px(fig, column_px=10_000)  # wider than the PNG: not scaled
+    half = plots_style.rendered_font_px(fig, column_px=width / 2)
     assert [n for n, _ in natural] == [n for n, _ in half]
     assert all(h == pytest.approx(n / 2) for (_, n), (_, h) in zip(natural, half))
     label = dict(natural)["axis label 'x label'"]
-    assert label == pytest.approx(10 * plots.DPI / 72)  # 10 pt at 110 dpi, shown at its natural size
+    assert label == pytest.approx(10 * plots_style.DPI / 72)  # 10 pt at 110 dpi, shown at its natural size
 
 
 def test_a_figure_twice_as_wide_renders_its_text_at_about_half_the_size():
-    plots.use_style()
+    plots_style.use_style()
     sizes = {}
     for inches in (12.0, 24.0):  # both wider than the column
         fig = plt.figure(figsize=(inches, 2))
         fig.text(0.01, 0.5, "left")
         fig.text(0.99, 0.5, "right", ha="right")  # the tight box spans the whole width
-        sizes[inches] = dict(plots.rendered_font_px(fig))["figure text 'left'"]
+        sizes[inches] = dict(plots_style.rendered_font_px(fig))["figure text 'left'"]
     assert sizes[24.0] / sizes[12.0] == pytest.approx(0.5, rel=0.02)
 
 
 def test_every_kind_of_text_is_read_and_hidden_ones_are_not():
-    plots.use_style()
+    plots_style.use_style()
     fig, (ax, off, hidden) = plt.subplots(1, 3, figsize=(5.5, 3))
     im = ax.imshow(np.arange(4.0).reshape(2, 2))
     ax.set_title("the title")
@@ -129,7 +130,7 @@ def test_every_kind_of_text_is_read_and_hidden_ones_are_not():
     hidden.set_visible(False)
     invisible = ax.text(0, 1, "invisible")
     invisible.set_visible(False)
-    names = [n for n, _ in plots.rendered_font_px(fig)]
+    names = [n for n, _ in plots_style.rendered_font_px(fig)]
     for expected in ("title 'the title'", "axis label 'the x label'", "axes text 'an annotation'",
                      "legend text 'a legend entry'", "legend text 'legend title'", "axis label 'colour-bar label'",
                      "suptitle 'the suptitle'", "axes text 'text on an axis-less panel'"):
@@ -141,14 +142,14 @@ def test_every_kind_of_text_is_read_and_hidden_ones_are_not():
 
 
 def test_a_legend_outside_the_figure_widens_the_png_and_is_counted():
-    plots.use_style()
+    plots_style.use_style()
     fig, ax = plt.subplots(figsize=(5.9, 3))
     ax.plot([0, 1], [0, 1], label="a very long legend entry " * 3)
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-    width, _ = plots.png_size_px(fig)
-    assert width > plots.TEXT_COLUMN_PX  # the tight box includes the legend, as IPython's PNG does
-    with pytest.raises(plots.IllegibleFigure):
-        plots.check_legible(fig, "fig_spilling_legend")
+    width, _ = plots_style.png_size_px(fig)
+    assert width > plots_style.TEXT_COLUMN_PX  # the tight box includes the legend, as IPython's PNG does
+    with pytest.raises(plots_style.IllegibleFigure):
+        plots_style.check_legible(fig, "fig_spilling_legend")
 
 
 def test_more_than_two_panels_side_by_side_is_refused_by_the_layout_helper():
@@ -172,24 +173,24 @@ def _long(groups=("none", "weight_matching", "random_permutation", "repair")) ->
 
 
 @pytest.mark.parametrize("make", [
-    lambda: plots.plot_interpolation(_curves()),
-    lambda: plots.plot_width_accuracy(pd.DataFrame(
+    lambda: plots_width.plot_interpolation(_curves()),
+    lambda: plots_width.plot_width_accuracy(pd.DataFrame(
         [dict(hidden_units=u, seed=s, acc_ensemble=0.95 - s / 100, acc_endpoints=0.9 - s / 100,
               acc_merged=0.5 + 0.05 * np.log2(u) / 10 - s / 50)
          for u in UNITS for s in range(3)])),
-    lambda: plots.plot_panels(_long(), [dict(metric=m, title=t) for m, t in (
+    lambda: plots_width.plot_panels(_long(), [dict(metric=m, title=t) for m, t in (
         ("acc_barrier", "accuracy barrier"), ("loss_barrier", "raw loss barrier (nats)"),
         ("loss_barrier_cal", "calibrated loss barrier (nats)"))]),
-    lambda: plots.plot_panels(_long(), [dict(metric=m, title=f"a rather long panel title about {m}", logy=True)
+    lambda: plots_width.plot_panels(_long(), [dict(metric=m, title=f"a rather long panel title about {m}", logy=True)
                                         for m in ("acc_barrier", "loss_barrier", "loss_barrier_cal", "acc_merged",
                                                   "lewc_rel_err", "orth_ratio")], ncols=3),
-    lambda: plots.placeholder("No reference run of this page is committed."),
+    lambda: plots_style.placeholder("No reference run of this page is committed."),
 ], ids=["interpolation", "width_accuracy", "panels_3", "panels_6_ncols_3", "placeholder"])
 def test_book_figures_at_seven_widths_are_legible_and_fit_the_column(make):
     fig = make()
-    plots.check_legible(fig, "fig")
-    width, _ = plots.png_size_px(fig)
-    assert width <= plots.TEXT_COLUMN_PX
+    plots_style.check_legible(fig, "fig")
+    width, _ = plots_style.png_size_px(fig)
+    assert width <= plots_style.TEXT_COLUMN_PX
     # no two tick labels of one axis overlap
     for ax in fig.axes:
         if not ax.get_visible() or not ax.axison:

@@ -546,7 +546,7 @@ def test_the_rows_shortest_only_names_read_only_the_shortest_length():
 
 def test_a_shortest_length_row_trained_again_is_a_repeat_in_the_same_cells_seeds_and_precision_only():
     """The same specs trained again in another batched stack or at another thread count give the same cells and
-    seeds with slightly other numbers (lmcbook.batched): a long reference's W7 (short) and M4 then repeat
+    seeds with slightly other numbers (lmcbook.train): a long reference's W7 (short) and M4 then repeat
     this build's and are not counted.  More seeds at that width, or another precision, are runs of its own."""
     def again(metric, e, wd, s, u, p):  # one test image's worth of float noise on some pairs
         return base_values(metric, e, wd, s, u, p) + (1 / 360 if metric == "acc_merged_none" and p == 1 else 0)

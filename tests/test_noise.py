@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from lmcbook import merge, noise
+from lmcbook import experiments_noise, merge, noise, sweep
 from lmcbook.data import load
 from lmcbook.metrics import pair_summary
 from lmcbook.models import MLP
@@ -142,14 +142,14 @@ def test_training_lengths_of_the_convergence_rule():
 def test_a_cell_that_misses_the_convergence_rule_trains_again_longer(tmp_path, monkeypatch, bar, steps_used):
     """A rule every cell meets stops at the first length; one no cell meets runs every length, and the rows say
     which length they come from."""
-    from lmcbook import claims, experiments
+    from lmcbook import claims
     from lmcbook.profiles import NoiseStudy, resolve
 
     monkeypatch.setattr(claims, "NOISE_CONVERGED_TRAIN_ACC", bar)
     study = resolve(NoiseStudy, "smoke", steps=20, max_steps=45)
     store = RunStore(tmp_path / "s")
     cells = study.grid_cells()[:2]
-    frame = experiments.noise_frame(study, cells, store)
+    frame = experiments_noise.noise_frame(study, cells, store)
     assert len(frame) == len(cells) * study.seeds and set(frame["train_steps"]) == {steps_used}
     longer = [study.children(c, p, 40) for c in cells for p in range(study.seeds)]
     assert all(store.has(s) == (steps_used == 40) for pair in longer for s in pair)
@@ -158,13 +158,13 @@ def test_a_cell_that_misses_the_convergence_rule_trains_again_longer(tmp_path, m
 def test_a_diverged_noise_cell_is_reported_and_excluded_never_merged(tmp_path, caplog):
     """A learning rate that blows up: its cell's rows say so, carry no gain, count as missing the rule, and the other
     cells are trained, stored and merged as usual."""
-    from lmcbook import claims, experiments, schema
+    from lmcbook import claims, schema
     from lmcbook.profiles import NoiseStudy, resolve
 
     study = resolve(NoiseStudy, "smoke", steps=20, lrs=(0.05, 1e4, 2e4), batch_sizes=(32,))
     store = RunStore(tmp_path / "s")
     with caplog.at_level("WARNING", logger="lmcbook.experiments"):
-        frame = experiments.noise_frame(study, study.grid_cells(), store)
+        frame = experiments_noise.noise_frame(study, study.grid_cells(), store)
     # both diverged cells were found in one call, so the runs were loaded back once: one retry, not one per cell
     assert sum(e["event"] == "loaded" for e in store.events()) <= 2 * study.seeds
     frame = frame[frame["lr"] < 2e4]
@@ -184,13 +184,13 @@ def test_a_diverged_noise_cell_is_reported_and_excluded_never_merged(tmp_path, c
 def test_the_learning_rate_pair_matrix_trains_again_longer_as_a_whole(tmp_path, monkeypatch, bar, steps_used):
     """One parent feeds a whole row of the matrix, so a cell that misses the rule retrains every cell, parents
     included, at the next length; a matrix that meets it stops at the first."""
-    from lmcbook import claims, experiments
+    from lmcbook import claims
     from lmcbook.profiles import NoiseStudy, resolve
 
     monkeypatch.setattr(claims, "NOISE_CONVERGED_TRAIN_ACC", bar)
     study = resolve(NoiseStudy, "smoke", steps=20, max_steps=45, pair_lrs=(0.02, 0.1))
     store = RunStore(tmp_path / "s")
-    frame = experiments.lr_pair_frame(study, store)
+    frame = experiments_noise.lr_pair_frame(study, store)
     assert len(frame) == 4 * study.seeds and set(frame["train_steps"]) == {steps_used}
     assert (frame["diverged"] == 0).all() and frame["gain"].notna().all()
     cell = study.cell(study.component_lr)
@@ -230,7 +230,6 @@ def test_the_regime_map_measures_every_pair(tmp_path):
     """One learning rate, a shared initialisation and independent pairs: every pair gets its merging and ensemble
     gains, disagreement and distance; the ensemble gain agrees with the pair summary's, and a shared-initialisation
     pair's distance is measured from that initialisation."""
-    from lmcbook import experiments
     from lmcbook.metrics import relative_distance
     from lmcbook.profiles import NoiseRegimeStudy, resolve
     from lmcbook.train import init_model
@@ -238,13 +237,13 @@ def test_the_regime_map_measures_every_pair(tmp_path):
     study = resolve(NoiseRegimeStudy, "smoke", steps=20, lrs=(0.05,), lr_floors=(0.0,), spawn_fractions=(0.0, 0.5),
                     augment=False, seeds=1)
     store = RunStore(tmp_path / "s")
-    frame = experiments.regime_map_frame(study, store)
+    frame = experiments_noise.regime_map_frame(study, store)
     assert sorted(frame["method"]) == ["independent", "spawn", "spawn"]
     for col in ("ensemble_gain", "disagreement", "pair_distance", "train_acc_a", "train_loss_merged", "loss_b"):
         assert frame[col].notna().all(), col
     assert np.allclose(frame["ensemble_gain"], frame["acc_ensemble"] - frame["acc_endpoints"], atol=1e-6)
     shared = frame[frame["method"] == "spawn"].iloc[0]
-    data = experiments.study_data(study)
+    data = sweep.study_data(study)
     a, b = (store.load(s) for s in study.noise_study().children(study.cells()[0], 0))
     assert shared["pair_distance"] == pytest.approx(relative_distance(a.model, b.model, init_model(a.spec, data)))
     # spawned children: measured from their parent at the spawn, not from the initialisation
@@ -261,7 +260,6 @@ def test_the_regime_map_anneals_children_of_the_same_parents(tmp_path):
     annealed to zero from the spawn; the map frame names them method "anneal" and keeps its columns."""
     from dataclasses import replace
 
-    from lmcbook import experiments
     from lmcbook.profiles import NoiseRegimeStudy, resolve
 
     study = resolve(NoiseRegimeStudy, "smoke", steps=20, lrs=(0.05,), lr_floors=(0.0, 1.0), spawn_fractions=(0.5,),
@@ -271,7 +269,7 @@ def test_the_regime_map_anneals_children_of_the_same_parents(tmp_path):
     noise = study.noise_study()
     (a, _), (c, _) = noise.children(annealed[0], 0), noise.children(replace(annealed[0], anneal=False), 0)
     assert a.parent == c.parent and a.train.anneal_from == a.spawn_step == 10 and c.train.anneal_from is None
-    frame = experiments.regime_map_frame(study, RunStore(tmp_path / "s"))
+    frame = experiments_noise.regime_map_frame(study, RunStore(tmp_path / "s"))
     assert sorted(frame["method"]) == ["anneal", "spawn", "spawn"] and "anneal" not in frame
     ann, const = (frame[(frame["method"] == m) & (frame["lr_floor"] == 1.0)].iloc[0] for m in ("anneal", "spawn"))
     assert ann["acc_endpoints"] != const["acc_endpoints"]  # the annealed children trained on differently

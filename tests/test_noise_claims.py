@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmcbook import captions, claims, schema
+from lmcbook import claims, experiments_noise, schema
 from lmcbook.pages.overview import noise_verdict_table
 
 PAIRS = range(10)  # the odd half (N1's reading half) then has MIN_PAIRS pairs
@@ -312,8 +312,8 @@ def test_the_sensitivity_table_reads_every_row_at_each_threshold():
     assert table.loc["N1 (50%)", rule] == "✓" and table.loc["N3", rule] == "✓"
     # at 0.99 the weight-decay cells (0.97) are all excluded, and N3 has nothing to compare
     assert table.loc["N3", old] == "n/a" and table.loc["N3", between] == "✓"  # a word: the page shows it as HTML
-    assert "N3" in captions.moving_rows(table).split(", ")  # its verdict moves, and the pages name it
-    assert captions.moving_rows(table.iloc[:, :1]) == ""  # one threshold: nothing moves
+    assert "N3" in experiments_noise.moving_rows(table).split(", ")  # its verdict moves, and the pages name it
+    assert experiments_noise.moving_rows(table.iloc[:, :1]) == ""  # one threshold: nothing moves
 
 
 def test_the_verdict_table_says_an_absence_apart_from_a_failure():
@@ -457,7 +457,7 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
 
 @pytest.mark.parametrize("decayed, where", [(0.818, "within"), (0.80, "below"), (0.83, "above")])
 def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, where):
-    from lmcbook.captions import against_decay
+    from lmcbook.experiments_noise import against_decay
     from lmcbook.pages.noise_scale import decay_choices
 
     row = dict(method="spawn", augment=False, lr=0.1, spawn_fraction=0.5)
@@ -516,7 +516,7 @@ def test_a_retired_reference_is_shown_but_neither_scored_nor_regenerated(tmp_pat
 
 
 def test_the_landing_page_table_of_maps():
-    from lmcbook.captions import noise_map_summary
+    from lmcbook.experiments_noise import noise_map_summary
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else -0.3
                  if m == "independent" else 0.0, lambda *k: 0.02).assign(dataset="mnist1d")

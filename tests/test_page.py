@@ -170,7 +170,7 @@ def test_alternative_prose_is_chosen_in_markdown_by_the_glued_outcome(tmp_path):
 
 def test_describe_noise_says_what_was_trained():
     from lmcbook import parts
-    from lmcbook.captions import describe_noise
+    from lmcbook.experiments_noise import describe_noise
 
     study = parts.NOISE.study("smoke")
     pairs, models = describe_noise(study), describe_noise(study, spawned=False)

@@ -15,7 +15,7 @@ import torch
 from safetensors import safe_open
 
 import lmcbook.train as train_mod
-from lmcbook.provenance import training_source_hash
+from lmcbook.files import training_source_hash
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, TrainSpec
 from lmcbook.train import CHECKPOINT_SUFFIX, DivergedError, Schedule, checkpoint_path, remove_checkpoint, train
 from tests.conftest import tiny_spec

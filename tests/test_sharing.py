@@ -22,8 +22,8 @@ import torch
 
 from lmcbook import book
 from lmcbook.cli import main
+from lmcbook.files import STORE_ENV, out_dir, store_root
 from lmcbook.parts import WIDTH
-from lmcbook.paths import STORE_ENV, out_dir, store_root
 from lmcbook.store import RunStore, StoreWarning
 from lmcbook.sweep import run_all
 from tests.conftest import tiny_spec
@@ -313,7 +313,7 @@ def test_a_run_killed_mid_training_resumes_from_its_checkpoint_bitwise(tmp_path)
 
 
 def test_progress_bars_show_on_a_terminal_and_in_jupyter_but_never_in_the_book(monkeypatch):
-    from lmcbook.paths import PROGRESS_ENV, show_progress
+    from lmcbook.files import PROGRESS_ENV, show_progress
 
     monkeypatch.delenv(PROGRESS_ENV, raising=False)
     monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)

@@ -131,7 +131,7 @@ def test_a_study_passes_its_precision_to_every_run_and_rejects_others():
     assert "every run in bf16 autocast" in describe_mechanism(study)
     assert "autocast" not in describe_mechanism(profiles.resolve(MechanismStudy, "smoke"))
     assert {s.train.precision for s in profiles.resolve(WidthStudy, "smoke").specs()} == {"fp32"}
-    from lmcbook.captions import describe_study
+    from lmcbook.regime import describe_study
 
     assert "every run in bf16 autocast" in describe_study(profiles.resolve(WidthStudy, "smoke", precision="bf16"))
     assert "autocast" not in describe_study(profiles.resolve(WidthStudy, "smoke"))

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from lmcbook.cli import main
+from lmcbook.files import _read_frame
 from lmcbook.specs import DataSpec, RunSpec
 from lmcbook.store import RunStore, StoreError, StoreWarning
-from lmcbook.store_files import _read_frame
 from tests.conftest import tiny_spec
 
 

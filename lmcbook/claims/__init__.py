@@ -8,9 +8,8 @@ claims page runs :func:`scoreboard` on the saved CSVs.  The package's layout is 
   serves, whether it was fixed before or after their results, and by which commit);
 - :mod:`lmcbook.claims.verdicts`: the machinery every family shares (the four states, :class:`ClaimResult`);
 - :mod:`lmcbook.claims.width`: the width paper's claims W1–W15;
-- :mod:`lmcbook.claims.mechanism`: M1–M6 and the training-regime rows R1–R2, and
-  :mod:`lmcbook.claims.mechanism_accounts`: which account they support;
-- :mod:`lmcbook.claims.noise`: the noise paper's claims N1–N7, and :mod:`lmcbook.claims.noise_map`: the regime map;
+- :mod:`lmcbook.claims.mechanism`: M1–M6, the training-regime rows R1–R2, and which account they support;
+- :mod:`lmcbook.claims.noise`: the noise paper's claims N1–N9 and the regime map;
 - :mod:`lmcbook.claims.board`: ``PAGE_CLAIMS`` (the pages and the claims each one's verdicts come from) and the
   scoreboard.
 
@@ -27,6 +26,7 @@ from .board import (
     block_counts,
     board_results,
     board_rows,
+    claims_markdown,
     id_order,
     mark_repeats,
     page_claims,
@@ -38,22 +38,6 @@ from .board import (
     state_of,
 )
 from .mechanism import (
-    claim_m1,
-    claim_m2,
-    claim_m3,
-    claim_m4,
-    claim_m5,
-    claim_m6,
-    claim_r1,
-    claim_r2,
-    equal_d_couples,
-    largest_d_cell,
-    mechanism_claims,
-    mechanism_standard,
-    regime_cells,
-    short_merge,
-)
-from .mechanism_accounts import (
     CONCLUSIONS,
     CONTRADICTED,
     HYPOTHESES,
@@ -64,20 +48,36 @@ from .mechanism_accounts import (
     SUPPORTED,
     UNDECIDED,
     barrier_cells,
+    claim_m1,
+    claim_m2,
+    claim_m3,
+    claim_m4,
+    claim_m5,
+    claim_m6,
+    claim_r1,
+    claim_r2,
     closest_barrier,
     conclusion,
     conclusion_table,
     data_hypothesis,
     decide,
     deciding_rows,
+    equal_d_couples,
     hypothesis_states,
+    largest_d_cell,
+    mechanism_claims,
+    mechanism_standard,
+    regime_cells,
     repeated_hypotheses,
+    short_merge,
     source_label,
 )
 from .noise import (  # noqa: F401 (_rule_text: tests/test_noise.py reads it)
     ABSENT,
     ABSENT_EFFECT,
     CANNOT_DECIDE,
+    MAP_KEYS,
+    MAP_READINGS,
     Collapse,
     _rule_text,
     absent,
@@ -90,25 +90,21 @@ from .noise import (  # noqa: F401 (_rule_text: tests/test_noise.py reads it)
     claim_n5,
     claim_n6,
     claim_n7,
-    collapse,
-    mark_kept,
-    noise_cells,
-    noise_grid_cells,
-    noise_pairs,
-    sized,
-)
-from .noise_map import (
-    MAP_KEYS,
-    MAP_READINGS,
     claim_n8,
     claim_n9,
+    collapse,
     describe_setting,
     map_cells,
     map_settings,
     map_spawn_sweep,
+    mark_kept,
+    noise_cells,
     noise_claims,
+    noise_grid_cells,
+    noise_pairs,
     pick_setting,
     rule_sensitivity,
+    sized,
 )
 from .thresholds import (
     ACC_BARRIER_MAX,
@@ -216,7 +212,6 @@ __all__ = [
     # mechanism
     "claim_m1", "claim_m2", "claim_m3", "claim_m4", "claim_m5", "claim_m6", "claim_r1", "claim_r2",
     "equal_d_couples", "largest_d_cell", "mechanism_claims", "mechanism_standard", "regime_cells", "short_merge",
-    # mechanism_accounts
     "CONCLUSIONS", "CONTRADICTED", "HYPOTHESES", "HYPOTHESIS_ROWS", "NONE_EXPLAINS", "OBSERVATION_ROWS",
     "OBSERVATIONS", "SUPPORTED", "UNDECIDED",
     "barrier_cells", "closest_barrier", "conclusion", "conclusion_table", "data_hypothesis", "deciding_rows", "decide",
@@ -226,10 +221,10 @@ __all__ = [
     "claim_n2", "claim_n3", "claim_n4", "claim_n5", "claim_n6", "claim_n7", "claim_n8", "claim_n9",
     "collapse", "mark_kept", "noise_cells", "noise_claims",
     "noise_grid_cells", "noise_pairs", "rule_sensitivity", "sized",
-    # noise_map
     "MAP_KEYS", "MAP_READINGS", "describe_setting", "map_cells", "map_settings", "map_spawn_sweep", "pick_setting",
     # board
-    "BLOCK_TITLES", "NUMBER_COLUMNS", "PAGE_CLAIMS", "block_counts", "board_results", "board_rows", "id_order",
+    "BLOCK_TITLES", "NUMBER_COLUMNS", "PAGE_CLAIMS", "block_counts", "claims_markdown", "board_results", "board_rows",
+    "id_order",
     "SHORTEST_ONLY", "mark_repeats", "shortest_cells",
     "page_claims", "scoreboard", "scoreboard_long", "scoreboard_markdown", "scoreboard_table", "state_of",
 ]

@@ -28,10 +28,8 @@ from ..schema import (
     at_length,
     select,
 )
-from .mechanism import claim_r1, claim_r2, mechanism_claims, mechanism_standard
-from .mechanism_accounts import source_label
-from .noise import claim_n1, claim_n2, claim_n3, claim_n4, claim_n5, claim_n6, claim_n7
-from .noise_map import claim_n8, claim_n9
+from .mechanism import claim_r1, claim_r2, mechanism_claims, mechanism_standard, source_label
+from .noise import claim_n1, claim_n2, claim_n3, claim_n4, claim_n5, claim_n6, claim_n7, claim_n8, claim_n9
 from .verdicts import (
     BLOCK_CODES,
     BOOK,
@@ -182,7 +180,7 @@ def mark_repeats(rows: list[ClaimResult], short: dict[str, str] | None = None,
                  precisions: dict[str | None, str] | None = None) -> list[ClaimResult]:
     """Return ``rows`` (in order) with each row that repeats an earlier one marked
     (:attr:`~lmcbook.claims.verdicts.ClaimResult.repeats`: that row's
-    :func:`~lmcbook.claims.mechanism_accounts.source_label`): the same claim and regime on the same data set, from
+    :func:`~lmcbook.claims.mechanism.source_label`): the same claim and regime on the same data set, from
     another source, with the same verdict, the same interval and every other number equal (to 1e-12; a row without
     an interval is never a repeat).  A bootstrap interval over pairs is equal only over equal per-pair
     values, so such a row reads the same runs again: a long reference reuses the quick book's 60-epoch cells (the
@@ -406,9 +404,17 @@ def _board_wide(board: pd.DataFrame) -> pd.DataFrame:
 
 def board_rows(board: pd.DataFrame, short: dict[str, str] | None = None) -> dict[str, list[ClaimResult]]:
     """Return the M rows of the claims page's CSV as verdict rows (state only), grouped by
-    :func:`~lmcbook.claims.mechanism_accounts.source_label`."""
+    :func:`~lmcbook.claims.mechanism.source_label`."""
     out: dict[str, list[ClaimResult]] = {}
     for r in board_results(board):
         if r.id.startswith("M"):
             out.setdefault(source_label(r.dataset, r.source, short), []).append(r)
     return out
+
+
+def claims_markdown(rows: list[ClaimResult]) -> str:
+    """Return verdict rows as a Markdown list: the claim, its test, what was measured and the verdict."""
+    if not rows:
+        return "(no rows)"
+    return "\n".join(f"- **{r.id}**{f' ({r.regime})' if r.regime else ''}: {r.statement} *Test:* {r.test}. "
+                     f"*Measured:* {r.measured_shown}. **{r.mark}**" for r in rows)

@@ -96,7 +96,7 @@ class ClaimResult:
     #: (the scoreboard's blocks: :func:`~lmcbook.claims.board.block_counts`).
     repeats: str | None = None
     #: The repeat is of the same cells and seeds trained again (the same specs, trained in another stack or at
-    #: another thread count, which change a run's last digits: :mod:`lmcbook.batched`), not of the same runs read
+    #: another thread count, which change a run's last digits: :mod:`lmcbook.train`), not of the same runs read
     #: again.
     retrained: bool = False
 

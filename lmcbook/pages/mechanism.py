@@ -7,7 +7,6 @@ from typing import Any
 import pandas as pd
 
 from .. import reference
-from ..captions import join_and, markdown_table, precision_words, short_fraction
 from ..claims import (
     CONVERGED_TRAIN_ACC,
     D_TIE_RTOL,
@@ -23,8 +22,9 @@ from ..claims import (
 )
 from ..data import DATASET_LABELS, DATASET_SHORT
 from ..page import Page
-from ..plots import plot_mechanism_width
-from ..schema import cell_table, in_cell, select
+from ..plots_width import plot_mechanism_width
+from ..regime import join_and, precision_words, short_fraction
+from ..schema import cell_table, in_cell, markdown_table, select
 from ..stats import CONFIDENCE, FAIL, INCONCLUSIVE, PASS, t_interval, within
 
 

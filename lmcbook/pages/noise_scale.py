@@ -12,7 +12,6 @@ from matplotlib.figure import Figure
 from scipy.stats import f_oneway
 
 from .. import reference
-from ..captions import against_decay, markdown_table, noise_reference_block
 from ..claims import (
     FIRST_PICK,
     MAP_MIN_PAIRS,
@@ -33,8 +32,11 @@ from ..claims import (
     pick_setting,
 )
 from ..claims.noise import PROTOCOL_WORDS, grid_protocol
+from ..experiments_noise import against_decay
 from ..page import Page
-from ..plots import placeholder, plot_noise_grid
+from ..plots_noise import plot_noise_grid
+from ..plots_style import placeholder
+from ..schema import markdown_table
 from ..stats import CONFIDENCE, spearman
 
 
@@ -123,7 +125,7 @@ def grid_numbers(study: Any, grid: pd.DataFrame, fit: dict[str, float] | None, n
 
 def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
     """Return, by glue key, the Markdown of the page's committed reference runs (each scored and its verdicts' states
-    glued, :func:`lmcbook.captions.noise_reference_block`; the retired ones described under their own rule) and the
+    glued, :meth:`lmcbook.page.Page.noise_reference_block`; the retired ones described under their own rule) and the
     first one's figure (a placeholder if none is committed)."""
     old_rule = NOISE_CONVERGED_TRAIN_ACC
     retired = [f"**Retired:** `{name}`, {reference.get(name).retired} What it showed, under its own rule (the weaker "
@@ -136,7 +138,7 @@ def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
         figure = figure or plot_noise_grid(ref, cell_mean_fit(ref, ["lr", "batch_size"]))
         facts = (f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell.\n\n"
                  + markdown_table(noise_reference_facts(frame)))
-        block, rows[name] = noise_reference_block(page, name, frame, prov, facts)
+        block, rows[name] = page.noise_reference_block(name, frame, prov, facts)
         blocks.append(block)
         n2 = next(r for r in rows[name] if r.id.startswith("N2"))
         by_protocol.append({"reference": f"`{name}`", "data": re.split("[:,]", reference.get(name).data)[0],
@@ -221,7 +223,7 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
 
 def decay_choices(vs: dict[str, float]) -> dict[str, str]:
     """Return how a merge compares with children whose learning rate decays to zero (``vs``:
-    :func:`lmcbook.captions.against_decay`), as :func:`where_facts` chooses it: ``where_decay`` ``within`` the
+    :func:`lmcbook.regime.against_decay`), as :func:`where_facts` chooses it: ``where_decay`` ``within`` the
     minimum effect, the decayed children ``below`` or ``above`` the merge; ``where_converged`` ``yes`` or ``no``
     (the weaker child at the old convergence rule)."""
     diff = vs["acc_merged"] - vs["acc_decayed"]

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 import pandas as pd
 
 from .. import reference
-from ..captions import markdown_table, moving_rows, noise_map_summary
 from ..claims import (
     ACC_BARRIER_MAX,
     BLOCK_CODES,
@@ -33,8 +32,9 @@ from ..claims import (
 )
 from ..claims.noise import PROTOCOL_WORDS, grid_protocol
 from ..data import DATASET_SHORT
+from ..experiments_noise import moving_rows, noise_map_summary
 from ..page import Page
-from ..schema import select
+from ..schema import markdown_table, select
 from ..stats import cell_stats
 
 
@@ -114,7 +114,7 @@ def board_numbers(board: pd.DataFrame) -> tuple[dict[str, int], dict[str, str]]:
 def noise_words(page: Page) -> dict[str, str]:
     """Return, by glue key, the noise paper's results as Markdown tables: each committed noise reference run's marks
     (:func:`noise_verdict_table`) and the claims they read, and each regime map's summary, this build's and every
-    committed one's (:func:`lmcbook.captions.noise_map_summary`)."""
+    committed one's (:func:`lmcbook.regime.noise_map_summary`)."""
     refs = {}
     for name, (frame, _) in {**page.references("noise_scale"), **page.references("noise_components")}.items():
         scale, comp = (frame, None) if reference.get(name).notebook == "noise_scale" else (None, frame)

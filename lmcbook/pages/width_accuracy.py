@@ -7,9 +7,9 @@ import pandas as pd
 from IPython.display import Markdown
 
 from lmcbook import claims, schema
-from lmcbook.captions import join_and
 from lmcbook.claims import ClaimResult
 from lmcbook.data import DATASET_SHORT
+from lmcbook.regime import join_and
 
 
 def small_init_widths(mech: pd.DataFrame) -> pd.DataFrame:

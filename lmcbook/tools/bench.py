@@ -25,14 +25,13 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..batched import STACK_MAX_UNITS, group_key, train_many
 from ..data import load
 from ..experiments import pair_frames, probe_frames, trained_pairs
 from ..models import build, count_parameters
 from ..parts import study as part_study
 from ..specs import DataSpec, ModelSpec, RunSpec, TrainSpec
 from ..store import RunStore
-from ..train import train
+from ..train import STACK_MAX_UNITS, group_key, train, train_many
 
 BENCH_UNITS = (16, 64, 256, 1024, 2048)
 

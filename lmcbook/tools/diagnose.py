@@ -8,21 +8,30 @@ barriers, logit ensemble, logit norm ratio), :class:`lmcbook.probes.PairActivati
 (LEWC and LLFC per layer, weak additivity, reciprocal orthogonality) against an untrained
 pair of the same architecture, :func:`lmcbook.probes.rank_profile`,
 :func:`lmcbook.merge.weight_matching` with REPAIR, and, for K >= 3 checkpoints, the uniform
-soup against the K-model ensemble.  :mod:`lmcbook.tools.diagnose_report` renders the result.
+soup against the K-model ensemble.  :func:`write` renders the result.
 """
 
 from __future__ import annotations
 
+import base64
+import html
 import importlib
 import importlib.util
+import io
 import itertools
+import json
 import math
+import os
+import shutil
 import sys
-from collections.abc import Callable
+import tempfile
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
@@ -30,10 +39,10 @@ import yaml
 from torch import nn
 from tqdm.auto import tqdm
 
-from .. import checkpoints, data, merge, metrics, models, probes
+from .. import __version__, data, merge, metrics, models, plots_width, probes
 from ..autospec import SpecUnavailable, check_spec, derive_spec
 from ..data import DataError, Dataset
-from ..paths import show_progress
+from ..files import show_progress
 from ..specs import ARCHS, DATASETS, ModelSpec, SpecError
 
 DEFAULT_LAMS = 11  #: λ points of a diagnosis (the book's pages use 21): each costs a pass per pair and method
@@ -204,7 +213,7 @@ def prepare(paths: list[str], model: str, data_name: str, model_args: dict[str, 
         raise SpecError(f"{len(paths)} checkpoint(s) given: expected two or more (CKPT_A CKPT_B [CKPT_C ...])")
     if not 3 <= lams <= 1001:
         raise SpecError(f"--lams {lams} is not allowed: expected a number of λ points in [3, 1001]")
-    states = {p: checkpoints.load_state(p) for p in paths}
+    states = {p: load_state(p) for p in paths}
     ds = load_data(data_name, data_root, limit, device)
     factory = model_factory(model, model_args or {}, ds)
     try:
@@ -215,11 +224,11 @@ def prepare(paths: list[str], model: str, data_name: str, model_args: dict[str, 
     if not isinstance(ref, nn.Module):
         raise SpecError(f"--model {model} returned a {type(ref).__name__}: expected a torch.nn.Module")
     try:
-        checkpoints.check_states(states, ref.state_dict())
-    except checkpoints.CheckpointError as err:
+        check_states(states, ref.state_dict())
+    except CheckpointError as err:
         if model not in ARCHS:
             raise
-        raise checkpoints.CheckpointError(f"{err} (lmcbook's {model} is built for the inputs of --data {data_name}, "
+        raise CheckpointError(f"{err} (lmcbook's {model} is built for the inputs of --data {data_name}, "
                                           f"of shape {tuple(ds.input_shape)}, and its {ds.num_classes} classes)"
                                           ) from err
     nets = [_loaded(factory, s, ds.device) for s in states.values()]
@@ -475,3 +484,201 @@ def long_frame(diag: Diagnosis) -> pd.DataFrame:
     out["value"] = pd.to_numeric(out["value"], errors="coerce")
     cols = ["section", "pair", "method", "model", "checkpoint", "lam", "layer", "metric", "value"]
     return out.reindex(columns=cols)
+
+
+# ---- Reading checkpoints ----
+# Reading a reader's own checkpoints safely: safetensors, or a PyTorch state dict read with ``weights_only=True``.
+#
+# A state dict may be nested under a key (``"state_dict"``, ``"model"``, as training
+# frameworks save it) and carry DataParallel's ``module.`` prefix; both are undone.
+# Nothing is unpickled beyond tensors and plain containers.
+
+#: Keys under which training frameworks nest the model's state dict, tried in this order.
+NESTED_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")
+PREFIXES = ("module.", "_orig_mod.")  #: prefixes of DataParallel and torch.compile, stripped from every key
+SHOWN = 5  #: how many differing keys an error lists
+
+
+class CheckpointError(SpecError):
+    """A checkpoint is missing, unreadable, or does not fit the model: the message names the file."""
+
+
+def load_state(path: str | Path) -> dict[str, torch.Tensor]:
+    """Return the state dict in ``path`` (``.safetensors``, else ``torch.load(weights_only=True)``) on the CPU."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} is missing: expected a .safetensors file or a PyTorch "
+                              "state dict (.pt, .pth, .bin)")
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            raw: object = load_file(str(path), device="cpu")
+        else:
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # safetensors and torch.load raise many types on a bad file
+        raise CheckpointError(f"checkpoint {str(path)!r} cannot be read ({type(err).__name__}: {err}); expected "
+                              "safetensors or a state dict saved with torch.save(model.state_dict(), ...)") from err
+    return _unwrap(raw, path)
+
+
+def _unwrap(raw: object, path: Path) -> dict[str, torch.Tensor]:
+    """Return the tensors of a (possibly nested, possibly ``module.``-prefixed) state dict."""
+    while isinstance(raw, Mapping) and not any(isinstance(v, torch.Tensor) for v in raw.values()):
+        key = next((k for k in NESTED_KEYS if isinstance(raw.get(k), Mapping)), None)
+        if key is None:
+            raise CheckpointError(f"checkpoint {str(path)!r} holds no tensors at its top level and none of the keys "
+                                  f"{list(NESTED_KEYS)} (it has {sorted(map(str, raw))[:SHOWN]}): expected a state "
+                                  "dict")
+        raw = raw[key]
+    if not isinstance(raw, Mapping):
+        raise CheckpointError(f"checkpoint {str(path)!r} holds a {type(raw).__name__}: expected a state dict")
+    state = {}
+    for key, value in raw.items():
+        if isinstance(value, torch.Tensor):
+            for prefix in PREFIXES:
+                key = key.removeprefix(prefix)
+            state[key] = value
+    return state
+
+
+def check_states(states: dict[str, dict[str, torch.Tensor]], reference: dict[str, torch.Tensor]) -> None:
+    """Raise :class:`CheckpointError` naming the file unless every state has ``reference``'s keys and shapes (the
+    model's own state dict) and finite floating-point values."""
+    for path, state in states.items():
+        missing = [k for k in reference if k not in state]
+        extra = [k for k in state if k not in reference]
+        if missing or extra:
+            raise CheckpointError(f"checkpoint {path!r} does not fit the model: missing keys {missing[:SHOWN]}"
+                                  f"{' …' if len(missing) > SHOWN else ''}, unexpected keys {extra[:SHOWN]}"
+                                  f"{' …' if len(extra) > SHOWN else ''} ({len(missing)} and {len(extra)} in all)")
+        shapes = [f"{k}: {tuple(state[k].shape)} vs the model's {tuple(v.shape)}" for k, v in reference.items()
+                  if state[k].shape != v.shape]
+        if shapes:
+            raise CheckpointError(f"checkpoint {path!r} does not fit the model: {len(shapes)} shape(s) differ, "
+                                  f"first {'; '.join(shapes[:SHOWN])}")
+        bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+        if bad:
+            raise CheckpointError(f"checkpoint {path!r} has non-finite (NaN or inf) weights in {bad[:SHOWN]}: "
+                                  "expected a model that trained without diverging")
+
+
+# ---- The report ----
+# The diagnose report: one self-contained HTML page (figures inlined as PNG), its CSV and a JSON summary.
+#
+# The three files are written into a fresh temporary folder beside the output folder,
+# which then replaces the output folder in one rename: a report is never half-written.
+
+FILES = ("report.html", "report.csv", "summary.json")  #: what a report folder holds
+
+#: What each number of the summary table means (the report prints this beside it).
+MEANINGS = {
+    "acc a": "test accuracy of the pair's first checkpoint (λ = 1)",
+    "acc b": "test accuracy of the second checkpoint (λ = 0); after weight matching, the permuted second checkpoint",
+    "merged acc (λ=½)": "test accuracy of the weight average θ(½) (BatchNorm statistics recomputed on training data)",
+    "ensemble acc": "test accuracy of the logit ensemble ½(f_a + f_b), the reference a merge aims at",
+    "acc barrier": "max over λ of the linear interpolation of the endpoints' accuracies minus θ(λ)'s",
+    "loss barrier (raw)": "max over λ of θ(λ)'s test loss minus the endpoints' interpolated loss (nats)",
+    "loss barrier (calibrated)": "the same with every model's own inverse temperature, fitted on the calibration split",
+    "logit norm ratio": "‖f(θ(½))‖ / ‖½(f_a + f_b)‖ on the test split; exact LEWC predicts 2^(1−L)",
+    "REPAIR acc (λ=½)": "merged accuracy after weight matching and REPAIR (each hidden channel's mean and std reset "
+                        "to the endpoints' interpolated statistics)",
+}
+
+
+def check_out(out: str | Path) -> Path:
+    """Return the output folder, refusing (before any compute) one that exists and is not a diagnose report, or
+    whose parent folder is missing."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or not set(p.name for p in out.iterdir()) <= set(FILES)):
+        raise SpecError(f"--out {str(out)!r} is not allowed: it exists and is not an earlier diagnose report "
+                        f"(which holds only {', '.join(FILES)}); expected a new folder or an earlier report")
+    if not out.absolute().parent.is_dir():
+        raise SpecError(f"--out {str(out)!r} is not allowed: its parent folder does not exist")
+    return out
+
+
+def write(diag: Diagnosis, out: str | Path, command: str, seconds: float) -> Path:
+    """Write report.html, report.csv and summary.json into ``out`` at once; return the path of report.html."""
+    out = check_out(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.absolute().parent))
+    try:
+        long_frame(diag).to_csv(tmp / "report.csv", index=False)
+        (tmp / "summary.json").write_text(json.dumps(summary(diag, command, seconds), indent=1, default=float))
+        (tmp / "report.html").write_text(render(diag, command, seconds))
+        old = None
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out / "report.html"
+
+
+def summary(diag: Diagnosis, command: str, seconds: float) -> dict:
+    """Return the JSON summary: inputs, L, every pair's numbers, the soup, the reading and the notes."""
+    p = diag.prepared
+    return {"command": command, "lmcbook": __version__, "seconds": round(seconds, 1),
+            "checkpoints": p.paths, "model": p.model_name, "data": p.data_name, "sizes": p.data.sizes(),
+            "lams": len(p.lams), "depth_L": diag.depth, "spec": p.spec_note,
+            "pairs": diag.pairs.to_dict(orient="records"), "soup": diag.soup, "reading": diag.reading,
+            "notes": diag.notes}
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _table(df: pd.DataFrame, cls: str) -> str:
+    return df.to_html(classes=cls, float_format=lambda v: f"{v:.4g}", na_rep="–", border=0)
+
+
+def _list(items: list[str], cls: str) -> str:
+    return f'<ul class="{cls}">' + "".join(f"<li>{html.escape(s)}</li>" for s in items) + "</ul>"
+
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}th,td{padding:.25rem .6rem;border-bottom:1px solid #ddd;
+text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:.1rem .3rem}img{max-width:100%}
+.reading li{margin:.3rem 0}table.meanings td{text-align:left}"""
+
+
+def render(diag: Diagnosis, command: str, seconds: float) -> str:
+    """Return the report as one self-contained HTML page."""
+    p = diag.prepared
+    meanings = pd.DataFrame({"what it means": MEANINGS}).rename_axis("number")
+    layers = diag.layers.pivot_table(index=["model", "pair", "layer"], columns="metric", values="value")
+    ranks = diag.ranks[diag.ranks["metric"].isin(["effective_rank", "stable_rank", "rel_effective_rank"])]
+    parts = [
+        f"<h1>lmcbook diagnose</h1><p><code>{html.escape(command)}</code></p>",
+        f"<p>{len(p.models)} checkpoints of <code>{html.escape(p.model_name)}</code> on "
+        f"<code>{html.escape(p.data_name)}</code> ({', '.join(f'{k} {v}' for k, v in p.data.sizes().items())} "
+        f"examples); L = {diag.depth} layers; {len(p.lams)} λ points; {seconds:.1f} s; lmcbook {__version__}.</p>",
+        "<h2>Summary</h2>", _table(summary_table(diag), "summary"),
+        "<h2>Reading</h2>", _list(diag.reading, "reading"), "<h2>Notes</h2>", _list(diag.notes, "notes"),
+        "<h2>What each number means</h2>", _table(meanings, "meanings"),
+        "<h2>Interpolation curves</h2>", _png(plots_width.plot_pair_curves(diag.curves)),
+        "<h2>All numbers per pair</h2>", _table(diag.pairs.set_index(["pair", "method"]).T, "pairs"),
+        "<h2>LEWC and LLFC by layer, against an untrained pair</h2>", _png(plots_width.plot_layer_errors(diag.layers)),
+        _table(layers, "layers"),
+    ]
+    if len(diag.theory):
+        theory = diag.theory.pivot_table(index=["pair", "layer"], columns="metric", values="value")
+        parts += ["<h2>Weak additivity and reciprocal orthogonality (λ = ½)</h2>", _table(theory, "theory")]
+    parts += ["<h2>Ranks of the weight matrices</h2>",
+              _table(ranks.pivot_table(index=["checkpoint", "layer", "name"], columns="metric", values="value"),
+                     "ranks")]
+    if diag.soup:
+        parts += [f"<h2>The uniform soup of all {diag.soup['K']}</h2>",
+                  _table(pd.DataFrame({"value": diag.soup}), "soup")]
+    parts.append(f"<p>Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; every number is in "
+                 "<code>report.csv</code>, the summary in <code>summary.json</code>.</p>")
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>lmcbook diagnose</title>'
+            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")

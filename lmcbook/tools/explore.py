@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 
 from ..experiments import cached_pair_summary, study_data
 from ..parts import study
-from ..plots import COLORS, use_style
+from ..plots_style import COLORS, use_style
 from ..probes import PairActivations
 from ..store import RunStore, describe
 

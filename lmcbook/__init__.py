@@ -7,7 +7,7 @@ hash of a frozen :class:`~lmcbook.specs.RunSpec` serves every notebook.
 
 Importing the package imports only :mod:`lmcbook.specs` (the standard library alone), so a light module such as
 :mod:`lmcbook.claims`, :mod:`lmcbook.schema` or :mod:`lmcbook.stats` does not load torch. ``RunStore``, ``study``
-and every submodule (``lmcbook.profiles``, ...) are imported on first use (PEP 562).
+and every submodule (``lmcbook.studies``, ...) are imported on first use (PEP 562).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 from .specs import CODE_VERSION, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
 
 if TYPE_CHECKING:
-    from . import profiles
-    from .parts import study
+    from . import studies
     from .store import RunStore
+    from .studies import study
 
 __version__ = "0.1.0"
 
 # a lazy attribute and the submodule that defines it
-_LAZY = {"RunStore": "store", "study": "parts"}
+_LAZY = {"RunStore": "store", "study": "studies"}
 _SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__))
 
 
@@ -48,4 +48,4 @@ def __dir__() -> list[str]:
 logging.getLogger("lmcbook").addHandler(logging.NullHandler())
 
 __all__ = ["__version__", "CODE_VERSION", "DataSpec", "ModelSpec", "RunSpec", "RunStore", "SpecError", "TrainSpec",
-           "profiles", "study"]
+           "studies", "study"]

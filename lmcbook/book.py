@@ -53,10 +53,9 @@ from .files import (
     temp_dir,
 )
 from .page import file_sha, reads_path, record_path
-from .parts import all_notebooks, part_of
-from .profiles import PROFILES, check_run_count
 from .specs import CODE_VERSION, RunSpec, SpecError
 from .store import SESSION_ENV, RunStore, StoreError, describe
+from .studies import PROFILES, all_notebooks, check_run_count, part_of
 
 
 # -- what an executed notebook shows: its parameters cells removed, and of its alternative cells (tagged
@@ -575,7 +574,7 @@ def regenerate_reference(name: str, data_root: str | None = None, store: str | P
         if not outcomes[0].ok:
             raise RuntimeError(f"reference {name!r}: notebook {ref.notebook} failed: {outcomes[0].error}")
         return reference.record(name, Path(tmp) / "data" / f"{ref.notebook}.csv", params,
-                                time.perf_counter() - t0, reference.training_seconds(Path(tmp), ref.notebook, store),
+                                time.perf_counter() - t0, training_seconds(Path(tmp), ref.notebook, store),
                                 data_root, root)
 
 
@@ -782,3 +781,9 @@ def report_markdown(report: dict) -> str:
             lines.append(f"- `{name}`: not available ({e}).")
     return "\n".join(lines) + "\n"
 
+
+def training_seconds(out: Path, notebook: str, store: str | Path | None) -> float:
+    """Return the seconds the store recorded training the runs a page read (stacked runs: their share)."""
+    runs = set(json.loads((Path(out) / ".cache" / f"{notebook}.reads.json").read_text())["runs"])
+    events = RunStore(store).events()
+    return round(sum(e.get("seconds", 0.0) for e in events if e["event"] == "trained" and e["id"] in runs), 1)

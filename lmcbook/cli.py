@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import __version__, parts, reference
+from . import __version__, reference, studies
 from .data import DataError
 from .files import STORE_ENV, checked_path
 from .specs import SpecError, check_scheduler
@@ -53,7 +53,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_train(args) -> int:
-    study = parts.study(args.part, args.profile, **_params(args.p))
+    study = studies.study(args.part, args.profile, **_params(args.p))
     store = RunStore(args.store)
     specs = list(dict.fromkeys(study.specs()))
     by_data: dict[tuple[str, str], list] = {}
@@ -149,7 +149,7 @@ def _parse_age(text: str) -> float:
 
 
 def cmd_sweep(args) -> int:
-    specs = parts.part_specs(args.profile, args.part, **_params(args.p))
+    specs = studies.part_specs(args.profile, args.part, **_params(args.p))
     n = len(dict.fromkeys(specs))
     # a bar on a terminal, else one line per finished run (a log file, a batch job)
     bar = tqdm(total=n, desc="runs", unit="run") if sys.stderr.isatty() else None
@@ -326,7 +326,7 @@ def check(argv: list[str]) -> None:
 
         plan(args.only, args.profile, _params(args.p), args.notebooks)
     elif args.command in ("train", "sweep"):
-        parts.study(args.part, args.profile, **_params(args.p))
+        studies.study(args.part, args.profile, **_params(args.p))
         if args.command == "sweep":
             check_scheduler(args.scheduler)
     elif args.command == "store" and args.older_than is not None:

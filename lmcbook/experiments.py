@@ -26,13 +26,12 @@ import pandas as pd
 import torch
 
 from .data import Dataset
-from .merge import permutation_spec, permute, random_permutation, repair, weight_matching
-from .metrics import pair_summary
+from .merge import pair_summary, permutation_spec, permute, random_permutation, repair, weight_matching
 from .probes import PairActivations, rank_profile
-from .profiles import Pair, Recipe
 from .regime import regime_measures
 from .schema import concat, last_hidden, select, to_long, to_long_frame
 from .store import RunStore
+from .studies import Pair, Recipe
 from .sweep import Runs, cached_pair_summary, study_data, sweep_first, trained_pairs
 from .train import TrainedRun, init_model
 
@@ -325,7 +324,7 @@ def method_frames(study, store: RunStore | None = None) -> tuple[pd.DataFrame, p
 
 def matched_summaries(study, store: RunStore | None = None, runs: Runs | None = None,
                       lams=(0.0, 0.5, 1.0)) -> pd.DataFrame:
-    """Return per pair the summary (:func:`lmcbook.metrics.pair_summary` at ``lams``) of a merged with b after weight
+    """Return per pair the summary (:func:`lmcbook.merge.pair_summary` at ``lams``) of a merged with b after weight
     matching b onto a, with the pair's keys (cached per pair)."""
     store = store or RunStore()
     data = study_data(study)

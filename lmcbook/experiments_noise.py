@@ -22,12 +22,21 @@ from .claims import (
     pick_setting,
 )
 from .data import DATASET_LABELS, DATASET_SHORT, Dataset, load
-from .merge import add_vectors, interpolate, task_vector, ties_vector
-from .metrics import disagreement, ensemble_gain, evaluate, logits, relative_distance
+from .merge import (
+    add_vectors,
+    disagreement,
+    ensemble_gain,
+    evaluate,
+    interpolate,
+    logits,
+    relative_distance,
+    task_vector,
+    ties_vector,
+)
 from .noise import effective_noise_scale, merging_gain
-from .profiles import TASKS, Cell, NoiseRegimeStudy, NoiseStudy
 from .specs import RunSpec
 from .store import RunStore
+from .studies import TASKS, Cell, NoiseRegimeStudy, NoiseStudy
 from .sweep import cached_pair_summary, study_data, sweep_first
 from .train import DivergedError, TrainedRun, init_model
 
@@ -116,7 +125,7 @@ def _cell_columns(cell: Cell) -> dict:
 
 
 def regime_map_frame(study: NoiseRegimeStudy, store: RunStore | None = None) -> pd.DataFrame:
-    """Return the regime map: one row per (cell, pair) of :meth:`lmcbook.profiles.NoiseRegimeStudy.cells`
+    """Return the regime map: one row per (cell, pair) of :meth:`lmcbook.studies.NoiseRegimeStudy.cells`
     (:func:`noise_frame`'s columns), with ``method`` "spawn", "independent" or "anneal" (children annealed to zero
     from the spawn of the "spawn" cell with the same settings)."""
     frame = noise_frame(study.noise_study(), study.cells(), store)

@@ -75,7 +75,7 @@ def spawn_pair(spec: RunSpec, k: int, pair: int = 0, **train_changes) -> tuple[R
 
 
 def merging_gain(summary: dict) -> dict[str, float]:
-    """Return the merging gains of a pair summary (from :func:`lmcbook.metrics.pair_summary`).
+    """Return the merging gains of a pair summary (from :func:`lmcbook.merge.pair_summary`).
 
     - ``gain``: acc(θ(½)) − mean(acc_a, acc_b);
     - ``gain_best``: acc(θ(½)) − max(acc_a, acc_b);

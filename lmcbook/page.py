@@ -45,9 +45,7 @@ from .claims import (
 )
 from .claims.board import claims_markdown
 from .files import git_sha, out_dir, stage_dir
-from .parts import part_of
 from .plots_style import check_legible
-from .profiles import Study, what_ran
 from .schema import (
     KEY_COLUMNS,
     REGIME_KEYS,
@@ -60,6 +58,7 @@ from .schema import (
 )
 from .specs import SpecError
 from .store import RunStore
+from .studies import Study, part_of, what_ran
 
 
 def file_sha(path: Path) -> str:

@@ -30,7 +30,6 @@ from . import __version__
 from .files import PACKAGE_DIR, git_sha
 from .schema import read_results
 from .specs import CODE_VERSION, SpecError
-from .store import RunStore
 
 RESULTS_ENV = "LMCBOOK_RESULTS"
 
@@ -192,7 +191,7 @@ def get(name: str) -> Reference:
 
 def dataset(name: str) -> str:
     """Return the data set reference ``name`` trains on (its study's, at its profile and parameters)."""
-    from .parts import part_of
+    from .studies import part_of
 
     ref = get(name)
     return str(part_of(ref.notebook).resolve(ref.profile, ref.params).dataset)
@@ -360,13 +359,6 @@ def params_for(name: str, data_root: str | None) -> dict[str, Any]:
         raise SpecError(f"data_root=None is not allowed for reference {name!r}: pass --data-root DIR, a folder "
                         f"holding {ref.data.split(':')[0]}")
     return dict(ref.params, **({"data_root": str(data_root)} if data_root is not None else {}))
-
-
-def training_seconds(out: Path, notebook: str, store: str | Path | None) -> float:
-    """Return the seconds the store recorded training the runs a page read (stacked runs: their share)."""
-    runs = set(json.loads((Path(out) / ".cache" / f"{notebook}.reads.json").read_text())["runs"])
-    events = RunStore(store).events()
-    return round(sum(e.get("seconds", 0.0) for e in events if e["event"] == "trained" and e["id"] in runs), 1)
 
 
 def describe(name: str, prov: dict[str, Any]) -> str:

@@ -32,10 +32,10 @@ import pandas as pd
 import torch
 
 from .data import DataError, Dataset, load
-from .metrics import pair_summary
-from .profiles import NoiseStudy, Pair, Recipe
+from .merge import pair_summary
 from .specs import RunSpec, SpecError, check_scheduler
 from .store import RunStore, StoreError
+from .studies import NoiseStudy, Pair, Recipe
 from .train import DivergedError, TrainedRun
 
 
@@ -174,7 +174,7 @@ Runs = list[tuple[Pair, TrainedRun, TrainedRun]]
 
 def cached_pair_summary(store: RunStore, ra: TrainedRun, rb: TrainedRun, data: Dataset,
                         lams) -> dict[str, pd.DataFrame]:
-    """Return {"curve", "summary"} of :func:`lmcbook.metrics.pair_summary` for two stored runs (cached)."""
+    """Return {"curve", "summary"} of :func:`lmcbook.merge.pair_summary` for two stored runs (cached)."""
     def compute():
         curve, summ = pair_summary(ra.model, rb.model, data, lams)
         return {"curve": curve, "summary": pd.DataFrame([summ])}

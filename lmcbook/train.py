@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 
 from .data import Dataset, augment_batch, epoch_batches, load_spec, resolve_device
 from .files import atomic_path, provenance, show_progress, training_source_hash
-from .metrics import evaluate
+from .merge import evaluate
 from .models import MLP, build
 from .specs import RunSpec, SpecError, steps_per_epoch
 

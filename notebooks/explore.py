@@ -27,7 +27,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and ExplorerStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and ExplorerStudy's fields (lmcbook.studies); None keeps the profile's value
 dataset = width = pair = lam = layer = interactive = None
 
 # %%

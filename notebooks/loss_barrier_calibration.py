@@ -36,7 +36,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and WidthStudy's fields (lmcbook.studies); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
@@ -71,14 +71,14 @@ pairs.means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_b
 import pandas as pd
 import torch
 
-from lmcbook import calibrate, merge, metrics
+from lmcbook import calibrate, merge
 
 data = sweep.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 models = {"a": a, "b": b, "merged": merge.interpolate(a, b, lam=0.5, data=data)}
-tau = {k: calibrate.fit_inverse_temperature(metrics.logits(m, data.x_cal), data.y_cal).tau for k, m in models.items()}
-z = {k: metrics.logits(m, data.x_test) for k, m in models.items()}  # test logits f_L
+tau = {k: calibrate.fit_inverse_temperature(merge.logits(m, data.x_cal), data.y_cal).tau for k, m in models.items()}
+z = {k: merge.logits(m, data.x_test) for k, m in models.items()}  # test logits f_L
 loss_cal = {k: calibrate.nll(z[k], data.y_test, tau[k]) for k in models}
 by_hand = {"loss_barrier_cal_mid": loss_cal["merged"] - (loss_cal["a"] + loss_cal["b"]) / 2,
            "tau_merged": tau["merged"],

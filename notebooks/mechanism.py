@@ -69,7 +69,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and MechanismStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and MechanismStudy's fields (lmcbook.studies); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = precision = arch = depth = widths = weight_decays = wide_decays = regimes = None
 regime_weight_decays = long_max_width = init_scales = decisive_seeds = match_iterations = show_references = None
@@ -100,11 +100,11 @@ frames = experiments.mechanism_frames(study, page.store)  # every cell's merges,
 # takes the decay arm's strongest weight decay and its widest width, and the first pair
 # there. It sums that pair's learning-rate schedule step by step (`train.lr_at`), merges
 # the pair with `merge.interpolate`, and measures the merged model's test accuracy with
-# `metrics.evaluate`. It asserts that both numbers are the ones in the frames above, to
+# `merge.evaluate`. It asserts that both numbers are the ones in the frames above, to
 # within $10^{-9}$ (relative).
 
 # %%
-from lmcbook import merge, metrics
+from lmcbook import merge
 from lmcbook.train import lr_at
 
 data = sweep.study_data(study)
@@ -115,7 +115,7 @@ tr, steps = pair.a.train, pair.a.total_steps(len(data.y_train))
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 by_hand = {"decay_integral": tr.weight_decay * sum(lr_at(t, steps, tr.lr, tr.warmup, tr.schedule, tr.lr_floor)
                                                    for t in range(steps)),  # D = wd · Σ_t η_t
-           "acc_merged": metrics.evaluate(merge.interpolate(a, b, 0.5, data), data.x_test, data.y_test).acc}
+           "acc_merged": merge.evaluate(merge.interpolate(a, b, 0.5, data), data.x_test, data.y_test).acc}
 keys = dict(weight_decay=cell.weight_decay, epochs=cell.epochs, init_scale=1.0, hidden_units=pair.hidden_units)
 regime, summary = frames["regime"], frames["summary"]
 found = {"decay_integral": regime.loc[regime[list(keys)].eq(pd.Series(keys)).all(axis=1)

@@ -45,7 +45,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and WidthStudy's fields (lmcbook.studies); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 

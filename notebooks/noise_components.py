@@ -39,7 +39,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and NoiseStudy's fields (lmcbook.studies); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
 noise_scales = protocol = None
 momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size = momenta = component_lrs = weight_decays = None

@@ -49,7 +49,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and NoiseRegimeStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and NoiseRegimeStudy's fields (lmcbook.studies); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = warmup = batch_size = lrs = None
 momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = anneal = show_references = seeds = device = None
 scheduler = None
@@ -76,8 +76,7 @@ pairs.groupby(["lr_floor", "spawn_fraction", "independent", "lr"])[
 
 # %%
 
-from lmcbook.merge import interpolate
-from lmcbook.metrics import ensemble_gain, evaluate, logits
+from lmcbook.merge import ensemble_gain, evaluate, interpolate, logits
 
 cell = study.cells()[len(study.lrs) // 2]  # the first floor and start, the middle learning rate
 a, b = (page.store.load(s) for s in study.noise_study().children(cell, 0))

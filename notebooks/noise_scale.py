@@ -41,7 +41,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and NoiseStudy's fields (lmcbook.studies); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
 noise_scales = protocol = None
 momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size = momenta = component_lrs = weight_decays = None
@@ -195,20 +195,20 @@ table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_
 # and its cell's effective noise scale is $S = \eta / (B(1-\mu))$. The next cell takes the
 # grid cell with the largest mean gain in the table above and loads its first pair of
 # children from the run store. It merges them with `merge.interpolate`, measures the three
-# models' test accuracy with `metrics.evaluate`, and computes $S$. It asserts that the
+# models' test accuracy with `merge.evaluate`, and computes $S$. It asserts that the
 # gain and $S$ are the ones in that pair's row of the grid, to within $10^{-9}$.
 
 # %%
 import pandas as pd
 
-from lmcbook import merge, metrics, noise
+from lmcbook import merge, noise
 
 data = sweep.study_data(study)
 batch_size, lr = table["gain"].idxmax()  # the grid cell with the largest mean gain
 row = grid[(grid["lr"] == lr) & (grid["batch_size"] == batch_size) & (grid["pair"] == 0)].iloc[0]
 spec_a, spec_b = study.children_that_took(study.cell(float(lr), int(batch_size)), 0, int(row["train_steps"]))
 a, b = (page.store.load(spec).model for spec in (spec_a, spec_b))
-acc = {k: metrics.evaluate(m, data.x_test, data.y_test).acc for k, m in
+acc = {k: merge.evaluate(m, data.x_test, data.y_test).acc for k, m in
        (("a", a), ("b", b), ("merged", merge.interpolate(a, b, 0.5, data)))}
 by_hand = {"gain": acc["merged"] - (acc["a"] + acc["b"]) / 2,  # acc(θ(½)) − ½(acc(θa) + acc(θb))
            "noise_scale": lr / (batch_size * (1 - study.momentum))}  # S = η / (B(1 − μ))

@@ -32,7 +32,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and TutorialStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and TutorialStudy's fields (lmcbook.studies); None keeps the profile's value
 hidden_units = epochs = pair = None
 
 # %%
@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from sklearn.datasets import load_digits
 from torch import nn
 
-from lmcbook import data, merge, metrics, models, probes
+from lmcbook import data, merge, models, probes
 
 # %% [markdown]
 # ## 1. Your data
@@ -162,7 +162,7 @@ match = merge.weight_matching(a, b, spec)
 b_matched = merge.permute(b, match.perms, spec)
 rows = []
 for method, other in (("none", b), ("weight_matching", b_matched)):
-    curve, summary = metrics.pair_summary(a, other, digits)
+    curve, summary = merge.pair_summary(a, other, digits)
     rows.append({"method": method, "pair": study.pair, **summary})
 table = pd.DataFrame(rows).set_index("method")
 table[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "loss_barrier_mid", "loss_barrier_cal_mid", "tau_ratio"]]
@@ -279,9 +279,10 @@ import shlex
 import numpy as np
 from safetensors.torch import save_file
 
-from lmcbook import cli, paths
+from lmcbook import cli
+from lmcbook.files import out_dir
 
-files = paths.out_dir() / "own_models_files"
+files = out_dir() / "own_models_files"
 files.mkdir(parents=True, exist_ok=True)
 
 

@@ -35,7 +35,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and NoiseStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and NoiseStudy's fields (lmcbook.studies); None keeps the profile's value
 dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
 noise_scales = protocol = None
 momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size = momenta = component_lrs = weight_decays = None
@@ -49,7 +49,7 @@ import numpy as np
 from lmcbook import experiments_noise, plots_noise
 from lmcbook.experiments_noise import describe_noise
 from lmcbook.page import open_page
-from lmcbook.profiles import TASKS
+from lmcbook.studies import TASKS
 
 page, study = open_page("task_arithmetic", globals())
 

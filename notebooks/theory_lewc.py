@@ -65,7 +65,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and TheoryStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and TheoryStudy's fields (lmcbook.studies); None keeps the profile's value
 lams = depth = hidden = in_features = inputs = seed = None
 
 # %%

@@ -27,7 +27,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and WidthStudy's fields (lmcbook.profiles); None keeps the profile's value
+profile = "quick"  # and WidthStudy's fields (lmcbook.studies); None keeps the profile's value
 dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
@@ -52,14 +52,14 @@ pairs.means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc
 # parameters, $\theta(\tfrac12) = \tfrac12\theta_a + \tfrac12\theta_b$. The next cell
 # loads the first pair at the widest width from the run store, averages it with
 # `merge.interpolate`, checks that every merged parameter is that average, and measures
-# the three models' test accuracy with `metrics.evaluate`. It asserts that these are the
+# the three models' test accuracy with `merge.evaluate`. It asserts that these are the
 # accuracies in that pair's row of the sweep above, to within $10^{-9}$.
 
 # %%
 import pandas as pd
 import torch
 
-from lmcbook import merge, metrics
+from lmcbook import merge
 
 data = sweep.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
@@ -67,7 +67,7 @@ a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 merged = merge.interpolate(a, b, lam=0.5, data=data)  # BatchNorm statistics, if any, recomputed on training data
 for p, pa, pb in zip(merged.parameters(), a.parameters(), b.parameters()):
     assert torch.allclose(p, 0.5 * pa + 0.5 * pb)  # θ(½) = ½θa + ½θb
-by_hand = {f"acc_{k}": metrics.evaluate(m, data.x_test, data.y_test).acc for k, m in
+by_hand = {f"acc_{k}": merge.evaluate(m, data.x_test, data.y_test).acc for k, m in
            (("a", a), ("b", b), ("merged", merged))}
 row = pairs["summary"].set_index(["hidden_units", "pair"]).loc[(pair.hidden_units, pair.index)]
 for k, v in by_hand.items():

@@ -25,10 +25,10 @@ from lmcbook.files import OUT_ENV, STORE_ENV
 from lmcbook.merge import interpolate, permutation_spec, repair, reset_bn, weight_matching
 from lmcbook.models import MLP
 from lmcbook.noise import spawn_step
-from lmcbook.parts import study as part_study
-from lmcbook.profiles import MechanismStudy, WidthStudy, resolve
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams
 from lmcbook.store import RunStore, StoreError
+from lmcbook.studies import MechanismStudy, WidthStudy, resolve
+from lmcbook.studies import study as part_study
 from lmcbook.sweep import run_all
 from lmcbook.train import DivergedError
 

@@ -88,7 +88,7 @@ def test_wide_table_reports_each_precision_against_its_own_peak_and_the_recipes_
     """The wide rows (issue 48): per width and precision, the paper MLP's seconds per step, its GFLOP/s as a
     fraction of that precision's matmul peak from the same run, and the hours one run of the recipe takes."""
     from lmcbook.models import build, count_parameters
-    from lmcbook.profiles import PAPER_MLP_RECIPE
+    from lmcbook.studies import PAPER_MLP_RECIPE
 
     peaks = {"fp32": 100.0, "bf16": 50.0}
     monkeypatch.setattr(bench, "matmul_peak_gflops", lambda dtype=None, **k: peaks[

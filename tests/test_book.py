@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 from lmcbook import book, reference
-from lmcbook.parts import all_notebooks
 from lmcbook.schema import read_results
 from lmcbook.store import RunStore
+from lmcbook.studies import all_notebooks
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]

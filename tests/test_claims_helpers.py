@@ -79,7 +79,7 @@ def test_methods_page_states_the_rules_the_claims_apply():
                    f"differ by less than {claims.D_TIE_RTOL:.1%} are one value",
                    f"relative error after matching at the largest $D$ at most {claims.LLFC_MATCHED_MAX:g}"):
         assert phrase in text, f"book/methods.md does not say {phrase!r}"
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     assert all(resolve(NoiseStudy, p).max_steps is None for p in ("quick", "paper", "smoke"))  # "unset in every
     assert "(unset in every profile)" in text  # profile"

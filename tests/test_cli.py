@@ -7,8 +7,8 @@ import pytest
 from lmcbook import book
 from lmcbook.cli import main
 from lmcbook.page import Page
-from lmcbook.parts import study as part_study
 from lmcbook.specs import SpecError
+from lmcbook.studies import study as part_study
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,19 +47,18 @@ def test_bad_study_parameters(kwargs, names):
 
 
 def test_each_part_resolves_its_own_study_class():
-    from lmcbook import parts, profiles
+    from lmcbook import studies
 
-    assert list(parts.PARTS.values()) == [parts.WIDTH, parts.PROBES, parts.DEPTH, parts.THEORY, parts.NOISE_REGIME,
-                                          parts.NOISE,
-                                          parts.CONTROLS, parts.MECHANISM, parts.TUTORIAL, parts.EXPLORE,
-                                          parts.SUMMARY]
-    for name, part in parts.PARTS.items():
+    assert list(studies.PARTS.values()) == [studies.WIDTH, studies.PROBES, studies.DEPTH, studies.THEORY,
+                                            studies.NOISE_REGIME, studies.NOISE, studies.CONTROLS, studies.MECHANISM,
+                                            studies.TUTORIAL, studies.EXPLORE, studies.SUMMARY]
+    for name, part in studies.PARTS.items():
         got = part.study("smoke")
         assert type(got) is part.study_type and got == part_study(name, "smoke")
-        assert got == profiles.resolve(part.study_type, "smoke")
-    assert parts.NOISE.study("quick", seeds=3).seeds == 3
+        assert got == studies.resolve(part.study_type, "smoke")
+    assert studies.NOISE.study("quick", seeds=3).seeds == 3
     with pytest.raises(SpecError, match="unknown parameter"):
-        parts.WIDTH.study("quick", colour=1)
+        studies.WIDTH.study("quick", colour=1)
 
 
 def test_unknown_profile():

@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 
 from lmcbook import experiments, theory
-from lmcbook.parts import study as part_study
 from lmcbook.store import RunStore
+from lmcbook.studies import study as part_study
 
 
 def _study(**kw):

@@ -5,8 +5,8 @@ import pytest
 
 from lmcbook.cli import main
 from lmcbook.data import load
-from lmcbook.parts import study as part_study
 from lmcbook.store import RunStore
+from lmcbook.studies import study as part_study
 from lmcbook.tools import explore
 
 

@@ -8,8 +8,7 @@ import numpy as np
 import torch
 
 from lmcbook.data import _to_dataset
-from lmcbook.merge import interpolate
-from lmcbook.metrics import pair_summary
+from lmcbook.merge import interpolate, pair_summary
 from lmcbook.probes import PairActivations
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, TrainSpec
 from lmcbook.train import train

@@ -100,13 +100,13 @@ def test_the_light_modules_import_without_torch():
 
 def test_the_package_names_stay_importable_from_lmcbook():
     import lmcbook
-    from lmcbook import CODE_VERSION, RunSpec, RunStore, profiles, study
-    from lmcbook.parts import study as parts_study
+    from lmcbook import CODE_VERSION, RunSpec, RunStore, studies, study
     from lmcbook.specs import CODE_VERSION as SPECS_CODE_VERSION
     from lmcbook.store import RunStore as StoreRunStore
+    from lmcbook.studies import study as parts_study
 
     assert (RunStore, study, CODE_VERSION) == (StoreRunStore, parts_study, SPECS_CODE_VERSION)
-    assert profiles.__name__ == "lmcbook.profiles" and RunSpec.__module__ == "lmcbook.specs"
+    assert studies.__name__ == "lmcbook.studies" and RunSpec.__module__ == "lmcbook.specs"
     assert all(hasattr(lmcbook, name) for name in lmcbook.__all__)
     assert lmcbook.train.__name__ == "lmcbook.train"  # any submodule, on first use
     with pytest.raises(AttributeError, match="no_such_name"):

@@ -7,8 +7,16 @@ import torch
 from torch import nn
 
 from lmcbook.data import from_arrays
-from lmcbook.merge import interpolate, interpolate_state, repair, reset_bn
-from lmcbook.metrics import barrier, ensemble_summary, interpolation_curve, pair_summary
+from lmcbook.merge import (
+    barrier,
+    ensemble_summary,
+    interpolate,
+    interpolate_state,
+    interpolation_curve,
+    pair_summary,
+    repair,
+    reset_bn,
+)
 from lmcbook.models import MLP
 from lmcbook.specs import SpecError
 from lmcbook.theory import block_diagonal_pair
@@ -155,7 +163,7 @@ def test_bn_models_get_statistics_reset_along_the_path():
 
 
 def test_disagreement_known_answers():
-    from lmcbook.metrics import disagreement
+    from lmcbook.merge import disagreement
 
     z = torch.randn(50, 10)
     assert disagreement(z, z) == 0.0  # a model never disagrees with itself
@@ -169,7 +177,7 @@ def test_disagreement_known_answers():
 def test_ensemble_gain_of_constructed_logits():
     """Each model is confidently right on half the inputs and barely wrong on the other half: each scores 0.5 and
     their logit ensemble is right everywhere, a gain of 0.5; two copies of one model gain nothing."""
-    from lmcbook.metrics import ensemble_gain
+    from lmcbook.merge import ensemble_gain
 
     y = torch.zeros(4, dtype=torch.long)
     sure, unsure = torch.tensor([5.0, 0.0]), torch.tensor([0.0, 0.1])
@@ -182,7 +190,7 @@ def test_ensemble_gain_of_constructed_logits():
 
 
 def test_relative_distance_known_answers():
-    from lmcbook.metrics import relative_distance
+    from lmcbook.merge import relative_distance
 
     torch.manual_seed(0)
     a = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))

@@ -6,7 +6,7 @@ import torch
 
 from lmcbook import experiments_noise, merge, noise, sweep
 from lmcbook.data import load
-from lmcbook.metrics import pair_summary
+from lmcbook.merge import pair_summary
 from lmcbook.models import MLP
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
 from lmcbook.store import RunStore
@@ -130,7 +130,7 @@ def test_new_fields_keep_old_ids():
 
 
 def test_training_lengths_of_the_convergence_rule():
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     assert resolve(NoiseStudy, "smoke", steps=100, max_steps=450).lengths() == (100, 200, 400)
     assert resolve(NoiseStudy, "smoke", steps=100).lengths() == (100,)
@@ -143,7 +143,7 @@ def test_a_cell_that_misses_the_convergence_rule_trains_again_longer(tmp_path, m
     """A rule every cell meets stops at the first length; one no cell meets runs every length, and the rows say
     which length they come from."""
     from lmcbook import claims
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     monkeypatch.setattr(claims, "NOISE_CONVERGED_TRAIN_ACC", bar)
     study = resolve(NoiseStudy, "smoke", steps=20, max_steps=45)
@@ -159,7 +159,7 @@ def test_a_diverged_noise_cell_is_reported_and_excluded_never_merged(tmp_path, c
     """A learning rate that blows up: its cell's rows say so, carry no gain, count as missing the rule, and the other
     cells are trained, stored and merged as usual."""
     from lmcbook import claims, schema
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     study = resolve(NoiseStudy, "smoke", steps=20, lrs=(0.05, 1e4, 2e4), batch_sizes=(32,))
     store = RunStore(tmp_path / "s")
@@ -185,7 +185,7 @@ def test_the_learning_rate_pair_matrix_trains_again_longer_as_a_whole(tmp_path, 
     """One parent feeds a whole row of the matrix, so a cell that misses the rule retrains every cell, parents
     included, at the next length; a matrix that meets it stops at the first."""
     from lmcbook import claims
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     monkeypatch.setattr(claims, "NOISE_CONVERGED_TRAIN_ACC", bar)
     study = resolve(NoiseStudy, "smoke", steps=20, max_steps=45, pair_lrs=(0.02, 0.1))
@@ -201,7 +201,7 @@ def test_the_learning_rate_pair_matrix_trains_again_longer_as_a_whole(tmp_path, 
 def test_a_shared_initialisation_and_independent_pairs():
     """Spawn point 0: two runs from one initialisation with their own batch orders, no parent; an independent cell:
     two seeds; a floor of 1 is a constant rate, a floor between is a linear decay to it."""
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     study = resolve(NoiseStudy, "smoke")
     a, b = study.children(study.cell(0.05, spawn_fraction=0.0), 3)
@@ -220,7 +220,7 @@ def test_a_shared_initialisation_and_independent_pairs():
 @pytest.mark.parametrize("bad, allowed", [(dict(spawn_fraction=1.0), r"\[0, 1\)"), (dict(lr_floor=1.5), r"\[0, 1\]"),
                                           (dict(lr_floor=-0.1), r"\[0, 1\]")])
 def test_noise_setting_bounds(bad, allowed):
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     with pytest.raises(SpecError, match=allowed):
         resolve(NoiseStudy, "smoke", **bad)
@@ -230,8 +230,8 @@ def test_the_regime_map_measures_every_pair(tmp_path):
     """One learning rate, a shared initialisation and independent pairs: every pair gets its merging and ensemble
     gains, disagreement and distance; the ensemble gain agrees with the pair summary's, and a shared-initialisation
     pair's distance is measured from that initialisation."""
-    from lmcbook.metrics import relative_distance
-    from lmcbook.profiles import NoiseRegimeStudy, resolve
+    from lmcbook.merge import relative_distance
+    from lmcbook.studies import NoiseRegimeStudy, resolve
     from lmcbook.train import init_model
 
     study = resolve(NoiseRegimeStudy, "smoke", steps=20, lrs=(0.05,), lr_floors=(0.0,), spawn_fractions=(0.0, 0.5),
@@ -260,7 +260,7 @@ def test_the_regime_map_anneals_children_of_the_same_parents(tmp_path):
     annealed to zero from the spawn; the map frame names them method "anneal" and keeps its columns."""
     from dataclasses import replace
 
-    from lmcbook.profiles import NoiseRegimeStudy, resolve
+    from lmcbook.studies import NoiseRegimeStudy, resolve
 
     study = resolve(NoiseRegimeStudy, "smoke", steps=20, lrs=(0.05,), lr_floors=(0.0, 1.0), spawn_fractions=(0.5,),
                     augment=False, independent=False, seeds=1, anneal=True)
@@ -279,7 +279,7 @@ def test_the_grid_by_noise_scale_and_the_epochs_protocol():
     """noise_scales: the grid samples S × B (η = S·B·(1−μ), so a cell of the η × B grid is the same cell); the
     "epochs" protocol gives each grid run steps × row_batch_size / B steps (equal examples seen), the component
     sweeps their usual length; bad values are refused by name."""
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     study = resolve(NoiseStudy, "quick", noise_scales=(0.015625, 0.015625 * 2 ** 0.25), batch_sizes=(32, 64))
     assert [(c.lr, c.batch_size) for c in study.grid_cells()] == [(0.05, 32), (0.05946035575, 32), (0.1, 64),

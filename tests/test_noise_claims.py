@@ -473,7 +473,7 @@ def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, wh
 
 def test_a_noise_page_says_where_it_runs_from_the_map():
     from lmcbook.pages.noise_scale import where_facts
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
                  lambda *k: 0.02).assign(dataset="digits")
@@ -533,7 +533,7 @@ def test_the_landing_page_table_of_maps():
 
 def test_a_noise_page_alone_reads_the_committed_map_of_its_data(monkeypatch):
     from lmcbook.pages import noise_scale as page_mod
-    from lmcbook.profiles import NoiseStudy, resolve
+    from lmcbook.studies import NoiseStudy, resolve
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
                  lambda *k: 0.02).assign(dataset="digits")

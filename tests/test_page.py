@@ -169,10 +169,10 @@ def test_alternative_prose_is_chosen_in_markdown_by_the_glued_outcome(tmp_path):
 
 
 def test_describe_noise_says_what_was_trained():
-    from lmcbook import parts
+    from lmcbook import studies
     from lmcbook.experiments_noise import describe_noise
 
-    study = parts.NOISE.study("smoke")
+    study = studies.NOISE.study("smoke")
     pairs, models = describe_noise(study), describe_noise(study, spawned=False)
     assert "spawn-and-merge pairs" in pairs and f"{study.grid_pairs} pair(s) per cell of the η × B grid" in pairs
     assert "spawn-and-merge" not in models and f"{study.seeds} such model(s), one per seed" in models

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lmcbook import book, data, parts, sweep
+from lmcbook import book, data, studies, sweep
 from lmcbook.cli import check, main
-from lmcbook.parts import all_notebooks
 from lmcbook.specs import SpecError
 from lmcbook.store import RunStore
+from lmcbook.studies import all_notebooks
 
 from .test_data import write_idx
 
@@ -73,10 +73,10 @@ def _asked(root: str) -> set[tuple[str, bool]]:
 
 
 def test_download_reaches_the_loader_through_the_python_api(fake_mnist, tmp_path):
-    study = parts.study("width", "smoke", data_root=fake_mnist, **ROUTE)
+    study = studies.study("width", "smoke", data_root=fake_mnist, **ROUTE)
     spec = study.specs()[0]
     assert spec.data.download and spec.data.root == fake_mnist
-    assert spec.id == parts.study("width", "smoke", data_root="elsewhere", **{**ROUTE, "download": False}
+    assert spec.id == studies.study("width", "smoke", data_root="elsewhere", **{**ROUTE, "download": False}
                                   ).specs()[0].id  # where the data come from is provenance, not the run's id
     RunStore(tmp_path / "s").get_or_train(spec, device="cpu")
     assert _asked(fake_mnist) == {(fake_mnist, True)}
@@ -85,7 +85,7 @@ def test_download_reaches_the_loader_through_the_python_api(fake_mnist, tmp_path
 def test_download_reaches_the_loader_through_execute(fake_mnist):
     """`lmcbook execute` hands each notebook its study's parameters; the notebook loads through the study."""
     own = book.plan(["width_accuracy"], "smoke", {"data_root": fake_mnist, **ROUTE}, ROOT / "notebooks")
-    study = parts.part_of("width_accuracy").resolve("smoke", own["width_accuracy"])
+    study = studies.part_of("width_accuracy").resolve("smoke", own["width_accuracy"])
     sweep.study_data(study)
     assert _asked(fake_mnist) == {(fake_mnist, True)}
 
@@ -124,7 +124,7 @@ def test_every_readme_command_passes_the_parameter_check(command, monkeypatch):
 
 @pytest.mark.parametrize("doc", ["README.md", "book/building.md"])
 def test_the_profile_tables_are_generated_from_the_studies(doc):
-    from lmcbook.profiles import profile_table
+    from lmcbook.studies import profile_table
 
     text = (ROOT / doc).read_text()
     found = re.search(r"<!-- profile-table:[^>]*-->\n(.*?)\n<!-- /profile-table -->", text, flags=re.S)
@@ -136,18 +136,18 @@ def test_the_paper_mlp_recipe_is_the_cited_one():
     """The paper profile's MLP recipe holds the values the width paper states (Table 1's MLP on MNIST up to 16×,
     weight decay 3e-3, 1e-4 in its ablation) and says of every other field that it is the book's own choice."""
     from lmcbook.claims import PAPER_TABLE1_MLP
-    from lmcbook.profiles import PAPER_MLP_RECIPE
+    from lmcbook.studies import PAPER_MLP_RECIPE
 
     cited = {name for name, (_, source) in PAPER_MLP_RECIPE.items() if source.startswith("the paper:")}
     assert cited == {"dataset", "widths", "weight_decay"}
     assert all(source.startswith(("the paper:", "the book's:")) for _, source in PAPER_MLP_RECIPE.values())
     assert PAPER_MLP_RECIPE["dataset"][0] == "mnist" and PAPER_MLP_RECIPE["weight_decay"][0] == 3e-3
     assert max(PAPER_MLP_RECIPE["widths"][0]) == PAPER_TABLE1_MLP["width"] == 16
-    width = parts.study("width", "paper", arch="mlp")
+    width = studies.study("width", "paper", arch="mlp")
     for name, (value, _) in PAPER_MLP_RECIPE.items():
         assert getattr(width, name) == value, name
-    assert parts.study("controls", "paper", arch="mlp").weak_weight_decay == 1e-4
-    mech = parts.study("mechanism", "paper", arch="mlp")  # it sweeps weight decay, from the weak to the strong value
+    assert studies.study("controls", "paper", arch="mlp").weak_weight_decay == 1e-4
+    mech = studies.study("mechanism", "paper", arch="mlp")  # it sweeps weight decay, from the weak to the strong value
     assert mech.dataset == "mnist" and {1e-4, 3e-3} <= set(mech.weight_decays)
     assert PAPER_TABLE1_MLP == {"width": 16.0, "acc_barrier": 0.00519, "loss_barrier": 0.013,
                                 "wm_acc_barrier": -0.00027, "wm_loss_barrier": -0.003}

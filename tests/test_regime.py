@@ -10,10 +10,10 @@ import torch
 from lmcbook import experiments
 from lmcbook.models import MLP
 from lmcbook.noise import spawn_pair
-from lmcbook.parts import study as part_study
 from lmcbook.regime import decay_integral, init_distance, regime_measures, weight_decay_shrinkage, weight_norms
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, TrainSpec
 from lmcbook.store import RunStore
+from lmcbook.studies import study as part_study
 from lmcbook.train import TrainedRun, init_model, train
 
 from .conftest import tiny_spec

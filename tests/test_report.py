@@ -8,7 +8,7 @@ import json
 from lmcbook import book
 from lmcbook.book import Outcome
 from lmcbook.page import record_path
-from lmcbook.parts import all_notebooks
+from lmcbook.studies import all_notebooks
 
 CI_VARS = ("GITHUB_SHA", "GITHUB_RUN_ID", "GITHUB_SERVER_URL", "GITHUB_REPOSITORY")
 

@@ -23,8 +23,8 @@ import torch
 from lmcbook import book
 from lmcbook.cli import main
 from lmcbook.files import STORE_ENV, out_dir, store_root
-from lmcbook.parts import WIDTH
 from lmcbook.store import RunStore, StoreWarning
+from lmcbook.studies import WIDTH
 from lmcbook.sweep import run_all
 from tests.conftest import tiny_spec
 

@@ -83,10 +83,10 @@ def test_channels_round_base_width_times_multiplier():
 
 def test_lr_floor_keeps_every_existing_run_id():
     """Ids computed before TrainSpec.lr_floor existed (commit 7fd6a79): the default floor is left out of the hash."""
-    from lmcbook import profiles
+    from lmcbook import studies
 
     assert RunSpec().id == "6a14211c4d1c6f5423a8130b4af9ba20c1d59b8019d01827eea74e013a41d54c"
-    study = profiles.resolve(profiles.NoiseStudy, "quick", lr_floor=0.0)  # the first protocol's schedule
+    study = studies.resolve(studies.NoiseStudy, "quick", lr_floor=0.0)  # the first protocol's schedule
     child, _ = study.children(study.grid_cells()[0], 0)
     assert child.id == "02b9f7b779f7911cf6b13cc52ebbb57a9fc24de66c58140013d6421e1e7afaa8"
     assert "lr_floor" not in RunSpec().hashed_dict()["train"]
@@ -122,21 +122,21 @@ def test_precision_is_fp32_or_bf16(bad):
 
 
 def test_a_study_passes_its_precision_to_every_run_and_rejects_others():
-    from lmcbook import profiles
+    from lmcbook import studies
     from lmcbook.pages.mechanism import describe_mechanism
-    from lmcbook.width_studies import MechanismStudy, WidthStudy
+    from lmcbook.studies import MechanismStudy, WidthStudy
 
-    study = profiles.resolve(MechanismStudy, "smoke", precision="bf16")
+    study = studies.resolve(MechanismStudy, "smoke", precision="bf16")
     assert {s.train.precision for p in study.pairs() for s in (p.a, p.b)} == {"bf16"}
     assert "every run in bf16 autocast" in describe_mechanism(study)
-    assert "autocast" not in describe_mechanism(profiles.resolve(MechanismStudy, "smoke"))
-    assert {s.train.precision for s in profiles.resolve(WidthStudy, "smoke").specs()} == {"fp32"}
+    assert "autocast" not in describe_mechanism(studies.resolve(MechanismStudy, "smoke"))
+    assert {s.train.precision for s in studies.resolve(WidthStudy, "smoke").specs()} == {"fp32"}
     from lmcbook.regime import describe_study
 
-    assert "every run in bf16 autocast" in describe_study(profiles.resolve(WidthStudy, "smoke", precision="bf16"))
-    assert "autocast" not in describe_study(profiles.resolve(WidthStudy, "smoke"))
+    assert "every run in bf16 autocast" in describe_study(studies.resolve(WidthStudy, "smoke", precision="bf16"))
+    assert "autocast" not in describe_study(studies.resolve(WidthStudy, "smoke"))
     with pytest.raises(SpecError, match=r"precision='fp16'.*fp32.*bf16"):
-        profiles.resolve(WidthStudy, "smoke", precision="fp16")
+        studies.resolve(WidthStudy, "smoke", precision="fp16")
 
 
 def test_anneal_from_keeps_every_existing_run_id_and_decays_to_zero_from_its_step():

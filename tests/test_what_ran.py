@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from lmcbook import book, page, parts, profiles
-from lmcbook.profiles import STUDIES, resolve, sources, what_ran
-from lmcbook.studies import default, profile_values
+from lmcbook import book, page, studies
+from lmcbook.studies import STUDIES, default, profile_values, resolve, sources, what_ran
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The pages that run no study of their own (they read the other pages' CSVs): no table.
 NO_TABLE = ("claims", "overview")
-STUDY_MODULES = ("lmcbook.width_studies", "lmcbook.noise_studies", "lmcbook.profiles")
+STUDY_MODULES = ("lmcbook.studies", "lmcbook.studies", "lmcbook.studies")
 
 
 def _cells(text: str) -> list[tuple[str, str]]:
@@ -27,7 +26,7 @@ def _cells(text: str) -> list[tuple[str, str]]:
     return [(parts_[i], parts_[i + 1]) for i in range(1, len(parts_) - 1, 2)]
 
 
-@pytest.mark.parametrize("name", [n for n in parts.all_notebooks() if n not in NO_TABLE])
+@pytest.mark.parametrize("name", [n for n in studies.all_notebooks() if n not in NO_TABLE])
 def test_every_page_shows_its_table_right_after_its_title(name):
     cells = _cells((ROOT / "notebooks" / f"{name}.py").read_text())
     (title, text), (head, body), (params, _) = cells[:3]
@@ -36,32 +35,32 @@ def test_every_page_shows_its_table_right_after_its_title(name):
     assert "parameters" in params, name
 
 
-@pytest.mark.parametrize("name", [n for n in parts.all_notebooks() if n not in NO_TABLE])
+@pytest.mark.parametrize("name", [n for n in studies.all_notebooks() if n not in NO_TABLE])
 def test_the_table_lists_every_field_with_its_value_and_source(name):
-    study_type = parts.part_of(name).study_type
+    study_type = studies.part_of(name).study_type
     params = {k: None for k in book.study_fields(name)}
     quick = sources(study_type, "quick", params)
     assert list(quick) == book.study_fields(name) and set(quick.values()) == {"default"}
     smoke = sources(study_type, "smoke", params)
     changed = profile_values(study_type, "smoke")
     assert {k for k, s in smoke.items() if s == "profile"} == set(changed)
-    study = parts.part_of(name).resolve("smoke", params)
+    study = studies.part_of(name).resolve("smoke", params)
     table = what_ran(study, params)
     for k in book.study_fields(name):
         row = re.search(rf"`{k}` \| ([^|]*) \| ([^|]*) \|", table)
         assert row, (name, k)
         assert row.group(2).strip() == smoke[k]
-        assert row.group(1).strip() == profiles._cell(getattr(study, k))
+        assert row.group(1).strip() == studies._cell(getattr(study, k))
 
 
 def test_a_planted_override_shows_as_given():
     params = {k: None for k in book.study_fields("width_accuracy")} | {"weight_decay": 0.004, "widths": [0.5, 1.0]}
-    src = sources(profiles.WidthStudy, "smoke", params)
+    src = sources(studies.WidthStudy, "smoke", params)
     assert src["weight_decay"] == src["widths"] == "-p"
     assert src["epochs"] == "profile" and src["lr"] == "default"  # smoke sets epochs; nothing sets lr
-    table = what_ran(parts.WIDTH.resolve("smoke", params), params)
+    table = what_ran(studies.WIDTH.resolve("smoke", params), params)
     assert "| `weight_decay` | 0.004 | **-p** |" in table and "| `widths` | [0.5, 1] | **-p** |" in table
-    arch = sources(profiles.WidthStudy, "quick", {"arch": "resnet20"})
+    arch = sources(studies.WidthStudy, "quick", {"arch": "resnet20"})
     assert arch["arch"] == "-p" and arch["base_width"] == arch["depth"] == "-p arch"  # set by the architecture
 
 
@@ -106,12 +105,12 @@ def test_every_study_field_states_its_quick_value_on_its_line():
                 assert written[owner.__name__, f.name]["quick"] == default(cls, f.name), (cls.__name__, f.name)
 
 
-@pytest.mark.parametrize("profile", profiles.PROFILES)
+@pytest.mark.parametrize("profile", studies.PROFILES)
 def test_the_values_on_the_fields_lines_are_the_values_the_studies_run(profile):
     written = _written()
     for cls in STUDIES:
         study = resolve(cls, profile)
-        arch = profiles._PAPER_ARCH.get(getattr(study, "arch", None), {}) if profile == "paper" else {}
+        arch = studies._PAPER_ARCH.get(getattr(study, "arch", None), {}) if profile == "paper" else {}
         for f in fields(cls):
             if f.name == "profile" or f.name in arch or (f.name == "depth" and getattr(study, "arch", "mlp") != "mlp"):
                 continue  # set by the paper profile's architecture (its recipe; VGG11 and ResNet20 have no depth)
@@ -125,7 +124,7 @@ def test_the_values_on_the_fields_lines_are_the_values_the_studies_run(profile):
 
 def test_the_width_sweeps_runs_train_with_the_literals_of_its_lines():
     written = _written()
-    spec = resolve(profiles.WidthStudy, "quick").specs()[0]
+    spec = resolve(studies.WidthStudy, "quick").specs()[0]
     for name in ("epochs", "batch_size", "lr", "momentum", "warmup"):
         assert getattr(spec.train, name) == written["Training", name]["quick"], name
     assert spec.train.weight_decay == written["Recipe", "weight_decay"]["quick"] == 3e-3

@@ -28,9 +28,9 @@ from torch.utils.data import DataLoader, TensorDataset
 from ..data import load
 from ..experiments import pair_frames, probe_frames, trained_pairs
 from ..models import build, count_parameters
-from ..parts import study as part_study
 from ..specs import DataSpec, ModelSpec, RunSpec, TrainSpec
 from ..store import RunStore
+from ..studies import study as part_study
 from ..train import STACK_MAX_UNITS, group_key, train, train_many
 
 BENCH_UNITS = (16, 64, 256, 1024, 2048)
@@ -201,9 +201,9 @@ MNIST_TRAIN = 55_000
 
 
 def _paper_mlp_spec(units: int, steps: int, precision: str) -> RunSpec:
-    """Return a run of the paper profile's MLP recipe (:data:`lmcbook.profiles.PAPER_MLP_RECIPE`) at ``units``
+    """Return a run of the paper profile's MLP recipe (:data:`lmcbook.studies.PAPER_MLP_RECIPE`) at ``units``
     hidden units, ``steps`` steps long, in ``precision``."""
-    from ..profiles import PAPER_MLP_RECIPE
+    from ..studies import PAPER_MLP_RECIPE
 
     r = {name: value for name, (value, _) in PAPER_MLP_RECIPE.items()}
     return RunSpec(DataSpec("mnist"), ModelSpec("mlp", units / r["base_width"], r["base_width"], r["depth"], r["norm"],
@@ -214,8 +214,8 @@ def _paper_mlp_spec(units: int, steps: int, precision: str) -> RunSpec:
 
 def recipe_steps() -> int:
     """Return the steps of one run of the paper MLP recipe on full MNIST: its epochs over 55,000 images."""
-    from ..profiles import PAPER_MLP_RECIPE
     from ..specs import steps_per_epoch
+    from ..studies import PAPER_MLP_RECIPE
 
     return PAPER_MLP_RECIPE["epochs"][0] * steps_per_epoch(MNIST_TRAIN, PAPER_MLP_RECIPE["batch_size"][0])
 

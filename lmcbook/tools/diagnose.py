@@ -3,7 +3,7 @@
 :func:`prepare` resolves and checks everything (model, checkpoints, data, permutation
 spec, output folder) before any compute and raises a :class:`~lmcbook.specs.SpecError`
 naming what is wrong.  :func:`diagnose` then measures, reusing the library's tested
-functions: :func:`lmcbook.metrics.pair_summary` (interpolation curve, raw and calibrated
+functions: :func:`lmcbook.merge.pair_summary` (interpolation curve, raw and calibrated
 barriers, logit ensemble, logit norm ratio), :class:`lmcbook.probes.PairActivations`
 (LEWC and LLFC per layer, weak additivity, reciprocal orthogonality) against an untrained
 pair of the same architecture, :func:`lmcbook.probes.rank_profile`,
@@ -39,7 +39,7 @@ import yaml
 from torch import nn
 from tqdm.auto import tqdm
 
-from .. import __version__, data, merge, metrics, models, plots_width, probes
+from .. import __version__, data, merge, models, plots_width, probes
 from ..autospec import SpecUnavailable, check_spec, derive_spec
 from ..data import DataError, Dataset
 from ..files import show_progress
@@ -250,7 +250,7 @@ def _loaded(factory: Callable[[], nn.Module], state: dict[str, torch.Tensor], de
 def _check_fit(net: nn.Module, ds: Dataset, data_name: str, model: str) -> None:
     """Raise SpecError unless the model reads the data's inputs and outputs at least its number of classes."""
     try:
-        out = metrics.logits(net, ds.x_test[:2])
+        out = merge.logits(net, ds.x_test[:2])
     except Exception as err:  # a shape mismatch surfaces as whatever the first layer raises
         raise SpecError(f"--data {data_name} (inputs of shape {tuple(ds.input_shape)}) does not fit --model {model}: "
                         f"{type(err).__name__}: {err}") from err
@@ -297,7 +297,7 @@ def diagnose(prep: Prepared, progress: bool | None = None) -> Diagnosis:
     for i, j in pairs:
         name = f"{i + 1}-{j + 1}"
         for method, b in _methods(prep, nets[i], nets[j]):
-            curve, summ = metrics.pair_summary(nets[i], b, ds, prep.lams)
+            curve, summ = merge.pair_summary(nets[i], b, ds, prep.lams)
             rows.append({"pair": name, "method": method, **summ, **_repair(prep, nets[i], b, method)})
             curves.append(curve.assign(pair=name, method=method))
             bar.update(1)
@@ -351,7 +351,7 @@ def _repair(prep: Prepared, a: nn.Module, b: nn.Module, method: str) -> dict[str
         return {"acc_repair": float("nan")}
     merged = merge.interpolate(a, b, 0.5, prep.data)
     fixed = merge.repair(merged, a, b, prep.data, 0.5)
-    return {"acc_repair": metrics.evaluate(fixed, prep.data.x_test, prep.data.y_test).acc}
+    return {"acc_repair": merge.evaluate(fixed, prep.data.x_test, prep.data.y_test).acc}
 
 
 def _layer_probe(a: nn.Module, b: nn.Module, x: torch.Tensor, ds: Dataset, kind: str, pair: str,
@@ -365,12 +365,12 @@ def soup_summary(nets: list[nn.Module], ds: Dataset, L: int) -> dict[str, float]
     """Return the uniform soup of K models against the K-model logit ensemble and the best single model, and the
     logit scale ‖f(soup)‖ / ‖mean_k f_k‖, which the K-model form of LEWC predicts to be K^(1−L)."""
     soup = merge.uniform_soup(nets, ds)
-    z = [torch.cat([metrics.logits(n, ds.x_test), metrics.logits(n, ds.x_cal)]) for n in nets]
+    z = [torch.cat([merge.logits(n, ds.x_test), merge.logits(n, ds.x_cal)]) for n in nets]
     n_test = len(ds.x_test)
     ens = torch.stack(z).mean(0)
-    z_soup = torch.cat([metrics.logits(soup, ds.x_test), metrics.logits(soup, ds.x_cal)])
-    s, e = (metrics.logit_summary(t[:n_test], t[n_test:], ds) for t in (z_soup, ens))
-    singles = [metrics.evaluate_logits(t[:n_test], ds.y_test).acc for t in z]
+    z_soup = torch.cat([merge.logits(soup, ds.x_test), merge.logits(soup, ds.x_cal)])
+    s, e = (merge.logit_summary(t[:n_test], t[n_test:], ds) for t in (z_soup, ens))
+    singles = [merge.evaluate_logits(t[:n_test], ds.y_test).acc for t in z]
     K = len(nets)
     return {"K": K, "acc_soup": s["acc"], "acc_ensemble_K": e["acc"], "acc_best_single": max(singles),
             "loss_cal_soup": s["loss_cal"], "loss_cal_ensemble_K": e["loss_cal"],

@@ -25,10 +25,10 @@ import torch
 from matplotlib.figure import Figure
 
 from ..experiments import cached_pair_summary, study_data
-from ..parts import study
 from ..plots_style import COLORS, use_style
 from ..probes import PairActivations
 from ..store import RunStore, describe
+from ..studies import study
 
 
 @dataclass

@@ -236,6 +236,14 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("-v", "--verbose", action="store_true", help="log every run loaded or trained")
     sub = ap.add_subparsers(dest="command", required=True)
 
+    _book_commands(sub)
+    _run_commands(sub)
+    _tool_commands(sub)
+    return ap
+
+
+def _book_commands(sub) -> None:
+    """Add the book's commands: execute, build, explore, reference."""
     ex = sub.add_parser("execute", help="run notebooks with papermill into book/generated (or --out)")
     ex.add_argument("--profile", default="quick", help="smoke | quick | paper (default: quick)")
     ex.add_argument("--only", action="append", metavar="NAME", help="run only this notebook (repeatable)")
@@ -253,6 +261,24 @@ def parser() -> argparse.ArgumentParser:
     bd.add_argument("--builddir", type=Path, default=None, help="staging directory when --generated is given")
     bd.set_defaults(func=cmd_build)
 
+    xp = sub.add_parser("explore", help="open the interactive explorer live in JupyterLab")
+    xp.add_argument("--profile", default="quick")
+    xp.add_argument("--notebooks", type=Path, default=Path("notebooks"))
+    xp.add_argument("--dest", type=Path, default=Path(".lmcbook") / "explore.ipynb", help="where to write it")
+    xp.add_argument("--dry-run", action="store_true", help="write the notebook and print the command only")
+    xp.set_defaults(func=cmd_explore)
+
+    rf = sub.add_parser("reference", help="regenerate a committed reference run (results/NAME/) and its provenance")
+    rf.add_argument("name", nargs="?", default=None, help="the reference run; without it, list them")
+    rf.add_argument("--list", action="store_true", help="list the reference runs")
+    rf.add_argument("--data-root", default=None, help="the folder holding the run's data set, where it needs one")
+    rf.add_argument("--store", type=str, default=None, help="run store (default: $LMCBOOK_STORE or ./runs)")
+    rf.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebook sources")
+    rf.set_defaults(func=cmd_reference)
+
+
+def _run_commands(sub) -> None:
+    """Add the commands that train and keep runs: train, store, sweep."""
     tr = sub.add_parser("train", help="train (or load) every run of one part of the book")
     tr.add_argument("--profile", default="quick")
     tr.add_argument("--part", default="width")
@@ -278,21 +304,9 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--device", default="auto")
     sw.set_defaults(func=cmd_sweep)
 
-    xp = sub.add_parser("explore", help="open the interactive explorer live in JupyterLab")
-    xp.add_argument("--profile", default="quick")
-    xp.add_argument("--notebooks", type=Path, default=Path("notebooks"))
-    xp.add_argument("--dest", type=Path, default=Path(".lmcbook") / "explore.ipynb", help="where to write it")
-    xp.add_argument("--dry-run", action="store_true", help="write the notebook and print the command only")
-    xp.set_defaults(func=cmd_explore)
 
-    rf = sub.add_parser("reference", help="regenerate a committed reference run (results/NAME/) and its provenance")
-    rf.add_argument("name", nargs="?", default=None, help="the reference run; without it, list them")
-    rf.add_argument("--list", action="store_true", help="list the reference runs")
-    rf.add_argument("--data-root", default=None, help="the folder holding the run's data set, where it needs one")
-    rf.add_argument("--store", type=str, default=None, help="run store (default: $LMCBOOK_STORE or ./runs)")
-    rf.add_argument("--notebooks", type=Path, default=Path("notebooks"), help="notebook sources")
-    rf.set_defaults(func=cmd_reference)
-
+def _tool_commands(sub) -> None:
+    """Add the tools' commands: bench and diagnose."""
     be = sub.add_parser("bench", help="measure training throughput, probe cost and (with --book) book time")
     be.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")
     be.add_argument("--book", action="store_true", help="also time `make book` cold and warm (minutes)")
@@ -313,8 +327,6 @@ def parser() -> argparse.ArgumentParser:
     dg.add_argument("--device", default="auto", help="auto | cpu | cuda (default: auto)")
     dg.add_argument("--out", default="diagnose-report", help="the report folder (default: diagnose-report)")
     dg.set_defaults(func=cmd_diagnose)
-
-    return ap
 
 
 def check(argv: list[str]) -> None:

@@ -56,8 +56,8 @@ scheduler = None
 
 # %%
 from lmcbook import claims, experiments_noise, plots_noise, plots_style, reference, schema, sweep
+from lmcbook.experiments_noise import describe_map, map_long, map_table, pick_numbers
 from lmcbook.page import open_page
-from lmcbook.pages.noise_regime import describe_map, map_long, map_table, pick_numbers
 
 page, study = open_page("noise_regime", globals())
 

@@ -34,7 +34,6 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 # %%
 from lmcbook import claims, experiments, plots_width, sweep
 from lmcbook.page import open_page
-from lmcbook.pages import width_accuracy
 from lmcbook.regime import describe_study, regime_table
 
 page, study = open_page("width_accuracy", globals())
@@ -94,11 +93,11 @@ page.choose("small_init", "pending" if m4 is None else {claims.PASS: "vanishes",
                                                                                                           "open"))
 # the arm's narrow end, where M4 decides: read only where its endpoints trained (the convergence rule M4 applies)
 decided = m4 is not None and m4.state in (claims.PASS, claims.FAIL)
-narrow_end, small = width_accuracy.small_init_facts(mech, m4) if decided else ("none", {})
+narrow_end, small = experiments.small_init_facts(mech, m4) if decided else ("none", {})
 page.choose("small_narrow_end", narrow_end)
 page.glue_values(**small)
 # and M4 on the committed mechanism reference of another data set
-elsewhere, other = width_accuracy.m4_elsewhere(page.references("mechanism"), study.dataset)
+elsewhere, other = experiments.m4_elsewhere(page.references("mechanism"), study.dataset)
 page.choose("m4_elsewhere", elsewhere)
 page.glue_markdown(**other)
 

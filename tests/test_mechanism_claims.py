@@ -376,48 +376,48 @@ def test_the_conclusion_table_says_which_account_explains_what_and_what_none_doe
 def test_width_accuracy_reads_the_small_initialisation_arm_only_where_it_trained():
     """The narrow end of the small-initialisation arm is the narrowest width whose endpoints meet the convergence
     rule (a referee found the page quoting networks at 0.19 training accuracy)."""
-    from lmcbook.pages import width_accuracy
+    from lmcbook import experiments
 
     untrained_narrow = world(train_acc=lambda e, wd, s, u, p: 0.3 if s < 1 and u < UNITS[-1] else 1.0)
     mech = mech_frame(untrained_narrow)
     m4 = claims.claim_m4(mech)
-    end, facts = width_accuracy.small_init_facts(mech, m4)
+    end, facts = experiments.small_init_facts(mech, m4)
     assert end == "untrained" and facts["small_n_narrow"] == facts["small_n_wide"] == UNITS[-1]
     assert str(facts["small_untrained_widths"].data) == "64 and 256"
     assert facts["small_closest_min"] == 0.3 and facts["small_n_closest"] in UNITS[:2]
     middle = world(train_acc=lambda e, wd, s, u, p: (0.3 if u == UNITS[0] else 0.9 + 0.01 * p) if s < 1 else 1.0)
-    end, facts = width_accuracy.small_init_facts(mech_frame(middle), m4)
+    end, facts = experiments.small_init_facts(mech_frame(middle), m4)
     assert end == "untrained" and facts["small_n_closest"] == UNITS[1] and facts["small_closest_min"] == 0.9
     middle = world(train_acc=lambda e, wd, s, u, p: 0.3 if s < 1 and u == UNITS[0] else 1.0)
-    end, facts = width_accuracy.small_init_facts(mech_frame(middle), m4)
+    end, facts = experiments.small_init_facts(mech_frame(middle), m4)
     assert end == "trained" and facts["small_n_narrow"] == UNITS[1]
     assert facts["small_narrow"] == pytest.approx(base_values_none(EPOCHS, DECAYS[0], 0.25, UNITS[1], 2))
-    assert width_accuracy.small_init_facts(mech_frame(), m4)[0] == "all"
+    assert experiments.small_init_facts(mech_frame(), m4)[0] == "all"
     gap = world(train_acc=lambda e, wd, s, u, p: 0.3 if s < 1 and u == UNITS[1] else 1.0)  # a middle width failed
-    end, facts = width_accuracy.small_init_facts(mech_frame(gap), m4)
+    end, facts = experiments.small_init_facts(mech_frame(gap), m4)
     assert end == "trained" and facts["small_n_narrow"] == UNITS[0]
     assert str(facts["small_untrained_widths"].data) == str(UNITS[1])
     one = mech_frame()
     one = one[(one["init_scale"] == 1.0) | (one["hidden_units"] == UNITS[-1])]
-    assert width_accuracy.small_init_facts(one, m4)[0] == "single"
+    assert experiments.small_init_facts(one, m4)[0] == "single"
 
 
 def test_width_accuracy_names_m4_on_another_data_set():
-    from lmcbook.pages import width_accuracy
+    from lmcbook import experiments
 
     here = mech_frame()
     # a small initialisation changes nothing there
     flat = world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, 1.0, u, p))
     there = mech_frame(flat, dataset="mnist_standin")
-    said, words = width_accuracy.m4_elsewhere({"ref": (there, {})}, "digits")
+    said, words = experiments.m4_elsewhere({"ref": (there, {})}, "digits")
     assert said == "refuted" and words["m4_other_mark"] == claims.MARKS[FAIL]
     assert "mnist" in words["m4_other_data"].lower()
-    assert width_accuracy.m4_elsewhere({"ref": (here, {})}, "digits") == ("none", {})  # the same data set
-    said, _ = width_accuracy.m4_elsewhere({"ref": (mech_frame(dataset="mnist_standin"), {})}, "digits")
+    assert experiments.m4_elsewhere({"ref": (here, {})}, "digits") == ("none", {})  # the same data set
+    said, _ = experiments.m4_elsewhere({"ref": (mech_frame(dataset="mnist_standin"), {})}, "digits")
     assert said == "agrees"
     assert words["m4_other_rest"] == "No other committed reference of that data set reads M4."
     few = mech_frame(flat, pairs=2, dataset="mnist_standin")  # another reference there, too few pairs to decide
-    said, words = width_accuracy.m4_elsewhere({"ref": (there, {}), "ref-2": (few, {})}, "digits")
+    said, words = experiments.m4_elsewhere({"ref": (there, {}), "ref-2": (few, {})}, "digits")
     assert said == "refuted" and words["m4_other_rest"].startswith("On the same data set `ref-2` reads it *")
 
 

@@ -441,7 +441,7 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
     assert tuple(ranked.iloc[-1][key]) == (False, 0.2, "spawn", 0.25) and np.isnan(ranked.iloc[-1]["best_lr"])
     assert ranked.iloc[:-1]["best_lr"].notna().all()
     assert claims.pick_setting(mixed) != {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
-    from lmcbook.pages.noise_regime import map_table
+    from lmcbook.experiments_noise import map_table
     assert "— | — (no kept cell with an interval)" in map_table(settings, dead)
     assert claims.pick_setting(cells) == {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
     # independent pairs are the control: a setting where only they "gain" is never picked

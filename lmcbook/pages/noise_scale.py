@@ -155,6 +155,18 @@ def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
     return texts, figure or placeholder("No reference run of this page is committed.")
 
 
+def _map_of(dataset: str, map_frame: pd.DataFrame | None) -> tuple[str, pd.DataFrame | None]:
+    """Return the regime map the page reads for ``dataset`` and its label: this build's (``map_frame``, the
+    noise_regime page's CSV) where it has the data set, else a committed reference map of it, if any."""
+    label = "the regime map (the previous page, one batch size)"
+    if map_frame is not None and "dataset" in map_frame:
+        map_frame = map_frame[map_frame["dataset"] == dataset]
+    if map_frame is None or map_frame.empty:  # no map of this data set beside it: a committed reference map, if any
+        name, map_frame = _reference_map(dataset)
+        label = f"the committed reference map `{name}` (one batch size)"
+    return label, map_frame
+
+
 def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, str], dict[str, Any]]:
     """Return where the page's "where this page runs" paragraphs stand, as the choices the Markdown is chosen by,
     and the numbers and words they quote, by glue key: this page's setting; the regime map read (``map_frame``, the
@@ -176,12 +188,7 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
     choices = {"where": "nomap", "where_read": "no", "where_first": "none", "where_decay": "none",
                "where_converged": "none"}
     facts: dict[str, Any] = {"where_setting": Markdown(describe_setting(own))}
-    label = "the regime map (the previous page, one batch size)"
-    if map_frame is not None and "dataset" in map_frame:
-        map_frame = map_frame[map_frame["dataset"] == study.dataset]
-    if map_frame is None or map_frame.empty:  # no map of this data set beside it: a committed reference map, if any
-        name, map_frame = _reference_map(study.dataset)
-        label = f"the committed reference map `{name}` (one batch size)"
+    label, map_frame = _map_of(study.dataset, map_frame)
     if map_frame is None or map_frame.empty:
         return choices, facts
     cells = map_cells(map_frame)

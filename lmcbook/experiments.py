@@ -412,6 +412,9 @@ __all__ = ["PROBE_LAMS", "PROBES", "PairFrames", "regime_frame",
            "MECHANISM_KEYS", "mechanism_long"]
 
 
+# ---- What the width page reads of the mechanism study's small-initialisation arm ----
+
+
 def small_init_widths(mech: pd.DataFrame) -> pd.DataFrame:
     """Return, per width of the mechanism frame's small-initialisation arm (its smallest ``init_scale``), the plain
     merged accuracy's seed mean, the endpoints' lowest training accuracy, and ``converged``: whether every endpoint

@@ -14,6 +14,7 @@ import torch
 from . import claims
 from .claims import (
     FIRST_PICK,
+    MAP_KEYS,
     NOISE_MIN_EFFECT,
     NOISE_RULE_THRESHOLDS,
     describe_setting,
@@ -249,6 +250,9 @@ def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> p
     return pd.concat(rows, ignore_index=True)
 
 
+# ---- The noise study's words, and the regime map's ----
+
+
 def describe_noise(study: Any, spawned: bool = True) -> str:
     """Return a one-sentence Markdown description of what the noise study trained (for captions): its
     spawn-and-merge pairs, or with ``spawned=False`` the models it trained from scratch (task arithmetic's
@@ -363,12 +367,9 @@ def describe_map(study: Any) -> str:
             f"momentum {study.momentum:g}, weight decay {study.weight_decay:g}; {study.seeds} pair(s) per cell")
 
 
-
 def map_table(settings: pd.DataFrame, cells: pd.DataFrame) -> str:
     """Return the regime map's table (:func:`lmcbook.claims.map_settings`): one row per setting, with how many of its
     learning rates gain, its best cell's gain and interval, and what its other cells read."""
-    from ..claims import MAP_KEYS, describe_setting
-
     rows = ["| setting | cells that gain (of the paper's size) | best η | best gain, points (95% interval) | the "
             "other cells |", "|---|---|---|---|---|"]
     short = {"basins": "different basins", "harvest": "nothing to harvest", "failed": "failed",

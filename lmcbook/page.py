@@ -7,8 +7,9 @@ the verdicts of the claims the page is evidence for, and records what the page r
 (every run it looked up in the store, every other page's CSV) for the notebook cache
 of :mod:`lmcbook.book`, so no page can forget a dependency.
 
-The captions and prose that several pages share are :mod:`lmcbook.regime`; what serves
-one page only is that page's module in :mod:`lmcbook.pages`.
+A sentence that several pages share sits beside the function whose concept it describes (a study's words in
+:mod:`lmcbook.regime`, the noise study's in :mod:`lmcbook.experiments_noise`); what serves one page only lives in
+its notebook, or for three pages still in :mod:`lmcbook.pages`.
 """
 
 from __future__ import annotations

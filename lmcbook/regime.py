@@ -1,4 +1,5 @@
-"""The training regime of a run: how long weight decay acted on it, and how far it moved from its initialisation.
+"""The training regime of a run: how long weight decay acted on it, and how far it moved from its initialisation;
+and the words the pages use for a study and its regime (the module's last section).
 
 A claim about weight decay or low rank can only be read where weight decay had time
 to act.  Three dimensionless measures say where a run stands:
@@ -140,6 +141,9 @@ def regime_measures(run: TrainedRun, data: Dataset) -> pd.DataFrame:
         rows += [{"layer": float("nan") if l is None else float(l), "metric": metric, "value": v}
                  for l, v in values.items()]
     return pd.DataFrame(rows + update_ranks(run.model, init))
+
+
+# ---- The words for a study and its regime ----
 
 
 def precision_words(precision: str) -> str:

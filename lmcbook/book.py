@@ -619,10 +619,10 @@ def build(src: str | Path = ".", generated: str | Path | None = None, builddir: 
     return root / "_build" / "html" / "index.html"
 
 
-__all__ = ["BUILD_LINE", "REPORT_JSON", "REPORT_PAGE", "WHEN", "ChoiceError", "Outcome", "build_line", "ci_run",
-           "report_markdown", "write_report", "build", "check_parameters", "execute", "failed_notebook", "glued_words",
-           "is_cached", "notebook_parameters", "page_files", "parse_param", "plan", "regenerate_reference",
-           "show_chosen", "study_fields"]
+__all__ = ["cache_key", "BUILD_LINE", "REPORT_JSON", "REPORT_PAGE", "WHEN", "ChoiceError", "Outcome", "build_line",
+           "ci_run", "report_markdown", "write_report", "build", "check_parameters", "execute", "failed_notebook",
+           "glued_words", "is_cached", "notebook_parameters", "page_files", "parse_param", "plan",
+           "regenerate_reference", "show_chosen", "study_fields", "training_seconds"]
 
 
 # ---- The execution report ----

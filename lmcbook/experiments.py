@@ -83,7 +83,7 @@ def regime_frame(study: Recipe, store: RunStore | None = None) -> pd.DataFrame:
 
 def pair_frames(study: Recipe, store: RunStore | None = None, runs: Runs | None = None) -> PairFrames:
     """Return the interpolation curve and summary of every pair of the study (cached per pair); ``runs`` are the
-    study's :func:`trained_pairs`, if the caller already has them."""
+    study's :func:`~lmcbook.sweep.trained_pairs`, if the caller already has them."""
     store = store or RunStore()
     data = study_data(study)
     curves, rows = [], []
@@ -170,7 +170,8 @@ def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, 
     its two initialisations: the same seeds, before training.  It is cached by its
     initialisation alone, so studies that differ only in training (another weight
     decay, say) share it.  Probes read the test split; BatchNorm statistics are
-    recomputed on the training split.  ``runs``: the study's :func:`trained_pairs`, if the caller has them.
+    recomputed on the training split.  ``runs``: the study's :func:`~lmcbook.sweep.trained_pairs`, if the caller
+    has them.
     """
     store = store or RunStore()
     data = study_data(study)
@@ -405,11 +406,11 @@ def mechanism_long(frames: dict[str, pd.DataFrame], notebook: str = "mechanism")
     ])
 
 
-__all__ = ["PROBE_LAMS", "PROBES", "PairFrames", "regime_frame",
-           "pair_frames", "Sweep", "pair_sweep", "probe_sweep", "probe_points_of",
-           "MATCHED_PROBES", "probe_frames", "prefetch_matchings", "matched_permutation", "matched_model",
-           "permutation_frames", "method_frames", "matched_summaries", "MECHANISM_SUMMARY", "mechanism_frames",
-           "MECHANISM_KEYS", "mechanism_long"]
+__all__ = ["PROBE_LAMS", "PROBES", "PairFrames", "regime_frame", "pair_frames", "Sweep", "pair_sweep", "probe_sweep",
+           "probe_points_of", "MATCHED_PROBES", "probe_frames", "prefetch_matchings", "matched_permutation",
+           "matched_model", "permutation_frames", "method_frames", "matched_summaries", "MECHANISM_SUMMARY",
+           "mechanism_frames", "MECHANISM_KEYS", "mechanism_long", "small_init_widths", "small_init_facts",
+           "m4_elsewhere"]
 
 
 # ---- What the width page reads of the mechanism study's small-initialisation arm ----

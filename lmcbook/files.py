@@ -138,7 +138,10 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
 
 
-__all__ = ["atomic_path", "current_umask", "fsync_dir", "is_stale", "share", "temp_dir", "tmp_prefix", "write_atomic"]
+__all__ = ["atomic_path", "current_umask", "fsync_dir", "is_stale", "share", "temp_dir", "tmp_prefix", "write_atomic",
+           "STORE_ENV", "OUT_ENV", "STAGE_ENV", "PROGRESS_ENV", "checked_path", "store_root", "dataset_cache",
+           "out_dir", "stage_dir", "checked_out_dir", "show_progress", "StoreError", "StoreWarning", "PACKAGE_DIR",
+           "git_sha", "TRAINING_MODULES", "training_source_hash", "source_hash", "library_hash", "provenance"]
 
 
 # ---- Paths ----
@@ -320,7 +323,7 @@ def training_source_hash() -> str:
 
 @functools.lru_cache(maxsize=1)
 def source_hash() -> str:
-    """Return the SHA-256 of every top-level lmcbook/*.py file's path and contents: the modules that train and
+    """Return the SHA-256 of every top-level ``lmcbook/*.py`` file's path and contents: the modules that train and
     measure (a run's checkpoints and the store's derived results are keyed by it, so that a change to the claims or
     the pages, :mod:`lmcbook.claims` and :mod:`lmcbook.pages`, never discards a half-trained run)."""
     h = hashlib.sha256()

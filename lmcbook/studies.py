@@ -932,14 +932,15 @@ class NoiseRegimeStudy(NoiseModel):
 #
 # Which notebooks read which study is the book's business: see :mod:`lmcbook.studies`.
 
-__all__ = [
-    "MAX_DRAWS", "MAX_GRID", "MAX_ITERATIONS", "MAX_LAMS", "MAX_REPLICATES", "MAX_RUNS", "MAX_UNITS", "PROFILES",
-    "STUDIES", "TASKS", "Cell", "CellStudy", "ControlsStudy", "DepthStudy", "ExplorerStudy", "MechanismStudy",
-    "NoiseModel", "NoiseRegimeStudy", "NoiseStudy", "Pair", "Recipe", "Study", "StudyT", "SummaryStudy",
-    "TheoryStudy", "Training", "TutorialStudy", "WidthStudy", "check_fields", "check_lr_floors", "check_run_count",
-    "check_spawn_fractions", "deciding_widths", "param", "profile_table", "profile_values", "resolve", "sources",
-    "what_ran",
-]
+__all__ = ["PROFILES", "STUDIES", "TASKS", "Cell", "CellStudy", "ControlsStudy", "DepthStudy", "ExplorerStudy",
+           "MechanismStudy", "NoiseModel", "NoiseRegimeStudy", "NoiseStudy", "Pair", "Recipe", "Study", "StudyT",
+           "SummaryStudy", "TheoryStudy", "Training", "TutorialStudy", "WidthStudy", "check_fields", "check_lr_floors",
+           "check_run_count", "check_spawn_fractions", "deciding_widths", "param", "profile_table", "profile_values",
+           "resolve", "sources", "what_ran", "CHECKS", "FRACTION", "FRACTION_CLOSED", "SPAWN_FRACTION", "LR_FLOOR",
+           "POSITIVE", "WIDTH_MULTIPLIER", "default", "positive", "check_profile", "PAPER_WIDTHS", "SMOKE_LAMS",
+           "PROTOCOLS", "Part", "WIDTH", "PROBES", "DEPTH", "THEORY", "NOISE_REGIME", "NOISE", "CONTROLS", "MECHANISM",
+           "TUTORIAL", "EXPLORE", "SUMMARY", "part_of", "all_notebooks", "study", "part_specs", "MAX_REPLICATES",
+           "MAX_DRAWS", "MAX_GRID", "MAX_LAMS", "MAX_UNITS", "MAX_ITERATIONS", "MAX_RUNS", "PARTS"]
 
 #: Any study class; :func:`resolve` returns an instance of the class it is given.
 StudyT = TypeVar("StudyT", bound=Study)

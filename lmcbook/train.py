@@ -518,7 +518,8 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
 
 __all__ = ["CHECKPOINT_SUFFIX", "DivergedError", "ModuleStepper", "Schedule", "Stepper", "TrainedRun", "batch",
            "check_trainable", "checkpoint_path", "finish", "init_model", "lr_at", "optimizer", "remove_checkpoint",
-           "resume", "schedule", "starting_model", "train", "train_loop"]
+           "resume", "schedule", "starting_model", "train", "train_loop", "STACK_TOLERANCE", "STACK_MAX_UNITS",
+           "group_key", "StackedMLP", "StackStepper", "train_many"]
 
 
 # ---- Batched training ----

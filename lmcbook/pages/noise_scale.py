@@ -230,7 +230,7 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
 
 def decay_choices(vs: dict[str, float]) -> dict[str, str]:
     """Return how a merge compares with children whose learning rate decays to zero (``vs``:
-    :func:`lmcbook.regime.against_decay`), as :func:`where_facts` chooses it: ``where_decay`` ``within`` the
+    :func:`lmcbook.experiments_noise.against_decay`), as :func:`where_facts` chooses it: ``where_decay`` ``within`` the
     minimum effect, the decayed children ``below`` or ``above`` the merge; ``where_converged`` ``yes`` or ``no``
     (the weaker child at the old convergence rule)."""
     diff = vs["acc_merged"] - vs["acc_decayed"]

@@ -114,7 +114,7 @@ def board_numbers(board: pd.DataFrame) -> tuple[dict[str, int], dict[str, str]]:
 def noise_words(page: Page) -> dict[str, str]:
     """Return, by glue key, the noise paper's results as Markdown tables: each committed noise reference run's marks
     (:func:`noise_verdict_table`) and the claims they read, and each regime map's summary, this build's and every
-    committed one's (:func:`lmcbook.regime.noise_map_summary`)."""
+    committed one's (:func:`lmcbook.experiments_noise.noise_map_summary`)."""
     refs = {}
     for name, (frame, _) in {**page.references("noise_scale"), **page.references("noise_components")}.items():
         scale, comp = (frame, None) if reference.get(name).notebook == "noise_scale" else (None, frame)

@@ -8,7 +8,8 @@ computes it and every later notebook reads it.
 
 The width study, its controls and the mechanism study are here; the noise study's frames are in
 :mod:`lmcbook.experiments_noise`, and what every family shares (a study's data set, its trained pairs, the cached
-pair summary) in :mod:`lmcbook.sweep`.
+pair summary) in :mod:`lmcbook.sweep`.  The last section is what the width page reads of the mechanism study's
+small-initialisation arm.
 """
 
 from __future__ import annotations
@@ -432,11 +433,11 @@ def small_init_widths(mech: pd.DataFrame) -> pd.DataFrame:
 
 
 def small_init_facts(mech: pd.DataFrame, m4: ClaimResult) -> tuple[str, dict[str, Any]]:
-    """Return which narrow end the page's small-initialisation paragraph has (``all``: every width's endpoints meet
-    the convergence rule; ``trained``: some narrower width's do, not every one; ``untrained``: no width below
-    the widest's do; ``single``: the arm has one width) and the numbers it quotes: the widest width's merged
-    accuracy, small and standard, the narrowest converged width's, the widths whose endpoints did not all converge,
-    and of those below it the one that came closest (its weakest endpoint's training accuracy)."""
+    """Return which narrow end the width_accuracy page's small-initialisation paragraph has (``all``: every width's
+    endpoints meet the convergence rule; ``trained``: some narrower width's do, not every one; ``untrained``: no width
+    below the widest's do; ``single``: the arm has one width) and the numbers it quotes: the widest width's merged
+    accuracy, small and standard, the narrowest converged width's, the widths whose endpoints did not all converge, and
+    of those below it the one that came closest (its weakest endpoint's training accuracy)."""
     from IPython.display import Markdown  # the book extra: only a page calls this
 
     widths = small_init_widths(mech)
@@ -460,10 +461,10 @@ def small_init_facts(mech: pd.DataFrame, m4: ClaimResult) -> tuple[str, dict[str
 
 
 def m4_elsewhere(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]], here: str) -> tuple[str, dict[str, Any]]:
-    """Return M4 on the first committed mechanism reference run of another data set than ``here`` (the page's) that
-    decides it (``refuted``: ✗, a small initialisation leaves wide networks merging; ``agrees``: ✓; ``none``: no
-    such run) and the words its sentence quotes: the data set, the reference's name, M4's mark and measured text,
-    and (``m4_other_rest``) what every other reference of that data set reads for M4, so that a verdict from one
+    """Return M4 on the first committed mechanism reference run of another data set than ``here`` (the width_accuracy
+    page's) that decides it (``refuted``: ✗, a small initialisation leaves wide networks merging; ``agrees``: ✓;
+    ``none``: no such run) and the words its sentence quotes: the data set, the reference's name, M4's mark and measured
+    text, and (``m4_other_rest``) what every other reference of that data set reads for M4, so that a verdict from one
     width or precision never stands for the data set alone."""
     found = [(name, str(frame["dataset"].iloc[0]), claims.claim_m4(frame)) for name, (frame, _) in references.items()]
     for name, there, m4 in found:

@@ -1,5 +1,7 @@
 """The noise study's frames (spawn-and-merge): merging gains over a grid of cells, the regime map, the
-learning-rate pairs and task arithmetic, each pair measured once and cached in the store."""
+learning-rate pairs and task arithmetic, each pair measured once and cached in the store; then the words the pages
+use for the noise study and its regime map, and the noise_regime page's table, CSV and pick (the module's last
+section)."""
 
 from __future__ import annotations
 
@@ -389,20 +391,21 @@ def map_table(settings: pd.DataFrame, cells: pd.DataFrame) -> str:
 
 
 def map_long(pairs: pd.DataFrame, study: Any) -> pd.DataFrame:
-    """Return the regime map's pairs (one row per cell and pair) as the page's long CSV, a diverged run's missing
-    metrics left out."""
+    """Return the regime map's pairs (one row per cell and pair) as the noise_regime page's long CSV, a diverged
+    run's missing metrics left out."""
     return to_long(pairs.assign(dataset=study.dataset), "noise_regime", MAP_METRICS, MAP_KEYS_CSV, drop_missing=True)
 
 
 
 def pick_numbers(cells: pd.DataFrame, settings: pd.DataFrame,
                  pick: dict | None) -> tuple[dict[str, Any], dict[str, str], str]:
-    """Return what the page says of the setting the map picks (``pick``, :func:`lmcbook.claims.pick_setting`), by
-    glue key: its best gain and interval, at which learning rate, over how many of its rates; the setting the ranking
-    fixed before the map first ran would pick, where it differs, and how it reads; and, where the pick's schedule
-    does not decay to zero and the map has children spawned at the same point that decay to zero, the merged model
-    against those children.  Numbers in the first dict, words in the second; last, how the merged model compares with
-    those children: above, below or level (within the minimum effect), or none without them."""
+    """Return what the noise_regime page says of the setting the map picks (``pick``,
+    :func:`lmcbook.claims.pick_setting`), by glue key: its best gain and interval, at which learning rate, over how many
+    of its rates; the setting the ranking fixed before the map first ran would pick, where it differs, and how it reads;
+    and, where the pick's schedule does not decay to zero and the map has children spawned at the same point that decay
+    to zero, the merged model against those children.  Numbers in the first dict, words in the second; last, how the
+    merged model compares with those children: above, below or level (within the minimum effect), or none without them.
+    """
     numbers: dict[str, Any] = {}
     words: dict[str, str] = {}
     first = pick_setting(cells, FIRST_PICK)

@@ -122,7 +122,7 @@ def check_legible(fig: Figure, key: str = "figure", column_px: float = TEXT_COLU
         f"Its PNG is {width:.0f} px wide ({fig.get_figwidth():.1f} in at {fig.dpi:g} dpi) and the {column_px:g} px "
         f"column shows it at {min(1.0, column_px / width):.0%}. Make the figure at most {column_px / fig.dpi:.1f} in "
         f"wide (stack its panels: at most {MAX_COLUMNS} side by side; legends beside or below the panels), or "
-        f"enlarge that text; see lmcbook/plots.py.")
+        f"enlarge that text; see lmcbook/plots_style.py.")
 
 
 # -- layout helpers ----------------------------------------------------------------------------

@@ -1,11 +1,12 @@
-"""The schema of the book's result files: metric names, key columns, the long format, and selecting rows.
+"""The schema of the book's result files: metric names, key columns, the long format, selecting rows, and a
+frame's Markdown table (:func:`markdown_table`).
 
 Every notebook saves one long-format CSV, ``book/generated/data/NAME.csv``, with
 the required columns ``notebook, metric, value``, a replicate (``pair`` or ``seed``)
 and optional key columns.  Metric names are the constants below; :func:`validate_results`
 checks a frame against the schema, and a test runs it on every generated CSV.  The claim
 tests (:func:`lmcbook.claims.scoreboard`) read only those CSVs, through the selection
-helpers at the end of this module.
+helpers near the end of this module.
 """
 
 from __future__ import annotations

@@ -930,7 +930,8 @@ class NoiseRegimeStudy(NoiseModel):
 # - ``quick`` (the default of ``make book``): CPU only, embedded data sets.
 # - ``paper``: GPU, torchvision data sets, the papers' settings.
 #
-# Which notebooks read which study is the book's business: see :mod:`lmcbook.studies`.
+# Which notebooks read which study is the book's business: see the book's parts, the module's last section
+# (:class:`Part`, :func:`study`).
 
 __all__ = ["PROFILES", "STUDIES", "TASKS", "Cell", "CellStudy", "ControlsStudy", "DepthStudy", "ExplorerStudy",
            "MechanismStudy", "NoiseModel", "NoiseRegimeStudy", "NoiseStudy", "Pair", "Recipe", "Study", "StudyT",

@@ -1,4 +1,5 @@
-"""Run many specs: in-process one after another, or on a Dask cluster.
+"""Run many specs: in-process one after another, or on a Dask cluster; and a study's runs (its data set, its
+trained pairs, the cached summary of a pair: the module's last section), which every family of experiments reads.
 
 ``run_all(specs, scheduler)`` sends each spec to a task that trains it (or finds it)
 in the run store and returns only its id and metrics, never the weights.  The store

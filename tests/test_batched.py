@@ -220,10 +220,8 @@ def test_runs_too_wide_or_a_failed_pool_train_in_this_process(tmp_path, monkeypa
 def test_train_and_train_many_run_one_and_the_same_loop(monkeypatch, tmp_path):
     """The guard against two loops drifting apart: both paths call lmcbook.train.train_loop, once per run or stack,
     and every step's batch (augmentation included) comes from lmcbook.train.batch."""
-    import lmcbook.train as batched_mod
     import lmcbook.train as train_mod
 
-    assert batched_mod.train_loop is train_mod.train_loop
     real_loop, real_batch = train_mod.train_loop, train_mod.batch
     loops, batches = [], []
 
@@ -235,8 +233,7 @@ def test_train_and_train_many_run_one_and_the_same_loop(monkeypatch, tmp_path):
         batches.append((len(specs), step))
         return real_batch(specs, data, rows, step)
 
-    for mod in (train_mod, batched_mod):
-        monkeypatch.setattr(mod, "train_loop", loop)
+    monkeypatch.setattr(train_mod, "train_loop", loop)
     monkeypatch.setattr(train_mod, "batch", batch)
     data = load("digits", device="cpu")
     specs = [_spec(0, augment=True, steps=8), _spec(1, augment=True, steps=8)]
@@ -280,7 +277,7 @@ def test_bf16_runs_train_under_autocast_alone_and_stacked_and_never_stack_with_f
 
 @pytest.mark.parametrize("momentum, wd", [(0.9, 3e-3), (0.0, 1e-2), (0.5, 0.0)])
 def test_the_stacked_sgd_step_is_torch_sgd_step_by_step(momentum, wd):
-    """The stack's update (batched._sgd_step) against torch.optim.SGD, one member at a time, over 20 steps of random
+    """The stack's update (train._sgd_step) against torch.optim.SGD, one member at a time, over 20 steps of random
     gradients with a changing learning rate: every parameter and momentum buffer within float32 rounding at every
     step, and each member with its own learning rate, momentum and weight decay."""
     from lmcbook.train import _Opt, _sgd_step

@@ -1,6 +1,6 @@
 """Every page shows what ran: under its title, each field of its study, the value it took and where from (the
 field's quick value, the profile, or a parameter given with ``-p``); and the values written on the fields' lines
-of the study modules are the values the studies run."""
+of lmcbook/studies.py are the values the studies run."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from lmcbook.studies import STUDIES, default, profile_values, resolve, sources, 
 ROOT = Path(__file__).resolve().parents[1]
 #: The pages that run no study of their own (they read the other pages' CSVs): no table.
 NO_TABLE = ("claims", "overview")
-STUDY_MODULES = ("lmcbook.studies", "lmcbook.studies", "lmcbook.studies")
+STUDY_MODULES = ("lmcbook.studies",)
 
 
 def _cells(text: str) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ claims page runs :func:`scoreboard` on the saved CSVs.  The package's layout is 
 - :mod:`lmcbook.claims.verdicts`: the machinery every family shares (the four states, :class:`ClaimResult`);
 - :mod:`lmcbook.claims.width`: the width paper's claims W1–W15;
 - :mod:`lmcbook.claims.mechanism`: M1–M6, the training-regime rows R1–R2, and which account they support;
-- :mod:`lmcbook.claims.noise`: the noise paper's claims N1–N9 and the regime map;
+- :mod:`lmcbook.claims.noise`: the noise paper's claims N1–N7, the book's N8–N9 and the regime map;
 - :mod:`lmcbook.claims.board`: ``PAGE_CLAIMS`` (the pages and the claims each one's verdicts come from) and the
   scoreboard.
 

@@ -8,7 +8,9 @@ barriers, logit ensemble, logit norm ratio), :class:`lmcbook.probes.PairActivati
 (LEWC and LLFC per layer, weak additivity, reciprocal orthogonality) against an untrained
 pair of the same architecture, :func:`lmcbook.probes.rank_profile`,
 :func:`lmcbook.merge.weight_matching` with REPAIR, and, for K >= 3 checkpoints, the uniform
-soup against the K-model ensemble.  :func:`write` renders the result.
+soup against the K-model ensemble.  :func:`write` renders the result.  Reading a checkpoint safely (safetensors, or a
+``weights_only`` state dict) and the report (:func:`check_out`, :func:`write`: HTML, CSV and JSON) are the module's last
+two sections.
 """
 
 from __future__ import annotations

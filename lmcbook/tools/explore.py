@@ -24,11 +24,11 @@ import papermill
 import torch
 from matplotlib.figure import Figure
 
-from ..experiments import cached_pair_summary, study_data
 from ..plots_style import COLORS, use_style
 from ..probes import PairActivations
 from ..store import RunStore, describe
 from ..studies import study
+from ..sweep import cached_pair_summary, study_data
 
 
 @dataclass

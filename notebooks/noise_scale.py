@@ -102,8 +102,8 @@ page.glue_values(**where_numbers)
 # It is the setting the map picks: the most learning rates that gain.
 
 # %% [markdown] tags=["when:where=other"]
-# The map would pick {glue:md}`where_pick` instead; this page keeps its own setting (the
-# one the reference runs used), and says so here.
+# The map would pick {glue:md}`where_pick` instead; this page keeps its own setting, and
+# says so here. The reference runs below name theirs in their commands, which may differ.
 
 # %% [markdown] tags=["when:where_decay=within"]
 # At η {glue:text}`where_best_lr:g` the merged model reaches
@@ -364,7 +364,7 @@ page.glue_figure("fig_grid_ref", ref_figure)
 #
 # A *reference run*, committed under `results/` with its provenance and regenerated with
 # the command it names, runs this page with {glue:text}`n1_pairs` pairs per cell, enough for
-# N1's split half, in this page's setting. Its verdicts are in the scoreboard beside this build's
+# N1's split half, in the setting that command names. Its verdicts are in the scoreboard beside this build's
 # ({glue:md}`ref_summary`). Their tests, the rule and the minimum effect were fixed, and
 # committed, before they ran (the scoreboard marks their rows so).
 #

@@ -88,33 +88,34 @@ def references() -> dict[str, pd.DataFrame]:
 
 def reference_sections(claims: ModuleType, refs: dict[str, pd.DataFrame]) -> dict[str, str]:
     """Return the sections computed from the committed reference runs alone."""
-    out = {}
+    out, noise, mechanism = {}, claims.noise, claims.mechanism
     for name, frame in refs.items():
         nb = str(frame["notebook"].iloc[0])
         if nb in claims.PAGE_CLAIMS:
             out[f"ref {name}: page_claims"] = text(claims.page_claims(nb, frame))
         if nb == "noise_scale":
-            out[f"ref {name}: rule_sensitivity"] = text(claims.rule_sensitivity(frame, None))
-            out[f"ref {name}: noise_grid_cells"] = text(claims.noise_grid_cells(frame))
+            out[f"ref {name}: rule_sensitivity"] = text(claims.noise.rule_sensitivity(frame, None))
+            out[f"ref {name}: noise_grid_cells"] = text(claims.noise.noise_grid_cells(frame))
             keys, grid = ["lr", "batch_size"], frame[frame["method"] == "grid"]
-            out[f"ref {name}: cell_mean_fit"] = text([claims.cell_mean_fit(claims.noise_pairs(part, keys), keys)
+            out[f"ref {name}: cell_mean_fit"] = text([noise.cell_mean_fit(noise.noise_pairs(part, keys), keys)
                                                       for _, part in grid.groupby("spawn_fraction")])
         if nb == "noise_components":
-            out[f"ref {name}: rule_sensitivity"] = text(claims.rule_sensitivity(None, frame))
+            out[f"ref {name}: rule_sensitivity"] = text(claims.noise.rule_sensitivity(None, frame))
         if nb == "noise_regime":
             out[f"ref {name}: map"] = map_text(claims, frame)
         if nb == "mechanism":
-            out[f"ref {name}: largest_d_cell"] = text([claims.largest_d_cell(frame), claims.short_merge(frame)])
+            out[f"ref {name}: largest_d_cell"] = text([mechanism.largest_d_cell(frame), mechanism.short_merge(frame)])
     return out
 
 
 def map_text(claims: ModuleType, frame: pd.DataFrame) -> str:
     """Return the regime map's cells, settings (both rankings) and picks."""
-    cells = claims.map_cells(frame)
-    picks = [p for p in (claims.pick_setting(cells), claims.pick_setting(cells, claims.FIRST_PICK)) if p]
+    noise, first = claims.noise, claims.thresholds.FIRST_PICK
+    cells = noise.map_cells(frame)
+    picks = [p for p in (noise.pick_setting(cells), noise.pick_setting(cells, first)) if p]
     studies = [SimpleNamespace(dataset=d, **p) for p in picks for d in frame.get("dataset", pd.Series()).unique()]
-    return text([cells, claims.map_settings(cells), claims.map_settings(cells, claims.FIRST_PICK), picks,
-                 [claims.describe_setting(p) for p in picks], [claims.map_spawn_sweep(frame, s) for s in studies]])
+    return text([cells, noise.map_settings(cells), noise.map_settings(cells, first), picks,
+                 [noise.describe_setting(p) for p in picks], [noise.map_spawn_sweep(frame, s) for s in studies]])
 
 
 def page_sections(claims: ModuleType, data: Path, refs: dict[str, pd.DataFrame]) -> dict[str, str]:
@@ -127,15 +128,16 @@ def page_sections(claims: ModuleType, data: Path, refs: dict[str, pd.DataFrame])
            "block_counts": text(claims.block_counts(rows)),
            "board_results": text(claims.board_results(long)),
            "state_of": text([claims.state_of(long, r.id, r.regime, r.source) for r in rows])}
-    out["rule_sensitivity"] = text(claims.rule_sensitivity(frames["noise_scale"], frames["noise_components"]))
+    out["rule_sensitivity"] = text(claims.noise.rule_sensitivity(frames["noise_scale"], frames["noise_components"]))
     if (data / "noise_regime.csv").exists():
         out["map"] = map_text(claims, read_results(data / "noise_regime.csv"))
     mech = {"own": frames["mechanism"], **{n: f for n, f in refs.items() if f["notebook"].iloc[0] == "mechanism"}}
     by_label = {k: claims.page_claims("mechanism", f) for k, f in mech.items()}
-    out["mechanism"] = text([claims.decide(by_label), claims.conclusion(claims.decide(by_label)),
-                             claims.conclusion_table(by_label, mech), claims.largest_d_cell(frames["mechanism"])])
+    m = claims.mechanism
+    out["mechanism"] = text([m.decide(by_label), m.conclusion(m.decide(by_label)), m.conclusion_table(by_label, mech),
+                             m.largest_d_cell(frames["mechanism"])])
     widths = {k: frames[k] for k in ("width_accuracy", "loss_barrier_calibration")}
-    out["closest_barrier"] = text([claims.closest_barrier({**widths, **mech}), claims.barrier_cells(mech)])
+    out["closest_barrier"] = text([m.closest_barrier({**widths, **mech}), m.barrier_cells(mech)])
     return out
 
 

@@ -24,7 +24,8 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from .merge import PermutationSpec, logits, permute, random_permutation
+from .calibrate import logits
+from .merge import PermutationSpec, permute, random_permutation
 from .specs import SpecError
 
 FIXED = 0  #: the group of the network's input and output axes: never permuted

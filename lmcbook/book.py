@@ -42,18 +42,15 @@ from .files import (
     OUT_ENV,
     PROGRESS_ENV,
     STAGE_ENV,
-    STORE_ENV,
     checked_out_dir,
-    checked_path,
     fsync_dir,
     git_sha,
     is_stale,
     library_hash,
-    store_root,
     temp_dir,
 )
 from .page import file_sha, reads_path, record_path
-from .specs import CODE_VERSION, RunSpec, SpecError
+from .specs import CODE_VERSION, STORE_ENV, RunSpec, SpecError, checked_path, store_root
 from .store import SESSION_ENV, RunStore, StoreError, describe
 from .studies import PROFILES, all_notebooks, check_run_count, part_of
 

@@ -1,4 +1,8 @@
-"""Inverse-temperature fitting: the τ > 0 that minimises the NLL of softmax(τ·logits).
+"""A model's score and its calibration: logits, accuracy and cross-entropy; then the inverse temperature.
+
+:func:`evaluate` scores a model on a split from its :func:`logits`; training reports it and the merge metrics
+(:mod:`lmcbook.merge`) build on it.  Inverse-temperature fitting finds the τ > 0 that minimises the NLL of
+softmax(τ·logits).
 
 The NLL is convex in τ, so its derivative dNLL/dτ = mean_i(E_p[z_i] - z_i,y_i)
 is increasing.  The fit is the root of that derivative on log τ in
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 from scipy.optimize import brentq
+from torch import nn
 
 from .specs import SpecError
 
@@ -34,6 +39,40 @@ def nll(logits: torch.Tensor, labels: torch.Tensor, tau: float = 1.0) -> float:
     """Return the mean cross-entropy (nats) of softmax(tau * logits), computed in float64."""
     z = logits.detach().to(torch.float64)
     return float(torch.nn.functional.cross_entropy(tau * z, labels.to(z.device)))
+
+
+def as_input(x: torch.Tensor, model: torch.nn.Module) -> torch.Tensor:
+    """Return x in the dtype of the model's parameters (inputs stored as fp16 on the GPU are cast per batch)."""
+    p = next(model.parameters(), None)
+    return x if p is None or x.dtype == p.dtype else x.to(p.dtype)
+
+
+@dataclass(frozen=True)
+class Eval:
+    """Accuracy and mean cross-entropy (nats) of a model on one split."""
+
+    acc: float
+    loss: float
+
+
+@torch.inference_mode()
+def logits(model: nn.Module, x: torch.Tensor, batch_size: int = 8192) -> torch.Tensor:
+    """Return the model's logits on ``x`` as float32, in eval mode, in as few forward passes as fit."""
+    was = model.training
+    model.eval()
+    out = torch.cat([model(as_input(x[i:i + batch_size], model)).float() for i in range(0, len(x), batch_size)])
+    model.train(was)
+    return out
+
+
+def evaluate_logits(z: torch.Tensor, y: torch.Tensor) -> Eval:
+    """Return accuracy and loss of the logits ``z`` against the labels ``y``."""
+    return Eval(acc=float((z.argmax(1) == y).float().mean()), loss=nll(z, y))
+
+
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Eval:
+    """Return the accuracy and loss of ``model`` on (x, y)."""
+    return evaluate_logits(logits(model, x), y)
 
 
 def _grad(z: torch.Tensor, y: torch.Tensor, tau: float) -> float:

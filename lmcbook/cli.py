@@ -13,8 +13,7 @@ from tqdm.auto import tqdm
 
 from . import __version__, reference, studies
 from .data import DataError
-from .files import STORE_ENV, checked_path
-from .specs import SpecError, check_scheduler
+from .specs import STORE_ENV, SpecError, check_scheduler, checked_path
 from .store import RunStore, StoreError, describe
 from .sweep import run_all
 from .tools.bench import run as run_bench

@@ -33,8 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .files import dataset_cache
-from .specs import DATASETS, EMBEDDED, TRANSFORMS, DataSpec, SpecError, check_device, check_int
+from .specs import DATASETS, EMBEDDED, TRANSFORMS, DataSpec, SpecError, check_device, check_int, store_root
 
 log = logging.getLogger("lmcbook.data")
 
@@ -179,6 +178,11 @@ def _apply_transform(x: torch.Tensor, transform: str) -> torch.Tensor:
 
 #: MNIST-1D as generated here: 20,000 samples, the package's default shape arguments and seed.
 MNIST1D_SAMPLES = 20_000
+
+
+def dataset_cache() -> Path:
+    """Return the directory that caches generated data sets (inside the store root)."""
+    return store_root() / "datasets"
 
 
 def _mnist1d_arrays():
@@ -398,12 +402,6 @@ def _tv_arrays(ds) -> tuple[np.ndarray, np.ndarray]:
         data = data.transpose(0, 3, 1, 2)
     targets = ds.targets.numpy() if isinstance(ds.targets, torch.Tensor) else np.asarray(ds.targets)
     return data.astype(np.float32) / 255.0, targets.astype(np.int64)
-
-
-def as_input(x: torch.Tensor, model: torch.nn.Module) -> torch.Tensor:
-    """Return x in the dtype of the model's parameters (inputs stored as fp16 on the GPU are cast per batch)."""
-    p = next(model.parameters(), None)
-    return x if p is None or x.dtype == p.dtype else x.to(p.dtype)
 
 
 def from_arrays(name: str, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes: int,

@@ -26,8 +26,10 @@ from typing import Any
 import pandas as pd
 import torch
 
-from . import claims, schema
-from .claims import ClaimResult
+from . import schema
+from .claims.mechanism import claim_m4
+from .claims.thresholds import CONVERGED_TRAIN_ACC
+from .claims.verdicts import FAIL, PASS, ClaimResult
 from .data import DATASET_SHORT, Dataset
 from .merge import pair_summary, permutation_spec, permute, random_permutation, repair, weight_matching
 from .probes import PairActivations, rank_profile
@@ -426,7 +428,7 @@ def small_init_widths(mech: pd.DataFrame) -> pd.DataFrame:
     merged = schema.select(arm, "acc_merged", method="none").groupby("hidden_units")["value"].mean()
     train = schema.select(arm, "train_acc").groupby("hidden_units")["value"].min()
     out = pd.DataFrame({"merged": merged, "train_min": train.reindex(merged.index)})
-    out["converged"] = out["train_min"] >= claims.CONVERGED_TRAIN_ACC
+    out["converged"] = out["train_min"] >= CONVERGED_TRAIN_ACC
     out.attrs["init_scale"] = scale
     return out
 
@@ -450,7 +452,7 @@ def small_init_facts(mech: pd.DataFrame, m4: ClaimResult) -> tuple[str, dict[str
     facts = {"small_scale": widths.attrs["init_scale"], "small_n_wide": int(wide),
              "small_wide": widths.loc[wide, "merged"], "standard_wide": m4.values["standard"],
              "small_n_narrow": int(narrow), "small_narrow": widths.loc[narrow, "merged"],
-             "small_converged_rule": claims.CONVERGED_TRAIN_ACC,
+             "small_converged_rule": CONVERGED_TRAIN_ACC,
              "small_untrained_widths": Markdown(join_and([str(int(u)) for u in failed]) if len(failed) else "none"),
              "small_n_closest": int(closest), "small_closest_min": float(widths.loc[closest, "train_min"]),
              "small_data": Markdown(DATASET_SHORT.get(str(mech["dataset"].iloc[0]), "this data set"))}
@@ -466,11 +468,11 @@ def m4_elsewhere(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]], her
     ``none``: no such run) and the words its sentence quotes: the data set, the reference's name, M4's mark and measured
     text, and (``m4_other_rest``) what every other reference of that data set reads for M4, so that a verdict from one
     width or precision never stands for the data set alone."""
-    found = [(name, str(frame["dataset"].iloc[0]), claims.claim_m4(frame)) for name, (frame, _) in references.items()]
+    found = [(name, str(frame["dataset"].iloc[0]), claim_m4(frame)) for name, (frame, _) in references.items()]
     for name, there, m4 in found:
-        if there != here and m4.state in (claims.PASS, claims.FAIL):
+        if there != here and m4.state in (PASS, FAIL):
             rest = [f"`{n}` reads it {r.mark} ({r.measured_shown})" for n, d, r in found if d == there and n != name]
-            return ("refuted" if m4.state == claims.FAIL else "agrees",
+            return ("refuted" if m4.state == FAIL else "agrees",
                     {"m4_other_data": DATASET_SHORT.get(there, there), "m4_other_source": f"`{name}`",
                      "m4_other_mark": m4.mark, "m4_other_measured": m4.measured_shown,
                      "m4_other_rest": ("On the same data set " + "; ".join(rest) + "." if rest else

@@ -13,25 +13,22 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import claims
-from .claims import (
-    FIRST_PICK,
+from .calibrate import evaluate, logits
+from .claims import thresholds
+from .claims.noise import (
     MAP_KEYS,
-    NOISE_MIN_EFFECT,
-    NOISE_RULE_THRESHOLDS,
     describe_setting,
     map_cells,
     map_settings,
     pick_setting,
 )
+from .claims.thresholds import FIRST_PICK, NOISE_MIN_EFFECT, NOISE_RULE_THRESHOLDS
 from .data import DATASET_LABELS, DATASET_SHORT, Dataset, load
 from .merge import (
     add_vectors,
     disagreement,
     ensemble_gain,
-    evaluate,
     interpolate,
-    logits,
     relative_distance,
     task_vector,
     ties_vector,
@@ -89,9 +86,10 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
     its two children's training accuracies (``train_acc_min``), and the steps its runs took (``train_steps``).
 
     Each cell trains ``study.steps`` long.  Only with ``max_steps`` set (the first protocol, unset in every profile)
-    does the old convergence rule (``lmcbook.claims.NOISE_CONVERGED_TRAIN_ACC``, on every pair's weaker child)
-    train a cell that misses it again at the next of ``study.lengths()`` (doubled steps), all its pairs together,
-    until it meets the rule or the lengths run out; a cell's rows are then those of the last length it trained."""
+    does the old convergence rule (``lmcbook.claims.thresholds.NOISE_CONVERGED_TRAIN_ACC``, on every pair's weaker
+    child) train a cell that misses it again at the next of ``study.lengths()`` (doubled steps), all its pairs
+    together, until it meets the rule or the lengths run out; a cell's rows are then those of the last length it
+    trained."""
     store = store or RunStore()
     data = study_data(study)
     out: dict[Cell, list[dict]] = {}
@@ -115,7 +113,7 @@ def noise_frame(study: NoiseStudy, cells: list[Cell], store: RunStore | None = N
                                   "train_acc_min": min(float(ra.metrics["train_acc"]), float(rb.metrics["train_acc"])),
                                   **_gain_row(store, ra, rb, data)})
         todo = [c for c in todo if c not in diverged
-                and min(r["train_acc_min"] for r in out[c]) < claims.NOISE_CONVERGED_TRAIN_ACC]
+                and min(r["train_acc_min"] for r in out[c]) < thresholds.NOISE_CONVERGED_TRAIN_ACC]
     return pd.DataFrame([r for cell in dict.fromkeys(cells) for r in out[cell]])
 
 
@@ -196,7 +194,7 @@ def lr_pair_frame(study: NoiseStudy, store: RunStore | None = None) -> pd.DataFr
                     rows.append({**row, "diverged": 0.0, "train_acc_min": min(float(ra.metrics["train_acc"]),
                                                                               float(rb.metrics["train_acc"])),
                                  **_gain_row(store, ra, rb, data)})
-        if all(r["train_acc_min"] >= claims.NOISE_CONVERGED_TRAIN_ACC for r in rows if not r["diverged"]):
+        if all(r["train_acc_min"] >= thresholds.NOISE_CONVERGED_TRAIN_ACC for r in rows if not r["diverged"]):
             break
     return pd.DataFrame(rows)
 
@@ -283,8 +281,8 @@ def rule_between_words() -> str:
 
 
 def moving_rows(table: pd.DataFrame) -> str:
-    """Return the claims whose verdict changes along :func:`lmcbook.claims.rule_sensitivity`'s table (as the rule's
-    threshold rises), comma-separated ("" if none)."""
+    """Return the claims whose verdict changes along :func:`lmcbook.claims.noise.rule_sensitivity`'s table (as the
+    rule's threshold rises), comma-separated ("" if none)."""
     return ", ".join(str(cid) for cid, marks in table.iterrows() if marks.nunique() > 1)
 
 
@@ -341,7 +339,7 @@ def _map_row(frame: pd.DataFrame) -> dict[str, Any]:
 
 
 def _setting_best(cells: pd.DataFrame, setting: dict | None) -> pd.Series | None:
-    """Return a spawned setting's row of :func:`lmcbook.claims.map_settings` on a map's cells (None if the map has
+    """Return a spawned setting's row of :func:`lmcbook.claims.noise.map_settings` on a map's cells (None if the map has
     none of it, or no setting is given)."""
     if setting is None:
         return None
@@ -370,7 +368,8 @@ def describe_map(study: Any) -> str:
 
 
 def map_table(settings: pd.DataFrame, cells: pd.DataFrame) -> str:
-    """Return the regime map's table (:func:`lmcbook.claims.map_settings`): one row per setting, with how many of its
+    """Return the regime map's table (:func:`lmcbook.claims.noise.map_settings`): one row per setting, with how many
+    of its
     learning rates gain, its best cell's gain and interval, and what its other cells read."""
     rows = ["| setting | cells that gain (of the paper's size) | best η | best gain, points (95% interval) | the "
             "other cells |", "|---|---|---|---|---|"]
@@ -400,7 +399,8 @@ def map_long(pairs: pd.DataFrame, study: Any) -> pd.DataFrame:
 def pick_numbers(cells: pd.DataFrame, settings: pd.DataFrame,
                  pick: dict | None) -> tuple[dict[str, Any], dict[str, str], str]:
     """Return what the noise_regime page says of the setting the map picks (``pick``,
-    :func:`lmcbook.claims.pick_setting`), by glue key: its best gain and interval, at which learning rate, over how many
+    :func:`lmcbook.claims.noise.pick_setting`), by glue key: its best gain and interval, at which learning rate, over
+    how many
     of its rates; the setting the ranking fixed before the map first ran would pick, where it differs, and how it reads;
     and, where the pick's schedule does not decay to zero and the map has children spawned at the same point that decay
     to zero, the merged model against those children.  Numbers in the first dict, words in the second; last, how the

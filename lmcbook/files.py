@@ -35,7 +35,7 @@ import pandas as pd
 import torch
 
 from . import __version__
-from .specs import CODE_VERSION, SpecError
+from .specs import CODE_VERSION, SpecError, checked_path
 
 _TMP_NAME = re.compile(r"^(?P<what>.+?)__(?P<host>.+?)__(?P<pid>[0-9]+)__")
 
@@ -139,44 +139,22 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 
 
 __all__ = ["atomic_path", "current_umask", "fsync_dir", "is_stale", "share", "temp_dir", "tmp_prefix", "write_atomic",
-           "STORE_ENV", "OUT_ENV", "STAGE_ENV", "PROGRESS_ENV", "checked_path", "store_root", "dataset_cache",
-           "out_dir", "stage_dir", "checked_out_dir", "show_progress", "StoreError", "StoreWarning", "PACKAGE_DIR",
+           "OUT_ENV", "STAGE_ENV", "PROGRESS_ENV", "out_dir", "stage_dir", "checked_out_dir", "show_progress",
+           "StoreError", "StoreWarning", "PACKAGE_DIR",
            "git_sha", "TRAINING_MODULES", "training_source_hash", "source_hash", "library_hash", "provenance"]
 
 
 # ---- Paths ----
-# Where lmcbook keeps things: the run store ($LMCBOOK_STORE), its cache of generated data sets, and the book's
-# executed pages ($LMCBOOK_OUT).
-#
-# A leading ``~`` is expanded in every path, and an empty path is refused: ``LMCBOOK_STORE=""`` or ``--store ""``
-# would otherwise fill the current directory.
+# Where the book's executed pages go ($LMCBOOK_OUT). The run store's root ($LMCBOOK_STORE) and the path check
+# every such folder passes (a leading ``~`` expanded, an empty path refused) are in :mod:`lmcbook.specs`, which
+# :mod:`lmcbook.data` reads for its cache of generated data sets.
 
-STORE_ENV = "LMCBOOK_STORE"
 OUT_ENV = "LMCBOOK_OUT"
 #: Where a page being executed writes its CSV and record (set by ``lmcbook execute``: a folder beside the output,
 #: published whole once the page is complete); unset, the output folder itself.
 STAGE_ENV = "LMCBOOK_STAGE"
 #: "0" hides progress bars, "1" shows them; unset: shown on a terminal and in a live Jupyter kernel.
 PROGRESS_ENV = "LMCBOOK_PROGRESS"
-
-
-def checked_path(value: str | os.PathLike, name: str) -> Path:
-    """Return ``value`` as a Path with ``~`` expanded, or raise SpecError naming ``name`` if it is empty."""
-    text = os.fspath(value)
-    if not str(text).strip():
-        raise SpecError(f"{name}={text!r} is not allowed: expected a directory path (an empty one would write "
-                        "into the current directory)")
-    return Path(text).expanduser()
-
-
-def store_root() -> Path:
-    """Return the run store's root: $LMCBOOK_STORE, else ./runs."""
-    return checked_path(os.environ.get(STORE_ENV, "runs"), STORE_ENV)
-
-
-def dataset_cache() -> Path:
-    """Return the directory that caches generated data sets (inside the store root)."""
-    return store_root() / "datasets"
 
 
 def out_dir() -> Path:

@@ -1,6 +1,6 @@
 """Merging and what it measures: interpolation θ(λ) = λ·θa + (1−λ)·θb, BatchNorm reset, permutations, weight
-matching, REPAIR, task-vector merges (task arithmetic, TIES); then evaluation, interpolation curves, barriers and
-the logit ensemble (the module's last section)."""
+matching, REPAIR, task-vector merges (task arithmetic, TIES); then interpolation curves, barriers and the logit
+ensemble (the module's last section), built on a model's score (:func:`lmcbook.calibrate.evaluate`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .calibrate import fit_inverse_temperature, nll
-from .data import Dataset, as_input
+from .calibrate import as_input, evaluate_logits, fit_inverse_temperature, logits, nll
+from .data import Dataset
 from .models import MLP, VGG11, ResNet20, has_batchnorm, probe_points
 from .specs import DEFAULT_LAMS, SpecError, check_lams
 
@@ -552,40 +552,12 @@ def ties_vector(vectors: list[dict[str, torch.Tensor]], keep: float = 0.2) -> di
 
 
 # ---- What a merge measures ----
-# Evaluation, interpolation curves, barriers and the logit ensemble.
+# Interpolation curves, barriers and the logit ensemble, from each model's logits (:func:`lmcbook.calibrate.logits`).
 #
 # θ(λ) = λ·θa + (1−λ)·θb, so λ = 1 is model a and λ = 0 is model b.  Every model
 # on a curve (endpoints and the ensemble included) gets its own inverse
 # temperature τ, fitted on the calibration split; the calibrated losses are the
 # test NLLs at those τ.
-
-@dataclass(frozen=True)
-class Eval:
-    """Accuracy and mean cross-entropy (nats) of a model on one split."""
-
-    acc: float
-    loss: float
-
-
-@torch.inference_mode()
-def logits(model: nn.Module, x: torch.Tensor, batch_size: int = 8192) -> torch.Tensor:
-    """Return the model's logits on ``x`` as float32, in eval mode, in as few forward passes as fit."""
-    was = model.training
-    model.eval()
-    out = torch.cat([model(as_input(x[i:i + batch_size], model)).float() for i in range(0, len(x), batch_size)])
-    model.train(was)
-    return out
-
-
-def evaluate_logits(z: torch.Tensor, y: torch.Tensor) -> Eval:
-    """Return accuracy and loss of the logits ``z`` against the labels ``y``."""
-    return Eval(acc=float((z.argmax(1) == y).float().mean()), loss=nll(z, y))
-
-
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Eval:
-    """Return the accuracy and loss of ``model`` on (x, y)."""
-    return evaluate_logits(logits(model, x), y)
-
 
 def disagreement(za: torch.Tensor, zb: torch.Tensor) -> float:
     """Return the share of rows on which two models' logits ``za`` and ``zb`` predict different classes (argmax)."""

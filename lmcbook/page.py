@@ -34,17 +34,9 @@ from IPython.display import Markdown
 from myst_nb import glue
 
 from . import __version__, reference
-from .claims import (
-    FAIL,
-    INCONCLUSIVE,
-    NA,
-    PAGE_CLAIMS,
-    PASS,
-    ClaimResult,
-    page_claims,
-    rule_sensitivity,
-)
-from .claims.board import claims_markdown
+from .claims import PAGE_CLAIMS, claims_markdown, page_claims
+from .claims.noise import rule_sensitivity
+from .claims.verdicts import FAIL, INCONCLUSIVE, NA, PASS, ClaimResult
 from .files import git_sha, out_dir, stage_dir
 from .plots_style import check_legible
 from .schema import (

@@ -108,10 +108,11 @@ def _start_label(method: str, fraction: float) -> str:
 
 
 def plot_noise_map(cells: pd.DataFrame) -> Figure:
-    """Return the regime map (:func:`lmcbook.claims.map_cells`): merging gain against η with its interval over pairs,
+    """Return the regime map (:func:`lmcbook.claims.noise.map_cells`): merging gain against η with its interval over
+    pairs,
     one line per start (spawn point, shared initialisation, independent pairs), one panel per schedule floor (rows)
     and augmentation (columns); a grey cross marks a cell the rule excluded, and the band is ± half a point."""
-    from .claims import NOISE_MIN_EFFECT
+    from .claims.thresholds import NOISE_MIN_EFFECT
 
     floors, augs = sorted(cells["lr_floor"].unique()), sorted(cells["augment"].unique())
     fig, axes = _figure(len(floors), len(augs), 2.3, sharex=True, sharey=True)
@@ -271,7 +272,8 @@ def plot_anneal(maps: dict[str, pd.DataFrame]) -> Figure:
     merge's gain over its own constant-rate children; right, merged minus the annealed children of the same parents
     (paired by parent); both against S = η/(B(1−μ)), with 95% intervals over pairs, one line per map and
     augmentation, on the cells where neither arm failed.  The band is ± the minimum effect."""
-    from .claims import MAP_KEYS, NOISE_MIN_EFFECT, map_cells, noise_pairs
+    from .claims.noise import MAP_KEYS, map_cells, noise_pairs
+    from .claims.thresholds import NOISE_MIN_EFFECT
     from .stats import interval
 
     fig, axes = _figure(1, 2, 3.0, sharex=True)

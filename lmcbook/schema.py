@@ -88,7 +88,7 @@ TRAIN_LOSS_A, TRAIN_LOSS_B, TRAIN_LOSS_MERGED = "train_loss_a", "train_loss_b", 
 TASK_LOSS, TASK_ACC = "task_loss", "task_acc"  #: test loss / accuracy on one task (task arithmetic)
 TASK_CAL_LOSS = "task_cal_loss"  #: loss on one task's calibration split: α is chosen on it, never on test
 CLAIM_PASSED = "claim_passed"  #: 1.0 if a scoreboard test passed (method = the claim's id)
-CLAIM_STATE = "claim_state"  #: the verdict: 0 ✗, 1 ✓, 2 inconclusive, 3 n/a (claims.STATE_CODES)
+CLAIM_STATE = "claim_state"  #: the verdict: 0 ✗, 1 ✓, 2 inconclusive, 3 n/a (claims.verdicts.STATE_CODES)
 RUNS_MISSING = "runs_missing"  #: 1.0 if a page found a run it needs missing from the store (the explorer)
 CLAIM_CONTROL = "claim_control"  #: 1.0 if the row tests a control experiment, not a claim of a paper
 #: The scoreboard's numbers per row (claims.csv): the estimate its test decides on, that estimate's 95% interval and

@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 #: Bumped whenever training semantics change, so that a fixed bug never
@@ -386,6 +388,25 @@ class RunSpec:
                             f"{n_train} training examples: it gives {total:,} steps; expected at most "
                             f"{MAX_STEPS:,} steps (epochs <= {MAX_STEPS // per_epoch:,})")
         return total
+
+
+#: The run store's root, when set (else ./runs); a leading ``~`` is expanded and an empty path refused, as for
+#: every path lmcbook writes to: ``LMCBOOK_STORE=""`` would otherwise fill the current directory.
+STORE_ENV = "LMCBOOK_STORE"
+
+
+def checked_path(value: str | os.PathLike, name: str) -> Path:
+    """Return ``value`` as a Path with ``~`` expanded, or raise SpecError naming ``name`` if it is empty."""
+    text = os.fspath(value)
+    if not str(text).strip():
+        raise SpecError(f"{name}={text!r} is not allowed: expected a directory path (an empty one would write "
+                        "into the current directory)")
+    return Path(text).expanduser()
+
+
+def store_root() -> Path:
+    """Return the run store's root: $LMCBOOK_STORE, else ./runs."""
+    return checked_path(os.environ.get(STORE_ENV, "runs"), STORE_ENV)
 
 
 def steps_per_epoch(n_train: int, batch_size: int) -> int:

@@ -52,7 +52,6 @@ from safetensors.torch import load_file, save_file
 from .data import Dataset, load_spec, resolve_device
 from .files import (
     _HEX,
-    STORE_ENV,
     StoreError,
     StoreWarning,
     _read_frame,
@@ -60,17 +59,15 @@ from .files import (
     _warn_once,
     _write_frame,
     _write_json,
-    checked_path,
     is_stale,
     share,
     source_hash,
-    store_root,
     temp_dir,
     tmp_prefix,
     write_atomic,
 )
 from .models import build
-from .specs import CODE_VERSION, RunSpec, SpecError
+from .specs import CODE_VERSION, STORE_ENV, RunSpec, SpecError, checked_path, store_root
 from .train import (
     STACK_MAX_UNITS,
     DivergedError,

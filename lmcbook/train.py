@@ -37,9 +37,9 @@ from safetensors.torch import save_file
 from torch import nn
 from tqdm.auto import tqdm
 
+from .calibrate import evaluate
 from .data import Dataset, augment_batch, epoch_batches, load_spec, resolve_device
 from .files import atomic_path, provenance, show_progress, training_source_hash
-from .merge import evaluate
 from .models import MLP, build
 from .specs import RunSpec, SpecError, steps_per_epoch
 
@@ -516,10 +516,11 @@ def train(spec: RunSpec, data: Dataset | None = None, device: str | torch.device
     return finish(spec, model, losses, sched, data, buffers, train_seconds=elapsed, **extra)
 
 
-__all__ = ["CHECKPOINT_SUFFIX", "DivergedError", "ModuleStepper", "Schedule", "Stepper", "TrainedRun", "batch",
-           "check_trainable", "checkpoint_path", "finish", "init_model", "lr_at", "optimizer", "remove_checkpoint",
-           "resume", "schedule", "starting_model", "train", "train_loop", "STACK_TOLERANCE", "STACK_MAX_UNITS",
-           "group_key", "StackedMLP", "StackStepper", "train_many"]
+__all__ = ["CHECKPOINT_SUFFIX", "DivergedError", "ModuleStepper", "Schedule", "Stepper", "TrainedRun",
+           "batch", "check_trainable", "checkpoint_path", "finish", "init_model",
+           "lr_at", "optimizer", "remove_checkpoint", "resume", "schedule", "starting_model", "train",
+           "train_loop", "STACK_TOLERANCE", "STACK_MAX_UNITS", "group_key", "StackedMLP", "StackStepper",
+           "train_many"]
 
 
 # ---- Batched training ----

@@ -23,6 +23,21 @@ profile = "quick"
 from IPython.display import Markdown
 
 from lmcbook import claims, reference
+from lmcbook.claims.noise import rule_sensitivity
+from lmcbook.claims.thresholds import (
+    CHANCE_RATE,
+    CHANGED_AFTER_RESULTS,
+    D_TIE_RTOL,
+    FIXED_BEFORE,
+    FIXED_BEFORE_SOURCE,
+    MIN_ACC_EFFECT,
+    MIN_PAIRS,
+    MIN_TREND_POINTS,
+    NOISE_FAILED_TRAIN_ACC,
+    NOISE_MIN_EFFECT,
+    ORTH_FALL_MIN,
+)
+from lmcbook.claims.verdicts import BOOK, DIAGNOSTIC, PAPER, ClaimResult
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import open_page, study_of
 from lmcbook.pages.mechanism import reference_settings
@@ -46,7 +61,7 @@ Markdown(claims.scoreboard_markdown(rows, DATASET_SHORT))
 
 # %% tags=["remove-cell"]
 counts = claims.block_counts(rows)
-paper, book = counts[claims.PAPER], counts[claims.BOOK]  # each block counted on its own
+paper, book = counts[PAPER], counts[BOOK]  # each block counted on its own
 page.glue_values(paper_rows=paper["rows"], paper_pass=paper["pass"], paper_fail=paper["fail"],
                  paper_inconclusive=paper["inconclusive"], paper_na=paper["na"], paper_can_fail=paper["can_fail"],
                  paper_can_fail_pass=paper["can_fail_pass"], paper_chance_expected=f"{paper['chance_expected']:.1f}",
@@ -64,9 +79,9 @@ page.glue_values(paper_rows=paper["rows"], paper_pass=paper["pass"], paper_fail=
                  + paper["fixed_before_pass"])
 
 
-def turning_passes(rows: list[claims.ClaimResult]) -> str:
+def turning_passes(rows: list[ClaimResult]) -> str:
     """The papers' ✓ rows fixed before their results whose verdict moves at another threshold of the noise rule
-    (claims.rule_sensitivity on the frames each row read: this build's noise pages, or its reference run)."""
+    (rule_sensitivity on the frames each row read: this build's noise pages, or its reference run)."""
     said = []
     for source in sorted({r.source or "" for r in rows if r.paper == "noise"}):
         nb = reference.get(source).notebook if source else None
@@ -74,31 +89,31 @@ def turning_passes(rows: list[claims.ClaimResult]) -> str:
         comp = frames["noise_components"] if not source else references[source] if nb == "noise_components" else None
         if scale is None and comp is None:
             continue
-        table = claims.rule_sensitivity(scale, comp)
+        table = rule_sensitivity(scale, comp)
         moving = {cid for cid, marks in table.iterrows() if marks.nunique() > 1}
         said += [f"{r.id} ({f'`{source}`' if source else 'this build'})" for r in rows
-                 if (r.source or "") == source and r.block == claims.PAPER and r.fixed_before and r.passed
+                 if (r.source or "") == source and r.block == PAPER and r.fixed_before and r.passed
                  and r.id in moving]
     return ", ".join(said) or "none"
 
 
 page.glue_md("turning_passes", turning_passes(rows))
 scoring = {r.source for r in rows if r.source is not None}  # the reference runs that score rows (not the maps)
-page.glue_values(n_repeats=sum(bool(r.repeats) for r in rows if r.block != claims.DIAGNOSTIC),
+page.glue_values(n_repeats=sum(bool(r.repeats) for r in rows if r.block != DIAGNOSTIC),
                  n_refs=len(scoring), n_refs_all=len(references), n_own=sum(r.source is None for r in rows),
-                 n_diagnostic=sum(r.block == claims.DIAGNOSTIC for r in rows), chance_rate=f"{claims.CHANCE_RATE:.0%}",
-                 fixed_before_ids=", ".join(sorted(claims.FIXED_BEFORE, key=claims.id_order))
+                 n_diagnostic=sum(r.block == DIAGNOSTIC for r in rows), chance_rate=f"{CHANCE_RATE:.0%}",
+                 fixed_before_ids=", ".join(sorted(FIXED_BEFORE, key=claims.id_order))
                  + "".join(f", and {' and '.join(sorted(ids))} on reference `{name}`"
-                           for name, ids in claims.FIXED_BEFORE_SOURCE.items()
+                           for name, ids in FIXED_BEFORE_SOURCE.items()
                            if ids and reference.csv_path(name).exists()),
-                 changed_ids=", ".join(sorted(claims.CHANGED_AFTER_RESULTS, key=claims.id_order)))
-page.glue_md("min_pairs", str(claims.MIN_PAIRS))
-page.glue_md("min_trend", str(claims.MIN_TREND_POINTS))
-page.glue_md("noise_bar", f"{claims.NOISE_FAILED_TRAIN_ACC:g}")
-page.glue_md("noise_min_effect", f"{100 * claims.NOISE_MIN_EFFECT:g}")
-page.glue_md("min_acc_effect", f"{100 * claims.MIN_ACC_EFFECT:g}")
-page.glue_md("orth_fall_min", f"{claims.ORTH_FALL_MIN:g}")
-page.glue_md("tie_rtol", f"{claims.D_TIE_RTOL:.1%}")
+                 changed_ids=", ".join(sorted(CHANGED_AFTER_RESULTS, key=claims.id_order)))
+page.glue_md("min_pairs", str(MIN_PAIRS))
+page.glue_md("min_trend", str(MIN_TREND_POINTS))
+page.glue_md("noise_bar", f"{NOISE_FAILED_TRAIN_ACC:g}")
+page.glue_md("noise_min_effect", f"{100 * NOISE_MIN_EFFECT:g}")
+page.glue_md("min_acc_effect", f"{100 * MIN_ACC_EFFECT:g}")
+page.glue_md("orth_fall_min", f"{ORTH_FALL_MIN:g}")
+page.glue_md("tie_rtol", f"{D_TIE_RTOL:.1%}")
 page.glue_md("noise_scale_refs", reference.listing("noise_scale"))
 page.glue_md("mechanism_refs", reference_settings(page.references("mechanism")))
 page.glue_md("noise_components_refs", reference.listing("noise_components"))

@@ -98,7 +98,7 @@ page.glue_values(last=int(last), n_narrow=int(narrow.name), n_wide=int(wide.name
                  err_wide=wide["err"], err_wide_spread=wide["err_spread"], err_un_wide=wide["err_un"],
                  llfc_wide=wide["llfc"], q_err_wide=wide["q_err"], q_llfc_wide=wide["q_llfc"], beta_wide=wide["beta"],
                  beta_wide_spread=wide["beta_spread"], beta_un_wide=wide["beta_un"])
-why = claims.lewc_setting_missing(schema.to_long_frame(regime, "lewc", schema.REGIME_KEYS))
+why = claims.width.lewc_setting_missing(schema.to_long_frame(regime, "lewc", schema.REGIME_KEYS))
 page.choose("scale_applies", why is None)
 page.glue_values(scale_missing=why or "")
 

@@ -76,10 +76,10 @@ rel = np.abs(by_depth["logit_norm_ratio"] / by_depth["norm_pred"] - 1)
 page.glue_values(units=int(study.spec(study.width, 0, 2).model.channels), beta_depth=beta_depth,
                  alpha_depth=alpha_depth, beta_mean=float(beta["mean"].mean()), beta_min=float(beta["mean"].min()),
                  beta_max=float(beta["mean"].max()), L_min=int(by_depth.index.min()), L_max=int(by_depth.index.max()),
-                 n_within=int((rel <= claims.LOGIT_SCALE_TOL).sum()), n_depths=len(by_depth))
-page.glue_md("tol_pct", f"{claims.LOGIT_SCALE_TOL:.0%}")
-page.choose("w10_enough_pairs", study.seeds >= claims.MIN_PAIRS)
-page.glue_values(depth_pairs=study.seeds, min_pairs=claims.MIN_PAIRS)
+                 n_within=int((rel <= claims.thresholds.LOGIT_SCALE_TOL).sum()), n_depths=len(by_depth))
+page.glue_md("tol_pct", f"{claims.thresholds.LOGIT_SCALE_TOL:.0%}")
+page.choose("w10_enough_pairs", study.seeds >= claims.thresholds.MIN_PAIRS)
+page.glue_values(depth_pairs=study.seeds, min_pairs=claims.thresholds.MIN_PAIRS)
 
 # %% [markdown]
 # ```{glue:figure} fig_depth

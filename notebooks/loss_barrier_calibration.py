@@ -77,8 +77,8 @@ data = sweep.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 models = {"a": a, "b": b, "merged": merge.interpolate(a, b, lam=0.5, data=data)}
-tau = {k: calibrate.fit_inverse_temperature(merge.logits(m, data.x_cal), data.y_cal).tau for k, m in models.items()}
-z = {k: merge.logits(m, data.x_test) for k, m in models.items()}  # test logits f_L
+tau = {k: calibrate.fit_inverse_temperature(calibrate.logits(m, data.x_cal), data.y_cal).tau for k, m in models.items()}
+z = {k: calibrate.logits(m, data.x_test) for k, m in models.items()}  # test logits f_L
 loss_cal = {k: calibrate.nll(z[k], data.y_test, tau[k]) for k in models}
 by_hand = {"loss_barrier_cal_mid": loss_cal["merged"] - (loss_cal["a"] + loss_cal["b"]) / 2,
            "tau_merged": tau["merged"],
@@ -167,7 +167,7 @@ page.glue_values(L=L, norm_pred=2.0 ** (1 - L), tau_pred=2.0 ** (L - 1),
                  merged_acc_narrow=means.loc[narrow, "acc_merged"])
 page.glue_values(tau_ratio_narrow=means.loc[narrow, "tau_ratio"], tau_ratio_wide=means.loc[wide, "tau_ratio"])
 page.choose("narrow_norm", "no_interval" if not (iv_n.decided and iv_w.decided) else
-            "near" if iv_n.hi <= claims.LOGIT_SCALE_TOL else "farther" if iv_n.lo > iv_w.hi else
+            "near" if iv_n.hi <= claims.thresholds.LOGIT_SCALE_TOL else "farther" if iv_n.lo > iv_w.hi else
             "closer" if iv_n.hi < iv_w.lo else "overlap")
 page.glue_values(norm_pairs_narrow=iv_n.n, norm_iv_narrow=iv_n.text(".2f"), norm_iv_wide=iv_w.text(".2f"))
 

@@ -39,7 +39,9 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 # %%
 import numpy as np
 
-from lmcbook import claims, experiments, plots_width, schema, stats, sweep
+from lmcbook import experiments, plots_width, schema, stats, sweep
+from lmcbook.claims.mechanism import claim_r2
+from lmcbook.claims.verdicts import FAIL, PASS, mechanism_standard
 from lmcbook.page import open_page
 from lmcbook.regime import describe_study, regime_table
 
@@ -75,10 +77,8 @@ page.glue_md("regime", regime_table(regime))
 # did lower rank help merging?  R2, on the mechanism page's cells (None until that page has run: `lmcbook execute`
 # then runs this page again)
 mech = page.read_csv_if("mechanism")
-r2 = None if mech is None else page.glue_claim(claims.claim_r2(claims.mechanism_standard(mech)), "r2_mark",
-                                               "r2_measured", "r2_test")
-page.choose("r2_reading", "pending" if r2 is None else {claims.PASS: "helped", claims.FAIL: "not"}.get(r2.state,
-                                                                                                      "open"))
+r2 = None if mech is None else page.glue_claim(claim_r2(mechanism_standard(mech)), "r2_mark", "r2_measured", "r2_test")
+page.choose("r2_reading", "pending" if r2 is None else {PASS: "helped", FAIL: "not"}.get(r2.state, "open"))
 
 # %% [markdown]
 # ```{glue:figure} fig_rank

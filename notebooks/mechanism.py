@@ -100,11 +100,11 @@ frames = experiments.mechanism_frames(study, page.store)  # every cell's merges,
 # takes the decay arm's strongest weight decay and its widest width, and the first pair
 # there. It sums that pair's learning-rate schedule step by step (`train.lr_at`), merges
 # the pair with `merge.interpolate`, and measures the merged model's test accuracy with
-# `merge.evaluate`. It asserts that both numbers are the ones in the frames above, to
+# `calibrate.evaluate`. It asserts that both numbers are the ones in the frames above, to
 # within $10^{-9}$ (relative).
 
 # %%
-from lmcbook import merge
+from lmcbook import calibrate, merge
 from lmcbook.train import lr_at
 
 data = sweep.study_data(study)
@@ -115,7 +115,7 @@ tr, steps = pair.a.train, pair.a.total_steps(len(data.y_train))
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 by_hand = {"decay_integral": tr.weight_decay * sum(lr_at(t, steps, tr.lr, tr.warmup, tr.schedule, tr.lr_floor)
                                                    for t in range(steps)),  # D = wd · Σ_t η_t
-           "acc_merged": merge.evaluate(merge.interpolate(a, b, 0.5, data), data.x_test, data.y_test).acc}
+           "acc_merged": calibrate.evaluate(merge.interpolate(a, b, 0.5, data), data.x_test, data.y_test).acc}
 keys = dict(weight_decay=cell.weight_decay, epochs=cell.epochs, init_scale=1.0, hidden_units=pair.hidden_units)
 regime, summary = frames["regime"], frames["summary"]
 found = {"decay_integral": regime.loc[regime[list(keys)].eq(pd.Series(keys)).all(axis=1)
@@ -135,14 +135,14 @@ pd.DataFrame({"this cell": by_hand, "the frames above": found}).rename_axis(
 
 # %%
 long = experiments.mechanism_long(frames)  # the page's CSV, which the table, the figures and the verdicts read
-label = claims.source_label(study.dataset, None, DATASET_SHORT)
+label = claims.mechanism.source_label(study.dataset, None, DATASET_SHORT)
 ref_rows, ref_frames, ref_texts, ref_figure, ref_precisions = mech.reference_rows(page, study.show_references)
 rows = {label: claims.page_claims(page.name, long), **ref_rows}
 claims.mark_repeats([r for v in rows.values() for r in v], DATASET_SHORT,  # a reference's rows that repeat ours
                     frames={None: long, **{v[0].source: ref_frames[k] for k, v in ref_rows.items() if v}},
                     precisions={None: study.precision, **ref_precisions})
 m_rows = {k: [r for r in v if r.id.startswith("M")] for k, v in rows.items()}  # the mechanism claims M1–M6
-states = claims.decide(m_rows)  # per hypothesis: supported, contradicted or undecided
+states = claims.mechanism.decide(m_rows)  # per hypothesis: supported, contradicted or undecided
 pd.DataFrame(states)
 
 # %% tags=["remove-cell"]
@@ -159,13 +159,13 @@ page.glue_md("verdicts", "\n\n".join(f"**{k}**\n\n{claims_markdown(v)}" for k, v
 page.glue_md("regime_rows", claims_markdown([r for r in rows[label] if not r.id.startswith("M")]))
 page.glue_markdown(**ref_texts)
 page.glue_figure("fig_width_ref", ref_figure or plots_style.placeholder("No reference run of this page is committed."))
-repeated = claims.repeated_hypotheses(m_rows)  # states that are the same runs as an earlier column's
+repeated = claims.mechanism.repeated_hypotheses(m_rows)  # states that are the same runs as an earlier column's
 page.glue_md("hypotheses", mech.hypotheses_markdown(states, repeated))
-conclusions = claims.conclusion_table(m_rows, ref_frames).rename_axis("observation")
+conclusions = claims.mechanism.conclusion_table(m_rows, ref_frames).rename_axis("observation")
 page.glue_md("conclusion_table", markdown_table(conclusions))
 own_m5 = next(r for r in rows[label] if r.id == "M5")
-page.choose("m5_reading", {claims.PASS: "for", claims.FAIL: "against"}.get(own_m5.state, "open"))
-outcome, conclusion_lists = claims.conclusion(states, repeated)
+page.choose("m5_reading", {claims.verdicts.PASS: "for", claims.verdicts.FAIL: "against"}.get(own_m5.state, "open"))
+outcome, conclusion_lists = claims.mechanism.conclusion(states, repeated)
 page.choose("conclusion", outcome)  # the Markdown below has one sentence per outcome
 page.choose("length_reaches", "none" if not page_numbers["length_widest"] else
             "widest" if page_numbers["length_widest"] >= page_numbers["units"] else "narrower")

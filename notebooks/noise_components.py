@@ -50,6 +50,8 @@ show_references = None
 import numpy as np
 
 from lmcbook import claims, experiments_noise, plots_noise, reference, schema, stats
+from lmcbook.claims.noise import describe_setting, mark_kept, rule_sensitivity
+from lmcbook.claims.thresholds import MIN_PAIRS, NOISE_FAILED_TRAIN_ACC, NOISE_MIN_EFFECT, NOISE_RULE_THRESHOLDS
 from lmcbook.data import max_shift
 from lmcbook.page import open_page
 
@@ -63,7 +65,7 @@ page, study = open_page("noise_components", globals())
 
 # %%
 mom = experiments_noise.noise_frame(study, study.momentum_cells(), page.store)
-mom = claims.mark_kept(mom, ["lr", "momentum"])
+mom = mark_kept(mom, ["lr", "momentum"])
 mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean().round(4)
 
 # %% [markdown]
@@ -73,21 +75,21 @@ mom.groupby(["momentum", "lr"])[["noise_scale", "gain", "ensemble_gain", "train_
 # (the collapse N6 reads, with intervals over pairs):
 
 # %%
-on_eta = claims.collapse(mom, ["lr", "momentum"], "noise_scale", {"η": "lr"})
-sq = claims.collapse(mom, ["lr", "momentum"], "noise_scale_sq", {"S": "noise_scale"}, share=1.0)
+on_eta = claims.noise.collapse(mom, ["lr", "momentum"], "noise_scale", {"η": "lr"})
+sq = claims.noise.collapse(mom, ["lr", "momentum"], "noise_scale_sq", {"S": "noise_scale"}, share=1.0)
 on_eta.ratio, sq.ratio, sq.excess
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_mom", plots_noise.plot_momentum(mom))
 page.glue_md("setup", experiments_noise.describe_noise(study))
-page.glue_md("where_setting", claims.describe_setting({"augment": bool(study.augment), "lr_floor": float(study.lr_floor),
+page.glue_md("where_setting", describe_setting({"augment": bool(study.augment), "lr_floor": float(study.lr_floor),
                                                       "spawn_fraction": study.spawn_fraction}))
 # a ratio of net residual variances, or none where no variance is left beyond pair noise
 page.glue_values(eta_ratio=on_eta.ratio, sq_ratio=sq.ratio)
 page.choose("mom_ratios", {(True, True): "both", (True, False): "eta", (False, True): "sq",
                            (False, False): "none"}[bool(np.isfinite(on_eta.ratio)), bool(np.isfinite(sq.ratio))])
 page.glue_md("mom_diff_sq", sq.excess.text(".3g", 1e4))
-few = not sq.excess.decided or sq.excess.n < claims.MIN_PAIRS  # an interval over fewer pairs cannot decide
+few = not sq.excess.decided or sq.excess.n < MIN_PAIRS  # an interval over fewer pairs cannot decide
 page.choose("mom_better", "no_interval" if few else "squared" if sq.excess.hi < 0 else
             "main" if sq.excess.lo > 0 else "neither")
 page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
@@ -169,7 +171,7 @@ page.glue_md("momenta", ", ".join(f"{m:g}" for m in study.momenta))
 # and with LayerNorm:
 
 # %%
-wd = claims.mark_kept(experiments_noise.noise_frame(study, study.weight_decay_cells(), page.store),
+wd = mark_kept(experiments_noise.noise_frame(study, study.weight_decay_cells(), page.store),
                            ["norm", "weight_decay"])
 g = wd.groupby(["norm", "weight_decay"])[["gain", "acc_endpoints", "train_acc_min"]].mean()
 g.round(4)
@@ -207,7 +209,7 @@ page.glue_values(wd_dgain_none=100 * gain_range["none"], wd_dgain_layer=100 * ga
 # The same pairs with augmentation off and on, at each learning rate:
 
 # %%
-aug = claims.mark_kept(experiments_noise.noise_frame(study, study.augment_cells(), page.store), ["lr", "augment"])
+aug = mark_kept(experiments_noise.noise_frame(study, study.augment_cells(), page.store), ["lr", "augment"])
 aug.groupby(["augment", "lr"])[["gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean().round(4)
 
 # %% tags=["remove-cell"]
@@ -241,7 +243,7 @@ page.glue_values(aug_off=100 * a.loc[False], aug_on=100 * a.loc[True])
 # $\eta_b$ (columns); the table gives their mean merging gain:
 
 # %%
-pairs = claims.mark_kept(experiments_noise.lr_pair_frame(study, page.store), ["lr", "lr_b"])
+pairs = mark_kept(experiments_noise.lr_pair_frame(study, page.store), ["lr", "lr_b"])
 m = pairs.groupby(["lr", "lr_b"])["gain"].mean().unstack()
 m.round(4)
 
@@ -257,10 +259,10 @@ page.glue_values(diag_mean=100 * diag.mean(), off_mean=100 * off.mean(), best_a=
 kept = {name: frame.groupby(keys)["kept"].first() for name, frame, keys in (
     ("momentum", mom, ["lr", "momentum"]), ("weight_decay", wd, ["norm", "weight_decay"]),
     ("augmentation", aug, ["lr", "augment"]), ("lr_pairs", pairs, ["lr", "lr_b"]))}
-page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, min_effect=100 * claims.NOISE_MIN_EFFECT,
-                 n_pairs=study.seeds, rule_old=claims.NOISE_RULE_THRESHOLDS[-1], ref_pairs=2 * claims.MIN_PAIRS)
+page.glue_values(failed_acc=NOISE_FAILED_TRAIN_ACC, min_effect=100 * NOISE_MIN_EFFECT,
+                 n_pairs=study.seeds, rule_old=NOISE_RULE_THRESHOLDS[-1], ref_pairs=2 * MIN_PAIRS)
 page.glue_md("rule_between", experiments_noise.rule_between_words())
-page.glue_md("min_pairs", str(claims.MIN_PAIRS))
+page.glue_md("min_pairs", str(MIN_PAIRS))
 page.glue_md("excluded", "; ".join(f"{name.replace('_', ' ')}: {int((~c).sum())} of {len(c)}"
                                     for name, c in kept.items()))
 
@@ -303,7 +305,7 @@ parts.append(schema.to_long(pairs.assign(method="lr_pairs", dataset=study.datase
                             [m for m in metrics if not m.startswith("noise_scale")], ["lr", "lr_b", "method", "dataset"],
                             drop_missing=True))
 components = schema.concat(parts)
-sensitivity = claims.rule_sensitivity(None, components)
+sensitivity = rule_sensitivity(None, components)
 sensitivity
 
 # %% tags=["remove-cell"]
@@ -341,7 +343,7 @@ page.glue_md("noise_references", "\n\n".join([reference.listing(page.name), *ref
 # ```
 
 # %% tags=["remove-input"]
-page.choose("decides", study.seeds >= claims.MIN_PAIRS)
+page.choose("decides", study.seeds >= MIN_PAIRS)
 page.save(components)
 page.glue_verdict("n3", "n3_mark", "n3_measured", "n3_test")
 page.glue_verdict("n4", "n4_mark", "n4_measured", "n4_test")

@@ -56,6 +56,8 @@ scheduler = None
 
 # %%
 from lmcbook import claims, experiments_noise, plots_noise, plots_style, reference, schema, sweep
+from lmcbook.claims.noise import MAP_READINGS, claim_n8, map_cells, map_settings, pick_setting
+from lmcbook.claims.thresholds import FIRST_PICK, MAP_MIN_PAIRS, NOISE_FAILED_TRAIN_ACC, NOISE_MIN_EFFECT
 from lmcbook.experiments_noise import describe_map, map_long, map_table, pick_numbers
 from lmcbook.page import open_page
 
@@ -76,7 +78,8 @@ pairs.groupby(["lr_floor", "spawn_fraction", "independent", "lr"])[
 
 # %%
 
-from lmcbook.merge import ensemble_gain, evaluate, interpolate, logits
+from lmcbook.calibrate import evaluate, logits
+from lmcbook.merge import ensemble_gain, interpolate
 
 cell = study.cells()[len(study.lrs) // 2]  # the first floor and start, the middle learning rate
 a, b = (page.store.load(s) for s in study.noise_study().children(cell, 0))
@@ -96,25 +99,25 @@ print(f"η = {cell.lr:g}: merging gain {100 * gain:+.2f} points, ensemble gain {
 
 # %%
 long = map_long(pairs, study)  # the page's CSV
-cells = claims.map_cells(long)
-settings = claims.map_settings(cells)
+cells = map_cells(long)
+settings = map_settings(cells)
 settings.round(4)  # best first, by the ranking the page explains below
 
 # %% tags=["remove-cell"]
-pick = claims.pick_setting(cells)
+pick = pick_setting(cells)
 page.glue_figure("fig_map", plots_noise.plot_noise_map(cells))
 page.glue_md("setup", describe_map(study))
 page.glue_md("map_table", map_table(settings, cells))
-n = cells["reading"].value_counts().reindex(list(claims.MAP_READINGS), fill_value=0).astype(int)  # cells per reading
-page.glue_values(failed_acc=claims.NOISE_FAILED_TRAIN_ACC, n_pairs=study.seeds, n_cells=len(cells),
-                 min_effect=100 * claims.NOISE_MIN_EFFECT, map_min_pairs=claims.MAP_MIN_PAIRS,
+n = cells["reading"].value_counts().reindex(list(MAP_READINGS), fill_value=0).astype(int)  # cells per reading
+page.glue_values(failed_acc=NOISE_FAILED_TRAIN_ACC, n_pairs=study.seeds, n_cells=len(cells),
+                 min_effect=100 * NOISE_MIN_EFFECT, map_min_pairs=MAP_MIN_PAIRS,
                  n_failed=n["failed"], n_paper=n["paper"], n_gains=n["gains"], n_basins=n["basins"],
                  n_harvest=n["harvest"], n_undecided=n["undecided"])
 pick_values, pick_words, vs_decay = pick_numbers(cells, settings, pick)
 page.glue_values(**pick_values)
 page.glue_markdown(**pick_words)
 page.choose("pick", "none" if pick is None else "found")
-page.choose("first_pick", "same" if claims.pick_setting(cells, claims.FIRST_PICK) == pick else "differs")
+page.choose("first_pick", "same" if pick_setting(cells, FIRST_PICK) == pick else "differs")
 page.choose("vs_decay", vs_decay)
 page.save(long)
 page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
@@ -225,7 +228,7 @@ page.glue_verdict("n8", "n8_mark", "n8_measured", "n8_test")
 # %% tags=["remove-cell"]
 ref_blocks, ref_fig, ref_maps, anneal_maps = [], None, {}, {}
 for name, (frame, prov) in (page.references() if study.show_references else {}).items():
-    ref_cells = claims.map_cells(frame)
+    ref_cells = map_cells(frame)
     if (frame["method"] == "anneal").any():  # N8's references: the merge against annealed children
         anneal_maps[f"`{name}`"] = frame
     else:
@@ -236,7 +239,7 @@ for name, (frame, prov) in (page.references() if study.show_references else {}).
         r.source = name
         page.glue_state(r)
     ref_blocks.append(f"**Reference** {reference.describe(name, prov)}.\n\n"
-                      + map_table(claims.map_settings(ref_cells), ref_cells)
+                      + map_table(map_settings(ref_cells), ref_cells)
                       + f"\n\n{claims.claims_markdown(ref_rows)}")
 summary = ("Each committed map, by how its cells read (counts of cells), the setting it picks and its best gain "
            "(points, 95% interval):\n\n" + schema.markdown_table(experiments_noise.noise_map_summary(ref_maps))
@@ -244,7 +247,7 @@ summary = ("Each committed map, by how its cells read (counts of cells), the set
 page.glue_md("map_references", "\n\n".join([summary, *ref_blocks]) or "No reference run of this page is committed.")
 page.glue_md("map_listing", reference.listing(page.name))
 page.glue_figure("fig_map_ref", ref_fig or plots_style.placeholder("No reference run of this page is committed."))
-n8_refs = [(name, claims.claim_n8(frame)) for name, frame in anneal_maps.items()]
+n8_refs = [(name, claim_n8(frame)) for name, frame in anneal_maps.items()]
 page.glue_md("n8_refs", "; ".join(f"{name}, {r.mark}: {r.measured}" for name, r in n8_refs) or "none yet")
 if (long["method"] == "anneal").any():  # this build annealed children too (-p anneal true)
     anneal_maps = {"this build": long, **anneal_maps}

@@ -184,7 +184,7 @@ page.glue_values(**where_numbers)
 
 # %%
 grid = experiments_noise.noise_frame(study, study.grid_cells(), page.store, pairs=study.grid_pairs)
-grid = claims.mark_kept(grid, ["lr", "batch_size"])
+grid = claims.noise.mark_kept(grid, ["lr", "batch_size"])
 per_cell = grid.groupby(["batch_size", "lr"])
 table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_endpoints"]].mean()
 (table * [1, 100, 100, 1, 1]).round(3)
@@ -195,20 +195,20 @@ table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_
 # and its cell's effective noise scale is $S = \eta / (B(1-\mu))$. The next cell takes the
 # grid cell with the largest mean gain in the table above and loads its first pair of
 # children from the run store. It merges them with `merge.interpolate`, measures the three
-# models' test accuracy with `merge.evaluate`, and computes $S$. It asserts that the
+# models' test accuracy with `calibrate.evaluate`, and computes $S$. It asserts that the
 # gain and $S$ are the ones in that pair's row of the grid, to within $10^{-9}$.
 
 # %%
 import pandas as pd
 
-from lmcbook import merge, noise
+from lmcbook import calibrate, merge, noise
 
 data = sweep.study_data(study)
 batch_size, lr = table["gain"].idxmax()  # the grid cell with the largest mean gain
 row = grid[(grid["lr"] == lr) & (grid["batch_size"] == batch_size) & (grid["pair"] == 0)].iloc[0]
 spec_a, spec_b = study.children_that_took(study.cell(float(lr), int(batch_size)), 0, int(row["train_steps"]))
 a, b = (page.store.load(spec).model for spec in (spec_a, spec_b))
-acc = {k: merge.evaluate(m, data.x_test, data.y_test).acc for k, m in
+acc = {k: calibrate.evaluate(m, data.x_test, data.y_test).acc for k, m in
        (("a", a), ("b", b), ("merged", merge.interpolate(a, b, 0.5, data)))}
 by_hand = {"gain": acc["merged"] - (acc["a"] + acc["b"]) / 2,  # acc(θ(½)) − ½(acc(θa) + acc(θb))
            "noise_scale": lr / (batch_size * (1 - study.momentum))}  # S = η / (B(1 − μ))
@@ -230,7 +230,7 @@ metrics = ["gain", "gain_best", "loss_gain", "ensemble_gain", "disagreement", "p
            "noise_scale_sq", "acc_a", "acc_b", "acc_endpoints", "acc_merged", "acc_ensemble", "train_acc_min",
            "train_acc_merged", "train_steps", "diverged"]
 long = schema.to_long(grid.assign(method="grid", dataset=study.dataset), page.name, metrics, keys, drop_missing=True)
-sensitivity = claims.rule_sensitivity(long, None)
+sensitivity = claims.noise.rule_sensitivity(long, None)
 sensitivity
 
 # %% [markdown] tags=["when:rule_moves=some"]
@@ -245,7 +245,7 @@ sensitivity
 # coefficients, and the vertex $\log_{10} S$ where it peaks (or bottoms out):
 
 # %%
-fit_s = claims.cell_mean_fit(grid, ["lr", "batch_size"])  # None with too few kept cells
+fit_s = claims.noise.cell_mean_fit(grid, ["lr", "batch_size"])  # None with too few kept cells
 pd.Series(fit_s or {}, dtype=float).rename_axis("term").to_frame("gain ≈ c2·x² + c1·x + c0, x = log10 S")
 
 # %% tags=["remove-cell"]
@@ -255,7 +255,7 @@ page.glue_values(**grid_numbers(study, grid, fit_s, len(sweep.study_data(study).
 page.choose("fit_drawn", fit_s is not None)
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")
-page.choose("n1_decides", study.grid_pairs >= 2 * claims.MIN_PAIRS)
+page.choose("n1_decides", study.grid_pairs >= 2 * claims.thresholds.MIN_PAIRS)
 page.choose("rule_moves", "some" if experiments_noise.moving_rows(sensitivity) else "none")
 page.glue_markdown(rule_between=experiments_noise.rule_between_words(), rule_moving=experiments_noise.moving_rows(sensitivity),
                    legacy="`lmcbook execute --only noise_scale -p lr_floor 0 -p spawn_fraction 0.5 -p augment false`")
@@ -356,7 +356,7 @@ page.glue_markdown(rule_between=experiments_noise.rule_between_words(), rule_mov
 # %% tags=["remove-cell"]
 ref_texts, ref_figure = reference_texts(page, study)
 page.glue_markdown(**ref_texts)
-page.glue_values(n2_tolerance=100 * claims.NOISE_B_EFFECT)  # N2's tolerance, in points of accuracy
+page.glue_values(n2_tolerance=100 * claims.thresholds.NOISE_B_EFFECT)  # N2's tolerance, in points of accuracy
 page.glue_figure("fig_grid_ref", ref_figure)
 
 # %% [markdown]
@@ -388,7 +388,7 @@ page.glue_figure("fig_grid_ref", ref_figure)
 # gain without training anything new (the reference maps have more spawn points):
 
 # %%
-spawn = claims.map_spawn_sweep(regime_map, study)
+spawn = claims.noise.map_spawn_sweep(regime_map, study)
 spawn.groupby(["spawn_fraction", "lr"])[["gain", "ensemble_gain", "acc_endpoints"]].mean().unstack(0).round(4)
 
 # %% tags=["remove-cell"]

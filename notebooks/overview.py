@@ -33,6 +33,15 @@ profile = "quick"
 # %% tags=["remove-input"]
 
 from lmcbook import claims, plots_width
+from lmcbook.claims.mechanism import closest_barrier, largest_d_cell, repeated_hypotheses, source_label
+from lmcbook.claims.thresholds import (
+    DECAY_ACTED_MAX,
+    DECAY_IDLE_MIN,
+    MIN_PAIRS,
+    NOISE_MIN_EFFECT,
+    PAPER_MLP_ACC_BARRIER,
+)
+from lmcbook.claims.verdicts import FAIL, MARKS, PASS
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import open_page, study_of
 from lmcbook.pages.overview import board_numbers, headline_numbers, noise_words, short_merge_words, w8_numbers
@@ -43,8 +52,8 @@ acc = page.read_csv("width_accuracy")
 bar = page.read_csv("loss_barrier_calibration")
 board = page.read_csv("claims")
 mech = page.read_csv("mechanism")
-own_label = claims.source_label(study_of("mechanism").dataset, None, DATASET_SHORT)
-mech_refs = {claims.source_label(str(f["dataset"].iloc[0]), n, DATASET_SHORT): (f, p)
+own_label = source_label(study_of("mechanism").dataset, None, DATASET_SHORT)
+mech_refs = {source_label(str(f["dataset"].iloc[0]), n, DATASET_SHORT): (f, p)
              for n, (f, p) in page.references("mechanism").items()}
 mech_frames = {own_label: mech, **{k: f for k, (f, _) in mech_refs.items()}}
 low = {k for k, (_, p) in mech_refs.items() if p.get("params", {}).get("precision", "fp32") != "fp32"}
@@ -56,26 +65,26 @@ summary = summary.reset_index()
 page.glue_figure("fig_headline", plots_width.plot_width_accuracy(summary))
 board_counts, board_words = board_numbers(board)
 w8_state, w8 = w8_numbers(board)  # does the permutation matter for wide networks? (W8, the book's control)
-page.choose("w8", "same" if w8_state == claims.PASS else "open" if w8_state != claims.FAIL
+page.choose("w8", "same" if w8_state == PASS else "open" if w8_state != FAIL
             else "better" if w8["w8_gap"] > 0 else "worse")
 page.glue_values(**w8)
-page.glue_md("w8_mark", claims.MARKS[w8_state])
+page.glue_md("w8_mark", MARKS[w8_state])
 page.glue_values(**headline_numbers(acc, bar), **board_counts)
-page.glue_markdown(**board_words, **noise_words(page), min_pairs=str(claims.MIN_PAIRS))
+page.glue_markdown(**board_words, **noise_words(page), min_pairs=str(MIN_PAIRS))
 page.glue_md("setup", describe_study(study_of("width_accuracy")))
 page.glue_md("regime", regime_table(acc[acc["metric"].isin(["decay_integral", "decay_shrinkage",
                                                                       "init_distance"])]))
 noise = study_of("noise_scale")
 # N1 places an optimum from an interval on each half of the grid's pairs; N2 reads them all; N3–N7 the sweeps'
-page.choose("noise_intervals", "all" if noise.grid_pairs // 2 >= claims.MIN_PAIRS and noise.seeds >= claims.MIN_PAIRS
-            else "n2" if noise.grid_pairs >= claims.MIN_PAIRS else "none")
-page.glue_values(grid_pairs=noise.grid_pairs, sweep_pairs=noise.seeds, noise_min_effect=100 * claims.NOISE_MIN_EFFECT)
+page.choose("noise_intervals", "all" if noise.grid_pairs // 2 >= MIN_PAIRS and noise.seeds >= MIN_PAIRS
+            else "n2" if noise.grid_pairs >= MIN_PAIRS else "none")
+page.glue_values(grid_pairs=noise.grid_pairs, sweep_pairs=noise.seeds, noise_min_effect=100 * NOISE_MIN_EFFECT)
 m_rows = claims.board_rows(board, DATASET_SHORT)
-outcome, conclusion_lists = claims.conclusion(claims.decide(m_rows), claims.repeated_hypotheses(m_rows))
+outcome, conclusion_lists = claims.mechanism.conclusion(claims.mechanism.decide(m_rows), repeated_hypotheses(m_rows))
 page.choose("conclusion", outcome)  # the Markdown below has one paragraph per outcome
 page.glue_values(**conclusion_lists)
 # the cells M1 reads, where weight decay has acted: which length and weight decay the conclusion rests on
-page.glue_md("acted_cells", "; ".join(f"{k}: {claims.largest_d_cell(f)}"
+page.glue_md("acted_cells", "; ".join(f"{k}: {largest_d_cell(f)}"
                                      + (" (in bf16; the mechanism page's precision check)" if k in low else "")
                                      for k, f in mech_frames.items()))
 # and how well wide networks merge before it has acted (the smallest D): the effect the paper reports, reproduced
@@ -86,9 +95,9 @@ page.glue_md("short_merge", short_merge)
 width = study_of("width_accuracy")  # its CSV leaves the one length and weight decay out of its keys: give them
 width_cells = acc.assign(epochs=acc["epochs"].fillna(width.epochs), weight_decay=acc["weight_decay"].fillna(
     width.weight_decay))
-closest = claims.closest_barrier({f"{own_label}, width pages": width_cells, **mech_frames})
+closest = closest_barrier({f"{own_label}, width pages": width_cells, **mech_frames})
 page.choose("barrier_side", "none" if closest is None else
-            "below" if closest["barrier"] < claims.PAPER_MLP_ACC_BARRIER else "above")
+            "below" if closest["barrier"] < PAPER_MLP_ACC_BARRIER else "above")
 if closest is not None:
     page.glue_md("barrier_setting", closest["setting"])
     page.glue_values(barrier_cells=closest["cells"], barrier_best=100 * closest["barrier"],
@@ -98,9 +107,9 @@ if closest is not None:
     left = closest["weight_left"]
     page.glue_md("barrier_decay", " Its decay integral is not recorded." if left != left else
                  f" There weight decay alone would leave {left:.2f} of a weight"
-                 + (": it had barely acted." if left >= claims.DECAY_IDLE_MIN else "."))
+                 + (": it had barely acted." if left >= DECAY_IDLE_MIN else "."))
     page.glue_md("barrier_acted", f"Among the {closest['acted_cells']} cells where it had acted (at most "
-                 f"{claims.DECAY_ACTED_MAX:g} of a weight left), the smallest barrier is "
+                 f"{DECAY_ACTED_MAX:g} of a weight left), the smallest barrier is "
                  f"{100 * closest['acted_barrier']:.1f} points (95% interval {100 * closest['acted_lo']:.1f} to "
                  f"{100 * closest['acted_hi']:.1f}), in {closest['acted_setting']}." if "acted_barrier" in closest else
                  "No cell where weight decay had acted records a barrier over two pairs.")

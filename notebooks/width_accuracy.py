@@ -32,7 +32,10 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots_width, sweep
+from lmcbook import experiments, plots_width, sweep
+from lmcbook.claims.mechanism import claim_m4
+from lmcbook.claims.thresholds import PAPER_MLP_ACC_BARRIER
+from lmcbook.claims.verdicts import FAIL, PASS
 from lmcbook.page import open_page
 from lmcbook.regime import describe_study, regime_table
 
@@ -51,14 +54,14 @@ pairs.means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc
 # parameters, $\theta(\tfrac12) = \tfrac12\theta_a + \tfrac12\theta_b$. The next cell
 # loads the first pair at the widest width from the run store, averages it with
 # `merge.interpolate`, checks that every merged parameter is that average, and measures
-# the three models' test accuracy with `merge.evaluate`. It asserts that these are the
+# the three models' test accuracy with `calibrate.evaluate`. It asserts that these are the
 # accuracies in that pair's row of the sweep above, to within $10^{-9}$.
 
 # %%
 import pandas as pd
 import torch
 
-from lmcbook import merge
+from lmcbook import calibrate, merge
 
 data = sweep.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
@@ -66,7 +69,7 @@ a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 merged = merge.interpolate(a, b, lam=0.5, data=data)  # BatchNorm statistics, if any, recomputed on training data
 for p, pa, pb in zip(merged.parameters(), a.parameters(), b.parameters()):
     assert torch.allclose(p, 0.5 * pa + 0.5 * pb)  # θ(½) = ½θa + ½θb
-by_hand = {f"acc_{k}": merge.evaluate(m, data.x_test, data.y_test).acc for k, m in
+by_hand = {f"acc_{k}": calibrate.evaluate(m, data.x_test, data.y_test).acc for k, m in
            (("a", a), ("b", b), ("merged", merged))}
 row = pairs["summary"].set_index(["hidden_units", "pair"]).loc[(pair.hidden_units, pair.index)]
 for k, v in by_hand.items():
@@ -81,18 +84,18 @@ page.glue_md("regime", regime_table(pairs.regime))
 page.glue_figure("fig_curves", plots_width.plot_interpolation(curves))
 page.glue_figure("fig_width", plots_width.plot_width_accuracy(summary))
 narrow, wide = means.loc[means.index.min()], means.loc[means.index.max()]
-page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), acc_barrier_paper=100 * claims.PAPER_MLP_ACC_BARRIER,
+page.glue_values(n_narrow=int(narrow.name), n_wide=int(wide.name), acc_barrier_paper=100 * PAPER_MLP_ACC_BARRIER,
                  acc_merged_narrow=narrow["acc_merged"], acc_ensemble_narrow=narrow["acc_ensemble"],
                  acc_merged_wide=wide["acc_merged"], acc_ensemble_wide=wide["acc_ensemble"],
                  acc_endpoints_wide=wide["acc_endpoints"], gap_wide=wide["acc_ensemble"] - wide["acc_merged"])
 # does the width effect survive a small initialisation?  M4 and the small-initialisation arm of the mechanism page
 # (None until that page has run: `lmcbook execute` then runs this page again)
 mech = page.read_csv_if("mechanism")
-m4 = None if mech is None else page.glue_claim(claims.claim_m4(mech), "m4_mark", "m4_measured")
-page.choose("small_init", "pending" if m4 is None else {claims.PASS: "vanishes", claims.FAIL: "stays"}.get(m4.state,
+m4 = None if mech is None else page.glue_claim(claim_m4(mech), "m4_mark", "m4_measured")
+page.choose("small_init", "pending" if m4 is None else {PASS: "vanishes", FAIL: "stays"}.get(m4.state,
                                                                                                           "open"))
 # the arm's narrow end, where M4 decides: read only where its endpoints trained (the convergence rule M4 applies)
-decided = m4 is not None and m4.state in (claims.PASS, claims.FAIL)
+decided = m4 is not None and m4.state in (PASS, FAIL)
 narrow_end, small = experiments.small_init_facts(mech, m4) if decided else ("none", {})
 page.choose("small_narrow_end", narrow_end)
 page.glue_values(**small)

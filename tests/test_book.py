@@ -368,7 +368,7 @@ def test_mechanism_page_has_its_figures_verdicts_and_conclusion(executed):
     d = own[own["metric"] == "decay_integral"].set_index(["method", "regime"])["value"]
     assert d["W1", "long"] > d["W1", "short"] > 0
     for m in ("M1", "M2", "M3", "M4", "M5", "M6"):
-        assert claims.state_of(board, m) in claims.MARKS  # one row per M claim for this build
+        assert claims.state_of(board, m) in claims.verdicts.MARKS  # one row per M claim for this build
 
 
 def test_every_width_page_carries_its_regime(executed):
@@ -406,7 +406,7 @@ def test_no_page_shows_unrendered_myst(built):
 
 def test_alternative_prose_shows_one_sentence_per_choice(executed):
     """Of a page's alternative cells (tagged when:KEY=VALUE), the executed notebook shows exactly the chosen one
-    per key; the mechanism page's conclusion is one of the outcomes claims.conclusion chooses among."""
+    per key; the mechanism page's conclusion is one of the outcomes claims.mechanism.conclusion chooses among."""
     import nbformat
 
     from lmcbook import book, claims
@@ -426,7 +426,7 @@ def test_alternative_prose_shows_one_sentence_per_choice(executed):
             assert values == [chosen[key]], (path.name, key, values)
         seen += len(shown)
     mech = book.glued_words(nbformat.read(out / "mechanism.ipynb", as_version=4))
-    assert mech["conclusion"] in claims.CONCLUSIONS
+    assert mech["conclusion"] in claims.mechanism.CONCLUSIONS
     written = {(src.stem, key) for src in (ROOT / "notebooks").glob("*.py")
                for key in re.findall(r'tags=\["when:(\w+)=', src.read_text())}
     assert seen == len(written) >= 8  # every key written in a source was chosen and shown once
@@ -482,10 +482,10 @@ def test_a_doctored_csv_fails_on_the_page_and_on_the_scoreboard(executed, tmp_pa
                              "value": 1.0 - u / 2000 + 0.001 * p} for u in (16, 64, 256, 1024) for p in range(2)])
     df = pd.concat([df[~merged], falling], ignore_index=True)
     df.to_csv(csv, index=False)
-    assert claims.page_claims("width_accuracy", read_results(csv))[0].state == claims.FAIL
+    assert claims.page_claims("width_accuracy", read_results(csv))[0].state == claims.verdicts.FAIL
     monkeypatch.chdir(ROOT)
     (o,) = book.execute(["claims"], "smoke", {}, doctored, ROOT / "notebooks", store)
     assert o.ok, o.error
     board = read_results(doctored / "data" / "claims.csv")
-    assert claims.state_of(board, "W1", "short") == claims.FAIL
-    assert claims.state_of(read_results(out / "data" / "claims.csv"), "W1", "short") != claims.FAIL
+    assert claims.state_of(board, "W1", "short") == claims.verdicts.FAIL
+    assert claims.state_of(read_results(out / "data" / "claims.csv"), "W1", "short") != claims.verdicts.FAIL

@@ -5,6 +5,39 @@ import pandas as pd
 import pytest
 
 from lmcbook import claims, schema, stats
+from lmcbook.claims.mechanism import claim_r1, claim_r2, closest_barrier
+from lmcbook.claims.thresholds import CHANGED_AFTER_RESULTS, FIXED_BEFORE, LEWC_COS_MIN, PAPER_MLP_ACC_BARRIER, RHO_MIN
+from lmcbook.claims.verdicts import (
+    BOOK,
+    DIAGNOSTIC,
+    FAIL,
+    INCONCLUSIVE,
+    MARKS,
+    NA,
+    PAPER,
+    PASS,
+    STATE_CODES,
+    ClaimResult,
+    chance_passes,
+)
+from lmcbook.claims.width import (
+    claim_w1,
+    claim_w2,
+    claim_w3,
+    claim_w4,
+    claim_w5,
+    claim_w6,
+    claim_w6_update,
+    claim_w7,
+    claim_w8,
+    claim_w9,
+    claim_w10,
+    claim_w11,
+    claim_w12,
+    claim_w13,
+    claim_w14,
+    claim_w15,
+)
 
 UNITS = [16, 64, 256, 1024]
 
@@ -17,7 +50,8 @@ def frame(notebook, rows):
 
 def by_width(notebook, metric, values, seeds=range(5), jitter=0.001, replicate="pair", **keys):
     """One row per (width, replicate): values[i] at UNITS[i], replicates spread evenly over ±jitter (5 by default,
-    claims.MIN_PAIRS, as the quick profile trains where the width rows read intervals).  ``replicate`` is ``pair``
+    claims.thresholds.MIN_PAIRS, as the quick profile trains where the width rows read intervals).  ``replicate`` is
+    ``pair``
     for a pair's measurement, ``seed`` for one model's (ranks)."""
     seeds = list(seeds)
     half = max((len(seeds) - 1) / 2, 0.5)
@@ -28,20 +62,20 @@ def by_width(notebook, metric, values, seeds=range(5), jitter=0.001, replicate="
 
 def verdict(fn, df):
     r = fn(df)
-    return r.passed if isinstance(r, claims.ClaimResult) else [x.passed for x in r]
+    return r.passed if isinstance(r, ClaimResult) else [x.passed for x in r]
 
 
 def test_w1():
-    assert verdict(claims.claim_w1, frame("w", by_width("w", "acc_merged", [0.3, 0.5, 0.7, 0.9])))
-    assert not verdict(claims.claim_w1, frame("w", by_width("w", "acc_merged", [0.3, 0.7, 0.5, 0.9])))
+    assert verdict(claim_w1, frame("w", by_width("w", "acc_merged", [0.3, 0.5, 0.7, 0.9])))
+    assert not verdict(claim_w1, frame("w", by_width("w", "acc_merged", [0.3, 0.7, 0.5, 0.9])))
 
 
 def test_w2():
     raw = by_width("b", "loss_barrier_mid", [2, 1.5, 1.2, 1.2])
     ok = by_width("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, 0.1]) + raw
-    assert verdict(claims.claim_w2, frame("b", ok))
+    assert verdict(claim_w2, frame("b", ok))
     not_small = by_width("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.6, 0.5]) + raw
-    assert not verdict(claims.claim_w2, frame("b", not_small))  # falls, but stays above ¼ of the raw barrier
+    assert not verdict(claim_w2, frame("b", not_small))  # falls, but stays above ¼ of the raw barrier
 
 
 def _lewc(trained_wide, untrained_wide):
@@ -53,8 +87,8 @@ def _lewc(trained_wide, untrained_wide):
 
 
 def test_w3():
-    assert verdict(claims.claim_w3, _lewc(0.4, 0.8))
-    assert not verdict(claims.claim_w3, _lewc(0.79, 0.8))  # trend holds, but not below the baseline by the spread
+    assert verdict(claim_w3, _lewc(0.4, 0.8))
+    assert not verdict(claim_w3, _lewc(0.79, 0.8))  # trend holds, but not below the baseline by the spread
 
 
 def _additivity(values, baseline):
@@ -66,8 +100,8 @@ def _additivity(values, baseline):
 
 
 def test_w4():
-    assert verdict(claims.claim_w4, _additivity([0.4, 0.3, 0.2, 0.1], 0.37))
-    assert not verdict(claims.claim_w4, _additivity([0.15, 0.16, 0.18, 0.2], 0.37))
+    assert verdict(claim_w4, _additivity([0.4, 0.3, 0.2, 0.1], 0.37))
+    assert not verdict(claim_w4, _additivity([0.15, 0.16, 0.18, 0.2], 0.37))
 
 
 def test_w6():
@@ -79,10 +113,10 @@ def test_w6():
                             method="trained", jitter=jitter)
         return frame("r", out)
 
-    assert claims.claim_w6(rows([0.8, 0.6, 0.4, 0.2])).state == claims.PASS
-    assert claims.claim_w6(rows([0.6, 0.7, 0.75, 0.8])).state == claims.FAIL
-    assert claims.claim_w6(rows([0.8, 0.6, 0.4, 0.2], models=4)).state == claims.INCONCLUSIVE  # 2 pairs' models
-    assert claims.claim_w6(rows([0.8, 0.79, 0.78, 0.77], jitter=0.2)).state == claims.INCONCLUSIVE  # ends overlap
+    assert claim_w6(rows([0.8, 0.6, 0.4, 0.2])).state == PASS
+    assert claim_w6(rows([0.6, 0.7, 0.75, 0.8])).state == FAIL
+    assert claim_w6(rows([0.8, 0.6, 0.4, 0.2], models=4)).state == INCONCLUSIVE  # 2 pairs' models
+    assert claim_w6(rows([0.8, 0.79, 0.78, 0.77], jitter=0.2)).state == INCONCLUSIVE  # ends overlap
 
 
 def test_w6_update_reads_the_rank_of_what_training_added():
@@ -97,11 +131,11 @@ def test_w6_update_reads_the_rank_of_what_training_added():
                             method="trained")
         return frame("r", out)
 
-    r = claims.claim_w6_update(rows([0.3, 0.2, 0.1, 0.05]))
-    assert r.state == claims.PASS and r.control and r.key == "w6_update"
-    assert claims.claim_w6_update(rows([0.05, 0.1, 0.2, 0.3])).state == claims.FAIL
+    r = claim_w6_update(rows([0.3, 0.2, 0.1, 0.05]))
+    assert r.state == PASS and r.control and r.key == "w6_update"
+    assert claim_w6_update(rows([0.05, 0.1, 0.2, 0.3])).state == FAIL
     # falls in rank order, but the ends' difference is inside the models' spread: inconclusive
-    assert claims.claim_w6_update(rows([0.30, 0.29, 0.28, 0.27], jitter=0.2)).state == claims.INCONCLUSIVE
+    assert claim_w6_update(rows([0.30, 0.29, 0.28, 0.27], jitter=0.2)).state == INCONCLUSIVE
     assert [x.id for x in claims.page_claims("low_rank", rows([0.3, 0.2, 0.1, 0.05]))] == ["W6", "W6 (update)"]
 
 
@@ -113,11 +147,11 @@ def setting(notebook, lewc_ok=True):
 def test_w9():
     rows = lambda wide, ok=True: frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, wide], depth=4)  # noqa
                                        + setting("b", ok))
-    assert claims.claim_w9(rows(0.14)).state == claims.PASS
-    assert claims.claim_w9(rows(0.2)).state == claims.FAIL
-    assert claims.claim_w9(rows(0.14, ok=False)).state == claims.NA  # biases or BatchNorm: LEWC's scale is off
+    assert claim_w9(rows(0.14)).state == PASS
+    assert claim_w9(rows(0.2)).state == FAIL
+    assert claim_w9(rows(0.14, ok=False)).state == NA  # biases or BatchNorm: LEWC's scale is off
     no_record = frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, 0.14], depth=4))
-    assert claims.claim_w9(no_record).state == claims.NA and "does not record" in claims.claim_w9(no_record).measured
+    assert claim_w9(no_record).state == NA and "does not record" in claim_w9(no_record).measured
 
 
 def _depth_rows(beta, beta_untrained, ok=True, pairs=range(5), jitter=0.01):
@@ -134,38 +168,38 @@ def _depth_rows(beta, beta_untrained, ok=True, pairs=range(5), jitter=0.01):
 
 
 def test_w10_against_the_untrained_baseline():
-    assert claims.claim_w10(_depth_rows(0.9, 0.5)).state == claims.PASS
-    assert claims.claim_w10(_depth_rows(0.9, 0.5)).values["beta"] == pytest.approx(0.9)
-    assert claims.claim_w10(_depth_rows(0.9, 0.5)).values["beta_untrained"] == pytest.approx(0.5)
-    assert claims.claim_w10(_depth_rows(0.6, 0.5)).state == claims.FAIL
-    assert claims.claim_w10(_depth_rows(0.95, 0.9)).state == claims.INCONCLUSIVE  # random networks meet it too
-    assert claims.claim_w10(_depth_rows(0.9, 0.5, ok=False)).state == claims.NA
+    assert claim_w10(_depth_rows(0.9, 0.5)).state == PASS
+    assert claim_w10(_depth_rows(0.9, 0.5)).values["beta"] == pytest.approx(0.9)
+    assert claim_w10(_depth_rows(0.9, 0.5)).values["beta_untrained"] == pytest.approx(0.5)
+    assert claim_w10(_depth_rows(0.6, 0.5)).state == FAIL
+    assert claim_w10(_depth_rows(0.95, 0.9)).state == INCONCLUSIVE  # random networks meet it too
+    assert claim_w10(_depth_rows(0.9, 0.5, ok=False)).state == NA
     # one pair (the quick profile's) or pairs spread across the tolerance's edge: no verdict
-    assert claims.claim_w10(_depth_rows(0.9, 0.5, pairs=range(1))).state == claims.INCONCLUSIVE
-    assert claims.claim_w10(_depth_rows(0.76, 0.3, jitter=0.05)).state == claims.INCONCLUSIVE
+    assert claim_w10(_depth_rows(0.9, 0.5, pairs=range(1))).state == INCONCLUSIVE
+    assert claim_w10(_depth_rows(0.76, 0.3, jitter=0.05)).state == INCONCLUSIVE
 
 
 def test_every_state_has_a_mark_and_a_code():
-    assert set(claims.MARKS) == set(claims.STATE_CODES) == {"pass", "fail", "inconclusive", "n/a"}
+    assert set(MARKS) == set(STATE_CODES) == {"pass", "fail", "inconclusive", "n/a"}
     with pytest.raises(ValueError, match="state"):
-        claims.ClaimResult("W1", "width", "s", "m", "t", "maybe", "p")
+        ClaimResult("W1", "width", "s", "m", "t", "maybe", "p")
 
 
 def test_w11_and_w12_thresholds_over_seeds():
     acc = lambda wide, j: frame("w", by_width("w", "acc_barrier", [0.5, 0.2, 0.05, wide], jitter=j))  # noqa: E731
-    assert claims.claim_w11(acc(0.01, 0.001)).state == claims.PASS  # 1 point
-    assert claims.claim_w11(acc(0.05, 0.001)).state == claims.FAIL
-    assert claims.claim_w11(acc(0.02, 0.005)).state == claims.INCONCLUSIVE
-    assert "points" in claims.claim_w11(acc(0.01, 0.001)).measured
+    assert claim_w11(acc(0.01, 0.001)).state == PASS  # 1 point
+    assert claim_w11(acc(0.05, 0.001)).state == FAIL
+    assert claim_w11(acc(0.02, 0.005)).state == INCONCLUSIVE
+    assert "points" in claim_w11(acc(0.01, 0.001)).measured
     cal = lambda wide: frame("b", by_width("b", "loss_barrier_cal_mid", [1.5, 0.8, 0.3, wide]))  # noqa: E731
-    assert claims.claim_w12(cal(0.05)).state == claims.PASS
-    assert claims.claim_w12(cal(0.3)).state == claims.FAIL
+    assert claim_w12(cal(0.05)).state == PASS
+    assert claim_w12(cal(0.3)).state == FAIL
 
 
 def test_keys_and_order():
-    r = claims.ClaimResult("N1 (50%)", "noise", "s", "m", "t", "pass", "noise_scale")
+    r = ClaimResult("N1 (50%)", "noise", "s", "m", "t", "pass", "noise_scale")
     assert r.key == "n1_50"
-    assert claims.ClaimResult("W1", "width", "s", "m", "t", "pass", "p", regime="long").key == "w1_long"
+    assert ClaimResult("W1", "width", "s", "m", "t", "pass", "p", regime="long").key == "w1_long"
 
 
 def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
@@ -173,10 +207,10 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
                                        "reciprocal_orthogonality", "low_rank", "random_permutation", "lewc_depth",
                                        "llfc_vs_lewc", "mechanism",
                                        "noise_regime", "noise_scale", "noise_components"}
-    rows = [claims.ClaimResult("W2", "width", "s", "m", "t", "inconclusive", "p", regime="short",
+    rows = [ClaimResult("W2", "width", "s", "m", "t", "inconclusive", "p", regime="short",
                                decay_integral=0.04),
-            claims.ClaimResult("W1", "width", "s", "m", "t", "fail", "p", regime="long", decay_integral=0.4),
-            claims.ClaimResult("N4", "noise", "s", "m", "t", "n/a", "p")]
+            ClaimResult("W1", "width", "s", "m", "t", "fail", "p", regime="long", decay_integral=0.4),
+            ClaimResult("N4", "noise", "s", "m", "t", "n/a", "p")]
     long = claims.scoreboard_long(rows)
     schema.validate_results(long, "claims")
     assert claims.state_of(long, "W2", "short") == "inconclusive"
@@ -185,10 +219,10 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     md = claims.scoreboard_markdown(rows)
     assert "*inconclusive*" in md and "*n/a*" in md and "long (D = 0.4)" in md
     assert md.count("after a pilot") == 1 and md.count("after results") == 2 and "before results" not in md
-    assert "| before results |" in claims.scoreboard_markdown([claims.ClaimResult("M1", "width", "s", "m", "t",
+    assert "| before results |" in claims.scoreboard_markdown([ClaimResult("M1", "width", "s", "m", "t",
                                                                                    "pass", "mechanism")])
     # the compact table comes first, its verdict in the second column, the full table after it
-    wordy = claims.ClaimResult("N2 (50%)", "noise", "At fixed S the batch size has no effect on the merging gain at "
+    wordy = ClaimResult("N2 (50%)", "noise", "At fixed S the batch size has no effect on the merging gain at "
                                "all.", "m", "t", "pass", "noise_scale",
                                values={"estimate": 0.0012, "lo": -0.0005, "hi": 0.0029, "threshold": 0.005})
     md = claims.scoreboard_markdown([wordy])
@@ -199,20 +233,20 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
 
 
 def test_threshold_provenance_and_chance_passes():
-    row = lambda cid, state="pass": claims.ClaimResult(cid, "noise", "s", "m", "t", state, "p")  # noqa: E731
+    row = lambda cid, state="pass": ClaimResult(cid, "noise", "s", "m", "t", state, "p")  # noqa: E731
     assert row("W11").fixed_before and row("M6").fixed_before and not row("N3").fixed_before
     assert not row("W1").fixed_before and not row("N1 (50%)").fixed_before
     # N1's test changed after the noise references were read (issue 49): on them it is no longer fixed before
-    n1 = claims.ClaimResult("N1 (50%)", "noise", "s", "m", "t", "pass", "noise_scale", source="noise-scale-mnist1d")
+    n1 = ClaimResult("N1 (50%)", "noise", "s", "m", "t", "pass", "noise_scale", source="noise-scale-mnist1d")
     assert not n1.fixed_before and n1.fixed_when == "after results"
-    n3 = claims.ClaimResult("N3", "noise", "s", "m", "t", "pass", "noise_components", source="noise-components-mnist1d")
+    n3 = ClaimResult("N3", "noise", "s", "m", "t", "pass", "noise_components", source="noise-components-mnist1d")
     assert n3.fixed_before and n3.fixed_when == "before results"
     assert row("W1", "inconclusive").tested and not row("W9", "n/a").tested
     # Binomial(24, 0.05): mean 1.2; P(X <= 2) = 0.884 < 0.95 <= P(X <= 3) = 0.958
-    assert claims.chance_passes(24) == (pytest.approx(1.2), 3)
-    assert claims.chance_passes(0) == (0.0, 0)
+    assert chance_passes(24) == (pytest.approx(1.2), 3)
+    assert chance_passes(0) == (0.0, 0)
     with pytest.raises(ValueError, match="n_tested=-1"):
-        claims.chance_passes(-1)
+        chance_passes(-1)
 
 
 def test_every_test_text_is_formatted_from_its_constants():
@@ -258,13 +292,13 @@ def test_regime_rows_name_their_regime_and_d():
     tr = _regime_frame(lambda d, u: 0.8 - d / u, lambda d, u: 0.3 + 0.1 * np.log2(u) + d)
     longest = schema.at_length(tr, strongest=True)
     assert set(longest["epochs"]) == {600} and set(longest["weight_decay"]) == {3e-3}
-    r = claims.claim_w1(longest, "long", "mechanism")
+    r = claim_w1(longest, "long", "mechanism")
     assert r.passed and r.regime == "long" and r.decay_integral == pytest.approx(3e-3 * 600)
-    assert claims.claim_w1(schema.at_length(tr, 60, strongest=True)).regime == "short"
-    w7 = claims.claim_w7(schema.at_length(tr), "long", "mechanism")
+    assert claim_w1(schema.at_length(tr, 60, strongest=True)).regime == "short"
+    w7 = claim_w7(schema.at_length(tr), "long", "mechanism")
     assert w7.passed and w7.decay_integral == pytest.approx(1.8)  # the strong decay's D
     with pytest.raises(ValueError, match="regime"):
-        claims.claim_w1(longest, "medium")
+        claim_w1(longest, "medium")
 
 
 def test_w6_and_w7_can_disagree_between_regimes():
@@ -272,10 +306,10 @@ def test_w6_and_w7_can_disagree_between_regimes():
     acted = lambda d: d > 1  # noqa: E731
     tr = _regime_frame(lambda d, u: 0.8 - 0.01 * np.log2(u) * acted(d), lambda d, u: 0.5 + 0.01 * np.log2(u)
                        + 0.3 * acted(d))
-    assert not claims.claim_w6(schema.at_length(tr, 60, strongest=True)).passed
-    assert claims.claim_w6(schema.at_length(tr, 600, strongest=True), "long").passed
-    assert not claims.claim_w7(schema.at_length(tr, 60)).passed
-    assert claims.claim_w7(schema.at_length(tr, 600), "long").passed
+    assert not claim_w6(schema.at_length(tr, 60, strongest=True)).passed
+    assert claim_w6(schema.at_length(tr, 600, strongest=True), "long").passed
+    assert not claim_w7(schema.at_length(tr, 60)).passed
+    assert claim_w7(schema.at_length(tr, 600), "long").passed
 
 
 def test_r1_and_r2_pass_and_fail():
@@ -283,16 +317,16 @@ def test_r1_and_r2_pass_and_fail():
     acc_rises = lambda d, u: 0.5 + 0.2 * d  # noqa: E731
     acc_falls = lambda d, u: 0.9 - 0.2 * d  # noqa: E731
     both = _regime_frame(rank_falls, acc_rises)
-    assert claims.claim_r1(both).passed and claims.claim_r2(both).passed
-    assert claims.claim_r1(both).values["units"] == 1024
+    assert claim_r1(both).passed and claim_r2(both).passed
+    assert claim_r1(both).values["units"] == 1024
     low_rank_but_worse = _regime_frame(rank_falls, acc_falls)
-    assert claims.claim_r1(low_rank_but_worse).passed and not claims.claim_r2(low_rank_but_worse).passed
-    assert stats.trend(claims.claim_r2(low_rank_but_worse).values["rho"]) == "falls"
+    assert claim_r1(low_rank_but_worse).passed and not claim_r2(low_rank_but_worse).passed
+    assert stats.trend(claim_r2(low_rank_but_worse).values["rho"]) == "falls"
     no_low_rank = _regime_frame(lambda d, u: 0.8 + 0.01 * d, acc_rises)
-    assert not claims.claim_r1(no_low_rank).passed
+    assert not claim_r1(no_low_rank).passed
     # the trend holds, but with 2 replicates in the end cells their interval cannot decide
     few = _regime_frame(rank_falls, acc_rises, models=2)
-    assert claims.claim_r1(few).state == claims.claim_r2(few).state == claims.INCONCLUSIVE
+    assert claim_r1(few).state == claim_r2(few).state == INCONCLUSIVE
 
 
 def test_too_few_replicates_cannot_fail_a_trend_either():
@@ -301,23 +335,23 @@ def test_too_few_replicates_cannot_fail_a_trend_either():
     zigzag = {0.006: 0.6, 0.06: 0.8, 0.18: 0.4, 1.8: 0.7}  # D → rank: no trend, ends up by 0.1
     rank = lambda d, u: zigzag[round(d, 3)] + (0.0 if u < 1024 else 0.01)  # noqa: E731
     acc = lambda d, u: 0.5  # noqa: E731
-    assert claims.claim_r1(_regime_frame(rank, acc, models=4)).state == claims.INCONCLUSIVE
-    assert claims.claim_r1(_regime_frame(rank, acc, models=5)).state == claims.FAIL  # enough models: it can fail
+    assert claim_r1(_regime_frame(rank, acc, models=4)).state == INCONCLUSIVE
+    assert claim_r1(_regime_frame(rank, acc, models=5)).state == FAIL  # enough models: it can fail
 
 
 def test_an_inconclusive_row_says_what_it_has_too_few_of():
     """The book shows an inconclusive row's shortfall beside its measurement (a referee could not tell why)."""
     rank_falls, acc_rises = (lambda d, u: 0.8 * np.exp(-d)), (lambda d, u: 0.5 + 0.2 * d)  # noqa: E731
-    few = claims.claim_r2(_regime_frame(rank_falls, acc_rises, models=2))
-    assert few.state == claims.INCONCLUSIVE and "too few" not in few.measured
+    few = claim_r2(_regime_frame(rank_falls, acc_rises, models=2))
+    assert few.state == INCONCLUSIVE and "too few" not in few.measured
     assert few.measured_shown == few.measured + "; too few to decide: 2 models (an interval needs 5)"
-    models = claims.claim_r1(_regime_frame(rank_falls, acc_rises, models=1))
+    models = claim_r1(_regime_frame(rank_falls, acc_rises, models=1))
     assert models.measured_shown.endswith("1 model (an interval needs 5)")
-    narrow = claims.claim_w1(frame("w", by_width("w", "acc_merged", [0.3, 0.5, 0.7])), "short")
-    assert narrow.state == claims.INCONCLUSIVE and narrow.measured_shown.endswith("3 widths (a trend needs 4)")
-    enough = claims.claim_r2(_regime_frame(rank_falls, acc_rises))
+    narrow = claim_w1(frame("w", by_width("w", "acc_merged", [0.3, 0.5, 0.7])), "short")
+    assert narrow.state == INCONCLUSIVE and narrow.measured_shown.endswith("3 widths (a trend needs 4)")
+    enough = claim_r2(_regime_frame(rank_falls, acc_rises))
     assert enough.passed and enough.measured_shown == enough.measured  # a decided row adds nothing
-    straddles = claims.ClaimResult("X", "width", "s", "m", "t", claims.INCONCLUSIVE, "p", values={"n": 5})
+    straddles = ClaimResult("X", "width", "s", "m", "t", INCONCLUSIVE, "p", values={"n": 5})
     assert straddles.measured_shown == "m"  # enough pairs: the interval itself is why, and the row shows it
     assert "too few to decide: 2 models" in claims.scoreboard_markdown([few])
 
@@ -325,7 +359,7 @@ def test_an_inconclusive_row_says_what_it_has_too_few_of():
 def test_the_scoreboard_names_the_length_and_width_a_regime_row_reads():
     """W7's short and long cells can share a D: the regime column tells them apart by length and width."""
     tr = _regime_frame(lambda d, u: 0.8, lambda d, u: 0.5, units=(64, 1024), decays=(1e-4, 3e-2))
-    short = claims.claim_w7(schema.at_length(tr, 60), "short", "mechanism")
+    short = claim_w7(schema.at_length(tr, 60), "short", "mechanism")
     assert short.values["epochs"] == 60 and short.values["units"] == 1024
     assert "| short (60 epochs, 1024 units, D = 1.8) |" in claims.scoreboard_markdown([short])
     short.dataset, short.source = "mnist_standin", "mechanism-x"  # the data set as the book names it
@@ -337,7 +371,7 @@ def test_r_claims_use_the_widest_width_trained_at_every_length():
     tr = _regime_frame(lambda d, u: 0.8 * np.exp(-d), lambda d, u: 0.5 + 0.2 * d)
     extra = _regime_frame(lambda d, u: 0.9, lambda d, u: 0.1, units=(4096,), lengths=(60,))
     both = pd.concat([tr, extra], ignore_index=True)
-    assert claims.claim_r1(both).values["units"] == 1024 and claims.claim_r2(both).passed
+    assert claim_r1(both).values["units"] == 1024 and claim_r2(both).passed
 
 
 # -- the stronger W tests (verdicts issue): each gives every verdict on synthetic frames ------------------------
@@ -349,24 +383,24 @@ def five(notebook, metric, values, jitter=0.001, **keys):
 
 def test_w1_needs_the_trend_and_no_fall_over_the_last_step_of_width():
     rows = lambda vals, j=0.001: frame("w", five("w", "acc_merged", vals, j))  # noqa: E731
-    assert claims.claim_w1(rows([0.3, 0.5, 0.7, 0.9])).state == claims.PASS
-    r = claims.claim_w1(rows([0.3, 0.5, 0.9, 0.85]))
-    assert r.state == claims.FAIL and r.values["step"] == pytest.approx(-0.05)
+    assert claim_w1(rows([0.3, 0.5, 0.7, 0.9])).state == PASS
+    r = claim_w1(rows([0.3, 0.5, 0.9, 0.85]))
+    assert r.state == FAIL and r.values["step"] == pytest.approx(-0.05)
     one = frame("w", five("w", "acc_merged", [0.3]))  # one width: no trend, no step
-    assert claims.claim_w1(one).state == claims.INCONCLUSIVE and "n = 0" in claims.claim_w1(one).measured
+    assert claim_w1(one).state == INCONCLUSIVE and "n = 0" in claim_w1(one).measured
     three = frame("w", five("w", "acc_merged", [0.3, 0.5, 0.7]))  # ρ = 1 over 3 widths happens by chance 1 in 6
-    assert claims.claim_w1(three).state == claims.INCONCLUSIVE
-    assert claims.claim_w1(frame("w", five("w", "acc_merged", [0.7, 0.5, 0.3]))).state == claims.FAIL  # a fall
+    assert claim_w1(three).state == INCONCLUSIVE
+    assert claim_w1(frame("w", five("w", "acc_merged", [0.7, 0.5, 0.3]))).state == FAIL  # a fall
 
 
 def test_w1_fails_on_a_significant_fall_at_the_widest_width_even_with_a_strong_trend():
     units = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
     rows = [{"metric": "acc_merged", "value": (0.3 + 0.07 * i if u < 8192 else 0.8) + 0.001 * (p - 2), "pair": p,
              "hidden_units": u} for i, u in enumerate(units) for p in range(5)]  # 0.86 at 4096 units, then 0.8
-    r = claims.claim_w1(frame("w", rows))
-    assert r.values["rho"] >= claims.RHO_MIN and r.state == claims.FAIL
+    r = claim_w1(frame("w", rows))
+    assert r.values["rho"] >= RHO_MIN and r.state == FAIL
     wide = [dict(x, value=x["value"] + (0.2 * (x["pair"] - 2) if x["hidden_units"] >= 4096 else 0)) for x in rows]
-    assert claims.claim_w1(frame("w", wide)).state == claims.PASS  # the same fall, within a wide interval
+    assert claim_w1(frame("w", wide)).state == PASS  # the same fall, within a wide interval
 
 
 def test_w5_needs_the_trend_and_a_small_ratio_at_the_widest_width():
@@ -374,21 +408,21 @@ def test_w5_needs_the_trend_and_a_small_ratio_at_the_widest_width():
         return frame("o", [r for layer in (2, 3, 4)
                            for r in five("o", "orth_ratio", vals, j, lam=0.5, layer=layer, method="trained")])
 
-    assert claims.claim_w5(rows([0.9, 0.7, 0.5, 0.1])).state == claims.PASS
-    assert claims.claim_w5(rows([0.9, 0.7, 0.5, 0.41])).state == claims.FAIL  # falls, but stays far from 0
-    assert claims.claim_w5(rows([0.9, 0.9, 0.9, 0.1])).state == claims.FAIL  # no trend (ρ = −0.77)
-    assert claims.claim_w5(rows([0.9, 0.7, 0.5, 0.2], j=0.05)).state == claims.INCONCLUSIVE  # straddles 0.2
+    assert claim_w5(rows([0.9, 0.7, 0.5, 0.1])).state == PASS
+    assert claim_w5(rows([0.9, 0.7, 0.5, 0.41])).state == FAIL  # falls, but stays far from 0
+    assert claim_w5(rows([0.9, 0.9, 0.9, 0.1])).state == FAIL  # no trend (ρ = −0.77)
+    assert claim_w5(rows([0.9, 0.7, 0.5, 0.2], j=0.05)).state == INCONCLUSIVE  # straddles 0.2
 
 
 def test_w9_needs_the_prediction_at_the_widest_width_and_not_at_the_narrowest():
     def rows(narrow, wide, j=0.001, ok=True):
         return frame("b", five("b", "logit_norm_ratio", [narrow, 0.2, 0.16, wide], j, depth=4) + setting("b", ok))
 
-    assert claims.claim_w9(rows(0.25, 0.125)).state == claims.PASS  # exact at the widest, 100% off at the narrowest
-    assert claims.claim_w9(rows(0.25, 0.2)).state == claims.FAIL  # 60% off at the widest
-    assert claims.claim_w9(rows(0.125, 0.13)).state == claims.FAIL  # closer at the narrowest: not specific
-    assert claims.claim_w9(rows(0.25, 0.156, j=0.02)).state == claims.INCONCLUSIVE  # straddles 25%
-    assert claims.claim_w9(rows(0.25, 0.125, ok=False)).state == claims.NA
+    assert claim_w9(rows(0.25, 0.125)).state == PASS  # exact at the widest, 100% off at the narrowest
+    assert claim_w9(rows(0.25, 0.2)).state == FAIL  # 60% off at the widest
+    assert claim_w9(rows(0.125, 0.13)).state == FAIL  # closer at the narrowest: not specific
+    assert claim_w9(rows(0.25, 0.156, j=0.02)).state == INCONCLUSIVE  # straddles 25%
+    assert claim_w9(rows(0.25, 0.125, ok=False)).state == NA
 
 
 def test_w14_against_the_untrained_pair_and_in_absolute_terms():
@@ -399,10 +433,10 @@ def test_w14_against_the_untrained_pair_and_in_absolute_terms():
             out += five("o", "orth_ratio", [0.9] * 4, 0.0, lam=0.5, layer=layer, method="untrained")
         return frame("o", out)
 
-    assert claims.claim_w14(rows(0.1)).state == claims.PASS
-    assert claims.claim_w14(rows(0.6)).state == claims.FAIL
-    assert claims.claim_w14(rows(0.3)).state == claims.FAIL  # a third of the untrained pair's, but 0.3 > 0.2
-    assert claims.claim_w14(rows(0.2, j=0.05)).state == claims.INCONCLUSIVE
+    assert claim_w14(rows(0.1)).state == PASS
+    assert claim_w14(rows(0.6)).state == FAIL
+    assert claim_w14(rows(0.3)).state == FAIL  # a third of the untrained pair's, but 0.3 > 0.2
+    assert claim_w14(rows(0.2, j=0.05)).state == INCONCLUSIVE
 
 
 def test_w15_is_the_crossover_after_weight_matching():
@@ -415,10 +449,10 @@ def test_w15_is_the_crossover_after_weight_matching():
                 out += five("l", "llfc_rel_err", [0.3 + g] * 4, j, lam=0.25, layer=layer, method=method)
         return frame("l", out)
 
-    assert claims.claim_w15(rows(0.45, -0.23)).state == claims.PASS  # the book's 0.25 v 0.71, then 0.47 v 0.23
-    assert claims.claim_w15(rows(0.45, 0.2)).state == claims.FAIL  # LEWC still better after matching
-    assert claims.claim_w15(rows(-0.1, -0.23)).state == claims.FAIL  # LLFC better even unpermuted
-    assert claims.claim_w15(rows(0.45, 0.0, j=0.02)).state == claims.INCONCLUSIVE
+    assert claim_w15(rows(0.45, -0.23)).state == PASS  # the book's 0.25 v 0.71, then 0.47 v 0.23
+    assert claim_w15(rows(0.45, 0.2)).state == FAIL  # LEWC still better after matching
+    assert claim_w15(rows(-0.1, -0.23)).state == FAIL  # LLFC better even unpermuted
+    assert claim_w15(rows(0.45, 0.0, j=0.02)).state == INCONCLUSIVE
 
 
 def test_w2_w3_w4_read_intervals_over_pairs_at_the_widest_width():
@@ -426,9 +460,9 @@ def test_w2_w3_w4_read_intervals_over_pairs_at_the_widest_width():
     def w2(cal_wide, j=0.001):
         return frame("b", five("b", "loss_barrier_mid", [2, 1.5, 1.2, 1.0], 0.0)
                      + five("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, cal_wide], j))
-    assert claims.claim_w2(w2(0.1)).state == claims.PASS
-    assert claims.claim_w2(w2(0.35)).state == claims.FAIL  # 0.35 of the raw barrier
-    assert claims.claim_w2(w2(0.25, j=0.05)).state == claims.INCONCLUSIVE
+    assert claim_w2(w2(0.1)).state == PASS
+    assert claim_w2(w2(0.35)).state == FAIL  # 0.35 of the raw barrier
+    assert claim_w2(w2(0.25, j=0.05)).state == INCONCLUSIVE
     # W3: below the same pair's untrained error
     def w3(trained_wide, j=0.001):
         rows = []
@@ -437,10 +471,10 @@ def test_w2_w3_w4_read_intervals_over_pairs_at_the_widest_width():
                          method="trained")
             rows += five("lewc", "lewc_rel_err", [0.8] * 4, 0.0, lam=0.5, layer=layer, method="untrained")
         return frame("lewc", rows)
-    assert claims.claim_w3(w3(0.4)).state == claims.PASS
-    assert claims.claim_w3(w3(0.85)).state == claims.FAIL  # no trend, and above the untrained pair's
-    assert claims.claim_w3(w3(0.65)).state == claims.PASS
-    assert claims.claim_w3(w3(0.6, j=0.2)).state == claims.INCONCLUSIVE  # the interval straddles the baseline
+    assert claim_w3(w3(0.4)).state == PASS
+    assert claim_w3(w3(0.85)).state == FAIL  # no trend, and above the untrained pair's
+    assert claim_w3(w3(0.65)).state == PASS
+    assert claim_w3(w3(0.6, j=0.2)).state == INCONCLUSIVE  # the interval straddles the baseline
     # W4: below the Gaussian baseline
     def w4(err_wide, j=0.001):
         rows = []
@@ -449,9 +483,9 @@ def test_w2_w3_w4_read_intervals_over_pairs_at_the_widest_width():
                          method="trained")
             rows += five("a", "baseline_additivity_rel_err", [0.37] * 4, 0.0, lam=0.5, layer=layer, method="trained")
         return frame("a", rows)
-    assert claims.claim_w4(w4(0.2)).state == claims.PASS
-    assert claims.claim_w4(w4(0.38)).state == claims.FAIL  # falls, but not below the baseline
-    assert claims.claim_w4(w4(0.36, j=0.1)).state == claims.INCONCLUSIVE
+    assert claim_w4(w4(0.2)).state == PASS
+    assert claim_w4(w4(0.38)).state == FAIL  # falls, but not below the baseline
+    assert claim_w4(w4(0.36, j=0.1)).state == INCONCLUSIVE
 
 
 def test_width_rows_decide_only_with_min_pairs_in_the_cells_they_read():
@@ -459,19 +493,19 @@ def test_width_rows_decide_only_with_min_pairs_in_the_cells_they_read():
     no row reads): a 2-value interval is no more than their range."""
     def build(fn, n):
         seeds = range(n)
-        if fn is claims.claim_w1:
+        if fn is claim_w1:
             return frame("w", by_width("w", "acc_merged", [0.3, 0.5, 0.7, 0.9], seeds=seeds))
-        if fn is claims.claim_w2:
+        if fn is claim_w2:
             return frame("b", by_width("b", "loss_barrier_mid", [2, 1.5, 1.2, 1.2], seeds=seeds)
                          + by_width("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, 0.1], seeds=seeds))
-        if fn is claims.claim_w7:
+        if fn is claim_w7:
             return _decay_arm(0.9, 0.7, pairs=n)
         return frame("b", by_width("b", "logit_norm_ratio", [0.25, 0.2, 0.16, 0.125], depth=4, seeds=seeds)
                      + setting("b"))
 
-    for fn in (claims.claim_w1, claims.claim_w2, claims.claim_w7, claims.claim_w9):
-        assert fn(build(fn, claims.MIN_PAIRS)).state == claims.PASS, fn.__name__
-        assert fn(build(fn, 2)).state == claims.INCONCLUSIVE, fn.__name__
+    for fn in (claim_w1, claim_w2, claim_w7, claim_w9):
+        assert fn(build(fn, claims.thresholds.MIN_PAIRS)).state == PASS, fn.__name__
+        assert fn(build(fn, 2)).state == INCONCLUSIVE, fn.__name__
 
 
 def test_the_claims_page_opens_with_its_table():
@@ -515,16 +549,16 @@ def _decay_arm(strong_wide, weak_wide, shrink=0.01, jitter=0.001, pairs=5, stron
 
 
 def test_w7_reads_the_widest_width_where_weight_decay_has_acted():
-    assert claims.claim_w7(_decay_arm(0.9, 0.7)).state == claims.PASS
-    r = claims.claim_w7(_decay_arm(0.7, 0.934))  # the book's decay arm: strong − weak = −23.4 points
-    assert r.state == claims.FAIL and r.values["estimate"] == pytest.approx(-0.234)
+    assert claim_w7(_decay_arm(0.9, 0.7)).state == PASS
+    r = claim_w7(_decay_arm(0.7, 0.934))  # the book's decay arm: strong − weak = −23.4 points
+    assert r.state == FAIL and r.values["estimate"] == pytest.approx(-0.234)
     assert r.decay_integral == pytest.approx(-np.log(0.01) / 10) and r.page == "mechanism"
-    assert claims.claim_w7(_decay_arm(0.9, 0.895, jitter=0.02)).state == claims.INCONCLUSIVE
-    idle = claims.claim_w7(_decay_arm(0.9, 0.7, shrink=0.6))  # D = 0.05: weight decay has not acted
-    assert idle.state == claims.NA and "has not acted" in idle.measured
+    assert claim_w7(_decay_arm(0.9, 0.895, jitter=0.02)).state == INCONCLUSIVE
+    idle = claim_w7(_decay_arm(0.9, 0.7, shrink=0.6))  # D = 0.05: weight decay has not acted
+    assert idle.state == NA and "has not acted" in idle.measured
     # the strongest decay stops at 256 units; a middle one that has acted reaches 1024: W7 reads 1024 units
-    mid = claims.claim_w7(_decay_arm(0.9, 0.7, strong_units=UNITS[:3], extra=[(1e-2, 0.05, 0.6, UNITS)]))
-    assert mid.values["units"] == 1024 and mid.state == claims.FAIL and "weight decay 0.01" in mid.measured
+    mid = claim_w7(_decay_arm(0.9, 0.7, strong_units=UNITS[:3], extra=[(1e-2, 0.05, 0.6, UNITS)]))
+    assert mid.values["units"] == 1024 and mid.state == FAIL and "weight decay 0.01" in mid.measured
     # the width effect's slope is shown beside the level, never tested: here merged accuracy rises with width
     # under the weak weight decay and not under the strong one, a slope the level test alone would not show
     def rising(wd, u):
@@ -533,20 +567,20 @@ def test_w7_reads_the_widest_width_where_weight_decay_has_acted():
     arm.loc[arm["metric"] == "acc_merged", "value"] = [rising(w, u) for w, u in
                                                       arm.loc[arm["metric"] == "acc_merged",
                                                               ["weight_decay", "hidden_units"]].to_numpy()]
-    sloped = claims.claim_w7(arm)
+    sloped = claim_w7(arm)
     assert sloped.values["slope_weak"] == pytest.approx(0.4) and sloped.values["slope_strong"] == pytest.approx(0.0)
     assert f"from {UNITS[0]} to {UNITS[-1]} units, plain merged accuracy changes by +0.400" in sloped.measured
     assert "5 pairs at 16 units and 5 at 1024 in each cell" in sloped.measured and "left out" not in sloped.measured
-    assert sloped.state == claims.FAIL  # the verdict reads the level at the widest width only
-    assert "changes by" not in claims.claim_w7(_decay_arm(0.7, 0.934, strong_units=UNITS[-1:])).measured
+    assert sloped.state == FAIL  # the verdict reads the level at the widest width only
+    assert "changes by" not in claim_w7(_decay_arm(0.7, 0.934, strong_units=UNITS[-1:])).measured
     # a narrow end whose endpoints did not train (the convergence rule) is left out, and the text says why
     skip = _decay_arm(0.7, 0.9, unfit={(3e-2, UNITS[0])})
     skip.loc[skip["metric"] == "acc_merged", "value"] = arm.loc[arm["metric"] == "acc_merged", "value"].to_numpy()
-    moved = claims.claim_w7(skip)
+    moved = claim_w7(skip)
     assert moved.values["slope_from"] == UNITS[1] and f"from {UNITS[1]} to {UNITS[-1]} units" in moved.measured
     assert (f"left out: weight decay 0.03: an endpoint at {UNITS[0]} units reached training accuracy 0.900"
             in moved.measured)
-    dead = claims.claim_w7(_decay_arm(0.7, 0.9, unfit={(3e-2, u) for u in UNITS[:-1]}))
+    dead = claim_w7(_decay_arm(0.7, 0.9, unfit={(3e-2, u) for u in UNITS[:-1]}))
     assert "slope_weak" not in dead.values and "no narrower width where both cells' endpoints met" in dead.measured
 
 
@@ -566,12 +600,12 @@ def _perm(gain, jitter=0.001, matched=True):
 
 
 def test_w8_reads_pairs_and_a_null_that_can_fail():
-    r = claims.claim_w8(_perm(0.0))
-    assert r.state == claims.PASS and r.control and r.block == claims.BOOK
+    r = claim_w8(_perm(0.0))
+    assert r.state == PASS and r.control and r.block == BOOK
     assert r.values["unpermuted"] == pytest.approx(0.02) and "over 5 pairs" in r.measured
-    assert claims.claim_w8(_perm(0.057)).state == claims.FAIL  # the book's 5.7 points: the permutation matters
-    assert claims.claim_w8(_perm(0.01, jitter=0.005)).state == claims.INCONCLUSIVE  # straddles 1 point
-    assert claims.claim_w8(_perm(0.0, matched=False)).state == claims.NA
+    assert claim_w8(_perm(0.057)).state == FAIL  # the book's 5.7 points: the permutation matters
+    assert claim_w8(_perm(0.01, jitter=0.005)).state == INCONCLUSIVE  # straddles 1 point
+    assert claim_w8(_perm(0.0, matched=False)).state == NA
 
 
 def _cosines(lewc_cos, llfc_cos, untrained=0.87, lams=(0.25, 0.75), jitter=0.001, ok=True):
@@ -588,34 +622,34 @@ def _cosines(lewc_cos, llfc_cos, untrained=0.87, lams=(0.25, 0.75), jitter=0.001
 
 
 def test_w13_reads_the_lams_where_lewc_and_llfc_differ():
-    r = claims.claim_w13(_cosines(0.98, 0.97))
-    assert r.state == claims.PASS and "λ = 0.25, 0.75" in r.measured
+    r = claim_w13(_cosines(0.98, 0.97))
+    assert r.state == PASS and "λ = 0.25, 0.75" in r.measured
     assert r.values["over_llfc"] == pytest.approx(0.01)
-    assert claims.claim_w13(_cosines(0.94, 0.93)).state == claims.FAIL  # below 0.95
-    assert claims.claim_w13(_cosines(0.98, 0.99)).state == claims.FAIL  # LLFC predicts better
-    assert claims.claim_w13(_cosines(0.98, 0.97, untrained=0.985)).state == claims.FAIL  # untrained pairs do as well
-    assert claims.claim_w13(_cosines(0.95, 0.94, jitter=0.02)).state == claims.INCONCLUSIVE  # straddles 0.95
-    assert claims.claim_w13(_cosines(0.98, 0.97, lams=(0.25,))).state == claims.PASS  # ¼ alone: what the book records
-    only_half = claims.claim_w13(_cosines(0.98, 0.97, lams=()))
-    assert only_half.state == claims.NA and "no λ" in only_half.measured
-    assert claims.claim_w13(_cosines(0.98, 0.97, ok=False)).state == claims.NA
+    assert claim_w13(_cosines(0.94, 0.93)).state == FAIL  # below 0.95
+    assert claim_w13(_cosines(0.98, 0.99)).state == FAIL  # LLFC predicts better
+    assert claim_w13(_cosines(0.98, 0.97, untrained=0.985)).state == FAIL  # untrained pairs do as well
+    assert claim_w13(_cosines(0.95, 0.94, jitter=0.02)).state == INCONCLUSIVE  # straddles 0.95
+    assert claim_w13(_cosines(0.98, 0.97, lams=(0.25,))).state == PASS  # ¼ alone: what the book records
+    only_half = claim_w13(_cosines(0.98, 0.97, lams=()))
+    assert only_half.state == NA and "no λ" in only_half.measured
+    assert claim_w13(_cosines(0.98, 0.97, ok=False)).state == NA
 
 
 def test_w2_says_it_reads_the_relative_fall_and_w6_update_is_a_diagnostic():
     raw = five("b", "loss_barrier_mid", [2, 1.5, 1.2, 1.0], 0.0)
-    r = claims.claim_w2(frame("b", raw + five("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, 0.19], 0.001)))
-    assert r.state == claims.PASS and "relative fall" in r.statement and "W12" in r.statement  # 0.19 of the raw
+    r = claim_w2(frame("b", raw + five("b", "loss_barrier_cal_mid", [1.8, 0.9, 0.4, 0.19], 0.001)))
+    assert r.state == PASS and "relative fall" in r.statement and "W12" in r.statement  # 0.19 of the raw
     assert r.numbers == pytest.approx({"estimate": 0.19, "lo": 0.19, "hi": 0.19, "threshold": 0.25}, abs=2e-3)
     assert r.fixed_when == "after results"
     rank = frame("r", [x for layer in (1, 2, 3, 4)
                        for x in by_width("r", "delta_rel_stable_rank", [0.3, 0.2, 0.1, 0.05], seeds=range(10),
                                          replicate="seed", layer=layer)])
-    upd = claims.claim_w6_update(rank)
-    assert upd.diagnostic and upd.block == claims.DIAGNOSTIC and not upd.can_fail and upd.tested
+    upd = claim_w6_update(rank)
+    assert upd.diagnostic and upd.block == DIAGNOSTIC and not upd.can_fail and upd.tested
 
 
 def test_ties_in_d_are_one_value_of_d():
-    got = claims.ties([0.840, 0.841, 2.522, 2.520, 0.0084, 0.85])
+    got = claims.verdicts.ties([0.840, 0.841, 2.522, 2.520, 0.0084, 0.85])
     assert got.tolist() == [0.840, 0.840, 2.520, 2.520, 0.0084, 0.85]
     # six cells, two couples of equal D whose ranks are swapped by noise: without ties ρ = −0.886, no trend
     cells = {(60, 1e-4): 0.006, (600, 1e-4): 0.06, (200, 3e-3): 0.6, (60, 1e-2): 0.6006, (600, 3e-3): 1.8,
@@ -629,13 +663,13 @@ def test_ties_in_d_are_one_value_of_d():
             rows += [{"metric": "rel_effective_rank", "value": (rank[d] if layer in (2, 3) else 0.5) + 1e-4 * s,
                       "layer": layer, "method": "trained", **keys} for layer in (1, 2, 3, 4)]
     assert stats.spearman(list(rank), list(rank.values())) == pytest.approx(-0.886, abs=1e-3)
-    r = claims.claim_r1(frame("mechanism", rows))
-    assert r.state == claims.PASS and r.values["rho"] == pytest.approx(-1.0)
+    r = claim_r1(frame("mechanism", rows))
+    assert r.state == PASS and r.values["rho"] == pytest.approx(-1.0)
     assert "over 4 values of D (2 shared by cells of equal D)" in r.measured and r.fixed_when == "after results"
 
 
 def _result(cid, state, **kw):
-    return claims.ClaimResult(cid, "noise" if cid.startswith("N") else "width", "s", "m", "t", state, "p", **kw)
+    return ClaimResult(cid, "noise" if cid.startswith("N") else "width", "s", "m", "t", state, "p", **kw)
 
 
 def test_scoreboard_counts_the_papers_claims_and_the_books_own_rows_apart():
@@ -643,15 +677,15 @@ def test_scoreboard_counts_the_papers_claims_and_the_books_own_rows_apart():
             _result("M1", "pass"), _result("M2", "pass"), _result("M4", "fail"), _result("W10", "inconclusive"),
             _result("W8", "pass", control=True), _result("W9", "n/a"),
             _result("W6 (update)", "pass", control=True, diagnostic=True, regime="short")]
-    assert [r.block for r in rows] == [claims.PAPER] * 3 + [claims.BOOK] * 4 + [claims.PAPER, claims.DIAGNOSTIC]
+    assert [r.block for r in rows] == [PAPER] * 3 + [BOOK] * 4 + [PAPER, DIAGNOSTIC]
     counts = claims.block_counts(rows)
-    assert set(counts) == {claims.PAPER, claims.BOOK}  # the diagnostic is in neither count
-    paper, book = counts[claims.PAPER], counts[claims.BOOK]
+    assert set(counts) == {PAPER, BOOK}  # the diagnostic is in neither count
+    paper, book = counts[PAPER], counts[BOOK]
     assert (paper["rows"], paper["pass"], paper["fail"], paper["na"], paper["can_fail"]) == (4, 2, 1, 1, 3)
     assert (book["rows"], book["pass"], book["fail"], book["inconclusive"], book["can_fail"]) == (4, 2, 1, 1, 4)
     assert (paper["fixed_before"], paper["fixed_before_pass"]) == (2, 1)  # W11 ✗ and M1 ✓
     assert (book["fixed_before"], book["fixed_before_pass"]) == (0, 0)  # M2 and M4 no longer count as fixed before
-    assert (paper["chance_expected"], paper["chance_upper"]) == (pytest.approx(0.15), claims.chance_passes(3)[1])
+    assert (paper["chance_expected"], paper["chance_upper"]) == (pytest.approx(0.15), chance_passes(3)[1])
     md = claims.scoreboard_markdown(rows)
     assert md.index("The papers' claims") < md.index("The book's own") < md.index("Diagnostics")
     assert md.count("| claim | data |") == 3 and "W8 (control)" in md
@@ -678,17 +712,17 @@ def test_claims_csv_carries_each_rows_numbers():
     assert np.isnan(table.loc["W10", "lo"]) and table.loc["W10", "threshold"] == 0.25
     assert table.loc["N4", ["estimate", "lo", "hi", "threshold"]].isna().all()
     assert table.loc["N4", "source"] == "noise-components-mnist1d" and table.loc["W11", "regime"] == "short"
-    assert table.loc["W11", "state"] == "fail" and table.loc["W10", "block"] == claims.BOOK
+    assert table.loc["W11", "state"] == "fail" and table.loc["W10", "block"] == BOOK
 
 
 def test_every_changed_row_gives_its_numbers_and_is_marked_after_results():
-    assert claims.claim_w7(_decay_arm(0.9, 0.7)).numbers["threshold"] == 0.0
-    r = claims.claim_w8(_perm(0.057))
+    assert claim_w7(_decay_arm(0.9, 0.7)).numbers["threshold"] == 0.0
+    r = claim_w8(_perm(0.057))
     assert r.numbers == pytest.approx({"estimate": 0.057, "lo": 0.056, "hi": 0.058, "threshold": 0.01}, abs=1e-3)
-    assert claims.claim_w13(_cosines(0.98, 0.97)).numbers["threshold"] == claims.LEWC_COS_MIN
+    assert claim_w13(_cosines(0.98, 0.97)).numbers["threshold"] == LEWC_COS_MIN
     for cid in ("W2", "W6 (update)", "W7", "W8", "W13", "R1", "R2", "M2", "M3", "M4", "M5"):
         assert _result(cid, "pass").fixed_when == "after results", cid
-    assert not (claims.CHANGED_AFTER_RESULTS & claims.FIXED_BEFORE)
+    assert not (CHANGED_AFTER_RESULTS & FIXED_BEFORE)
 
 
 def test_the_closest_approach_to_the_papers_barrier():
@@ -702,16 +736,16 @@ def test_the_closest_approach_to_the_papers_barrier():
     mech = pd.concat([cells("mechanism", {1024: 0.012}, method="none", init=1.0),
                       cells("mechanism", {1024: 0.005}, method="weight_matching", init=1.0),  # not a plain merge
                       cells("mechanism", {1024: 0.009}, method="none", init=0.25)], ignore_index=True)
-    best = claims.closest_barrier({"digits (this build)": width, "MNIST (reference)": mech})
+    best = closest_barrier({"digits (this build)": width, "MNIST (reference)": mech})
     assert best["cells"] == 4 and best["barrier"] == pytest.approx(0.009)
-    assert best["distance"] == pytest.approx(0.009 - claims.PAPER_MLP_ACC_BARRIER)
+    assert best["distance"] == pytest.approx(0.009 - PAPER_MLP_ACC_BARRIER)
     assert best["setting"] == ("MNIST (reference): 1024 hidden units, 60 epochs at weight decay 0.0001, initial "
                                "weights ×0.25")
     assert best["pairs"] == 5 and (best["lo"], best["hi"]) == pytest.approx((0.008, 0.010), abs=5e-4)
     one_pair = frame("mechanism", [{"metric": "acc_barrier", "value": 0.005, "pair": 0, "hidden_units": 2048,
                                     "epochs": 60, "weight_decay": 1e-4}])  # exact, but no interval: not read
-    assert claims.closest_barrier({"a": width, "b": mech, "c": one_pair})["barrier"] == pytest.approx(0.009)
-    assert claims.closest_barrier({}) is None and claims.closest_barrier({"c": one_pair}) is None
+    assert closest_barrier({"a": width, "b": mech, "c": one_pair})["barrier"] == pytest.approx(0.009)
+    assert closest_barrier({}) is None and closest_barrier({"c": one_pair}) is None
     assert np.isnan(best["weight_left"]) and best["acted_cells"] == 0 and "acted_barrier" not in best
 
 
@@ -724,7 +758,7 @@ def test_the_closest_barrier_says_how_far_weight_decay_had_acted_and_the_smalles
                 for p in range(5) for m, v in (("acc_barrier", barrier + 0.001 * (p - 2)), ("decay_shrinkage", left),
                                                ("decay_integral", -np.log(left)))]
     mech = frame("mechanism", cell(1e-4, 0.02, 0.92) + cell(3e-3, 0.069, 0.078) + cell(3e-2, 0.12, 0.001))
-    best = claims.closest_barrier({"stand-in": mech})
+    best = closest_barrier({"stand-in": mech})
     assert best["barrier"] == pytest.approx(0.02) and best["weight_left"] == pytest.approx(0.92)
     assert best["D"] == pytest.approx(-np.log(0.92))
     assert best["acted_cells"] == 2 and best["acted_barrier"] == pytest.approx(0.069)
@@ -734,9 +768,9 @@ def test_the_closest_barrier_says_how_far_weight_decay_had_acted_and_the_smalles
 def test_the_landing_page_reads_w8_from_the_scoreboard():
     from lmcbook.pages.overview import w8_numbers
 
-    row = claims.ClaimResult("W8", "width", "s", "m", "t", claims.FAIL, "random_permutation", control=True,
+    row = ClaimResult("W8", "width", "s", "m", "t", FAIL, "random_permutation", control=True,
                              values={"estimate": 0.057, "lo": 0.051, "hi": 0.062, "threshold": 0.01}, regime="short")
     state, numbers = w8_numbers(claims.scoreboard_long([row]))
-    assert state == claims.FAIL
+    assert state == FAIL
     assert numbers == pytest.approx({"w8_gap": 5.7, "w8_lo": 5.1, "w8_hi": 6.2, "w8_tol": 1.0,
                                      "w8_drop": -5.7, "w8_drop_lo": -6.2, "w8_drop_hi": -5.1})

@@ -5,6 +5,22 @@ import pandas as pd
 import pytest
 
 from lmcbook import claims, stats
+from lmcbook.claims.thresholds import (
+    COLLAPSE_RATIO_MAX,
+    CONVERGED_TRAIN_ACC,
+    D_TIE_RTOL,
+    DECAY_ACTED_MAX,
+    DECAY_IDLE_MIN,
+    LLFC_MATCHED_MAX,
+    MIN_ACC_EFFECT,
+    MIN_PAIRS,
+    NOISE_CONVERGED_TRAIN_ACC,
+    NOISE_FAILED_TRAIN_ACC,
+    NOISE_MIN_CELLS,
+    NOISE_MIN_EFFECT,
+    NOISE_RULE_THRESHOLDS,
+    ORTH_FALL_MIN,
+)
 
 
 def test_quadratic_fit_recovers_a_planted_parabola():
@@ -59,25 +75,25 @@ def test_spearman_is_exact_at_a_threshold():
 def test_methods_page_states_the_rules_the_claims_apply():
     """book/methods.md is not executed, so its thresholds are typed: they must be the ones claims.py applies."""
     text = " ".join((Path(__file__).resolve().parents[1] / "book" / "methods.md").read_text().split())
-    for phrase in (f"would leave at most {claims.DECAY_ACTED_MAX:.0%} of a weight",
-                   f"(`decay_shrinkage` ≤ {claims.DECAY_ACTED_MAX:g})",
-                   f"would leave at least {'half' if claims.DECAY_IDLE_MIN == 0.5 else f'{claims.DECAY_IDLE_MIN:.0%}'}",
-                   f"reached at least {claims.CONVERGED_TRAIN_ACC:.0%} training accuracy",
+    for phrase in (f"would leave at most {DECAY_ACTED_MAX:.0%} of a weight",
+                   f"(`decay_shrinkage` ≤ {DECAY_ACTED_MAX:g})",
+                   f"would leave at least {'half' if DECAY_IDLE_MIN == 0.5 else f'{DECAY_IDLE_MIN:.0%}'}",
+                   f"reached at least {CONVERGED_TRAIN_ACC:.0%} training accuracy",
                    f"read a {stats.CONFIDENCE:.0%} percentile-bootstrap interval",
-                   f"has at least {claims.MIN_PAIRS} pairs",
-                   f"ended below {claims.NOISE_FAILED_TRAIN_ACC:g} training accuracy (twice the chance",
-                   f"the weaker child at {claims.NOISE_CONVERGED_TRAIN_ACC:g} or more",
-                   "verdict at the rule, at {:g}, {:g} and {:g}, and at {:g}".format(*claims.NOISE_RULE_THRESHOLDS[1:]),
-                   f"{'half a point' if claims.NOISE_MIN_EFFECT == 0.005 else claims.NOISE_MIN_EFFECT} of test "
+                   f"has at least {MIN_PAIRS} pairs",
+                   f"ended below {NOISE_FAILED_TRAIN_ACC:g} training accuracy (twice the chance",
+                   f"the weaker child at {NOISE_CONVERGED_TRAIN_ACC:g} or more",
+                   "verdict at the rule, at {:g}, {:g} and {:g}, and at {:g}".format(*NOISE_RULE_THRESHOLDS[1:]),
+                   f"{'half a point' if NOISE_MIN_EFFECT == 0.005 else NOISE_MIN_EFFECT} of test "
                    "accuracy",
-                   f"over at least {claims.MIN_PAIRS} pairs in every cell they read",
-                   f"at least {claims.NOISE_MIN_CELLS} cells, over at least 3 values of",
-                   f"at most {'half' if claims.COLLAPSE_RATIO_MAX == 0.5 else claims.COLLAPSE_RATIO_MAX} that",
+                   f"over at least {MIN_PAIRS} pairs in every cell they read",
+                   f"at least {NOISE_MIN_CELLS} cells, over at least 3 values of",
+                   f"at most {'half' if COLLAPSE_RATIO_MAX == 0.5 else COLLAPSE_RATIO_MAX} that",
                    "decays must lie within ± the minimum effect (half a point)",
-                   f"change in plain merged accuracy of more than {100 * claims.MIN_ACC_EFFECT:g} points",
-                   f"orthogonality ratio of more than {claims.ORTH_FALL_MIN:g}",
-                   f"differ by less than {claims.D_TIE_RTOL:.1%} are one value",
-                   f"relative error after matching at the largest $D$ at most {claims.LLFC_MATCHED_MAX:g}"):
+                   f"change in plain merged accuracy of more than {100 * MIN_ACC_EFFECT:g} points",
+                   f"orthogonality ratio of more than {ORTH_FALL_MIN:g}",
+                   f"differ by less than {D_TIE_RTOL:.1%} are one value",
+                   f"relative error after matching at the largest $D$ at most {LLFC_MATCHED_MAX:g}"):
         assert phrase in text, f"book/methods.md does not say {phrase!r}"
     from lmcbook.studies import NoiseStudy, resolve
 

@@ -383,12 +383,12 @@ def test_a_checkpoint_is_keyed_by_the_training_modules_alone(tmp_path, monkeypat
     pkg = tmp_path / "lmcbook"
     (pkg / "claims").mkdir(parents=True)
     (pkg / "tools").mkdir()
-    for name in (*provenance.TRAINING_MODULES, "tools/bench.py", "merge.py", "claims/board.py"):
+    for name in (*provenance.TRAINING_MODULES, "tools/bench.py", "merge.py", "claims/__init__.py"):
         (pkg / name).write_text(f"# {name}\n")
     monkeypatch.setattr(provenance, "PACKAGE_DIR", pkg)
     train_hash = provenance.training_source_hash.__wrapped__
     before = train_hash()
-    for name in ("tools/bench.py", "merge.py", "claims/board.py"):
+    for name in ("tools/bench.py", "merge.py", "claims/__init__.py"):
         (pkg / name).write_text("changed = True\n")
         assert train_hash() == before, name
     for name in provenance.TRAINING_MODULES:

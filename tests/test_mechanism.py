@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from lmcbook import claims, data, experiments, reference, schema, sweep
+from lmcbook.claims.verdicts import INCONCLUSIVE, NA
 from lmcbook.models import build
 from lmcbook.specs import CODE_VERSION, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
 from lmcbook.store import RunStore
@@ -174,7 +175,7 @@ def test_mechanism_frames_measure_every_cell_once(tmp_path, monkeypatch):
     assert set(long["dataset"]) == {"digits"}
     rows = claims.page_claims("mechanism", long)
     assert {r.id for r in rows} >= {"M1", "M2", "M3", "M4", "M5", "M6", "R1", "R2"}
-    assert all(r.state == claims.INCONCLUSIVE or r.state == claims.NA for r in rows if r.id.startswith("M"))
+    assert all(r.state == INCONCLUSIVE or r.state == NA for r in rows if r.id.startswith("M"))
     n = sum(e["event"] == "trained" for e in store.events())
     for module in (experiments, sweep):  # where the matched and the plain summaries are computed
         monkeypatch.setattr(module, "pair_summary", lambda *a, **k: pytest.fail("a cached summary recomputed"))

@@ -5,7 +5,31 @@ import pandas as pd
 import pytest
 
 from lmcbook import claims, schema, stats
-from lmcbook.claims import FAIL, INCONCLUSIVE, NA, PASS
+from lmcbook.claims.mechanism import (
+    CONCLUSIONS,
+    CONTRADICTED,
+    NONE_EXPLAINS,
+    OBSERVATIONS,
+    SUPPORTED,
+    UNDECIDED,
+    claim_m1,
+    claim_m2,
+    claim_m3,
+    claim_m4,
+    claim_m5,
+    claim_m6,
+    conclusion_table,
+    data_hypothesis,
+    deciding_rows,
+    equal_d_couples,
+    hypothesis_states,
+    largest_d_cell,
+    mechanism_claims,
+    repeated_hypotheses,
+)
+from lmcbook.claims.thresholds import LLFC_MATCHED_MAX, MIN_ACC_EFFECT, ORTH_FALL_MIN, RHO_MIN
+from lmcbook.claims.verdicts import BOOK, FAIL, INCONCLUSIVE, MARKS, NA, PASS, ClaimResult
+from lmcbook.claims.width import claim_w7
 
 UNITS = (64, 256, 1024)
 DECAYS = (1e-4, 3e-3, 1e-2, 3e-2)
@@ -99,17 +123,17 @@ def test_the_synthetic_frame_follows_the_schema():
 
 
 def test_m1_gives_each_verdict():
-    assert claims.claim_m1(mech_frame()).state == PASS  # 0.97 / 0.98 > 0.95
+    assert claim_m1(mech_frame()).state == PASS  # 0.97 / 0.98 > 0.95
     collapse = world(acc_merged_none=at_strong_wide(lambda p: 0.70 + 0.01 * p, base_values_none))
-    r = claims.claim_m1(mech_frame(collapse))
+    r = claim_m1(mech_frame(collapse))
     assert r.state == FAIL and r.values["ratio"] == pytest.approx(0.72 / 0.98)
     noisy = world(acc_merged_none=at_strong_wide(lambda p: 0.93 + 0.02 * (p - 2), base_values_none))
-    assert claims.claim_m1(mech_frame(noisy)).state == INCONCLUSIVE  # 0.89..0.97 / 0.98 straddles 0.95
+    assert claim_m1(mech_frame(noisy)).state == INCONCLUSIVE  # 0.89..0.97 / 0.98 straddles 0.95
     idle = world(decay_shrinkage=lambda e, wd, s, u, p: 0.5)
-    r = claims.claim_m1(mech_frame(idle))
+    r = claim_m1(mech_frame(idle))
     assert r.state == NA and "has not acted" in r.measured
     unfit = world(train_acc=lambda e, wd, s, u, p: 0.9 if wd == DECAYS[-1] else 1.0)
-    r = claims.claim_m1(mech_frame(unfit))
+    r = claim_m1(mech_frame(unfit))
     assert r.state == NA and "convergence rule" in r.measured
 
 
@@ -118,90 +142,90 @@ def base_values_none(e, wd, s, u, p):
 
 
 def test_too_few_pairs_is_inconclusive_whatever_the_values():
-    assert claims.claim_m1(mech_frame(pairs=2)).state == INCONCLUSIVE
-    assert claims.claim_m2(mech_frame(pairs=4)).state == INCONCLUSIVE
+    assert claim_m1(mech_frame(pairs=2)).state == INCONCLUSIVE
+    assert claim_m2(mech_frame(pairs=4)).state == INCONCLUSIVE
 
 
 def test_m2_reads_the_weight_matching_gain_growing_with_d_and_llfc_after_matching():
     # the paper's world: plain merging recovers at large D, so weight matching gains least there
-    r = claims.claim_m2(mech_frame())
+    r = claim_m2(mech_frame())
     assert r.state == FAIL and r.values["estimate"] < 0
     def gain(e, wd, s, u, p):
         return base_values_none(e, wd, s, u, p) + 0.02 + 0.5 * _d(e, wd) + 0.002 * p
 
     grows = world(acc_merged_weight_matching=gain)
-    r = claims.claim_m2(mech_frame(grows))
-    assert r.state == PASS and r.values["llfc_large_d"] < claims.LLFC_MATCHED_MAX
+    r = claim_m2(mech_frame(grows))
+    assert r.state == PASS and r.values["llfc_large_d"] < LLFC_MATCHED_MAX
     assert "LLFC's error after matching" in r.measured and r.numbers["threshold"] == 0.0
     no_llfc = world(acc_merged_weight_matching=gain, llfc_rel_err=lambda e, wd, s, u, p: 0.5 + 0.001 * p)
-    assert claims.claim_m2(mech_frame(no_llfc)).state == FAIL  # the gain grows, but LLFC does not hold after matching
+    assert claim_m2(mech_frame(no_llfc)).state == FAIL  # the gain grows, but LLFC does not hold after matching
     noisy = world(acc_merged_weight_matching=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p) + 0.02
                   + 0.01 * _d(e, wd) + 0.05 * (p - 2) * (-1) ** (wd > 1e-3))
-    assert claims.claim_m2(mech_frame(noisy)).state == INCONCLUSIVE
-    assert claims.claim_m2(mech_frame(world(decay_shrinkage=lambda *a: 0.9))).state == NA
-    assert claims.claim_m2(mech_frame(grows, pairs=4)).state == INCONCLUSIVE
+    assert claim_m2(mech_frame(noisy)).state == INCONCLUSIVE
+    assert claim_m2(mech_frame(world(decay_shrinkage=lambda *a: 0.9))).state == NA
+    assert claim_m2(mech_frame(grows, pairs=4)).state == INCONCLUSIVE
 
 
 def test_m3_m4_m5_read_a_flat_result_as_refuted_by_their_minimum_effect():
     flat_m3 = world(acc_merged_none=lambda e, wd, s, u, p: {64: 0.5, 256: 0.795, 1024: 0.8}[u] + 0.001 * (p - 2))
-    r = claims.claim_m3(mech_frame(flat_m3))
+    r = claim_m3(mech_frame(flat_m3))
     assert r.state == FAIL and "refuted by its equivalence margin" in r.measured
-    assert r.numbers["threshold"] == claims.MIN_ACC_EFFECT
+    assert r.numbers["threshold"] == MIN_ACC_EFFECT
     flat_m4 = world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, 1.0, u, p)
                     - (0.005 if s < 1 else 0))
-    r = claims.claim_m4(mech_frame(flat_m4))  # the MNIST case: a small initialisation costs 0.2 points
+    r = claim_m4(mech_frame(flat_m4))  # the MNIST case: a small initialisation costs 0.2 points
     assert r.state == FAIL and "refuted" in r.measured and r.values["estimate"] == pytest.approx(0.005)
     small_fall = world(orth_ratio=lambda e, wd, s, u, p: 0.42 - 0.05 * _d(e, wd) + 0.0002 * (p - 2))
-    r = claims.claim_m5(mech_frame(small_fall))  # the digits case: falls with D, by 0.02 of 0.42
+    r = claim_m5(mech_frame(small_fall))  # the digits case: falls with D, by 0.02 of 0.42
     assert r.values["rho"] == pytest.approx(-1.0) and r.state == FAIL and "refuted" in r.measured
-    assert r.numbers["threshold"] == claims.ORTH_FALL_MIN
+    assert r.numbers["threshold"] == ORTH_FALL_MIN
 
 
 def test_m3_gives_each_verdict():
     rising = world(acc_merged_none=lambda e, wd, s, u, p: 0.5 + 0.1 * np.log2(u / 64) + 0.002 * p)
-    assert claims.claim_m3(mech_frame(rising)).state == PASS
+    assert claim_m3(mech_frame(rising)).state == PASS
     falling = world(acc_merged_none=lambda e, wd, s, u, p: 0.9 - 0.1 * np.log2(u / 64) + 0.002 * p)
-    assert claims.claim_m3(mech_frame(falling)).state == FAIL
+    assert claim_m3(mech_frame(falling)).state == FAIL
     flat_end = world(acc_merged_none=lambda e, wd, s, u, p: {64: 0.5, 256: 0.79, 1024: 0.8}[u]
                      + 0.01 * (p - 2) * (1 if u == 1024 else -1))
-    assert claims.claim_m3(mech_frame(flat_end)).state == INCONCLUSIVE  # the trend holds, the last step straddles 0
+    assert claim_m3(mech_frame(flat_end)).state == INCONCLUSIVE  # the trend holds, the last step straddles 0
     unfit = world(train_acc=lambda e, wd, s, u, p: 0.5 if u == 256 else 1.0)
-    assert claims.claim_m3(mech_frame(unfit)).state == NA
+    assert claim_m3(mech_frame(unfit)).state == NA
 
 
 def test_m4_gives_each_verdict():
     def small_worse(gap):
         return world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, 1.0, u, p)
                      - (gap(p) if s < 1 else 0))
-    assert claims.claim_m4(mech_frame(small_worse(lambda p: 0.2))).state == PASS
-    assert claims.claim_m4(mech_frame(small_worse(lambda p: -0.1))).state == FAIL
-    assert claims.claim_m4(mech_frame(small_worse(lambda p: 0.02 * (p - 2)))).state == INCONCLUSIVE
-    r = claims.claim_m4(mech_frame(small_init=False))
+    assert claim_m4(mech_frame(small_worse(lambda p: 0.2))).state == PASS
+    assert claim_m4(mech_frame(small_worse(lambda p: -0.1))).state == FAIL
+    assert claim_m4(mech_frame(small_worse(lambda p: 0.02 * (p - 2)))).state == INCONCLUSIVE
+    r = claim_m4(mech_frame(small_init=False))
     assert r.state == NA and "small-initialisation" in r.measured
     acted = world(decay_shrinkage=lambda *a: 0.05)
-    assert claims.claim_m4(mech_frame(acted)).state == NA
+    assert claim_m4(mech_frame(acted)).state == NA
 
 
 def test_m5_gives_each_verdict():
-    assert claims.claim_m5(mech_frame()).state == PASS  # falls with D
+    assert claim_m5(mech_frame()).state == PASS  # falls with D
     rises = world(orth_ratio=lambda e, wd, s, u, p: 0.3 + 0.5 * _d(e, wd) + 0.002 * p)
-    assert claims.claim_m5(mech_frame(rises)).state == FAIL
+    assert claim_m5(mech_frame(rises)).state == FAIL
     noisy = world(orth_ratio=lambda e, wd, s, u, p: 0.5 - 0.01 * _d(e, wd) + 0.05 * (p - 2) * (-1) ** (wd > 1e-3))
-    assert claims.claim_m5(mech_frame(noisy)).state == INCONCLUSIVE
-    assert claims.claim_m5(mech_frame(world(decay_shrinkage=lambda *a: 0.9))).state == NA
+    assert claim_m5(mech_frame(noisy)).state == INCONCLUSIVE
+    assert claim_m5(mech_frame(world(decay_shrinkage=lambda *a: 0.9))).state == NA
 
 
 def test_m6_gives_each_verdict():
     # the base world gives equal merged accuracy to equal D (it is a function of D and width)
-    assert claims.claim_m6(mech_frame()).state == PASS
-    assert len(claims.equal_d_couples(mech_frame())) == 2
+    assert claim_m6(mech_frame()).state == PASS
+    assert len(equal_d_couples(mech_frame())) == 2
     longer_worse = world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p)
                          - (0.2 if e > EPOCHS else 0))
-    assert claims.claim_m6(mech_frame(longer_worse)).state == FAIL
+    assert claim_m6(mech_frame(longer_worse)).state == FAIL
     edge = world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, s, u, p)
                  - (0.05 + 0.01 * (p - 2) if e > EPOCHS else 0))
-    assert claims.claim_m6(mech_frame(edge)).state == INCONCLUSIVE
-    r = claims.claim_m6(mech_frame(length_arm=False))
+    assert claim_m6(mech_frame(edge)).state == INCONCLUSIVE
+    r = claim_m6(mech_frame(length_arm=False))
     assert r.state == NA and "no two cells of equal D" in r.measured
 
 
@@ -216,28 +240,28 @@ def test_mechanism_page_claims_mark_their_data_set_and_skip_long_rows_without_a_
 
 
 def test_reference_rows_get_their_own_keys_and_scoreboard_lines():
-    r = claims.ClaimResult("M1", "width", "s", "m", "t", PASS, "mechanism", source="mechanism-mnist-standin")
+    r = ClaimResult("M1", "width", "s", "m", "t", PASS, "mechanism", source="mechanism-mnist-standin")
     assert r.key == "m1_mechanism_mnist_standin"
-    long = claims.scoreboard_long([r, claims.ClaimResult("M1", "width", "s", "m", "t", FAIL, "mechanism")])
+    long = claims.scoreboard_long([r, ClaimResult("M1", "width", "s", "m", "t", FAIL, "mechanism")])
     assert claims.state_of(long, "M1") == FAIL
     assert claims.state_of(long, "M1", source="mechanism-mnist-standin") == PASS
     assert "reference `mechanism-mnist-standin`" in claims.scoreboard_markdown([r])
 
 
 def _rows(**states):
-    return [claims.ClaimResult(k.upper(), "width", "s", "m", "t", v, "mechanism") for k, v in states.items()]
+    return [ClaimResult(k.upper(), "width", "s", "m", "t", v, "mechanism") for k, v in states.items()]
 
 
 def test_hypotheses_follow_the_verdicts():
-    h2 = claims.hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS))
+    h2 = hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS))
     assert h2 == {"P": "contradicted", "H1": "supported", "H2": "supported", "H3": "contradicted"}
-    p = claims.hypothesis_states(_rows(m1=PASS, m2=FAIL, m3=PASS, m4=FAIL, m5=PASS, m6=PASS))
+    p = hypothesis_states(_rows(m1=PASS, m2=FAIL, m3=PASS, m4=FAIL, m5=PASS, m6=PASS))
     assert p == {"P": "supported", "H1": "contradicted", "H2": "contradicted", "H3": "supported"}
-    open_ = claims.hypothesis_states(_rows(m1=INCONCLUSIVE, m2=NA, m3=INCONCLUSIVE, m4=NA, m5=PASS, m6=NA))
+    open_ = hypothesis_states(_rows(m1=INCONCLUSIVE, m2=NA, m3=INCONCLUSIVE, m4=NA, m5=PASS, m6=NA))
     assert set(open_.values()) == {"undecided"}
-    assert claims.data_hypothesis(h2, p) == "supported"
-    assert claims.data_hypothesis(h2, h2) == "contradicted"
-    assert claims.data_hypothesis(h2, None) == "undecided"
+    assert data_hypothesis(h2, p) == "supported"
+    assert data_hypothesis(h2, h2) == "contradicted"
+    assert data_hypothesis(h2, None) == "undecided"
     # H4 reads every MNIST source, in any order: decided only where they agree on P
     def board(dataset, source, **states):
         rows = _rows(**states)
@@ -249,44 +273,46 @@ def test_hypotheses_follow_the_verdicts():
     fails = board("mnist_standin", "b", m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS)
     for order in (("a", "b"), ("b", "a")):
         rows = {"digits": digits, **{k: {"a": holds, "b": fails}[k] for k in order}}
-        assert {s["H4"] for s in claims.decide(rows).values()} == {"undecided"}, order
-    assert claims.decide({"digits": digits, "a": holds})["digits"]["H4"] == "supported"
-    assert claims.decide({"digits": digits, "b": fails, "c": fails})["digits"]["H4"] == "contradicted"
+        assert {s["H4"] for s in claims.mechanism.decide(rows).values()} == {"undecided"}, order
+    assert claims.mechanism.decide({"digits": digits, "a": holds})["digits"]["H4"] == "supported"
+    assert claims.mechanism.decide({"digits": digits, "b": fails, "c": fails})["digits"]["H4"] == "contradicted"
 
 
 def test_the_conclusion_names_the_outcome_and_the_data_sets_its_sentence_glues():
-    h2 = claims.hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS))
-    p = claims.hypothesis_states(_rows(m1=PASS, m2=FAIL, m3=PASS, m4=FAIL, m5=PASS, m6=PASS))
-    open_ = claims.hypothesis_states(_rows(m1=INCONCLUSIVE, m2=NA, m3=NA, m4=NA, m5=NA, m6=NA))
-    outcome, lists = claims.conclusion({"digits": h2, "MNIST": h2})
+    h2 = hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=FAIL, m4=PASS, m5=FAIL, m6=PASS))
+    p = hypothesis_states(_rows(m1=PASS, m2=FAIL, m3=PASS, m4=FAIL, m5=PASS, m6=PASS))
+    open_ = hypothesis_states(_rows(m1=INCONCLUSIVE, m2=NA, m3=NA, m4=NA, m5=NA, m6=NA))
+    outcome, lists = claims.mechanism.conclusion({"digits": h2, "MNIST": h2})
     assert outcome == "contradicted"
     assert lists == {"against_sets": "digits and MNIST", "for_sets": "none", "open_sets": "none",
                      "alternatives": "H1 and H2 on digits and MNIST"}
-    assert claims.conclusion({"digits": p})[0] == "supported"
-    outcome, lists = claims.conclusion({"digits": h2, "MNIST": p})
+    assert claims.mechanism.conclusion({"digits": p})[0] == "supported"
+    outcome, lists = claims.mechanism.conclusion({"digits": h2, "MNIST": p})
     assert (outcome, lists["for_sets"], lists["against_sets"]) == ("mixed", "MNIST", "digits")
-    assert claims.conclusion({"digits": open_}) == ("undecided", {"against_sets": "none", "for_sets": "none",
+    assert claims.mechanism.conclusion({"digits": open_}) == ("undecided", {"against_sets": "none", "for_sets": "none",
                                                                  "open_sets": "digits", "alternatives": "none"})
-    assert claims.conclusion({"digits": h2, "MNIST": open_})[1]["open_sets"] == "MNIST"
+    assert claims.mechanism.conclusion({"digits": h2, "MNIST": open_})[1]["open_sets"] == "MNIST"
     # data sets that support different alternatives get their own clauses
-    only_h2 = claims.hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=INCONCLUSIVE, m4=INCONCLUSIVE, m5=NA, m6=NA))
-    assert claims.conclusion({"digits": h2, "MNIST": only_h2})[1]["alternatives"] == "H1 and H2 on digits; H2 on MNIST"
-    nothing = claims.hypothesis_states(_rows(m1=FAIL, m2=FAIL, m3=FAIL, m4=FAIL, m5=FAIL, m6=PASS))
-    assert claims.conclusion({"digits": nothing})[1]["alternatives"] == "none of H1-H3 on digits"
-    open_h1 = {**nothing, "H1": claims.SUPPORTED, "H2": claims.UNDECIDED, "H3": claims.UNDECIDED}
-    assert claims.conclusion({"ref": open_h1}, {"ref": {"H1": "the same runs as digits"}})[1]["alternatives"] == (
+    only_h2 = hypothesis_states(_rows(m1=FAIL, m2=PASS, m3=INCONCLUSIVE, m4=INCONCLUSIVE, m5=NA, m6=NA))
+    alternatives = claims.mechanism.conclusion({"digits": h2, "MNIST": only_h2})[1]["alternatives"]
+    assert alternatives == "H1 and H2 on digits; H2 on MNIST"
+    nothing = hypothesis_states(_rows(m1=FAIL, m2=FAIL, m3=FAIL, m4=FAIL, m5=FAIL, m6=PASS))
+    assert claims.mechanism.conclusion({"digits": nothing})[1]["alternatives"] == "none of H1-H3 on digits"
+    open_h1 = {**nothing, "H1": SUPPORTED, "H2": UNDECIDED, "H3": UNDECIDED}
+    repeated = {"ref": {"H1": "the same runs as digits"}}
+    assert claims.mechanism.conclusion({"ref": open_h1}, repeated)[1]["alternatives"] == (
         "none of H1-H3 decided by its own runs on ref")  # H1 repeats, H2 and H3 undecided: nothing refuted
-    mixed = {**open_h1, "H1": claims.CONTRADICTED}
-    assert claims.conclusion({"ref": mixed})[1]["alternatives"] == "none of H1-H3 on ref"
-    unread = claims.hypothesis_states(_rows(m1=FAIL, m2=INCONCLUSIVE, m3=INCONCLUSIVE, m4=INCONCLUSIVE, m5=PASS,
+    mixed = {**open_h1, "H1": CONTRADICTED}
+    assert claims.mechanism.conclusion({"ref": mixed})[1]["alternatives"] == "none of H1-H3 on ref"
+    unread = hypothesis_states(_rows(m1=FAIL, m2=INCONCLUSIVE, m3=INCONCLUSIVE, m4=INCONCLUSIVE, m5=PASS,
                                              m6=PASS))  # P contradicted, no alternative decided: not refuted
-    assert claims.conclusion({"digits": nothing, "MNIST": unread})[1]["alternatives"] == (
+    assert claims.mechanism.conclusion({"digits": nothing, "MNIST": unread})[1]["alternatives"] == (
         "none of H1-H3 on digits; H1-H3 all undecided on MNIST")
-    table = claims.conclusion_table({"MNIST": _rows(m1=FAIL, m2=INCONCLUSIVE, m3=INCONCLUSIVE, m4=INCONCLUSIVE,
+    table = conclusion_table({"MNIST": _rows(m1=FAIL, m2=INCONCLUSIVE, m3=INCONCLUSIVE, m4=INCONCLUSIVE,
                                                     m5=PASS, m6=PASS)}, {"MNIST": mech_frame()})
-    assert table.loc[claims.NONE_EXPLAINS, "MNIST"] == (
+    assert table.loc[NONE_EXPLAINS, "MNIST"] == (
         "nothing refuted (undecided: the merge at large D and the width trend at large D)")  # short: not near it
-    assert set(claims.CONCLUSIONS) == {"contradicted", "supported", "mixed", "undecided"}
+    assert set(CONCLUSIONS) == {"contradicted", "supported", "mixed", "undecided"}
 
 
 # -- the statistics behind them ---------------------------------------------------------
@@ -340,11 +366,11 @@ def test_m1_reads_the_papers_route_where_two_cells_tie_at_the_largest_d():
         return mech_frame(values, length_arm=False, extra_cells=[(e, 3e-3, 1.0, UNITS) for e in (200, 600)])
 
     tied = long_d(0.404)  # 0.2% below the decay arm's 0.405: a tie, though the smaller D
-    assert "600 epochs at weight decay 0.003" in claims.claim_m1(tied).measured
-    assert "D = 0.404" in claims.claim_m3(tied).measured and "D = 0.404" in claims.largest_d_cell(tied)
+    assert "600 epochs at weight decay 0.003" in claim_m1(tied).measured
+    assert "D = 0.404" in claim_m3(tied).measured and "D = 0.404" in largest_d_cell(tied)
     apart = long_d(0.35)
-    assert "60 epochs at weight decay 0.03" in claims.claim_m1(apart).measured
-    idle = claims.largest_d_cell(mech_frame(world(decay_shrinkage=lambda *a: 0.5)))
+    assert "60 epochs at weight decay 0.03" in claim_m1(apart).measured
+    idle = largest_d_cell(mech_frame(world(decay_shrinkage=lambda *a: 0.5)))
     assert idle.startswith("none (weight decay has not acted")
 
 
@@ -355,19 +381,19 @@ def test_the_conclusion_table_says_which_account_explains_what_and_what_none_doe
 
     digits = mech_frame(merged(0.5))  # M4 ✓: a small initialisation destroys the merge
     mnist = mech_frame(merged(0.005), dataset="mnist_standin")  # M4 ✗: it leaves the merge intact
-    rows = {"digits": claims.mechanism_claims(digits), "MNIST": claims.mechanism_claims(mnist)}
-    table = claims.conclusion_table(rows, {"digits": digits, "MNIST": mnist})
-    assert list(table.columns) == ["digits", "MNIST"] and table.index[-1] == claims.NONE_EXPLAINS
+    rows = {"digits": mechanism_claims(digits), "MNIST": mechanism_claims(mnist)}
+    table = conclusion_table(rows, {"digits": digits, "MNIST": mnist})
+    assert list(table.columns) == ["digits", "MNIST"] and table.index[-1] == NONE_EXPLAINS
     short = table.index[0]
     assert "H1, near initialisation" in table.loc[short, "digits"] and "(M4 ✓)" in table.loc[short, "digits"]
     assert table.loc[short, "MNIST"].startswith("0.990 [") and "none: " in table.loc[short, "MNIST"]
     assert "H1 is refuted (M4 ✗)" in table.loc[short, "MNIST"]
-    assert table.loc[claims.NONE_EXPLAINS, "MNIST"] == "the merge after short training"
-    assert table.loc[claims.NONE_EXPLAINS, "digits"] == "nothing"
+    assert table.loc[NONE_EXPLAINS, "MNIST"] == "the merge after short training"
+    assert table.loc[NONE_EXPLAINS, "digits"] == "nothing"
     assert "the paper's account (M1 ✓)" in table.loc[table.index[1], "digits"]
     states = {"M1": FAIL, "M2": FAIL, "M3": FAIL, "M4": NA, "M5": INCONCLUSIVE}
-    flat = [claims.ClaimResult(k, "width", "s", "m", "t", v, "mechanism") for k, v in states.items()]
-    col = claims.conclusion_table({"x": flat}, {"x": digits})["x"]
+    flat = [ClaimResult(k, "width", "s", "m", "t", v, "mechanism") for k, v in states.items()]
+    col = conclusion_table({"x": flat}, {"x": digits})["x"]
     assert "none: H2 is refuted (M2 ✗)" in col.iloc[1] and "H3 is refuted (M3 ✗)" in col.iloc[2]
     assert "undecided (M5 *inconclusive*)" in col.iloc[3] and "undecided (M4 *n/a*)" in col.iloc[0]
     assert col.iloc[-1] == "the merge at large D; undecided: the merge after short training and the orthogonality ratio"
@@ -380,7 +406,7 @@ def test_width_accuracy_reads_the_small_initialisation_arm_only_where_it_trained
 
     untrained_narrow = world(train_acc=lambda e, wd, s, u, p: 0.3 if s < 1 and u < UNITS[-1] else 1.0)
     mech = mech_frame(untrained_narrow)
-    m4 = claims.claim_m4(mech)
+    m4 = claim_m4(mech)
     end, facts = experiments.small_init_facts(mech, m4)
     assert end == "untrained" and facts["small_n_narrow"] == facts["small_n_wide"] == UNITS[-1]
     assert str(facts["small_untrained_widths"].data) == "64 and 256"
@@ -410,7 +436,7 @@ def test_width_accuracy_names_m4_on_another_data_set():
     flat = world(acc_merged_none=lambda e, wd, s, u, p: base_values_none(e, wd, 1.0, u, p))
     there = mech_frame(flat, dataset="mnist_standin")
     said, words = experiments.m4_elsewhere({"ref": (there, {})}, "digits")
-    assert said == "refuted" and words["m4_other_mark"] == claims.MARKS[FAIL]
+    assert said == "refuted" and words["m4_other_mark"] == MARKS[FAIL]
     assert "mnist" in words["m4_other_data"].lower()
     assert experiments.m4_elsewhere({"ref": (here, {})}, "digits") == ("none", {})  # the same data set
     said, _ = experiments.m4_elsewhere({"ref": (mech_frame(dataset="mnist_standin"), {})}, "digits")
@@ -446,11 +472,11 @@ def test_a_reference_row_that_reads_this_builds_runs_again_is_marked_and_never_c
 
     digits = mech_frame()
     ref = mech_frame(longer, length_arm=False, extra_cells=[(e, 3e-3, 1.0, UNITS) for e in (200, 600)])
-    own = claims.mechanism_claims(digits)
-    again = claims.mechanism_claims(ref)
+    own = mechanism_claims(digits)
+    again = mechanism_claims(ref)
     for r in again:
         r.source = "mechanism-long-digits"
-    other = claims.mechanism_claims(mech_frame(dataset="mnist_standin"))  # equal numbers, another data set
+    other = mechanism_claims(mech_frame(dataset="mnist_standin"))  # equal numbers, another data set
     for r in other:
         r.source = "mechanism-mnist-standin"
     rows = claims.mark_repeats(own + again + other, {"digits": "digits", "mnist_standin": "MNIST"})
@@ -459,30 +485,30 @@ def test_a_reference_row_that_reads_this_builds_runs_again_is_marked_and_never_c
     m4 = by[("mechanism-long-digits", "M4")]
     assert m4.repeats == "digits (this build)" and m4.measured_shown.startswith("the same runs as digits (this build)")
     assert by[("mechanism-long-digits", "M1")].repeats is None  # its largest D is the 600-epoch cell: its own runs
-    shifted = claims.ClaimResult("M4", "width", "s", "m", "t", PASS, "mechanism", dataset="digits", source="x",
+    shifted = ClaimResult("M4", "width", "s", "m", "t", PASS, "mechanism", dataset="digits", source="x",
                                  values={**by[(None, "M4")].values, "lo": by[(None, "M4")].values["lo"] + 1e-6})
     assert claims.mark_repeats([by[(None, "M4")], shifted])[1].repeats is None  # another interval: other runs
     # counted once, and the flag survives claims.csv
     counts = claims.block_counts(rows)
-    assert counts[claims.BOOK]["repeats"] == sum(bool(r.repeats) for r in rows if r.block == claims.BOOK) >= 1
-    assert counts[claims.BOOK]["rows"] == sum(r.block == claims.BOOK and not r.repeats for r in rows)
+    assert counts[BOOK]["repeats"] == sum(bool(r.repeats) for r in rows if r.block == BOOK) >= 1
+    assert counts[BOOK]["rows"] == sum(r.block == BOOK and not r.repeats for r in rows)
     back = claims.board_results(claims.scoreboard_long(rows))
     assert claims.block_counts(back) == counts
     assert claims.scoreboard_table(claims.scoreboard_long(rows))["repeats"].sum() == sum(bool(r.repeats) for r in rows)
     # the hypotheses: H1 on the reference is the same runs, so it is not a third data set's support
     labels = {"digits (this build)": own, "digits (reference mechanism-long-digits)": again}
-    rep = claims.repeated_hypotheses(labels)
+    rep = repeated_hypotheses(labels)
     assert rep == {"digits (reference mechanism-long-digits)": {"H1": "the same runs as digits (this build)"}}
-    states = {k: claims.hypothesis_states(v) for k, v in labels.items()}
-    flip = {k: {**s, "P": claims.CONTRADICTED, "H1": claims.SUPPORTED} for k, s in states.items()}
-    _, lists = claims.conclusion(flip, rep)
+    states = {k: hypothesis_states(v) for k, v in labels.items()}
+    flip = {k: {**s, "P": CONTRADICTED, "H1": SUPPORTED} for k, s in states.items()}
+    _, lists = claims.mechanism.conclusion(flip, rep)
     assert lists["alternatives"] == ("H1 on digits (this build); none of H1-H3 on digits (reference "
                                      "mechanism-long-digits)")
-    assert claims.conclusion(flip)[1]["alternatives"] == ("H1 on digits (this build) and digits (reference "
+    assert claims.mechanism.conclusion(flip)[1]["alternatives"] == ("H1 on digits (this build) and digits (reference "
                                                           "mechanism-long-digits)")  # unmarked: H1 counted twice
     from lmcbook.pages.mechanism import hypotheses_markdown
     assert "(the same runs as digits (this build))" in hypotheses_markdown(states, rep)
-    table = claims.conclusion_table(labels, {"digits (this build)": digits,
+    table = conclusion_table(labels, {"digits (this build)": digits,
                                              "digits (reference mechanism-long-digits)": ref})
     cell = table.iloc[0]["digits (reference mechanism-long-digits)"]
     assert cell.startswith("the same runs as digits (this build): ")
@@ -491,43 +517,43 @@ def test_a_reference_row_that_reads_this_builds_runs_again_is_marked_and_never_c
 
 def test_a_trend_that_passes_at_its_threshold_says_so():
     def row(rho, n, state=PASS):
-        return claims.ClaimResult("W1", "width", "s", "m", "t", state, "p", values={"rho": rho, "n_widths": n})
+        return ClaimResult("W1", "width", "s", "m", "t", state, "p", values={"rho": rho, "n_widths": n})
 
     edge = row(0.8999999999999999, 5)
     assert "passes at its threshold (ρ = 0.90)" in edge.measured_shown
     assert "one adjacent pair out of order" in edge.measured_shown
     assert "adjacent" not in row(0.9, 7).measured_shown and "threshold" in row(-0.9, 7).measured_shown
     assert row(0.95, 5).at_threshold() == "" and row(0.9, 5, FAIL).at_threshold() == ""
-    assert stats.spearman([1, 2, 3, 4, 5], [1, 2, 4, 3, 5]) == pytest.approx(claims.RHO_MIN)
+    assert stats.spearman([1, 2, 3, 4, 5], [1, 2, 4, 3, 5]) == pytest.approx(RHO_MIN)
 
 
 def test_a_hypothesis_repeats_where_the_rows_that_decide_it_repeat():
     """P contradicted rests on M1 alone, so a reference whose M1 repeats an earlier label's has no P of its own,
     whatever its M5; H2 contradicted by a passing M1 likewise (a referee found the first rule asking every row)."""
     def rows(repeat: set, **states):
-        return [claims.ClaimResult(k.upper(), "width", "s", "m", "t", v, "mechanism",
+        return [ClaimResult(k.upper(), "width", "s", "m", "t", v, "mechanism",
                                    repeats="digits (this build)" if k.upper() in repeat else None)
                 for k, v in states.items()]
 
     own = rows(set(), m1=FAIL, m2=PASS, m3=PASS, m4=PASS, m5=FAIL)
     ref = rows({"M1"}, m1=FAIL, m2=PASS, m3=INCONCLUSIVE, m4=PASS, m5=FAIL)
-    rep = claims.repeated_hypotheses({"a": own, "b": ref})
+    rep = repeated_hypotheses({"a": own, "b": ref})
     assert rep == {"b": {"P": "the same runs as digits (this build)"}}  # H2 also reads M2, the reference's own
-    states = {"a": claims.hypothesis_states(own), "b": claims.hypothesis_states(ref)}
-    assert claims.conclusion(states, rep)[1]["against_sets"] == "a"
-    assert claims.conclusion(states)[1]["against_sets"] == "a and b"
+    states = {"a": hypothesis_states(own), "b": hypothesis_states(ref)}
+    assert claims.mechanism.conclusion(states, rep)[1]["against_sets"] == "a"
+    assert claims.mechanism.conclusion(states)[1]["against_sets"] == "a and b"
     passing = rows({"M1"}, m1=PASS, m2=PASS, m5=FAIL)
     same = "the same runs as digits (this build)"
-    assert claims.repeated_hypotheses({"c": passing}) == {"c": {"H2": same}}  # P reads M5 too
+    assert repeated_hypotheses({"c": passing}) == {"c": {"H2": same}}  # P reads M5 too
     m2_only = rows({"M2"}, m1=INCONCLUSIVE, m2=FAIL)
-    assert claims.repeated_hypotheses({"d": m2_only}) == {"d": {"H2": "the same runs as digits (this build)"}}
+    assert repeated_hypotheses({"d": m2_only}) == {"d": {"H2": "the same runs as digits (this build)"}}
     both_fail = rows({"M2"}, m1=FAIL, m2=FAIL)  # H2 contradicted by M2 alone: M1's own failure does not
-    assert claims.repeated_hypotheses({"e": both_fail})["e"] == {"H2": "the same runs as digits (this build)"}
+    assert repeated_hypotheses({"e": both_fail})["e"] == {"H2": "the same runs as digits (this build)"}
     either = rows({"M1"}, m1=PASS, m2=FAIL)  # either contradicts H2, and M2 is its own: H2 is its own evidence
-    assert "H2" not in claims.repeated_hypotheses({"f": either}).get("f", {})
-    assert [r.id for r in claims.deciding_rows("P", {r.id: r for r in passing})] == ["M1", "M5"]
-    table = claims.conclusion_table({"b": ref}, {"b": mech_frame()})
-    assert table.loc[claims.OBSERVATIONS["large_d"][0], "b"].startswith("falls short")  # M2 is the reference's own
+    assert "H2" not in repeated_hypotheses({"f": either}).get("f", {})
+    assert [r.id for r in deciding_rows("P", {r.id: r for r in passing})] == ["M1", "M5"]
+    table = conclusion_table({"b": ref}, {"b": mech_frame()})
+    assert table.loc[OBSERVATIONS["large_d"][0], "b"].startswith("falls short")  # M2 is the reference's own
     md = claims.scoreboard_markdown(ref)
     assert md.count("(a repeat, not counted)") == 1 and "the same runs as digits (this build), read again" in md
 
@@ -587,18 +613,18 @@ def test_a_shortest_length_row_trained_again_is_a_repeat_in_the_same_cells_seeds
     # not counted, and the hypotheses and the conclusion table say what they repeat
     rows = list(by.values())
     assert {r.id for r in rows if r.retrained} == {"M4", "W7"}  # (M6 here repeats by the exact rule)
-    book = [r for r in rows if r.block == claims.BOOK]
-    assert claims.block_counts(rows)[claims.BOOK]["repeats"] == sum(bool(r.repeats) for r in book) >= 1
+    book = [r for r in rows if r.block == BOOK]
+    assert claims.block_counts(rows)[BOOK]["repeats"] == sum(bool(r.repeats) for r in book) >= 1
     labels = {"digits (this build)": [r for r in rows if r.source is None and r.id.startswith("M")],
               "digits (ref-long)": [r for r in rows if r.source == "ref-long" and r.id.startswith("M")]}
-    rep = claims.repeated_hypotheses(labels)
+    rep = repeated_hypotheses(labels)
     assert rep == {"digits (ref-long)": {"H1": "the same cells and seeds as digits (this build) at 1024 units, trained "
                                                   "again"}}
     from lmcbook.pages.mechanism import hypotheses_markdown
-    states = {k: claims.hypothesis_states(v) for k, v in labels.items()}
+    states = {k: hypothesis_states(v) for k, v in labels.items()}
     assert ("(the same cells and seeds as digits (this build) at 1024 units, trained again)"
             in hypotheses_markdown(states, rep))
-    table = claims.conclusion_table(labels, {"digits (this build)": own_frame, "digits (ref-long)": ref_frame})
+    table = conclusion_table(labels, {"digits (this build)": own_frame, "digits (ref-long)": ref_frame})
     assert table.iloc[0]["digits (ref-long)"].startswith("the same cells and seeds as digits (this build) at 1024 "
                                                          "units, trained again: ")
 
@@ -612,7 +638,7 @@ def _fresh(row):
 def _scored(frame):
     """The mechanism page's M rows and W7 (short) as the scoreboard scores them (:func:`lmcbook.claims.page_claims`,
     less the rank rows this synthetic frame has no metric for), marked by data set."""
-    rows = claims.mechanism_claims(frame) + [claims.claim_w7(schema.at_length(frame, frame["epochs"].min()), "short")]
+    rows = mechanism_claims(frame) + [claim_w7(schema.at_length(frame, frame["epochs"].min()), "short")]
     for r in rows:
         r.dataset = "digits"
     return rows

@@ -145,7 +145,7 @@ def test_a_cell_that_misses_the_convergence_rule_trains_again_longer(tmp_path, m
     from lmcbook import claims
     from lmcbook.studies import NoiseStudy, resolve
 
-    monkeypatch.setattr(claims, "NOISE_CONVERGED_TRAIN_ACC", bar)
+    monkeypatch.setattr(claims.thresholds, "NOISE_CONVERGED_TRAIN_ACC", bar)
     study = resolve(NoiseStudy, "smoke", steps=20, max_steps=45)
     store = RunStore(tmp_path / "s")
     cells = study.grid_cells()[:2]
@@ -175,9 +175,9 @@ def test_a_diverged_noise_cell_is_reported_and_excluded_never_merged(tmp_path, c
     long = schema.to_long(frame.assign(method="grid"), "n", ["gain", "train_acc_min", "diverged"],
                           ["lr", "batch_size", "method"], drop_missing=True)
     schema.validate_results(long)
-    cells = claims.noise_cells(claims.noise_pairs(long, ["lr", "batch_size"]), ["lr", "batch_size"])
+    cells = claims.noise.noise_cells(claims.noise.noise_pairs(long, ["lr", "batch_size"]), ["lr", "batch_size"])
     assert cells.loc[(1e4, 32), "diverged"] and not cells.loc[(1e4, 32), "kept"]
-    assert "1 of them diverged" in claims._rule_text(cells)
+    assert "1 of them diverged" in claims.noise._rule_text(cells)
 
 
 @pytest.mark.parametrize("bar, steps_used", [(0.0, 20), (1.01, 40)])
@@ -187,7 +187,7 @@ def test_the_learning_rate_pair_matrix_trains_again_longer_as_a_whole(tmp_path, 
     from lmcbook import claims
     from lmcbook.studies import NoiseStudy, resolve
 
-    monkeypatch.setattr(claims, "NOISE_CONVERGED_TRAIN_ACC", bar)
+    monkeypatch.setattr(claims.thresholds, "NOISE_CONVERGED_TRAIN_ACC", bar)
     study = resolve(NoiseStudy, "smoke", steps=20, max_steps=45, pair_lrs=(0.02, 0.1))
     store = RunStore(tmp_path / "s")
     frame = experiments_noise.lr_pair_frame(study, store)

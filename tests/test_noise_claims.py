@@ -6,6 +6,31 @@ import pandas as pd
 import pytest
 
 from lmcbook import claims, experiments_noise, schema
+from lmcbook.claims.noise import (
+    ABSENT,
+    ABSENT_EFFECT,
+    CANNOT_DECIDE,
+    MAP_KEYS,
+    claim_n1,
+    claim_n2,
+    claim_n3,
+    claim_n4,
+    claim_n5,
+    claim_n6,
+    claim_n7,
+    claim_n8,
+    claim_n9,
+    describe_setting,
+    map_cells,
+    map_settings,
+    map_spawn_sweep,
+    mark_kept,
+    noise_pairs,
+    pick_setting,
+    rule_sensitivity,
+)
+from lmcbook.claims.thresholds import FIXED_BEFORE_SOURCE, NOISE_MIN_CELLS, NOISE_MIN_EFFECT, NOISE_RULE_THRESHOLDS
+from lmcbook.claims.verdicts import BOOK, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult
 from lmcbook.pages.overview import noise_verdict_table
 
 PAIRS = range(10)  # the odd half (N1's reading half) then has MIN_PAIRS pairs
@@ -51,22 +76,22 @@ def failing(df, fail_of):
 
 
 def test_n1_every_verdict():
-    r = claims.claim_n1(grid(peak2))[0]
-    assert r.state == claims.PASS and r.values["interior"] == 1.0 and "no pair failed" in r.measured
+    r = claim_n1(grid(peak2))[0]
+    assert r.state == PASS and r.values["interior"] == 1.0 and "no pair failed" in r.measured
     # the optimum at the smallest S: the gain never rises
-    assert claims.claim_n1(grid(lambda lr, b, s: -0.01 * np.log10(s)))[0].state == claims.FAIL
+    assert claim_n1(grid(lambda lr, b, s: -0.01 * np.log10(s)))[0].state == FAIL
     # a gain that rises over the whole grid, where nothing fails: the grid does not reach past the optimum
-    r = claims.claim_n1(grid(lambda lr, b, s: 0.01 * np.log10(s) + 0.04))[0]
-    assert r.state == claims.INCONCLUSIVE and "does not reach past it" in r.measured
+    r = claim_n1(grid(lambda lr, b, s: 0.01 * np.log10(s) + 0.04))[0]
+    assert r.state == INCONCLUSIVE and "does not reach past it" in r.measured
     # an interior optimum whose gain is below zero beyond its interval: merging never gains: ✗, an absence
-    r = claims.claim_n1(grid(lambda lr, b, s: peak2(lr, b, s) - 0.04))[0]
-    assert r.state == claims.FAIL and claims.ABSENT in r.measured
+    r = claim_n1(grid(lambda lr, b, s: peak2(lr, b, s) - 0.04))[0]
+    assert r.state == FAIL and ABSENT in r.measured
     noisy = grid(lambda lr, b, s: 0.0005 - 0.0001 * (np.log10(s) + 2.3) ** 2, jitter=0.03)
-    assert claims.claim_n1(noisy)[0].state == claims.INCONCLUSIVE
-    assert claims.claim_n1(grid(peak2, pairs=range(2)))[0].state == claims.INCONCLUSIVE  # one pair a half
+    assert claim_n1(noisy)[0].state == INCONCLUSIVE
+    assert claim_n1(grid(peak2, pairs=range(2)))[0].state == INCONCLUSIVE  # one pair a half
     mostly = failing(grid(peak2), lambda lr, b: 0 if lr == 0.2 and b > 32 else 10)
-    r = claims.claim_n1(mostly)[0]
-    assert r.state == claims.NA and "3 stable cells" in r.measured and r.values["n_failed_pairs"] == 170
+    r = claim_n1(mostly)[0]
+    assert r.state == NA and "3 stable cells" in r.measured and r.values["n_failed_pairs"] == 170
 
 
 def test_n1_counts_failed_pairs_as_the_collapse_and_never_drops_a_cell():
@@ -74,41 +99,41 @@ def test_n1_counts_failed_pairs_as_the_collapse_and_never_drops_a_cell():
     (most pairs failed) are the collapse; the optimum sits at the edge, and N1 holds."""
     rising = lambda lr, b, s: 0.01 * np.log10(s) + 0.04  # noqa: E731
     edge = failing(grid(rising), lambda lr, b: 7 if lr / (b * 0.1) > 0.02 else 0)
-    r = claims.claim_n1(edge)[0]
-    assert r.state == claims.PASS and r.values["edge"] == 1.0 and "beyond it training fails" in r.measured
+    r = claim_n1(edge)[0]
+    assert r.state == PASS and r.values["edge"] == 1.0 and "beyond it training fails" in r.measured
     assert "η 0.2, B 32: 7 of 10" in r.measured  # every cell's failed pairs, said
     # a few failed pairs in the optimum's own cell: it stays, read over the pairs that trained, and is counted
     some = failing(grid(peak2), lambda lr, b: 2 if (lr, b) == (0.05, 128) else 0)
-    r = claims.claim_n1(some)[0]
+    r = claim_n1(some)[0]
     assert r.values["n_stable"] == 20 and r.values["n_kept"] == 19 and "2 of 10" in r.measured
     # past S = 0.004 the gain stays within 0.05 points of the optimum's (no fall): ✗ when nothing fails there, ✗ too
     # when one pair of each cell fails (one failed pair is not training failing: the referee's case, issue 49), ✓
     # when half the pairs of the cells there fail (the collapse), with the fall to the last stable cell still said
     flat_top = lambda lr, b, s: peak2(lr, b, s) if s <= 0.004 else 0.0195  # noqa: E731
-    assert claims.claim_n1(grid(flat_top))[0].state == claims.FAIL  # no fall and nothing fails: ✗
-    r = claims.claim_n1(failing(grid(flat_top), lambda lr, b: 1 if lr / (b * 0.1) > 0.004 else 0))[0]
-    assert r.state == claims.FAIL and "no cell of larger S failed as a whole" in r.measured
-    r = claims.claim_n1(failing(grid(flat_top), lambda lr, b: 5 if lr / (b * 0.1) > 0.03 else 0))[0]
-    assert r.state == claims.PASS and "beyond it training fails" in r.measured
+    assert claim_n1(grid(flat_top))[0].state == FAIL  # no fall and nothing fails: ✗
+    r = claim_n1(failing(grid(flat_top), lambda lr, b: 1 if lr / (b * 0.1) > 0.004 else 0))[0]
+    assert r.state == FAIL and "no cell of larger S failed as a whole" in r.measured
+    r = claim_n1(failing(grid(flat_top), lambda lr, b: 5 if lr / (b * 0.1) > 0.03 else 0))[0]
+    assert r.state == PASS and "beyond it training fails" in r.measured
     assert "its gain is above the largest-S stable cell's" in r.measured
     # the rule's threshold moves what counts as failed: at 0.05 nothing does, and the rising grid reads as before
-    assert claims.claim_n1(edge, rule=0.05)[0].state == claims.INCONCLUSIVE
+    assert claim_n1(edge, rule=0.05)[0].state == INCONCLUSIVE
 
 
 def test_n1_reads_an_absence_and_needs_the_minimum_effect_to_pass():
     """A flat grid below half a point: ✗ (no gain of the paper's size); a real interior optimum that rises less than
     the minimum effect: ✗ too; a rise whose interval straddles the minimum effect: inconclusive, never ✓."""
-    r = claims.claim_n1(grid(lambda lr, b, s: 0.001, jitter=0.002))[0]
-    assert r.state == claims.FAIL and claims.ABSENT in r.measured
-    small = claims.claim_n1(grid(lambda lr, b, s: 0.3 * peak2(lr, b, s)))[0]
-    assert small.values["lo"] > 0 and small.values["hi"] < claims.NOISE_MIN_EFFECT and small.state == claims.FAIL
+    r = claim_n1(grid(lambda lr, b, s: 0.001, jitter=0.002))[0]
+    assert r.state == FAIL and ABSENT in r.measured
+    small = claim_n1(grid(lambda lr, b, s: 0.3 * peak2(lr, b, s)))[0]
+    assert small.values["lo"] > 0 and small.values["hi"] < NOISE_MIN_EFFECT and small.state == FAIL
     straddle = None
     for jitter in (0.004, 0.006, 0.008):
-        r = claims.claim_n1(grid(lambda lr, b, s: 0.55 * peak2(lr, b, s), jitter=jitter))[0]
-        if r.values["lo"] < claims.NOISE_MIN_EFFECT < r.values["hi"]:
+        r = claim_n1(grid(lambda lr, b, s: 0.55 * peak2(lr, b, s), jitter=jitter))[0]
+        if r.values["lo"] < NOISE_MIN_EFFECT < r.values["hi"]:
             straddle = r
             break
-    assert straddle is not None and straddle.values["lo"] > 0 and straddle.state == claims.INCONCLUSIVE
+    assert straddle is not None and straddle.values["lo"] > 0 and straddle.state == INCONCLUSIVE
 
 
 def test_n1_chooses_on_one_half_and_reads_on_the_other():
@@ -117,32 +142,32 @@ def test_n1_chooses_on_one_half_and_reads_on_the_other():
     # the chosen cell is large on the even half only: the odd half reads it at the lowest cells' level, no rise
     df.loc[best & (df["pair"] % 2 == 0), "value"] = 0.5
     df.loc[best & (df["pair"] % 2 == 1), "value"] = 0.004
-    r = claims.claim_n1(df)[0]
-    assert "η 0.05, B 128" in r.measured and r.state == claims.FAIL
+    r = claim_n1(df)[0]
+    assert "η 0.05, B 128" in r.measured and r.state == FAIL
 
 
 def test_n2_reads_the_batch_sizes_effect_at_fixed_s():
     """N2 by its own sentence (issue 49): at fixed S, B has no effect.  The log10 B coefficient of a fit on a
     quadratic in log10 S plus log10 B must lie within ± NOISE_B_EFFECT per decade by its interval."""
-    r = claims.claim_n2(grid(peak2))[0]
-    assert r.state == claims.PASS and abs(r.values["estimate"]) < 1e-3
+    r = claim_n2(grid(peak2))[0]
+    assert r.state == PASS and abs(r.values["estimate"]) < 1e-3
     # +2 points per decade of B at every S: the referee's MNIST-1D reading
-    with_b = claims.claim_n2(grid(lambda lr, b, s: peak2(lr, b, s) + 0.02 * np.log10(b)))[0]
-    assert with_b.state == claims.FAIL and with_b.values["estimate"] == pytest.approx(0.02, abs=1e-3)
+    with_b = claim_n2(grid(lambda lr, b, s: peak2(lr, b, s) + 0.02 * np.log10(b)))[0]
+    assert with_b.state == FAIL and with_b.values["estimate"] == pytest.approx(0.02, abs=1e-3)
     assert "+2.00" in with_b.measured or "2.00 [" in with_b.measured
-    against = claims.claim_n2(grid(lambda lr, b, s: peak2(lr, b, s) - 0.008 * np.log10(b)))[0]
-    assert against.state == claims.FAIL and against.values["hi"] < -claims.NOISE_B_EFFECT
+    against = claim_n2(grid(lambda lr, b, s: peak2(lr, b, s) - 0.008 * np.log10(b)))[0]
+    assert against.state == FAIL and against.values["hi"] < -claims.thresholds.NOISE_B_EFFECT
     # a B effect of 0.3 points per decade, inside the tolerance: no effect of the paper's size
-    assert claims.claim_n2(grid(lambda lr, b, s: peak2(lr, b, s) + 0.003 * np.log10(b)))[0].state == claims.PASS
+    assert claim_n2(grid(lambda lr, b, s: peak2(lr, b, s) + 0.003 * np.log10(b)))[0].state == PASS
     # pair noise far above the cells' differences: the interval straddles the tolerance, inconclusive
-    assert claims.claim_n2(grid(peak2, jitter=0.05))[0].state == claims.INCONCLUSIVE
-    assert claims.claim_n2(grid(peak2, pairs=range(4)))[0].state == claims.INCONCLUSIVE  # fewer than MIN_PAIRS
-    assert claims.claim_n2(grid(peak2, acc_of=lambda lr, b: 0.1))[0].state == claims.NA
-    one_b = claims.claim_n2(grid(peak2, acc_of=lambda lr, b: 0.995 if b == 128 else 0.1))[0]
-    assert one_b.state == claims.NA and "batch sizes" in one_b.measured
+    assert claim_n2(grid(peak2, jitter=0.05))[0].state == INCONCLUSIVE
+    assert claim_n2(grid(peak2, pairs=range(4)))[0].state == INCONCLUSIVE  # fewer than MIN_PAIRS
+    assert claim_n2(grid(peak2, acc_of=lambda lr, b: 0.1))[0].state == NA
+    one_b = claim_n2(grid(peak2, acc_of=lambda lr, b: 0.995 if b == 128 else 0.1))[0]
+    assert one_b.state == NA and "batch sizes" in one_b.measured
     # every kept cell below the minimum effect: no gain of the paper's size whose curve to read, ✗
-    r = claims.claim_n2(grid(lambda lr, b, s: 0.1 * peaked(lr, b, s) - 0.001))[0]
-    assert r.state == claims.FAIL and claims.ABSENT in r.measured
+    r = claim_n2(grid(lambda lr, b, s: 0.1 * peaked(lr, b, s) - 0.001))[0]
+    assert r.state == FAIL and ABSENT in r.measured
 
 
 def components(wd_none=None, wd_layer=None, acc_none=0.995, acc_layer=0.995, lr_pairs=None, momentum=None,
@@ -163,39 +188,39 @@ def components(wd_none=None, wd_layer=None, acc_none=0.995, acc_layer=0.995, lr_
 
 
 def test_n3_equivalence_within_the_minimum_effect():
-    assert claims.claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0])).state == claims.PASS
-    assert claims.claim_n3(components([0.002, 0.01, 0.02], [0, 0, 0])).state == claims.FAIL
-    assert claims.claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0], jitter=0.02)).state == claims.INCONCLUSIVE
-    r = claims.claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0], acc_none={0.0: 0.1, 5e-4: 0.1, 5e-3: 0.995}))
-    assert r.state == claims.NA and "2 of 3 cells excluded" in r.measured
+    assert claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0])).state == PASS
+    assert claim_n3(components([0.002, 0.01, 0.02], [0, 0, 0])).state == FAIL
+    assert claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0], jitter=0.02)).state == INCONCLUSIVE
+    r = claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0], acc_none={0.0: 0.1, 5e-4: 0.1, 5e-3: 0.995}))
+    assert r.state == NA and "2 of 3 cells excluded" in r.measured
     # 0.4 points apart: within half a point, so weight decay changes the gain by less than the paper's size
-    r = claims.claim_n3(components([0.003, 0.005, 0.007], [0, 0, 0]))
-    assert r.state == claims.PASS and r.values["threshold"] == claims.NOISE_MIN_EFFECT
-    assert claims.claim_n3(components([0.0, 0.004, 0.008], [0, 0, 0])).state == claims.FAIL  # 0.8 points apart
+    r = claim_n3(components([0.003, 0.005, 0.007], [0, 0, 0]))
+    assert r.state == PASS and r.values["threshold"] == NOISE_MIN_EFFECT
+    assert claim_n3(components([0.0, 0.004, 0.008], [0, 0, 0])).state == FAIL  # 0.8 points apart
     # no cell gains the paper's size: "weight decay barely changes merging" would pass vacuously, so n/a
-    none = claims.claim_n3(components([0.001, 0.0015, 0.002], [0, 0, 0]))
-    assert none.state == claims.NA and claims.ABSENT in none.measured
+    none = claim_n3(components([0.001, 0.0015, 0.002], [0, 0, 0]))
+    assert none.state == NA and ABSENT in none.measured
 
 
 def test_n4_only_at_matched_training():
-    assert claims.claim_n4(components([0, 0, 0], [0.0, 0.005, 0.01])).state == claims.PASS
-    assert claims.claim_n4(components([0, 0, 0], [0.01, 0.005, 0.0])).state == claims.FAIL
-    assert claims.claim_n4(components([0, 0, 0], [0.0, 0.0, 0.0001], jitter=0.01)).state == claims.INCONCLUSIVE
+    assert claim_n4(components([0, 0, 0], [0.0, 0.005, 0.01])).state == PASS
+    assert claim_n4(components([0, 0, 0], [0.01, 0.005, 0.0])).state == FAIL
+    assert claim_n4(components([0, 0, 0], [0.0, 0.0, 0.0001], jitter=0.01)).state == INCONCLUSIVE
     failed = components([0, 0, 0], [0.0, 0.005, 0.01], acc_layer={0.0: 0.1, 5e-4: 0.995, 5e-3: 0.995})
-    assert claims.claim_n4(failed).state == claims.NA
+    assert claim_n4(failed).state == NA
     # a real difference of 0.2 points: above 0, and below the minimum effect: ✗, an absence of the paper's size
-    small = claims.claim_n4(components([0, 0, 0], [0.0, 0.001, 0.002]))
-    assert small.state == claims.FAIL and small.values["lo"] > 0 and claims.ABSENT_EFFECT in small.measured
+    small = claim_n4(components([0, 0, 0], [0.0, 0.001, 0.002]))
+    assert small.state == FAIL and small.values["lo"] > 0 and ABSENT_EFFECT in small.measured
     # both converged, but 0.991 against 0.999: not matched within MATCHED_ACC_TOL
     unmatched = components([0, 0, 0], [0.0, 0.005, 0.01], acc_layer={0.0: 0.991, 5e-4: 0.995, 5e-3: 0.999})
-    r = claims.claim_n4(unmatched)
-    assert r.state == claims.NA and claims.CANNOT_DECIDE in r.measured and "0.008 apart" in r.measured
+    r = claim_n4(unmatched)
+    assert r.state == NA and CANNOT_DECIDE in r.measured and "0.008 apart" in r.measured
     # a ✓ needs the interval above the minimum effect, not only above 0: 0.7 points passes, a 0.6-point difference
     # whose interval reaches below half a point does not (issue 49)
-    assert claims.claim_n4(components([0, 0, 0], [0.0, 0.0035, 0.007])).state == claims.PASS
-    straddle = claims.claim_n4(components([0, 0, 0], [0.0, 0.003, 0.006], jitter=0.003))
-    assert straddle.values["lo"] > 0 and straddle.values["lo"] < claims.NOISE_MIN_EFFECT < straddle.values["hi"]
-    assert straddle.state == claims.INCONCLUSIVE
+    assert claim_n4(components([0, 0, 0], [0.0, 0.0035, 0.007])).state == PASS
+    straddle = claim_n4(components([0, 0, 0], [0.0, 0.003, 0.006], jitter=0.003))
+    assert straddle.values["lo"] > 0 and straddle.values["lo"] < NOISE_MIN_EFFECT < straddle.values["hi"]
+    assert straddle.state == INCONCLUSIVE
 
 
 def _lr_pairs(diag, off, acc=0.995, worst=None):
@@ -206,32 +231,32 @@ def _lr_pairs(diag, off, acc=0.995, worst=None):
 
 def test_n5_learning_rate_pairs():
     up = _lr_pairs([0.0, 0.002, 0.004, 0.006], -0.01)
-    assert claims.claim_n5(components(lr_pairs=up)).state == claims.PASS
+    assert claim_n5(components(lr_pairs=up)).state == PASS
     # the diagonal rises, but off-diagonal pairs merge better: "similar" fails
-    assert claims.claim_n5(components(lr_pairs=_lr_pairs([0.0, 0.002, 0.004, 0.006], 0.02))).state == claims.FAIL
+    assert claim_n5(components(lr_pairs=_lr_pairs([0.0, 0.002, 0.004, 0.006], 0.02))).state == FAIL
     down = _lr_pairs([0.006, 0.004, 0.002, 0.0], -0.01)
-    r = claims.claim_n5(components(lr_pairs=down))
-    assert r.state == claims.FAIL and claims.ABSENT_EFFECT not in r.measured  # a reversal, not an absence
-    assert claims.claim_n5(components(lr_pairs=up, jitter=0.05)).state == claims.INCONCLUSIVE
+    r = claim_n5(components(lr_pairs=down))
+    assert r.state == FAIL and ABSENT_EFFECT not in r.measured  # a reversal, not an absence
+    assert claim_n5(components(lr_pairs=up, jitter=0.05)).state == INCONCLUSIVE
     # a failed diagonal cell at the largest η: N5 reads the stable range only, where the diagonal rises 0.4 points
     failed = _lr_pairs([0.0, 0.002, 0.004, 0.006], -0.01, worst=(0.3, 0.3))
-    r = claims.claim_n5(components(lr_pairs=failed))
-    assert "left out as unstable: 0.3" in r.measured and r.state == claims.FAIL and "η 0.1 minus at 0.01" in r.measured
+    r = claim_n5(components(lr_pairs=failed))
+    assert "left out as unstable: 0.3" in r.measured and r.state == FAIL and "η 0.1 minus at 0.01" in r.measured
     # an unstable rate that did not fail: its children train 15 points worse than the best cell's (the margin is 10)
     up5 = _lr_pairs([0.0, 0.003, 0.006, 0.009], -0.01)
-    assert claims.claim_n5(components(lr_pairs=up5)).state == claims.PASS
+    assert claim_n5(components(lr_pairs=up5)).state == PASS
     shaky = {c: (g, 0.845 if 0.3 in c else a) for c, (g, a) in up5.items()}
-    r = claims.claim_n5(components(lr_pairs=shaky))
-    assert "left out as unstable: 0.3" in r.measured and r.state == claims.PASS  # 0.6 points over 0.01 to 0.1
-    assert claims.claim_n5(components(lr_pairs={c: (g, 0.845 if 0.3 in c else a) for c, (g, a) in up.items()})
-                           ).state == claims.FAIL  # without 0.3 the rise is 0.4 points
+    r = claim_n5(components(lr_pairs=shaky))
+    assert "left out as unstable: 0.3" in r.measured and r.state == PASS  # 0.6 points over 0.01 to 0.1
+    assert claim_n5(components(lr_pairs={c: (g, 0.845 if 0.3 in c else a) for c, (g, a) in up.items()})
+                           ).state == FAIL  # without 0.3 the rise is 0.4 points
     # too few stable learning rates left: n/a, said
     few = {c: (g, 0.5 if c[0] >= 0.03 or c[1] >= 0.03 else a) for c, (g, a) in up5.items()}
-    r = claims.claim_n5(components(lr_pairs=few))
-    assert r.state == claims.NA and "too few stable cells" in r.measured
+    r = claim_n5(components(lr_pairs=few))
+    assert r.state == NA and "too few stable cells" in r.measured
     # the diagonal rises by 0.3 points only: real, and below the minimum effect
-    small = claims.claim_n5(components(lr_pairs=_lr_pairs([0.0, 0.001, 0.002, 0.003], -0.01)))
-    assert small.state == claims.FAIL and claims.ABSENT_EFFECT in small.measured
+    small = claim_n5(components(lr_pairs=_lr_pairs([0.0, 0.001, 0.002, 0.003], -0.01)))
+    assert small.state == FAIL and ABSENT_EFFECT in small.measured
 
 
 def _momentum(gain_of, acc=0.995):
@@ -240,20 +265,20 @@ def _momentum(gain_of, acc=0.995):
 
 def test_n6_momentum_acts_through_s():
     through_s = _momentum(lambda lr, mu: 0.01 - 0.004 * (np.log10(lr / (128 * (1 - mu))) + 3) ** 2)
-    r = claims.claim_n6(components(momentum=through_s))
-    assert r.state == claims.PASS
+    r = claim_n6(components(momentum=through_s))
+    assert r.state == PASS
     # the (1−μ)² form is reported beside it: on gains that follow the main text's S, it collapses them worse
     assert r.values["sq_minus_main_lo"] > 0 and "(1−μ)² form" in r.measured
     through_sq = _momentum(lambda lr, mu: 0.01 - 0.004 * (np.log10(lr / (128 * (1 - mu) ** 2)) + 2.5) ** 2)
-    assert claims.claim_n6(components(momentum=through_sq)).values["sq_minus_main_hi"] < 0
+    assert claim_n6(components(momentum=through_sq)).values["sq_minus_main_hi"] < 0
     through_eta = _momentum(lambda lr, mu: 0.01 * np.log10(lr) + 0.003 * mu * (lr > 0.04))
-    assert claims.claim_n6(components(momentum=through_eta)).state == claims.FAIL
-    assert claims.claim_n6(components(momentum=_momentum(lambda lr, mu: 0.0, acc=0.1))).state == claims.NA
-    small = claims.claim_n6(components(momentum=_momentum(lambda lr, mu: 0.002 * np.log10(lr))))
-    assert small.state == claims.FAIL and claims.ABSENT in small.measured
+    assert claim_n6(components(momentum=through_eta)).state == FAIL
+    assert claim_n6(components(momentum=_momentum(lambda lr, mu: 0.0, acc=0.1))).state == NA
+    small = claim_n6(components(momentum=_momentum(lambda lr, mu: 0.002 * np.log10(lr))))
+    assert small.state == FAIL and ABSENT in small.measured
     # pair noise far above the cells' differences: no verdict (the ANOVA finds nothing to collapse)
-    r = claims.claim_n6(components(momentum=through_s, jitter=0.3))
-    assert r.state == claims.INCONCLUSIVE and "do not differ beyond pair noise" in r.measured
+    r = claim_n6(components(momentum=through_s, jitter=0.3))
+    assert r.state == INCONCLUSIVE and "do not differ beyond pair noise" in r.measured
 
 
 def _augment(on_at_smallest, off_best_at_smallest=False, acc=0.995, off_peak_unconverged=False):
@@ -266,23 +291,23 @@ def _augment(on_at_smallest, off_best_at_smallest=False, acc=0.995, off_peak_unc
 
 
 def test_n7_augmentation():
-    assert claims.claim_n7(components(augment=_augment(0.008))).state == claims.PASS
-    assert claims.claim_n7(components(augment=_augment(-0.003))).state == claims.FAIL
-    assert claims.claim_n7(components(augment=_augment(0.004), jitter=0.01)).state == claims.INCONCLUSIVE
-    assert claims.claim_n7(components(augment=_augment(0.008, off_best_at_smallest=True))).state == claims.NA
-    assert claims.claim_n7(components(augment=_augment(0.008, acc=0.1))).state == claims.NA
+    assert claim_n7(components(augment=_augment(0.008))).state == PASS
+    assert claim_n7(components(augment=_augment(-0.003))).state == FAIL
+    assert claim_n7(components(augment=_augment(0.004), jitter=0.01)).state == INCONCLUSIVE
+    assert claim_n7(components(augment=_augment(0.008, off_best_at_smallest=True))).state == NA
+    assert claim_n7(components(augment=_augment(0.008, acc=0.1))).state == NA
     # the off curve's peak is in cells that failed: among the kept ones its best is the smallest η
-    assert claims.claim_n7(components(augment=_augment(0.008, off_peak_unconverged=True))).state == claims.NA
-    small = claims.claim_n7(components(augment=_augment(0.002)))  # +0.2 points: real, below the minimum effect
-    assert small.state == claims.FAIL and small.values["lo"] > 0
+    assert claim_n7(components(augment=_augment(0.008, off_peak_unconverged=True))).state == NA
+    small = claim_n7(components(augment=_augment(0.002)))  # +0.2 points: real, below the minimum effect
+    assert small.state == FAIL and small.values["lo"] > 0
 
 
 def test_the_noise_tests_are_formatted_from_their_constants():
-    rows = claims.claim_n1(grid(peak2)) + [claims.claim_n3(components([0.01, 0.01, 0.01], [0, 0, 0]))]
-    assert f"≥ {claims.NOISE_MIN_CELLS}" in rows[0].test and f"≥ {claims.MIN_PAIRS} pairs" in rows[0].test
-    assert f"± {100 * claims.NOISE_MIN_EFFECT:g} points (the minimum effect)" in rows[1].test
-    assert f"below the minimum effect, {100 * claims.NOISE_MIN_EFFECT:g} points" in rows[0].test
-    assert f"± {100 * claims.NOISE_B_EFFECT:g} points per decade of B" in claims.claim_n2(grid(peaked))[0].test
+    rows = claim_n1(grid(peak2)) + [claim_n3(components([0.01, 0.01, 0.01], [0, 0, 0]))]
+    assert f"≥ {NOISE_MIN_CELLS}" in rows[0].test and f"≥ {claims.thresholds.MIN_PAIRS} pairs" in rows[0].test
+    assert f"± {100 * NOISE_MIN_EFFECT:g} points (the minimum effect)" in rows[1].test
+    assert f"below the minimum effect, {100 * NOISE_MIN_EFFECT:g} points" in rows[0].test
+    assert f"± {100 * claims.thresholds.NOISE_B_EFFECT:g} points per decade of B" in claim_n2(grid(peaked))[0].test
     assert schema.TRAIN_ACC_MIN in schema.METRICS
 
 
@@ -294,8 +319,8 @@ def test_the_components_page_scores_n3_to_n7():
 
 def test_mark_kept_flags_every_pair_of_a_cell_that_failed():
     df = grid(peaked, acc_of=lambda lr, b: 0.1 if (lr, b) == (0.01, 32) else 0.995)
-    pairs = claims.noise_pairs(df, ["lr", "batch_size"])
-    marked = claims.mark_kept(pairs, ["lr", "batch_size"])
+    pairs = noise_pairs(df, ["lr", "batch_size"])
+    marked = mark_kept(pairs, ["lr", "batch_size"])
     missed = marked.loc[~marked["kept"], ["lr", "batch_size"]].drop_duplicates()
     assert len(marked) == len(pairs) and missed.values.tolist() == [[0.01, 32]]
 
@@ -304,9 +329,9 @@ def test_the_sensitivity_table_reads_every_row_at_each_threshold():
     acc = lambda lr, b: 0.97 if lr / (b * 0.1) > 0.01 else 0.995  # noqa: E731
     comp = components([0.01, 0.01, 0.01], [0.0, 0.005, 0.01], acc_none=0.97, momentum=_momentum(lambda lr, mu: 0.0),
                       lr_pairs=_lr_pairs([0.0, 0.002, 0.004, 0.006], -0.01), augment=_augment(0.008))
-    table = claims.rule_sensitivity(grid(peak2, acc_of=acc), comp)
+    table = rule_sensitivity(grid(peak2, acc_of=acc), comp)
     assert list(table.index) == ["N1 (50%)", "N2 (50%)", "N3", "N4", "N5", "N6", "N7"]
-    assert len(table.columns) == len(claims.NOISE_RULE_THRESHOLDS)
+    assert len(table.columns) == len(NOISE_RULE_THRESHOLDS)
     rule, *_, between, old = table.columns
     assert between.endswith("0.95") and old.endswith("0.99")
     assert table.loc["N1 (50%)", rule] == "✓" and table.loc["N3", rule] == "✓"
@@ -317,9 +342,9 @@ def test_the_sensitivity_table_reads_every_row_at_each_threshold():
 
 
 def test_the_verdict_table_says_an_absence_apart_from_a_failure():
-    rows = [claims.ClaimResult("N7", "noise", "Augmentation raises the gain.",
-                               f"-0.02 [-0.3, 0.3]; {claims.ABSENT_EFFECT}", "t", claims.FAIL, "noise_components"),
-            claims.ClaimResult("N5", "noise", "Similar rates merge best.", "-7.5 [-9.5, -5.5]", "t", claims.FAIL,
+    rows = [ClaimResult("N7", "noise", "Augmentation raises the gain.",
+                               f"-0.02 [-0.3, 0.3]; {ABSENT_EFFECT}", "t", FAIL, "noise_components"),
+            ClaimResult("N5", "noise", "Similar rates merge best.", "-7.5 [-9.5, -5.5]", "t", FAIL,
                                "noise_components")]
     moves = pd.DataFrame({"rule": ["✓", "✗"], "0.99": ["✓", "*n/a*"]}, index=["N5", "N7"])
     table = noise_verdict_table({"a run": (rows, moves), "another": (rows[1:], None)})
@@ -327,8 +352,8 @@ def test_the_verdict_table_says_an_absence_apart_from_a_failure():
     assert table.loc["a run"].tolist() == ["✗", "✗ (no effect of the paper's size)", "N7"]
     assert table.loc["another"].tolist() == ["✗", "—", "none"]
     # a ✓ of the paper's rows says what its gain is over (issue 49); the book's own rows' do not
-    passes = [claims.ClaimResult("N1 (50%)", "noise", "s", "m", "t", claims.PASS, "noise_scale"),
-              claims.ClaimResult("N8", "noise", "s", "m", "t", claims.PASS, "noise_regime")]
+    passes = [ClaimResult("N1 (50%)", "noise", "s", "m", "t", PASS, "noise_scale"),
+              ClaimResult("N8", "noise", "s", "m", "t", PASS, "noise_regime")]
     marks = noise_verdict_table({"a run": (passes, None)}).loc["a run"]
     assert marks["N1 (50%)"] == "✓ (against children trained at a constant rate)" and marks["N8"] == "✓"
 
@@ -351,19 +376,19 @@ def test_collapse_nets_out_pair_noise():
         df.loc[g, "value"] += rng.normal(0, sd, int(g.sum()))
         return df
 
-    assert claims.claim_n2(noisy(peaked, 0.002))[0].state == claims.PASS
+    assert claim_n2(noisy(peaked, 0.002))[0].state == PASS
     for _ in range(5):
-        assert claims.claim_n2(noisy(lambda lr, b, s: 0.005, 0.002))[0].state != claims.FAIL
+        assert claim_n2(noisy(lambda lr, b, s: 0.005, 0.002))[0].state != FAIL
 
 
 def test_a_reference_rows_threshold_can_be_fixed_before_its_results_alone():
-    row = claims.claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0]))
+    row = claim_n3(components([0.010, 0.0105, 0.011], [0, 0, 0]))
     assert not row.fixed_before  # this build's N3: its cells' gains were on the pages before the test
     row.source = "noise-components-mnist1d"
-    assert row.fixed_before and "N3" in claims.FIXED_BEFORE_SOURCE[row.source]
+    assert row.fixed_before and "N3" in FIXED_BEFORE_SOURCE[row.source]
     row.source = "mechanism-mnist-standin"
     assert not row.fixed_before
-    for n in claims.claim_n1(grid(peaked)) + claims.claim_n2(grid(peaked)):  # changed after the references' results
+    for n in claim_n1(grid(peaked)) + claim_n2(grid(peaked)):  # changed after the references' results
         n.source = "noise-scale-mnist1d"
         assert not n.fixed_before and n.fixed_when == "after results"
 
@@ -419,38 +444,38 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
     def ens(floor, method, frac, lr):
         return 0.02 if method == "independent" or floor == 0.2 else 0.001  # nothing to harvest where decay ends at 0
 
-    failed = claims.map_cells(_map(gain, ens, acc=lambda lr: 0.1 if lr == 1.0 else 0.995))
-    cells = claims.map_cells(_map(gain, ens))
-    read = cells.set_index(claims.MAP_KEYS)["reading"]
+    failed = map_cells(_map(gain, ens, acc=lambda lr: 0.1 if lr == 1.0 else 0.995))
+    cells = map_cells(_map(gain, ens))
+    read = cells.set_index(MAP_KEYS)["reading"]
     assert read[(False, 0.2, "spawn", 0.25, 0.1)] == "paper"  # above half a point
     assert read[(False, 0.2, "spawn", 0.0, 0.1)] == "gains"  # above 0, below half a point
     assert read[(False, 0.0, "spawn", 0.0, 0.1)] == "harvest"
     assert read[(False, 0.0, "independent", 0.0, 0.1)] == "basins"
     assert (failed.loc[failed["lr"] == 1.0, "reading"] == "failed").all()
     # a setting whose every cell failed has no best cell (a failed cell is never the best) and ranks last
-    dead = claims.map_cells(_map(gain, ens, acc=lambda lr: 0.1))
-    settings = claims.map_settings(dead)
-    assert settings["best_lr"].isna().all() and claims.pick_setting(dead) is None
-    half = claims.map_settings(failed)  # η = 1 failed everywhere: never the best
+    dead = map_cells(_map(gain, ens, acc=lambda lr: 0.1))
+    settings = map_settings(dead)
+    assert settings["best_lr"].isna().all() and pick_setting(dead) is None
+    half = map_settings(failed)  # η = 1 failed everywhere: never the best
     assert (half["best_lr"] < 1.0).all()
     # among live settings, one whose every cell failed (here the one that gained most) ranks last, with no best cell
     key = ["augment", "lr_floor", "method", "spawn_fraction"]
     one = cells.set_index(key).index == (False, 0.2, "spawn", 0.25)
     mixed = cells.assign(kept=np.where(one, False, cells["kept"]), reading=np.where(one, "failed", cells["reading"]))
-    ranked = claims.map_settings(mixed)
+    ranked = map_settings(mixed)
     assert tuple(ranked.iloc[-1][key]) == (False, 0.2, "spawn", 0.25) and np.isnan(ranked.iloc[-1]["best_lr"])
     assert ranked.iloc[:-1]["best_lr"].notna().all()
-    assert claims.pick_setting(mixed) != {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
+    assert pick_setting(mixed) != {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
     from lmcbook.experiments_noise import map_table
     assert "— | — (no kept cell with an interval)" in map_table(settings, dead)
-    assert claims.pick_setting(cells) == {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
+    assert pick_setting(cells) == {"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25}
     # independent pairs are the control: a setting where only they "gain" is never picked
-    assert claims.pick_setting(claims.map_cells(_map(lambda *k: 0.02 if k[1] == "independent" else 0.0,
+    assert pick_setting(map_cells(_map(lambda *k: 0.02 if k[1] == "independent" else 0.0,
                                                      lambda *k: 0.0))) is None
     # two pairs: an interval, but fewer than the map reads
-    few = claims.map_cells(_map(gain, ens, pairs=range(2)))
+    few = map_cells(_map(gain, ens, pairs=range(2)))
     assert (few["reading"] == "undecided").all()
-    text = claims.describe_setting({"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25})
+    text = describe_setting({"augment": False, "lr_floor": 0.2, "spawn_fraction": 0.25})
     assert text == "children spawned at 25% of training, a learning rate that decays to 0.2 of its peak, without " \
                    "augmentation"
 
@@ -495,9 +520,9 @@ def test_a_noise_page_says_where_it_runs_from_the_map():
     dead = _map(lambda *k: 0.01, lambda *k: 0.02, acc=0.1).assign(dataset="digits")  # every cell failed
     failed = where_facts(here, dead)[0]
     assert failed["where"] == "failed" and failed["where_read"] == "no"
-    sweep = claims.map_spawn_sweep(frame, here)
+    sweep = map_spawn_sweep(frame, here)
     assert sorted(sweep["spawn_fraction"].unique()) == [0.0, 0.25] and sweep["kept"].all()
-    assert claims.map_spawn_sweep(None, here).empty
+    assert map_spawn_sweep(None, here).empty
 
 
 def test_a_retired_reference_is_shown_but_neither_scored_nor_regenerated(tmp_path):
@@ -569,31 +594,31 @@ def test_n8_merging_against_annealing_gives_every_verdict():
     """N8 (the book's own row, issue 49): the merge against children of the same parents annealed to zero from the
     spawn, at the pick's best η (paired) and each at its own best η (chosen on the even pairs), both above the minimum
     effect."""
-    r = claims.claim_n8(_anneal_map(0.90, 0.88))
-    assert r.state == claims.PASS and r.values["estimate"] == pytest.approx(0.02, abs=1e-6)
+    r = claim_n8(_anneal_map(0.90, 0.88))
+    assert r.state == PASS and r.values["estimate"] == pytest.approx(0.02, abs=1e-6)
     assert r.values["own"] == pytest.approx(0.02, abs=1e-6)
     assert "at the pick's best η 0.1, merged minus annealed children: 2.00" in r.measured and "η 0.01:" in r.measured
-    assert r.block == claims.BOOK and r.page == "noise_regime"
-    r = claims.claim_n8(_anneal_map(0.90, 0.90))  # the gain is what annealing gives
-    assert r.state == claims.FAIL and "no more than annealing" in r.measured
-    r = claims.claim_n8(_anneal_map(0.88, 0.90))  # annealing beats the merge: said as such
-    assert r.state == claims.FAIL and "less than annealing" in r.measured
+    assert r.block == BOOK and r.page == "noise_regime"
+    r = claim_n8(_anneal_map(0.90, 0.90))  # the gain is what annealing gives
+    assert r.state == FAIL and "no more than annealing" in r.measured
+    r = claim_n8(_anneal_map(0.88, 0.90))  # annealing beats the merge: said as such
+    assert r.state == FAIL and "less than annealing" in r.measured
     # ahead of annealing at the merge's best η, behind annealing at annealing's own best η (1.0): ✗
-    r = claims.claim_n8(_anneal_map(0.90, 0.88, decayed_elsewhere=0.92))
+    r = claim_n8(_anneal_map(0.90, 0.88, decayed_elsewhere=0.92))
     assert r.values["estimate"] == pytest.approx(0.02, abs=1e-6) and r.values["own"] == pytest.approx(-0.02, abs=1e-6)
-    assert r.state == claims.FAIL and "annealing 1," in r.measured
-    r = claims.claim_n8(_anneal_map(0.905, 0.90, spread=0.01))
-    assert r.values["lo"] < claims.NOISE_MIN_EFFECT < r.values["hi"] and r.state == claims.INCONCLUSIVE
-    assert claims.claim_n8(_anneal_map(0.90, 0.88, pairs=range(3))).state == claims.INCONCLUSIVE  # < MIN_PAIRS
-    r = claims.claim_n8(_anneal_map(0.90, 0.88, anneal=False))  # no annealed children of the same parents
-    assert r.state == claims.NA and "no children annealed" in r.measured
+    assert r.state == FAIL and "annealing 1," in r.measured
+    r = claim_n8(_anneal_map(0.905, 0.90, spread=0.01))
+    assert r.values["lo"] < NOISE_MIN_EFFECT < r.values["hi"] and r.state == INCONCLUSIVE
+    assert claim_n8(_anneal_map(0.90, 0.88, pairs=range(3))).state == INCONCLUSIVE  # < MIN_PAIRS
+    r = claim_n8(_anneal_map(0.90, 0.88, anneal=False))  # no annealed children of the same parents
+    assert r.state == NA and "no children annealed" in r.measured
     assert claims.page_claims("noise_regime", _anneal_map(0.90, 0.88))[0].id == "N8"
     # a diverged run leaves a pair without a merge or endpoints (no rows): the other pairs still read
     gap = _anneal_map(0.90, 0.88)
     gap = gap[~((gap["pair"] == 4) & (gap["method"] == "anneal") & gap["metric"].isin(["acc_endpoints", "gain"]))]
-    r = claims.claim_n8(gap)
-    assert r.state == claims.PASS and "over 9 pairs" in r.measured
-    row = claims.claim_n8(_anneal_map(0.90, 0.88))
+    r = claim_n8(gap)
+    assert r.state == PASS and "over 9 pairs" in r.measured
+    row = claim_n8(_anneal_map(0.90, 0.88))
     row.source = "noise-anneal-mnist1d"
     assert row.fixed_before  # its test was committed before its references ran
 
@@ -617,38 +642,38 @@ def test_n9_the_peak_inside_the_range_where_training_holds_up_gives_every_verdic
     """N9 (the book's own row, issue 49): a fall of the paper's size among the cells beyond the optimum whose
     children train within the margin of the optimum's (✓), against a gain highest where training starts to degrade,
     or holding while it does (✗); undecided where the grid stops short of the edge or does not resolve it."""
-    r = claims.claim_n9(grid(peak2))[0]  # a peak at S ≈ 0.005, about 1 point above the largest S: inside
-    assert r.state == claims.PASS and r.values["lo"] > claims.NOISE_MIN_EFFECT and "peak inside" in r.measured
-    assert r.block == claims.BOOK and r.id == "N9 (50%)"
+    r = claim_n9(grid(peak2))[0]  # a peak at S ≈ 0.005, about 1 point above the largest S: inside
+    assert r.state == PASS and r.values["lo"] > NOISE_MIN_EFFECT and "peak inside" in r.measured
+    assert r.block == BOOK and r.id == "N9 (50%)"
     flat_top = lambda lr, b, s: peak2(lr, b, s) if s <= 0.004 else 0.0195  # noqa: E731
-    held = claims.claim_n9(grid(flat_top))[0]
-    assert held.state == claims.FAIL and held.values["hi"] <= claims.NOISE_MIN_EFFECT and "holds" in held.measured
+    held = claim_n9(grid(flat_top))[0]
+    assert held.state == FAIL and held.values["hi"] <= NOISE_MIN_EFFECT and "holds" in held.measured
     rising = lambda lr, b, s: 0.01 * np.log10(s) + 0.04  # noqa: E731
-    short = claims.claim_n9(grid(rising))[0]  # nothing fails: the grid never reaches the edge
-    assert short.state == claims.INCONCLUSIVE and "stops short" in short.measured
-    coarse = claims.claim_n9(failing(grid(rising), lambda lr, b: 7 if lr / (b * 0.1) > 0.02 else 0))[0]
-    assert coarse.state == claims.INCONCLUSIVE and "does not resolve the edge" in coarse.measured  # a factor 2 away
+    short = claim_n9(grid(rising))[0]  # nothing fails: the grid never reaches the edge
+    assert short.state == INCONCLUSIVE and "stops short" in short.measured
+    coarse = claim_n9(failing(grid(rising), lambda lr, b: 7 if lr / (b * 0.1) > 0.02 else 0))[0]
+    assert coarse.state == INCONCLUSIVE and "does not resolve the edge" in coarse.measured  # a factor 2 away
     # on a finer grid the same rise, failing one step of 2^(1/4) past the optimum: the edge, resolved
-    edge = claims.claim_n9(fine_grid(lambda k: 0.01 * k + 0.02, fail_of=lambda k: 6 if k >= 3 else 0))[0]
-    assert edge.state == claims.FAIL and "where training starts to degrade" in edge.measured
+    edge = claim_n9(fine_grid(lambda k: 0.01 * k + 0.02, fail_of=lambda k: 6 if k >= 3 else 0))[0]
+    assert edge.state == FAIL and "where training starts to degrade" in edge.measured
     # a fall of 1 point past the peak: inside while the children train as well, at the edge when they train worse
     peak = lambda k: 0.03 if k == 1 else 0.02  # noqa: E731
-    assert claims.claim_n9(fine_grid(peak))[0].state == claims.PASS
-    worse = claims.claim_n9(fine_grid(peak, acc_of=lambda k: 0.9 if k <= 1 else 0.75))[0]
-    assert worse.state == claims.FAIL and "0 of 6 cells train as well" in worse.measured
+    assert claim_n9(fine_grid(peak))[0].state == PASS
+    worse = claim_n9(fine_grid(peak, acc_of=lambda k: 0.9 if k <= 1 else 0.75))[0]
+    assert worse.state == FAIL and "0 of 6 cells train as well" in worse.measured
     straddle = None
     for jitter in (0.004, 0.006, 0.008, 0.012):
-        r = claims.claim_n9(grid(lambda lr, b, s: 0.6 * peak2(lr, b, s), jitter=jitter))[0]
-        if r.values.get("lo", 1) < claims.NOISE_MIN_EFFECT < r.values.get("hi", 0):
+        r = claim_n9(grid(lambda lr, b, s: 0.6 * peak2(lr, b, s), jitter=jitter))[0]
+        if r.values.get("lo", 1) < NOISE_MIN_EFFECT < r.values.get("hi", 0):
             straddle = r
             break
-    assert straddle is not None and straddle.state == claims.INCONCLUSIVE
+    assert straddle is not None and straddle.state == INCONCLUSIVE
     mostly = failing(grid(peak2), lambda lr, b: 0 if lr == 0.2 and b > 32 else 10)
-    assert claims.claim_n9(mostly)[0].state == claims.NA
+    assert claim_n9(mostly)[0].state == NA
     # the margin is the optimum's own: undertrained cells at small S do not push the optimum out (the first form's
     # flaw, a referee's finding): here they train 30 points worse, and the peak still reads inside
-    low = claims.claim_n9(grid(peak2, acc_of=lambda lr, b: 0.6 if lr / (b * 0.1) < 0.002 else 0.9))[0]
-    assert low.state == claims.PASS
+    low = claim_n9(grid(peak2, acc_of=lambda lr, b: 0.6 if lr / (b * 0.1) < 0.002 else 0.9))[0]
+    assert low.state == PASS
     assert claims.page_claims("noise_scale", grid(peak2))[-1].id == "N9 (50%)"
 
 
@@ -661,18 +686,18 @@ def test_n2_names_the_grids_protocol():
         keys["metric"], keys["value"] = "train_steps", [steps_of(b) for b in keys["batch_size"]]
         return pd.concat([df, keys], ignore_index=True)
 
-    assert "protocol: fixed steps" in claims.claim_n2(grid(peak2))[0].measured
-    assert "protocol: fixed steps" in claims.claim_n2(with_steps(lambda b: 2000))[0].measured
-    epochs = claims.claim_n2(with_steps(lambda b: 2000 * 128 // b))[0]
-    assert "protocol: fixed epochs" in epochs.measured and epochs.state == claims.PASS
-    assert "convergence rule" in claims.claim_n2(with_steps(lambda b: 2000 if b < 128 else 4000))[0].measured
+    assert "protocol: fixed steps" in claim_n2(grid(peak2))[0].measured
+    assert "protocol: fixed steps" in claim_n2(with_steps(lambda b: 2000))[0].measured
+    epochs = claim_n2(with_steps(lambda b: 2000 * 128 // b))[0]
+    assert "protocol: fixed epochs" in epochs.measured and epochs.state == PASS
+    assert "convergence rule" in claim_n2(with_steps(lambda b: 2000 if b < 128 else 4000))[0].measured
 
 
 def test_n9_counts_as_fixed_before_only_on_the_grids_run_after_it():
     """N9 was set after the fixed-steps grids were read, and its second form after the MNIST-1D finer grid was read
     and while the MNIST-1D fixed-epochs grid ran: "after results" there and on this build, "before results" on the
     stand-in's finer and fixed-epochs grids, committed before they ran."""
-    row = claims.claim_n9(grid(peak2))[0]
+    row = claim_n9(grid(peak2))[0]
     assert row.fixed_when == "after results"
     for source, when in (("noise-scale-mnist1d", "after results"), ("noise-fine-mnist1d", "after results"),
                          ("noise-fine-mnist-standin", "before results"), ("noise-epochs-mnist1d", "after results"),

@@ -61,15 +61,15 @@ def test_a_verdict_is_glued_under_the_literal_keys_the_prose_quotes(tmp_path, mo
 
     glued = {}
     monkeypatch.setattr(page_module, "glue", lambda key, value, display=True: glued.__setitem__(key, value))
-    row = claims.ClaimResult("W1", "width", "Merged accuracy rises with width.", "0.9 [0.8, 1.0]", "ρ ≥ 0.9",
-                             claims.PASS, "width_accuracy")
+    row = claims.verdicts.ClaimResult("W1", "width", "Merged accuracy rises with width.", "0.9 [0.8, 1.0]", "ρ ≥ 0.9",
+                             claims.verdicts.PASS, "width_accuracy")
     p = Page("width_accuracy", "smoke", {}, store=RunStore(tmp_path / "s"))
     p.verdicts = {row.key: row}
     p.glue_verdict("w1", "w1_mark", "w1_measured", "w1_test")
     assert {k: getattr(v, "data", v) for k, v in glued.items()} == {
         "w1_mark": row.mark, "w1_measured": "0.9 [0.8, 1.0]", "w1_test": "ρ ≥ 0.9"}
     Page.glue_state(row)
-    assert glued["w1_state"] == claims.PASS
+    assert glued["w1_state"] == claims.verdicts.PASS
     with pytest.raises(SpecError, match="must end in one of _mark"):
         Page.glue_claim(row, "w1_words")
     with pytest.raises(SpecError, match=r"verdicts are \['w1'\]"):

@@ -135,7 +135,7 @@ def test_the_profile_tables_are_generated_from_the_studies(doc):
 def test_the_paper_mlp_recipe_is_the_cited_one():
     """The paper profile's MLP recipe holds the values the width paper states (Table 1's MLP on MNIST up to 16×,
     weight decay 3e-3, 1e-4 in its ablation) and says of every other field that it is the book's own choice."""
-    from lmcbook.claims import PAPER_TABLE1_MLP
+    from lmcbook.claims.thresholds import PAPER_TABLE1_MLP
     from lmcbook.studies import PAPER_MLP_RECIPE
 
     cited = {name for name, (_, source) in PAPER_MLP_RECIPE.items() if source.startswith("the paper:")}

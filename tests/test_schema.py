@@ -56,5 +56,5 @@ def test_w3_reads_the_last_residual_block():
     def error(layer, units, method):
         return 0.8 if method == "untrained" or layer < 9 else 0.8 - 0.1 * UNITS.index(units)
 
-    r = claims.claim_w3(pd.concat([_lewc(range(1, 10), value=error), _weight_norms(range(1, 21))]))
+    r = claims.width.claim_w3(pd.concat([_lewc(range(1, 10), value=error), _weight_norms(range(1, 21))]))
     assert r.passed, r.measured

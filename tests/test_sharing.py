@@ -22,7 +22,8 @@ import torch
 
 from lmcbook import book
 from lmcbook.cli import main
-from lmcbook.files import STORE_ENV, out_dir, store_root
+from lmcbook.files import out_dir
+from lmcbook.specs import STORE_ENV, store_root
 from lmcbook.store import RunStore, StoreWarning
 from lmcbook.studies import WIDTH
 from lmcbook.sweep import run_all
@@ -354,12 +355,27 @@ def test_store_files_get_the_modes_the_umask_gives(digits, tmp_path, umask, dirs
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def _open_for_others(paths: list[Path]) -> list[tuple[Path, int]]:
+    """Let other users traverse (o+x, not list) every folder above ``paths`` and the interpreter's real file, as a
+    checkout in a private folder (``mktemp -d`` makes mode 0700) needs for another user to run it; return the folders
+    changed and their modes, to restore."""
+    changed = []
+    for path in {q for p in paths for q in (p, p.resolve())}:
+        for folder in [path, *path.parents] if path.is_dir() else path.parents:
+            mode = folder.stat().st_mode & 0o7777
+            if not mode & 0o001 and folder not in {f for f, _ in changed}:
+                folder.chmod(mode | 0o001)
+                changed.append((folder, mode))
+    return changed
+
+
 def test_another_user_reads_a_shared_store(digits):
     """`nobody` (another user, no groups) lists, verifies and loads a store that root wrote under umask 022."""
     import tempfile
 
     before = os.umask(0o022)
     base = Path(tempfile.mkdtemp(dir="/tmp", prefix="lmcbook-shared-"))  # outside pytest's private 0700 folder
+    opened = _open_for_others([ROOT, Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix)])
     try:
         base.chmod(0o755)
         store = RunStore(base / "s")
@@ -377,3 +393,5 @@ def test_another_user_reads_a_shared_store(digits):
     finally:
         os.umask(before)
         shutil.rmtree(base, ignore_errors=True)
+        for folder, mode in opened:
+            folder.chmod(mode)

@@ -73,18 +73,11 @@ from .verdicts import (
     _ends_state,
     _trend_verdict,
     _values,
+    claim,
+    mechanism_standard,
     ties,
     unfit,
 )
-
-
-def mechanism_standard(df: pd.DataFrame) -> pd.DataFrame:
-    """Return the rows of a mechanism frame that the width claims read: standard initialisation, and no
-    weight-matched merge or probe (so W1, W6, W7 and R1–R2 read it as they read the training-regime page)."""
-    keep = ~df.get("method", pd.Series(index=df.index, dtype=object)).isin([MATCHED, "weight_matched"])
-    if "init_scale" in df.columns:
-        keep &= df["init_scale"].fillna(1.0).eq(1.0)
-    return df[keep]
 
 
 class _NotApplicable(Exception):
@@ -198,6 +191,24 @@ def _largest_d(df: pd.DataFrame) -> tuple[float, pd.Series]:
 _M_TEST_PAIRS = f"at least {MIN_PAIRS} pairs; 95% bootstrap interval over pairs"
 
 
+@claim("R1", page="mechanism", reads=mechanism_standard)
+def claim_r1(tr: pd.DataFrame) -> ClaimResult:
+    """R1: at the widest width trained at every length, ρ(D, relative effective rank of the hidden-to-hidden
+    matrices) ≤ −0.9 across the (length, weight decay) cells."""
+    return _regime_claim("R1", "Weight decay makes the weights low-rank: the longer it acts, the lower the rank (the "
+                         "first link of the paper's causal account).", tr, REL_EFFECTIVE_RANK, -1,
+                         "relative effective rank", hidden=True, method="trained")
+
+
+@claim("R2", page="mechanism", reads=mechanism_standard)
+def claim_r2(tr: pd.DataFrame) -> ClaimResult:
+    """R2: at the widest width trained at every length, ρ(D, merged accuracy at λ=½) ≥ 0.9 across the (length,
+    weight decay) cells."""
+    return _regime_claim("R2", "As weight decay acts longer (larger D), merging without permutations improves (the "
+                         "paper's causal account, end to end).", tr, ACC_MERGED, +1, "merged accuracy")
+
+
+@claim("M1", page="mechanism")
 def claim_m1(df: pd.DataFrame) -> ClaimResult:
     """M1 (the paper's account against H2): at the widest width and the largest D, plain merged accuracy ≥ 0.95 ×
     the logit ensemble's: pass when the interval of the per-pair ratio lies at or above 0.95, fail when it lies
@@ -231,6 +242,7 @@ def _along_d(df: pd.DataFrame, widest: float, value: Callable[[pd.Series], pd.Se
     return cells, [value(c) for _, c in cells.iterrows()]
 
 
+@claim("M2", page="mechanism")
 def claim_m2(df: pd.DataFrame) -> ClaimResult:
     """M2 (H2, permutation collapse; since issue 36): at the widest width, the gain of weight matching (matched minus
     plain merged accuracy, per pair) grows with D: ρ(D, mean gain) ≥ 0.9 over the standard-initialisation cells
@@ -272,6 +284,7 @@ def _read_m2(df: pd.DataFrame) -> _Reading:
                             units=widest, n=iv.n))
 
 
+@claim("M3", page="mechanism")
 def claim_m3(df: pd.DataFrame) -> ClaimResult:
     """M3 (H3, width truncation): at the largest D, plain merged accuracy rises with width up to the widest:
     ρ(width, mean merged accuracy) ≥ 0.9 over the widths whose endpoints converged, and the widest width above
@@ -306,6 +319,7 @@ def _read_m3(df: pd.DataFrame) -> _Reading:
                     _values(iv, MIN_ACC_EFFECT, rho=rho, diff=iv.mean, units=widest, n=iv.n))
 
 
+@claim("M4", page="mechanism")
 def claim_m4(df: pd.DataFrame) -> ClaimResult:
     """M4 (H1, near initialisation): at the smallest D and the widest width, plain merged accuracy with a small
     initialisation (the smallest init_scale) is below the standard initialisation's by more than MIN_ACC_EFFECT:
@@ -341,6 +355,7 @@ def _read_m4(df: pd.DataFrame) -> _Reading:
     return _exceeds(measured, low["D"], iv, widest, MIN_ACC_EFFECT, standard=std, small=sml)
 
 
+@claim("M5", page="mechanism")
 def claim_m5(df: pd.DataFrame) -> ClaimResult:
     """M5 (the paper's chain): at the widest width the orthogonality ratio ‖W_a z_b‖/‖W_a z_a‖ (λ=½, mean over
     layers 2..L) falls as D rises: ρ(D, mean ratio) ≤ −0.9 over the standard-initialisation cells that reach the
@@ -385,6 +400,7 @@ def equal_d_couples(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
     return out
 
 
+@claim("M6", page="mechanism")
 def claim_m6(df: pd.DataFrame) -> ClaimResult:
     """M6 (D is a fair axis): in every couple of equal-D cells, one reached by training longer and one by a stronger
     weight decay, plain merged accuracy at their widest common width agrees within 5 points: an equivalence test
@@ -498,21 +514,6 @@ def _regime_claim(cid: str, statement: str, tr: pd.DataFrame, metric: str, sign:
                        values=_values(diff, 0.0, rho=rho, units=units, lo_d=lo["mean"], hi_d=hi["mean"],
                                       ends=diff.mean, ends_lo=diff.lo, ends_hi=diff.hi, n_d=len(points),
                                       **{"n_models" if per_model else "n": diff.n}))
-
-
-def claim_r1(tr: pd.DataFrame) -> ClaimResult:
-    """R1: at the widest width trained at every length, ρ(D, relative effective rank of the hidden-to-hidden
-    matrices) ≤ −0.9 across the (length, weight decay) cells."""
-    return _regime_claim("R1", "Weight decay makes the weights low-rank: the longer it acts, the lower the rank (the "
-                         "first link of the paper's causal account).", tr, REL_EFFECTIVE_RANK, -1,
-                         "relative effective rank", hidden=True, method="trained")
-
-
-def claim_r2(tr: pd.DataFrame) -> ClaimResult:
-    """R2: at the widest width trained at every length, ρ(D, merged accuracy at λ=½) ≥ 0.9 across the (length,
-    weight decay) cells."""
-    return _regime_claim("R2", "As weight decay acts longer (larger D), merging without permutations improves (the "
-                         "paper's causal account, end to end).", tr, ACC_MERGED, +1, "merged accuracy")
 
 
 # ---- What the mechanism rows conclude ----

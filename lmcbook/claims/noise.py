@@ -51,7 +51,7 @@ from .thresholds import (
     PICK_ORDER,
     STABLE_ACC_MARGIN,
 )
-from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, TABLE_MARKS, ClaimResult, _values
+from .verdicts import FAIL, INCONCLUSIVE, NA, PASS, TABLE_MARKS, ClaimResult, _values, claim
 
 #: The measured text of a row whose gains all lie below NOISE_MIN_EFFECT, and of a row whose difference does.
 ABSENT = "no gain of the paper's size in this setting"
@@ -182,6 +182,7 @@ def _failures_text(fails: pd.DataFrame) -> str:
     return f"{what} in {len(hit)} of {len(fails)} cells: {cells}"
 
 
+@claim("N1", page="noise_scale")
 def claim_n1(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
     """N1 (one row per spawn point of the full grid), as the noise paper states it: the gain rises with S to an
     optimum, and beyond it falls or training fails.  Read by a split half (against the winner's curse): the optimum
@@ -307,6 +308,7 @@ def grid_protocol(pairs: pd.DataFrame) -> str:
     return "epochs" if np.allclose(seen, seen.iloc[0], rtol=0.01) else "mixed"
 
 
+@claim("N2", page="noise_scale")
 def claim_n2(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
     """N2, by its own sentence: at fixed S, the batch size has no effect, scored once per grid, whose protocol
     (``grid_protocol``: fixed steps or fixed epochs) the row names.  On the kept cells (no pair failed; at least
@@ -455,6 +457,7 @@ def _at(pairs: pd.DataFrame, column: str, value: float) -> pd.Series:
     return pairs.loc[np.isclose(pairs[column], value), GAIN]
 
 
+@claim("N3", page="noise_components")
 def claim_n3(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N3: without normalisation, weight decay barely changes merging, an equivalence test on the kept cells of the
     weight-decay sweep: the best minus the worst cell's mean gain lies within ± NOISE_MIN_EFFECT (the paper's size)
@@ -478,6 +481,7 @@ def claim_n3(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
                       _values(iv, NOISE_MIN_EFFECT))
 
 
+@claim("N4", page="noise_components")
 def claim_n4(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N4: with LayerNorm, the strongest weight decay gives a larger merging gain than the weakest, compared only
     at matched training: both cells kept and their mean training accuracies (weaker child) within MATCHED_ACC_TOL,
@@ -513,6 +517,7 @@ def stable_cells(cells: pd.DataFrame, margin: float = STABLE_ACC_MARGIN) -> pd.I
     return ok.index[ok["train_acc_mean"] >= ok["train_acc_mean"].max() - margin - 1e-12]
 
 
+@claim("N5", page="noise_components")
 def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N5 (learning-rate pairs): children continued at similar, larger (but stable) learning rates merge best, read on
     the learning rates whose diagonal cell is stable (:func:`lmcbook.claims.noise.stable_cells`) and the
@@ -551,6 +556,7 @@ def claim_n5(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
                       _values(iv_diag, NOISE_MIN_EFFECT, ends=iv_ends.mean, ends_lo=iv_ends.lo, ends_hi=iv_ends.hi))
 
 
+@claim("N6", page="noise_components")
 def claim_n6(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N6 (momentum): momentum acts through S = η/(B(1−μ)) (the main text's form): on the kept cells of the
     momentum sweep, the cell mean gains collapse on log10 S against log10 η as N2 asks (:func:`collapse`; ✗ too when
@@ -574,6 +580,7 @@ def claim_n6(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     return row
 
 
+@claim("N7", page="noise_components")
 def claim_n7(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N7 (augmentation): augmentation raises the noise, so at the smallest η of the sweep, on the rising side of the
     gain curve, augmentation raises the gain: on minus off above NOISE_MIN_EFFECT by its interval; ✗ when it lies at
@@ -723,6 +730,7 @@ def pick_setting(cells: pd.DataFrame, order: tuple[str, ...] = PICK_ORDER) -> di
     return {k: spawned[k].iloc[0] for k in ("augment", "lr_floor", "spawn_fraction")}
 
 
+@claim("N8", page="noise_regime")
 def claim_n8(regime: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> ClaimResult:
     """N8 (the book's own row; issue 49): merging gains more than annealing.  On the regime map's frame, at the setting
     the map picks (:func:`pick_setting`), the merged model's test accuracy against the mean of children of the *same
@@ -809,6 +817,7 @@ def _n8_best_odd(arm: pd.Series, lrs: set[float]) -> tuple[float, pd.Series]:
     return lr, arm.xs(lr, level="lr")[lambda v: v.index % 2 == 1].dropna()
 
 
+@claim("N9", page="noise_scale")
 def claim_n9(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[ClaimResult]:
     """N9 (the book's own row, one per spawn point of the grid; issue 49): the gain peaks *inside* the range where
     training holds up, against "the gain is highest where training starts to degrade".  The optimum is chosen on the

@@ -7,7 +7,7 @@ statistics of :mod:`lmcbook.stats`; its thresholds are :mod:`lmcbook.claims.thre
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,10 +90,10 @@ class ClaimResult:
     source: str | None = None
     #: A diagnostic row: shown on the scoreboard, outside every count (its result is expected whatever account holds).
     diagnostic: bool = False
-    #: The label of an earlier row this one repeats (:func:`~lmcbook.claims.board.mark_repeats`: the same claim and
+    #: The label of an earlier row this one repeats (:func:`~lmcbook.claims.mark_repeats`: the same claim and
     #: regime on the same data set, with the same interval and verdict, so the same runs read again, as where a long
     #: reference reuses the quick book's 60-epoch cells); None for a row of its own.  A repeat is shown, never counted
-    #: (the scoreboard's blocks: :func:`~lmcbook.claims.board.block_counts`).
+    #: (the scoreboard's blocks: :func:`~lmcbook.claims.block_counts`).
     repeats: str | None = None
     #: The repeat is of the same cells and seeds trained again (the same specs, trained in another stack or at
     #: another thread count, which change a run's last digits: :mod:`lmcbook.train`), not of the same runs read
@@ -208,6 +208,52 @@ class ClaimResult:
         base = "".join(c if c.isalnum() else "_" for c in self.id.lower()).strip("_")
         key = "_".join(filter(None, base.split("_"))) + ("_long" if self.regime == "long" else "")
         return key + ("_" + "".join(c if c.isalnum() else "_" for c in self.source) if self.source else "")
+
+
+def mechanism_standard(df: pd.DataFrame) -> pd.DataFrame:
+    """Return the rows of a mechanism frame that the width claims read: standard initialisation, and no
+    weight-matched merge or probe (so W1, W6, W7 and R1–R2 read it as they read the training-regime page)."""
+    keep = ~df.get("method", pd.Series(index=df.index, dtype=object)).isin([MATCHED, "weight_matched"])
+    if "init_scale" in df.columns:
+        keep &= df["init_scale"].fillna(1.0).eq(1.0)
+    return df[keep]
+
+
+# ---- The register ----
+# Each claim row registers itself where it is defined: ``@claim("W1", page="width_accuracy")`` above its function
+# records which page's frame it reads, and returns the function unchanged. The board (:mod:`lmcbook.claims`) reads
+# the register, so adding a row touches its family's module, its threshold, its page and its test.
+
+#: What a row's function returns: one row, or (for the rows made per spawn point or per regime) a list of them.
+ClaimFunction = Callable[[pd.DataFrame], ClaimResult | list[ClaimResult]]
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A registered claim: its name, the page whose saved frame it reads, the function that decides it, and what the
+    function reads of that frame (None: the frame as saved)."""
+
+    name: str
+    page: str
+    function: ClaimFunction
+    reads: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+
+
+#: Every registered claim by name, in the order their modules define them (a page's rows come in this order).
+REGISTER: dict[str, Registered] = {}
+
+
+def claim(name: str, page: str, reads: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+          ) -> Callable[[ClaimFunction], ClaimFunction]:
+    """Register the decorated function as the test of claim ``name``, read on ``page``'s saved frame (through
+    ``reads``, if given), and return the function unchanged; a name registered twice is refused."""
+    def register(function: ClaimFunction) -> ClaimFunction:
+        if name in REGISTER:
+            raise ValueError(f"claim {name!r} is registered twice: by {REGISTER[name].function.__qualname__} and by "
+                             f"{function.__qualname__}; expected one function per claim")
+        REGISTER[name] = Registered(name, page, function, reads)
+        return function
+    return register
 
 
 def _values(iv: Interval, threshold: float, **extra: float) -> dict[str, float]:

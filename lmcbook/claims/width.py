@@ -28,6 +28,7 @@ from ..schema import (
     ORTH_RATIO,
     REL_EFFECTIVE_RANK,
     SCALE_RATIO,
+    at_length,
     cell_table,
     hidden_to_hidden,
     last_hidden,
@@ -76,6 +77,8 @@ from .verdicts import (
     _in_regime,
     _trend_verdict,
     _values,
+    claim,
+    mechanism_standard,
     trend_state,
     unfit,
 )
@@ -142,6 +145,7 @@ def _widest_two(df: pd.DataFrame, metric: str, **filters) -> tuple[float, float,
     return units[-2], units[-1], interval_diff(per.loc[units[-1]], per.loc[units[-2]])
 
 
+@claim("W1", page="width_accuracy")
 def claim_w1(width_accuracy: pd.DataFrame, regime: str = "short", page: str = "width_accuracy") -> ClaimResult:
     """W1: merged accuracy rises with width: ρ(width, merged accuracy at λ=½) ≥ RHO_MIN, and it does not fall over
     the last step of width beyond the 95% interval of that step's change (a fall that clears it: ✗)."""
@@ -164,6 +168,7 @@ def claim_w1(width_accuracy: pd.DataFrame, regime: str = "short", page: str = "w
     return _in_regime(r, width_accuracy, regime)
 
 
+@claim("W2", page="loss_barrier_calibration")
 def claim_w2(barrier: pd.DataFrame) -> ClaimResult:
     """W2, the calibrated barrier's relative fall: ρ(width, calibrated midpoint loss barrier) ≤ −RHO_MIN and, at the
     widest width, each pair's calibrated/raw barrier ≤ CAL_OVER_RAW_MAX by the 95% interval over pairs.
@@ -198,6 +203,7 @@ def _gap_at(df: pd.DataFrame, units: float, higher: tuple[str, dict], lower: tup
     return _at_width(gap, units)
 
 
+@claim("W3", page="lewc")
 def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
     """W3: ρ(width, LEWC relative error at λ=½, last hidden layer) ≤ −RHO_MIN, and at the widest width below the
     same pair's untrained error (the 95% interval over pairs of untrained − trained above 0; straddling it:
@@ -216,6 +222,7 @@ def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
                                               n=iv.n))
 
 
+@claim("W4", page="weak_additivity")
 def claim_w4(add: pd.DataFrame) -> ClaimResult:
     """W4: ρ(width, additivity error at λ=½, mean over hidden layers) ≤ −RHO_MIN, and at the widest width below the
     Gaussian baseline (the 95% interval over pairs of baseline − error above 0)."""
@@ -232,6 +239,7 @@ def claim_w4(add: pd.DataFrame) -> ClaimResult:
                        values=_values(iv, 0.0, rho=rho, below=iv.mean, n_widths=len(tr), n=iv.n))
 
 
+@claim("W5", page="reciprocal_orthogonality")
 def claim_w5(orth: pd.DataFrame) -> ClaimResult:
     """W5: ρ(width, orthogonality norm ratio, mean over both directions and layers 2..L) ≤ −RHO_MIN, and the ratio
     itself at the widest width ≤ ORTH_RATIO_MAX by its 95% interval over pairs (the paper: it goes to about 0)."""
@@ -259,6 +267,7 @@ def _width_ends(d: pd.DataFrame, metric: str, sign: int, rho: float, n_points: i
     return _trend_verdict(rho, sign, ends, diff, n_points), diff
 
 
+@claim("W6", page="low_rank")
 def claim_w6(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") -> ClaimResult:
     """W6: the relative effective rank of the hidden-to-hidden matrices falls with width: ρ ≤ −RHO_MIN and the widest
     width's value minus the narrowest's < 0 by the 95% interval over models (:func:`lmcbook.stats.trend_and_ends`)."""
@@ -283,6 +292,7 @@ def _rank_falls(cid: str, statement: str, d: pd.DataFrame, metric: str, what: st
                                       n_widths=len(st), n_models=ends.n))
 
 
+@claim("W6 (update)", page="low_rank")
 def claim_w6_update(rank: pd.DataFrame, regime: str = "short", page: str = "low_rank") -> ClaimResult:
     """W6 (update), a diagnostic beside W6: what training added, W − W₀, becomes low-rank relative to its size as
     width grows: ρ(width, relative stable rank of W − W₀ over the hidden-to-hidden matrices) ≤ −RHO_MIN, and the
@@ -376,6 +386,7 @@ def _w7_slopes(wd: pd.DataFrame, weak: pd.Series, strong: pd.Series, units: floa
             f"the width effect as a change between two widths, shown, not tested{left}")
 
 
+@claim("W8", page="random_permutation")
 def claim_w8(perm: pd.DataFrame) -> ClaimResult:
     """W8 (control; pairs as its unit and a null that can fail, since issue 36): for wide networks the permutation
     does not matter: at the widest width, per pair, the weight-matched merge's accuracy minus the mean over that
@@ -407,6 +418,7 @@ def claim_w8(perm: pd.DataFrame) -> ClaimResult:
                        values=_values(iv, PERM_EQUIV_TOL, unpermuted=ident.mean, n=iv.n))
 
 
+@claim("W9", page="loss_barrier_calibration")
 def claim_w9(barrier: pd.DataFrame) -> ClaimResult:
     """W9: at the widest width the logit norm ratio is within LOGIT_SCALE_TOL of 2^(1−L) (the 95% interval over pairs
     of its relative distance), *and* farther from it at the narrowest width, where merging fails (the narrowest's
@@ -442,6 +454,7 @@ def _depth_betas(d: pd.DataFrame) -> pd.Series:
     return pd.Series({k: _depth_fit(g)[0] for k, g in d.groupby(rep) if g["depth"].nunique() >= 2}, dtype=float)
 
 
+@claim("W10", page="lewc_depth")
 def claim_w10(depth: pd.DataFrame) -> ClaimResult:
     """W10: the depth law: per pair, a least-squares fit of log2(logit norm ratio) on L − 1 over the depth sweep has
     slope −β; ✓ when the 95% interval of β over pairs lies within ± LOGIT_SCALE_TOL of 1 and the untrained pairs'
@@ -472,6 +485,7 @@ def claim_w10(depth: pd.DataFrame) -> ClaimResult:
     return _na_unless_lewc(r, depth)
 
 
+@claim("W11", page="width_accuracy")
 def claim_w11(width_accuracy: pd.DataFrame) -> ClaimResult:
     """W11: the accuracy barrier (max over λ) at the widest width is ≤ 2 points for every pair."""
     return _widest_threshold("W11", "Wide networks merge with a small accuracy barrier (the paper: about "
@@ -480,6 +494,7 @@ def claim_w11(width_accuracy: pd.DataFrame) -> ClaimResult:
                              "points", "width_accuracy", scale=100)
 
 
+@claim("W12", page="loss_barrier_calibration")
 def claim_w12(barrier: pd.DataFrame) -> ClaimResult:
     """W12: the calibrated midpoint loss barrier at the widest width is ≤ 0.1 nats for every pair."""
     return _widest_threshold("W12", "After calibration the loss barrier of wide networks is near zero.", barrier,
@@ -487,6 +502,7 @@ def claim_w12(barrier: pd.DataFrame) -> ClaimResult:
                              "loss_barrier_calibration")
 
 
+@claim("W13", page="lewc")
 def claim_w13(lewc: pd.DataFrame) -> ClaimResult:
     """W13: wide networks follow LEWC closely, by the paper's own measure, read where LEWC's prediction and LLFC's
     differ (λ in LEWC_LLFC_LAMS, those the probes recorded; at λ=½ the two cosines coincide): at the widest width,
@@ -530,6 +546,7 @@ def _per_pair(df: pd.DataFrame, metric: str, **filters) -> pd.Series:
     return d.groupby(["hidden_units", replicate(d)])["value"].mean()
 
 
+@claim("W14", page="reciprocal_orthogonality")
 def claim_w14(orth: pd.DataFrame) -> ClaimResult:
     """W14: at the widest width the orthogonality ratio is ≤ ORTH_OVER_UNTRAINED_MAX of the same pair's untrained
     ratio, and ≤ ORTH_RATIO_MAX itself (95% intervals over pairs): strong, and not only a property of random
@@ -551,6 +568,7 @@ def claim_w14(orth: pd.DataFrame) -> ClaimResult:
                                       n=iv_rel.n))
 
 
+@claim("W15", page="llfc_vs_lewc")
 def claim_w15(llfc: pd.DataFrame) -> ClaimResult:
     """W15: the crossover the paper contrasts: at the widest width, last hidden layer, λ=¼, unpermuted pairs follow
     LEWC better than LLFC (LLFC's relative error minus LEWC's > 0), and weight-matched pairs follow LLFC better
@@ -569,3 +587,18 @@ def claim_w15(llfc: pd.DataFrame) -> ClaimResult:
                        "pairs", both(above(plain, 0.0, MIN_PAIRS), above(matched, 0.0, MIN_PAIRS)), "llfc_vs_lewc",
                        values=_values(plain, 0.0, plain=plain.mean, plain_lo=plain.lo, matched=matched.mean,
                                       matched_lo=matched.lo, n=plain.n))
+
+
+@claim("W1 W6 W7 (regimes)", page="mechanism", reads=mechanism_standard)
+def width_rows_by_regime(f: pd.DataFrame) -> list[ClaimResult]:
+    """Return the width rows the mechanism page scores by training regime: W7 on its decay arm (the *short* regime:
+    its shortest length), and W1, W6 and W7 on its longest length (the *long* regime), when it has a length arm."""
+    rows = [claim_w7(at_length(f, f["epochs"].min()), "short")]
+    if f["epochs"].nunique() < 2:  # no length arm: no long regime to score
+        return rows
+    longest = at_length(f, strongest=True)
+    rows += [claim_w1(longest, "long", "mechanism"), claim_w6(longest, "long", "mechanism"),
+             claim_w6_update(longest, "long", "mechanism")]
+    if at_length(f)["weight_decay"].nunique() >= 2:  # W7 compares two weight decays at the longest length
+        rows.append(claim_w7(at_length(f), "long"))
+    return rows

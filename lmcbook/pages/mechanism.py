@@ -7,19 +7,18 @@ from typing import Any
 import pandas as pd
 
 from .. import reference
-from ..claims import (
+from ..claims import page_claims
+from ..claims.mechanism import HYPOTHESES, source_label
+from ..claims.thresholds import (
     CONVERGED_TRAIN_ACC,
     D_TIE_RTOL,
     DECAY_ACTED_MAX,
-    HYPOTHESES,
     MIN_ACC_EFFECT,
     MIN_PAIRS,
     ORTH_FALL_MIN,
     PRECISION_LOSS_MARGIN,
-    ClaimResult,
-    page_claims,
-    source_label,
 )
+from ..claims.verdicts import ClaimResult
 from ..data import DATASET_LABELS, DATASET_SHORT
 from ..page import Page
 from ..plots_width import plot_mechanism_width
@@ -77,7 +76,8 @@ def mechanism_cells_markdown(long: pd.DataFrame) -> str:
 
 def hypotheses_markdown(states: dict[str, dict[str, str]], repeated: dict[str, dict[str, str]] | None = None) -> str:
     """Return a Markdown table of each hypothesis' state (supported, contradicted, undecided) per data set; a state
-    that repeats an earlier data set's runs (``repeated``: :func:`lmcbook.claims.repeated_hypotheses`) says so."""
+    that repeats an earlier data set's runs (``repeated``: :func:`lmcbook.claims.mechanism.repeated_hypotheses`) says
+    so."""
     rep = repeated or {}
 
     def cell(n: str, h: str) -> str:
@@ -140,7 +140,7 @@ def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
 def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]], dict[str, pd.DataFrame],
                                                    dict[str, str], Any, dict[str, str]]:
     """Return the page's committed reference runs scored (``show``: read them at all): each one's verdict rows and
-    frame by its label (:func:`lmcbook.claims.source_label`), each verdict's state glued
+    frame by its label (:func:`lmcbook.claims.mechanism.source_label`), each verdict's state glued
     (:meth:`~lmcbook.page.Page.glue_state`); by glue key, their Markdown list (stale ones marked) and the name of the
     first one, whose figure of the arms comes last (None without one); and each one's training precision by name
     (for :func:`lmcbook.claims.mark_repeats`)."""

@@ -12,17 +12,11 @@ from matplotlib.figure import Figure
 from scipy.stats import f_oneway
 
 from .. import reference
-from ..claims import (
-    FIRST_PICK,
-    MAP_MIN_PAIRS,
-    MIN_PAIRS,
-    NOISE_CONVERGED_TRAIN_ACC,
-    NOISE_FAILED_TRAIN_ACC,
-    NOISE_MIN_CELLS,
-    NOISE_MIN_EFFECT,
-    NOISE_RULE_THRESHOLDS,
+from ..claims.noise import (
+    PROTOCOL_WORDS,
     cell_mean_fit,
     describe_setting,
+    grid_protocol,
     map_cells,
     map_settings,
     mark_kept,
@@ -31,7 +25,16 @@ from ..claims import (
     noise_pairs,
     pick_setting,
 )
-from ..claims.noise import PROTOCOL_WORDS, grid_protocol
+from ..claims.thresholds import (
+    FIRST_PICK,
+    MAP_MIN_PAIRS,
+    MIN_PAIRS,
+    NOISE_CONVERGED_TRAIN_ACC,
+    NOISE_FAILED_TRAIN_ACC,
+    NOISE_MIN_CELLS,
+    NOISE_MIN_EFFECT,
+    NOISE_RULE_THRESHOLDS,
+)
 from ..experiments_noise import against_decay
 from ..page import Page
 from ..plots_noise import plot_noise_grid
@@ -101,7 +104,8 @@ def grid_numbers(study: Any, grid: pd.DataFrame, fit: dict[str, float] | None, n
     """Return the numbers the page's prose quotes about its η × B grid, by glue key: the cells the rule kept and
     excluded, the grid's ranges (S, the children's test accuracy, the weaker child's training accuracy), the cell
     means' range and the best cell, the most a cell's ensemble gains, the vertex of the quadratic ``fit``
-    (:func:`lmcbook.claims.cell_mean_fit`, NaN without one), the thresholds, and the test split's size ``n_test``."""
+    (:func:`lmcbook.claims.noise.cell_mean_fit`, NaN without one), the thresholds, and the test split's size
+    ``n_test``."""
     cells = noise_cells(grid, ["lr", "batch_size"])
     per_cell = grid.groupby(["batch_size", "lr"])
     cell_means, n_ok = per_cell["gain"].mean(), int(cells["kept"].sum())

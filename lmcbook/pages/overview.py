@@ -7,30 +7,19 @@ from collections.abc import Iterable
 import pandas as pd
 
 from .. import reference
-from ..claims import (
-    ACC_BARRIER_MAX,
-    BLOCK_CODES,
-    BOOK,
-    CAL_BARRIER_MAX,
-    FAIL,
-    MARKS,
-    NA,
-    PAPER,
-    PAPER_MLP_ACC_BARRIER,
-    PASS,
-    ClaimResult,
-    block_counts,
-    board_results,
+from ..claims import block_counts, board_results, id_order, state_of
+from ..claims.mechanism import short_merge
+from ..claims.noise import (
+    PROTOCOL_WORDS,
     claim_n8,
     claim_n9,
-    id_order,
+    grid_protocol,
     noise_claims,
     noise_pairs,
     rule_sensitivity,
-    short_merge,
-    state_of,
 )
-from ..claims.noise import PROTOCOL_WORDS, grid_protocol
+from ..claims.thresholds import ACC_BARRIER_MAX, CAL_BARRIER_MAX, PAPER_MLP_ACC_BARRIER
+from ..claims.verdicts import BLOCK_CODES, BOOK, FAIL, MARKS, NA, PAPER, PASS, ClaimResult
 from ..data import DATASET_SHORT
 from ..experiments_noise import moving_rows, noise_map_summary
 from ..page import Page
@@ -40,7 +29,8 @@ from ..stats import cell_stats
 
 def noise_verdict_table(refs: dict[str, tuple[list[ClaimResult], pd.DataFrame | None]]) -> pd.DataFrame:
     """Return, for a landing page, one row per noise run (by label: its rows, and
-    :func:`lmcbook.claims.rule_sensitivity`'s table or None): each claim's mark (✗ on an interval below the minimum
+    :func:`lmcbook.claims.noise.rule_sensitivity`'s table or None): each claim's mark (✗ on an interval below the
+    minimum
     effect reads "✗ (no effect of the paper's size)"), and the claims whose verdict moves as the rule's threshold
     rises ("none" if no row moves)."""
     out = {}
@@ -151,7 +141,7 @@ def noise_words(page: Page) -> dict[str, str]:
 def short_merge_words(frames: dict[str, pd.DataFrame], repeats: Iterable[str] = ()) -> str:
     """Return, in words, how well wide networks merge before weight decay has acted, per mechanism frame (by its
     label): plain merged accuracy over the logit ensemble's at the widest width in the smallest-D cell
-    (:func:`lmcbook.claims.short_merge`), its 95% interval and its pairs; "none" where no frame has that cell.
+    (:func:`lmcbook.claims.mechanism.short_merge`), its 95% interval and its pairs; "none" where no frame has that cell.
     ``repeats``: the labels whose M4, which reads that cell, repeats an earlier row (the same cells and seeds
     trained again: :func:`lmcbook.claims.mark_repeats`); each says so."""
     said: dict[str, list[str]] = {}  # by the interval's text: runs that share the cell (the same runs) are said once

@@ -369,8 +369,7 @@ def describe_map(study: Any) -> str:
 
 def map_table(settings: pd.DataFrame, cells: pd.DataFrame) -> str:
     """Return the regime map's table (:func:`lmcbook.claims.noise.map_settings`): one row per setting, with how many
-    of its
-    learning rates gain, its best cell's gain and interval, and what its other cells read."""
+    of its learning rates gain, its best cell's gain and interval, and what its other cells read."""
     rows = ["| setting | cells that gain (of the paper's size) | best η | best gain, points (95% interval) | the "
             "other cells |", "|---|---|---|---|---|"]
     short = {"basins": "different basins", "harvest": "nothing to harvest", "failed": "failed",
@@ -400,11 +399,11 @@ def pick_numbers(cells: pd.DataFrame, settings: pd.DataFrame,
                  pick: dict | None) -> tuple[dict[str, Any], dict[str, str], str]:
     """Return what the noise_regime page says of the setting the map picks (``pick``,
     :func:`lmcbook.claims.noise.pick_setting`), by glue key: its best gain and interval, at which learning rate, over
-    how many
-    of its rates; the setting the ranking fixed before the map first ran would pick, where it differs, and how it reads;
-    and, where the pick's schedule does not decay to zero and the map has children spawned at the same point that decay
-    to zero, the merged model against those children.  Numbers in the first dict, words in the second; last, how the
-    merged model compares with those children: above, below or level (within the minimum effect), or none without them.
+    how many of its rates; the setting the ranking fixed before the map first ran would pick, where it differs, and
+    how it reads; and, where the pick's schedule does not decay to zero and the map has children spawned at the same
+    point that decay to zero, the merged model against those children.  Numbers in the first dict, words in the
+    second; last, how the merged model compares with those children: above, below or level (within the minimum
+    effect), or none without them.
     """
     numbers: dict[str, Any] = {}
     words: dict[str, str] = {}

@@ -109,9 +109,8 @@ def _start_label(method: str, fraction: float) -> str:
 
 def plot_noise_map(cells: pd.DataFrame) -> Figure:
     """Return the regime map (:func:`lmcbook.claims.noise.map_cells`): merging gain against η with its interval over
-    pairs,
-    one line per start (spawn point, shared initialisation, independent pairs), one panel per schedule floor (rows)
-    and augmentation (columns); a grey cross marks a cell the rule excluded, and the band is ± half a point."""
+    pairs, one line per start (spawn point, shared initialisation, independent pairs), one panel per schedule floor
+    (rows) and augmentation (columns); a grey cross marks a cell the rule excluded, and the band is ± half a point."""
     from .claims.thresholds import NOISE_MIN_EFFECT
 
     floors, augs = sorted(cells["lr_floor"].unique()), sorted(cells["augment"].unique())

@@ -51,8 +51,7 @@ def frame(notebook, rows):
 def by_width(notebook, metric, values, seeds=range(5), jitter=0.001, replicate="pair", **keys):
     """One row per (width, replicate): values[i] at UNITS[i], replicates spread evenly over ±jitter (5 by default,
     claims.thresholds.MIN_PAIRS, as the quick profile trains where the width rows read intervals).  ``replicate`` is
-    ``pair``
-    for a pair's measurement, ``seed`` for one model's (ranks)."""
+    ``pair`` for a pair's measurement, ``seed`` for one model's (ranks)."""
     seeds = list(seeds)
     half = max((len(seeds) - 1) / 2, 0.5)
     return [{"metric": metric, "value": v + (i - (len(seeds) - 1) / 2) / half * jitter, replicate: s,

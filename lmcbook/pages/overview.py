@@ -30,9 +30,8 @@ from ..stats import cell_stats
 def noise_verdict_table(refs: dict[str, tuple[list[ClaimResult], pd.DataFrame | None]]) -> pd.DataFrame:
     """Return, for a landing page, one row per noise run (by label: its rows, and
     :func:`lmcbook.claims.noise.rule_sensitivity`'s table or None): each claim's mark (✗ on an interval below the
-    minimum
-    effect reads "✗ (no effect of the paper's size)"), and the claims whose verdict moves as the rule's threshold
-    rises ("none" if no row moves)."""
+    minimum effect reads "✗ (no effect of the paper's size)"), and the claims whose verdict moves as the rule's
+    threshold rises ("none" if no row moves)."""
     out = {}
     for label, (rows, sensitivity) in refs.items():
         marks = {r.id: f"{r.mark} ({ABSENT_WORDS})" if r.state == FAIL and "of the paper's size" in r.measured

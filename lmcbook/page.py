@@ -148,6 +148,21 @@ class Page:
         ones, or with ``retired`` the retired ones (:attr:`lmcbook.reference.Reference.retired`)."""
         return {n: self.read_reference(n) for n in reference.available(notebook or self.name, retired=retired)}
 
+    def scoreboard_inputs(self) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame], dict[str | None, str]]:
+        """Return what :func:`lmcbook.claims.scoreboard` reads: this build's CSV of every page with claims (by name),
+        every committed reference run's CSV (by name, each marked by its data set), and each source's training
+        precision (None: this build's mechanism page), since a repeat needs the same precision
+        (:func:`lmcbook.claims.mark_repeats`)."""
+        frames = {name: self.read_csv(name) for name in PAGE_CLAIMS}
+        committed = {name: item for nb in sorted({r.notebook for r in reference.REFERENCES.values()})
+                     for name, item in self.references(nb).items()}
+        references = {name: frame if "dataset" in frame else frame.assign(dataset=reference.dataset(name))
+                      for name, (frame, _) in committed.items()}
+        precisions = {None: study_of("mechanism").precision,
+                      **{name: prov.get("params", {}).get("precision", "fp32")
+                         for name, (_, prov) in committed.items()}}
+        return frames, references, precisions
+
     def save(self, long: pd.DataFrame | None = None, regime: pd.DataFrame | None = None,
              keys: list[str] | None = None, **frames: pd.DataFrame | tuple) -> list[ClaimResult]:
         """Validate the long-format frame, write it as this page's CSV, record what the page read, and glue the

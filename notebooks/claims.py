@@ -39,17 +39,11 @@ from lmcbook.claims.thresholds import (
 )
 from lmcbook.claims.verdicts import BOOK, DIAGNOSTIC, PAPER, ClaimResult
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import open_page, study_of
+from lmcbook.page import open_page
 from lmcbook.pages.mechanism import reference_settings
 
 page, study = open_page("claims", globals())
-frames = {name: page.read_csv(name) for name in claims.PAGE_CLAIMS}
-committed = {name: item for nb in sorted({r.notebook for r in reference.REFERENCES.values()})
-             for name, item in page.references(nb).items()}
-references = {name: frame if "dataset" in frame else frame.assign(dataset=reference.dataset(name))  # marked by data set
-              for name, (frame, _) in committed.items()}
-precisions = {None: study_of("mechanism").precision,  # a repeat needs the same precision (claims.mark_repeats)
-              **{name: prov.get("params", {}).get("precision", "fp32") for name, (_, prov) in committed.items()}}
+frames, references, precisions = page.scoreboard_inputs()  # this build's CSVs, the references'
 
 # %% [markdown]
 # Every row is decided by `lmcbook.claims` from the evidence pages' CSVs and the

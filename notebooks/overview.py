@@ -9,20 +9,38 @@
 # %% [markdown]
 # # lmcbook: merging neural networks, reproduced
 #
-# This book reproduces, figure by figure, two ICLR 2026 papers on merging neural
-# networks by averaging their weights. Every page is a notebook that ran before the
-# book was rendered. Every number in its prose was computed there, and every figure
-# comes with the CSV file of the numbers behind it.
+# Two ICLR 2026 papers on merging networks by averaging their weights, reproduced figure
+# by figure: the **width paper** {cite}`ito2026width` (wide networks merge without
+# permutations once the merged model's temperature is refitted) and the **noise paper**
+# {cite}`zhang2026noise` (the merging gain peaks at an intermediate noise scale
+# $S = \eta / (B(1-\mu))$). Every number on this page was computed before the book was
+# rendered, and each line below links to its evidence.
 #
-# - **The width paper** (Ito, Yamada, Chijiwa and Kumagai {cite}`ito2026width`). Two
-#   independently trained networks can be merged by plain weight averaging, with no
-#   permutation, once they are wide enough, provided the merged model's softmax
-#   temperature is refitted. The explanation offered is *layerwise exponentially
-#   weighted connectivity* (LEWC):
-#   $f_l(\lambda\theta_a + (1-\lambda)\theta_b) \approx \lambda^l f_l(\theta_a) + (1-\lambda)^l f_l(\theta_b)$.
-# - **The noise paper** (Zhang et al. {cite}`zhang2026noise`). How much merging gains
-#   depends, non-monotonically, on the optimizer's effective noise scale
-#   $S = \eta / (B(1-\mu))$.
+# ```{glue:md} findings
+# :format: myst
+# ```
+#
+# Each line is a claim's row on the largest data set it was scored on (the long training
+# regime first, where weight decay has acted); its last column counts all the claim's rows,
+# and the scoreboard ({doc}`claims`) has every one of its {glue:text}`n_board_rows` rows.
+#
+# ```{glue:figure} fig_headline
+# :name: fig-headline
+#
+# **The width paper's headline.** Accuracy of the merged model $\theta(\tfrac12)$ of two
+# independently trained networks against width, beside the two networks themselves and
+# their logit ensemble (error bars span min to max over pairs). Trained: {glue:md}`setup`.
+# The page *Merged accuracy against width* has the details.
+# ```
+#
+# ```{glue:figure} fig_noise_headline
+# :name: fig-noise-headline
+#
+# **The noise paper's headline.** Merging gain against the noise scale $S$ over the
+# η × B grid of the committed reference run {glue:md}`noise_headline_source`
+# ({glue:md}`noise_headline_data`). Trained: {glue:md}`noise_headline_setup`. The page
+# {doc}`noise_scale` has this build's grid and every reference.
+# ```
 #
 # ```{include} build_info.md
 # ```
@@ -30,9 +48,10 @@
 # %% tags=["parameters"]
 profile = "quick"
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
+import pandas as pd
 
-from lmcbook import claims, plots_width
+from lmcbook import claims, plots_noise, plots_style, plots_width, reference
 from lmcbook.claims.mechanism import closest_barrier, largest_d_cell, repeated_hypotheses, source_label
 from lmcbook.claims.thresholds import (
     DECAY_ACTED_MAX,
@@ -43,9 +62,12 @@ from lmcbook.claims.thresholds import (
 )
 from lmcbook.claims.verdicts import FAIL, MARKS, PASS
 from lmcbook.data import DATASET_SHORT
+from lmcbook.experiments_noise import describe_noise
 from lmcbook.page import open_page, study_of
 from lmcbook.pages.overview import board_numbers, headline_numbers, noise_words, short_merge_words, w8_numbers
 from lmcbook.regime import describe_study, regime_table
+from lmcbook.schema import markdown_table
+from lmcbook.studies import part_of
 
 page, study = open_page("overview", globals())
 acc = page.read_csv("width_accuracy")
@@ -63,6 +85,60 @@ summary = acc[acc["lam"].isna() & acc["metric"].str.startswith("acc")]
 summary = summary.pivot_table(index=["hidden_units", "pair"], columns="metric", values="value")
 summary = summary.reset_index()
 page.glue_figure("fig_headline", plots_width.plot_width_accuracy(summary))
+# the findings: per paper, each headline claim on one line, from the scoreboard (this build's CSVs and the committed
+# reference runs, repeats left out): the claim's row on the largest data set, the long training regime first (weight
+# decay has acted there), a reference run's before this build's, a grid's own protocol before its variants; the last
+# column counts every row of the claim
+HEADLINES = {"The width paper": ["W1", "W2", "W3", "W11", "M1"],
+             "The noise paper": ["N1", "N2", "N3", "N4", "N5", "N6", "N7"],
+             "The book's own question": ["N8"]}
+LARGEST_FIRST = ["mnist", "mnist_standin", "fashion_mnist", "mnist1d", "digits"]
+VARIANTS = ("-epochs-", "-fine-")  # the noise grid under the linear scaling rule's protocol, and its finer grid
+
+
+def size_rank(dataset: str) -> int:
+    return LARGEST_FIRST.index(dataset) if dataset in LARGEST_FIRST else len(LARGEST_FIRST)
+
+
+def finding(of: list) -> dict[str, str]:
+    r = min(of, key=lambda r: (size_rank(r.dataset), r.regime != "long", r.source is None,
+                               any(v in (r.source or "") for v in VARIANTS)))
+    v, counts = r.values, {m: sum(x.state == s for x in of) for s, m in ((PASS, "✓"), (FAIL, "✗"))}
+    number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
+              if {"estimate", "lo", "hi", "threshold"} <= v.keys() else "—")
+    setting = DATASET_SHORT.get(r.dataset, r.dataset) + (f", `{r.source}`" if r.source else ", this build")
+    head = r.statement.split(": ")[0].rstrip(".")  # its first clause, where that closes its brackets
+    said = head if head.count("(") == head.count(")") else r.statement.rstrip(".")
+    return {"claim": r.id, "verdict": r.mark, "claim in brief": said, "deciding number": number,
+            "setting": setting + (f" ({r.regime} regime)" if r.regime else ""),
+            "all its rows": f"{counts['✓']} ✓, {counts['✗']} ✗, {len(of) - sum(counts.values())} other",
+            "evidence": f"{{doc}}`{r.page}`"}
+
+
+rows = [r for r in claims.scoreboard(*page.scoreboard_inputs(), DATASET_SHORT) if not r.repeats]
+for r in rows:  # this build's width pages name no data set: their study's
+    r.dataset = r.dataset or study_of(r.page).dataset
+findings = {paper: [finding(of) for cid in ids if (of := [r for r in rows if r.id.split(" ")[0] == cid])]
+            for paper, ids in HEADLINES.items()}
+tables = {paper: markdown_table(pd.DataFrame(lines).set_index("claim")) for paper, lines in findings.items()}
+page.glue_md("findings", "\n\n".join(f"**{paper}**\n\n{table}" for paper, table in tables.items()))
+page.glue_values(n_board_rows=len(rows))
+# the noise paper's headline figure: its η × B grid on the largest data set a committed reference grid has
+grids = page.references("noise_scale")
+ref_name = min(grids, default=None, key=lambda n: (size_rank(str(grids[n][0]["dataset"].iloc[0])),
+                                               not n.startswith("noise-scale")))
+if ref_name is None:
+    page.glue_figure("fig_noise_headline", plots_style.placeholder("No reference grid of the noise paper is committed."))
+    page.glue_md("noise_headline_source", "(none)")
+    page.glue_md("noise_headline_data", "none")
+    page.glue_md("noise_headline_setup", "nothing")
+else:
+    grid_keys, ref = ["lr", "batch_size"], reference.get(ref_name)
+    grid_ref = claims.noise.mark_kept(claims.noise.noise_pairs(grids[ref_name][0].query("method == 'grid'"), grid_keys), grid_keys)
+    page.glue_figure("fig_noise_headline", plots_noise.plot_noise_grid(grid_ref, claims.noise.cell_mean_fit(grid_ref, grid_keys)))
+    page.glue_md("noise_headline_source", f"`{ref_name}`")
+    page.glue_md("noise_headline_data", DATASET_SHORT[str(grids[ref_name][0]["dataset"].iloc[0])])
+    page.glue_md("noise_headline_setup", describe_noise(part_of(ref.notebook).resolve(ref.profile, ref.params)))
 board_counts, board_words = board_numbers(board)
 w8_state, w8 = w8_numbers(board)  # does the permutation matter for wide networks? (W8, the book's control)
 page.choose("w8", "same" if w8_state == PASS else "open" if w8_state != FAIL
@@ -113,16 +189,6 @@ if closest is not None:
                  f"{100 * closest['acted_barrier']:.1f} points (95% interval {100 * closest['acted_lo']:.1f} to "
                  f"{100 * closest['acted_hi']:.1f}), in {closest['acted_setting']}." if "acted_barrier" in closest else
                  "No cell where weight decay had acted records a barrier over two pairs.")
-
-# %% [markdown]
-# ```{glue:figure} fig_headline
-# :name: fig-headline
-#
-# Accuracy of the merged model $\theta(\tfrac12)$ of two independently trained networks
-# against width, beside the two networks themselves and their logit ensemble
-# (error bars span min to max over pairs). Trained: {glue:md}`setup`. The page
-# *Merged accuracy against width* has the details.
-# ```
 
 # %% [markdown] tags=["when:conclusion=contradicted"]
 # **What makes merging without permutations work: not what the paper says**, by the

@@ -220,6 +220,27 @@ def test_pages_render_in_a_browser(built):
         browser.close()
 
 
+#: The most words of prose the landing page shows before its first figure (its findings tables aside).
+ABSTRACT_WORDS = 300
+
+
+def test_the_landing_page_opens_as_an_abstract(built):
+    """Under the title, the findings (a table per paper, before any figure), then each paper's headline figure, with
+    at most ABSTRACT_WORDS words of prose before the first; no code cell is shown anywhere on the page."""
+    html = (built / "book" / "generated" / "overview.html").read_text()
+    article = html[html.index("<article"):]
+    assert "cell_input" not in article  # every code cell's input is removed
+    first_figure = article.index("<figure")
+    head = article[:first_figure]
+    assert head.count("<table") >= 2, "the findings: a table per paper, under the title"
+    prose = re.sub(r"<[^>]+>", " ", re.sub(r"<table.*?</table>", " ", head, flags=re.S))
+    assert len(prose.split()) <= ABSTRACT_WORDS, len(prose.split())
+    figures = re.findall(r'<figure[^>]*id="([^"]+)"', article)
+    assert figures[:2] == ["fig-headline", "fig-noise-headline"], figures
+    findings = re.sub(r"<[^>]+>", " ", head)
+    for cid in ("W1", "W11", "M1", "N1", "N2"):
+        assert re.search(rf"\b{cid}\b", findings), cid
+
 def test_the_table_width_check_can_fail(tmp_path):
     """The check above flags a table that spills out of the column, and passes one in a scrolling container."""
     from playwright.sync_api import sync_playwright

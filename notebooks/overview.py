@@ -21,8 +21,9 @@
 # ```
 #
 # Each line is a claim's row on the largest data set it was scored on (the long training
-# regime first, where weight decay has acted); its last column counts all the claim's rows,
-# and the scoreboard ({doc}`claims`) has every one of its {glue:text}`n_board_rows` rows.
+# regime first, where weight decay has acted), linked to its evidence; its last column
+# counts all the claim's rows, and the scoreboard ({doc}`claims`) has every one of its
+# {glue:text}`n_board_rows` rows.
 #
 # ```{glue:figure} fig_headline
 # :name: fig-headline
@@ -106,13 +107,12 @@ def finding(of: list) -> dict[str, str]:
     v, counts = r.values, {m: sum(x.state == s for x in of) for s, m in ((PASS, "✓"), (FAIL, "✗"))}
     number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
               if {"estimate", "lo", "hi", "threshold"} <= v.keys() else "—")
-    setting = DATASET_SHORT.get(r.dataset, r.dataset) + (f", `{r.source}`" if r.source else ", this build")
+    setting = DATASET_SHORT.get(r.dataset, r.dataset) + (f", reference {r.source}" if r.source else ", this build")
     head = r.statement.split(": ")[0].rstrip(".")  # its first clause, where that closes its brackets
     said = head if head.count("(") == head.count(")") else r.statement.rstrip(".")
-    return {"claim": r.id, "verdict": r.mark, "claim in brief": said, "deciding number": number,
-            "setting": setting + (f" ({r.regime} regime)" if r.regime else ""),
-            "all its rows": f"{counts['✓']} ✓, {counts['✗']} ✗, {len(of) - sum(counts.values())} other",
-            "evidence": f"{{doc}}`{r.page}`"}
+    return {"claim": f"{{doc}}`{r.id} <{r.page}>`", "verdict": r.mark, "claim in brief": said,
+            "deciding number": number, "setting": setting + (f" ({r.regime} regime)" if r.regime else ""),
+            "its rows": f"{counts['✓']} ✓, {counts['✗']} ✗ of {len(of)}"}
 
 
 rows = [r for r in claims.scoreboard(*page.scoreboard_inputs(), DATASET_SHORT) if not r.repeats]

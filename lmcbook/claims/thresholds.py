@@ -52,8 +52,8 @@ PERM_EQUIV_TOL = 0.01
 #: W11 (and the size of MIN_ACC_EFFECT) | before results (W11 is in FIXED_BEFORE) | 25dc1c7 | accuracy barrier at the
 #: widest width (2 points)
 ACC_BARRIER_MAX = 0.02
-#: W11's statement, :func:`lmcbook.claims.closest_barrier` | the paper | f3108a6 | the accuracy barrier the width
-#: paper reports for its wide MLP (about 0.5 points)
+#: W11's statement, :func:`lmcbook.claims.mechanism.closest_barrier` | the paper | f3108a6 | the accuracy barrier the
+#: width paper reports for its wide MLP (about 0.5 points)
 PAPER_MLP_ACC_BARRIER = 0.005
 #: The full-MNIST reference's table, beside its measured row | the paper | 43d34d7 | the width paper's Table 1 row
 #: for its MLP on MNIST at width multiplier 16, merged at λ = ½: the accuracy barrier (a fraction: 0.519 points) and
@@ -170,7 +170,7 @@ COLLAPSE_RATIO_MAX = 0.5
 #: the map's cell readings | before results (with the map, before it first ran) | cbd1322 | pairs a map cell needs for
 #: a reading: the map decides no claim, so it reads intervals over fewer pairs than a verdict (MIN_PAIRS)
 MAP_MIN_PAIRS = 3
-#: the setting the noise pages run (:func:`lmcbook.claims.pick_setting`) | after results: set after the map first
+#: the setting the noise pages run (:func:`lmcbook.claims.noise.pick_setting`) | after results: set after the map first
 #: ran | fd2f9ee | how the map ranks its settings, best first: most cells gaining the paper's size, then most cells
 #: gaining at all, then the best cell's lower interval end
 PICK_ORDER = ("n_paper", "n_gain", "best_gain_lo")
@@ -183,10 +183,10 @@ PICK_ORDER = ("n_paper", "n_gain", "best_gain_lo")
 FIRST_PICK = ("n_gain", "best_gain_lo")
 
 # -- the scoreboard's count of chance passes ------------------------------------------------------------------------
-#: :func:`lmcbook.claims.chance_passes` (the blocks' counts; no verdict) | after results: an assumption of the count,
-#: set when the scoreboard had results | 0a65c89 | the false-pass rate per tested row: a claim with no effect behind
-#: it passes this often (about the rate of a one-sided 95% interval clearing a threshold, or of ρ ≥ 0.9 over 5 widths
-#: by chance: 5 of the 120 orders)
+#: :func:`lmcbook.claims.verdicts.chance_passes` (the blocks' counts; no verdict) | after results: an assumption of
+#: the count, set when the scoreboard had results | 0a65c89 | the false-pass rate per tested row: a claim with no
+#: effect behind it passes this often (about the rate of a one-sided 95% interval clearing a threshold, or of ρ ≥ 0.9
+#: over 5 widths by chance: 5 of the 120 orders)
 CHANCE_RATE = 0.05
 
 # -- which rows were fixed before their results, and which were changed after ---------------------------------------

@@ -253,18 +253,18 @@ def task_arithmetic_frame(study: NoiseStudy, store: RunStore | None = None) -> p
 # ---- The noise study's words, and the regime map's ----
 
 
-def describe_noise(study: Any, spawned: bool = True) -> str:
+def describe_noise(study: Any, spawned: bool = True, sweeps: bool = True) -> str:
     """Return a one-sentence Markdown description of what the noise study trained (for captions): its
-    spawn-and-merge pairs, or with ``spawned=False`` the models it trained from scratch (task arithmetic's
-    pretrained models)."""
+    spawn-and-merge pairs (with ``sweeps=False``, those of its η × B grid alone), or with ``spawned=False`` the models
+    it trained from scratch (task arithmetic's pretrained models)."""
     m = study.spec(study.grid_cells()[0], 0).model
     floor = study.lr_floor
     sched = ("decay to zero" if floor == 0 or not spawned else "a constant rate" if floor == 1 else
              f"decay to {floor:g} of the peak")
     start = ("from a shared initialisation, with different batch orders" if study.spawn_fraction == 0 else
              f"spawned at {study.spawn_fraction:.0%} of training from their own parents")
-    how = (f"spawn-and-merge pairs {start}; {study.grid_pairs} pair(s) per cell of the η × B grid and "
-           f"{study.seeds} per cell of the component sweeps"
+    how = (f"spawn-and-merge pairs {start}; {study.grid_pairs} pair(s) per cell of the η × B grid"
+           + (f" and {study.seeds} per cell of the component sweeps" if sweeps else "")
            + ("; with augmentation" if study.augment else "") if spawned else
            f"{study.seeds} such model(s), one per seed")
     return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers and {m.channels} hidden "

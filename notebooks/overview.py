@@ -20,26 +20,30 @@
 # :format: myst
 # ```
 #
-# Each line is a claim's row on the largest data set it was scored on (the long training
-# regime first, where weight decay has acted), linked to its evidence; its last column
-# counts all the claim's rows, and the scoreboard ({doc}`claims`) has every one of its
-# {glue:text}`n_board_rows` rows.
+# Each line is a claim's row on the largest data set it was scored on, linked to its
+# evidence; among those rows, the long training regime first (weight decay has acted
+# there), then a test fixed before its results, a reference run before this build, a
+# grid's own protocol before its variants. Its last column counts all the claim's rows,
+# the {glue:text}`n_repeats` repeats of earlier runs left out; the scoreboard ({doc}`claims`)
+# has all {glue:text}`n_board_rows`.
 #
 # ```{glue:figure} fig_headline
 # :name: fig-headline
 #
 # **The width paper's headline.** Accuracy of the merged model $\theta(\tfrac12)$ of two
-# independently trained networks against width, beside the two networks themselves and
-# their logit ensemble (error bars span min to max over pairs). Trained: {glue:md}`setup`.
+# independently trained networks against width, beside the mean of the two networks
+# themselves and their logit ensemble (error bars span min to max over pairs). Trained: {glue:md}`setup`.
 # The page *Merged accuracy against width* has the details.
 # ```
 #
 # ```{glue:figure} fig_noise_headline
 # :name: fig-noise-headline
 #
-# **The noise paper's headline.** Merging gain against the noise scale $S$ over the
-# η × B grid of the committed reference run {glue:md}`noise_headline_source`
-# ({glue:md}`noise_headline_data`). Trained: {glue:md}`noise_headline_setup`. The page
+# **The noise paper's headline.** Merging gain over the η × B grid of the committed
+# reference run {glue:md}`noise_headline_source` ({glue:md}`noise_headline_data`), from
+# top to bottom against η (a line per $B$), against $B$ (a line per η) and against the
+# noise scale $S$ (every pair, with the quadratic fit on $\log_{10} S$); grey crosses are
+# cells the rule excluded. Trained: {glue:md}`noise_headline_setup`. The page
 # {doc}`noise_scale` has this build's grid and every reference.
 # ```
 #
@@ -87,9 +91,9 @@ summary = summary.pivot_table(index=["hidden_units", "pair"], columns="metric", 
 summary = summary.reset_index()
 page.glue_figure("fig_headline", plots_width.plot_width_accuracy(summary))
 # the findings: per paper, each headline claim on one line, from the scoreboard (this build's CSVs and the committed
-# reference runs, repeats left out): the claim's row on the largest data set, the long training regime first (weight
-# decay has acted there), a reference run's before this build's, a grid's own protocol before its variants; the last
-# column counts every row of the claim
+# reference runs, repeats left out): the claim's row on the largest data set; among those, the long training regime
+# first (weight decay has acted there), a test fixed before its results first, a reference run before this build's,
+# a grid's own protocol before its variants, then by the reference's name; the last column counts every row of it
 HEADLINES = {"The width paper": ["W1", "W2", "W3", "W11", "M1"],
              "The noise paper": ["N1", "N2", "N3", "N4", "N5", "N6", "N7"],
              "The book's own question": ["N8"]}
@@ -102,27 +106,26 @@ def size_rank(dataset: str) -> int:
 
 
 def finding(of: list) -> dict[str, str]:
-    r = min(of, key=lambda r: (size_rank(r.dataset), r.regime != "long", r.source is None,
-                               any(v in (r.source or "") for v in VARIANTS)))
+    r = min(of, key=lambda r: (size_rank(r.dataset), r.regime != "long", not r.fixed_before, r.source is None,
+                               any(v in (r.source or "") for v in VARIANTS), r.source or ""))
     v, counts = r.values, {m: sum(x.state == s for x in of) for s, m in ((PASS, "✓"), (FAIL, "✗"))}
-    number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
-              if {"estimate", "lo", "hi", "threshold"} <= v.keys() else "—")
+    number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}]" if {"estimate", "lo", "hi"} <= v.keys() else "—")
+    number += f" vs {v['threshold']:.3g}" if "threshold" in v and number != "—" else ""
     setting = DATASET_SHORT.get(r.dataset, r.dataset) + (f", reference {r.source}" if r.source else ", this build")
-    head = r.statement.split(": ")[0].rstrip(".")  # its first clause, where that closes its brackets
-    said = head if head.count("(") == head.count(")") else r.statement.rstrip(".")
-    return {"claim": f"{{doc}}`{r.id} <{r.page}>`", "verdict": r.mark, "claim in brief": said,
-            "deciding number": number, "setting": setting + (f" ({r.regime} regime)" if r.regime else ""),
-            "its rows": f"{counts['✓']} ✓, {counts['✗']} ✗ of {len(of)}"}
+    return {"claim": f"{{doc}}`{r.id} <{r.page}>`", "verdict": r.mark, "the claim": r.statement.rstrip("."),
+            "deciding number": number, "setting": setting + (f" ({r.regime} regime)" if r.regime else "")
+            + f"; test fixed {r.fixed_when}", "its rows": f"{counts['✓']} ✓, {counts['✗']} ✗ of {len(of)}"}
 
 
-rows = [r for r in claims.scoreboard(*page.scoreboard_inputs(), DATASET_SHORT) if not r.repeats]
+board_rows = claims.scoreboard(*page.scoreboard_inputs(), DATASET_SHORT)
+rows = [r for r in board_rows if not r.repeats]
 for r in rows:  # this build's width pages name no data set: their study's
     r.dataset = r.dataset or study_of(r.page).dataset
 findings = {paper: [finding(of) for cid in ids if (of := [r for r in rows if r.id.split(" ")[0] == cid])]
             for paper, ids in HEADLINES.items()}
 tables = {paper: markdown_table(pd.DataFrame(lines).set_index("claim")) for paper, lines in findings.items()}
 page.glue_md("findings", "\n\n".join(f"**{paper}**\n\n{table}" for paper, table in tables.items()))
-page.glue_values(n_board_rows=len(rows))
+page.glue_values(n_board_rows=len(board_rows), n_repeats=len(board_rows) - len(rows))
 # the noise paper's headline figure: its η × B grid on the largest data set a committed reference grid has
 grids = page.references("noise_scale")
 ref_name = min(grids, default=None, key=lambda n: (size_rank(str(grids[n][0]["dataset"].iloc[0])),
@@ -138,7 +141,7 @@ else:
     page.glue_figure("fig_noise_headline", plots_noise.plot_noise_grid(grid_ref, claims.noise.cell_mean_fit(grid_ref, grid_keys)))
     page.glue_md("noise_headline_source", f"`{ref_name}`")
     page.glue_md("noise_headline_data", DATASET_SHORT[str(grids[ref_name][0]["dataset"].iloc[0])])
-    page.glue_md("noise_headline_setup", describe_noise(part_of(ref.notebook).resolve(ref.profile, ref.params)))
+    page.glue_md("noise_headline_setup", describe_noise(part_of(ref.notebook).resolve(ref.profile, ref.params), sweeps=False))
 board_counts, board_words = board_numbers(board)
 w8_state, w8 = w8_numbers(board)  # does the permutation matter for wide networks? (W8, the book's control)
 page.choose("w8", "same" if w8_state == PASS else "open" if w8_state != FAIL

@@ -354,29 +354,28 @@ def test_store_files_get_the_modes_the_umask_gives(digits, tmp_path, umask, dirs
     assert not wrong, wrong
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
-def _open_for_others(paths: list[Path]) -> list[tuple[Path, int]]:
+def _open_for_others(paths: list[Path], changed: list[tuple[Path, int]]) -> None:
     """Let other users traverse (o+x, not list) every folder above ``paths`` and the interpreter's real file, as a
-    checkout in a private folder (``mktemp -d`` makes mode 0700) needs for another user to run it; return the folders
-    changed and their modes, to restore."""
-    changed = []
+    checkout in a private folder (``mktemp -d`` makes mode 0700) needs for another user to run it; each folder changed
+    and its mode are appended to ``changed`` as it is changed, to restore."""
     for path in {q for p in paths for q in (p, p.resolve())}:
         for folder in [path, *path.parents] if path.is_dir() else path.parents:
             mode = folder.stat().st_mode & 0o7777
             if not mode & 0o001 and folder not in {f for f, _ in changed}:
                 folder.chmod(mode | 0o001)
                 changed.append((folder, mode))
-    return changed
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_another_user_reads_a_shared_store(digits):
     """`nobody` (another user, no groups) lists, verifies and loads a store that root wrote under umask 022."""
     import tempfile
 
     before = os.umask(0o022)
     base = Path(tempfile.mkdtemp(dir="/tmp", prefix="lmcbook-shared-"))  # outside pytest's private 0700 folder
-    opened = _open_for_others([ROOT, Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix)])
+    opened: list[tuple[Path, int]] = []
     try:
+        _open_for_others([ROOT, Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix)], opened)
         base.chmod(0o755)
         store = RunStore(base / "s")
         spec = tiny_spec()

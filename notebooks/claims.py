@@ -39,11 +39,12 @@ from lmcbook.claims.thresholds import (
 )
 from lmcbook.claims.verdicts import BOOK, DIAGNOSTIC, PAPER, ClaimResult
 from lmcbook.data import DATASET_SHORT
-from lmcbook.page import open_page
+from lmcbook.page import open_page, study_of
 from lmcbook.pages.mechanism import reference_settings
 
 page, study = open_page("claims", globals())
 frames, references, precisions = page.scoreboard_inputs()  # this build's CSVs, the references'
+own_data = study_of("width_accuracy").dataset  # this build's width pages record no data set: it is theirs
 
 # %% [markdown]
 # Every row is decided by `lmcbook.claims` from the evidence pages' CSVs and the
@@ -51,7 +52,7 @@ frames, references, precisions = page.scoreboard_inputs()  # this build's CSVs, 
 
 # %%
 rows = claims.scoreboard(frames, references, precisions, DATASET_SHORT)
-Markdown(claims.scoreboard_markdown(rows, DATASET_SHORT))
+Markdown(claims.scoreboard_markdown(rows, DATASET_SHORT, own_data))
 
 # %% tags=["remove-cell"]
 counts = claims.block_counts(rows)

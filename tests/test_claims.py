@@ -226,9 +226,14 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
                                values={"estimate": 0.0012, "lo": -0.0005, "hi": 0.0029, "threshold": 0.005})
     md = claims.scoreboard_markdown([wordy])
     compact, full = md.index("| claim | result | statement |"), md.index("| claim | data | regime |")
-    assert compact < full and "| N2 (50%) | ✓ | At fixed S the batch size has no effect …" in md
+    assert compact < full and "| {doc}`N2 (50%) <noise_scale>` | ✓ | At fixed S the batch size has no effect …" in md
     assert "| 0.0012 [-0.0005, 0.0029] vs 0.005 |" in md
     assert "| — |" in claims.scoreboard_markdown(rows[:1])  # no interval: no deciding number
+    # a row of this build that records no data set (the width pages') shows this build's, where it is given
+    assert "| —, short |" in claims.scoreboard_markdown(rows[:1])
+    assert "| digits, short |" in claims.scoreboard_markdown(rows[:1], own="digits")
+    ref = ClaimResult("W1", "width", "s", "m", "t", "pass", "mechanism", regime="long", source="mechanism-x")
+    assert "| — (`mechanism-x`), long |" in claims.scoreboard_markdown([ref], own="digits")  # not this build's
 
 
 def test_threshold_provenance_and_chance_passes():

@@ -220,36 +220,39 @@ BLOCK_TITLES = {PAPER: "The papers' claims", BOOK: "The book's own alternatives 
                 DIAGNOSTIC: "Diagnostics (shown, never counted)"}  #: each scoreboard block's heading
 
 
-def scoreboard_markdown(rows: list[ClaimResult], short: dict[str, str] | None = None) -> str:
-    """Return the scoreboard as MyST tables, one per block (:data:`~lmcbook.claims.BLOCK_TITLES`), each row
+def scoreboard_markdown(rows: list[ClaimResult], short: dict[str, str] | None = None, own: str | None = None) -> str:
+    """Return the scoreboard as MyST tables, one per block (:data:`~lmcbook.claims.BLOCK_TITLES`), each row's claim
     linking to the page with its evidence; a row of a committed reference run names it and its data set (as
-    ``short`` writes it: :data:`lmcbook.data.DATASET_SHORT`)."""
+    ``short`` writes it: :data:`lmcbook.data.DATASET_SHORT`), and a row of this build that records no data set (the
+    width pages') shows ``own``, this build's."""
     parts, full = [], []
     for block, title in BLOCK_TITLES.items():
         some = [r for r in rows if r.block == block]
         if some:
-            parts.append(f"**{title}** ({len(some)} rows)\n\n{_compact(some, short or {})}")
+            parts.append(f"**{title}** ({len(some)} rows)\n\n{_compact(some, short or {}, own)}")
             full.append(f"**{title}**, in full\n\n{_table(some, short or {})}")
     return "\n\n".join(parts + (["Every row in full: the statement, what was measured, the test and when its "
                                   "threshold was fixed."] if full else []) + full)
 
 
-def _compact(rows: list[ClaimResult], short: dict[str, str], words_shown: int = 9) -> str:
-    """Return a block's compact table: the claim, its verdict, the statement in its first ``words_shown`` words (the
-    full table follows), the data, the number that decides it (the test's estimate and interval against its
-    threshold, in the test's own units) and the page."""
-    lines = ["| claim | result | statement | data | deciding number | evidence |", "|---|---|---|---|---|---|"]
+def _compact(rows: list[ClaimResult], short: dict[str, str], own: str | None = None, words_shown: int = 9) -> str:
+    """Return a block's compact table: the claim (linked to its evidence page), its verdict, the statement in its
+    first ``words_shown`` words (the full table follows), the data (``own`` for this build's rows that record none)
+    and the number that decides it (the test's estimate and interval against its threshold, in the test's own
+    units)."""
+    lines = ["| claim | result | statement | data | deciding number |", "|---|---|---|---|---|"]
     for r in rows:
         label = f"{r.id} (control)" if r.control and not r.diagnostic else r.id
         words = r.statement.split()
         said = " ".join(words[:words_shown]) + (" …" if len(words) > words_shown else "")
-        data = short.get(r.dataset, r.dataset) if r.dataset else "—"
+        data = r.dataset or (None if r.source else own)
+        data = short.get(data, data) if data else "—"
         data = f"{data} (`{r.source}`)" if r.source else data
         v = r.values
         number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
                   if {"estimate", "lo", "hi", "threshold"} <= v.keys() and np.isfinite(v["estimate"]) else "—")
         mark = f"{r.mark} (a repeat)" if r.repeats else r.mark
-        cells = [label, mark, said, data + (f", {r.regime}" if r.regime else ""), number, f"{{doc}}`{r.page}`"]
+        cells = [f"{{doc}}`{label} <{r.page}>`", mark, said, data + (f", {r.regime}" if r.regime else ""), number]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 

@@ -24,12 +24,17 @@ from lmcbook.claims.mechanism import (
     equal_d_couples,
     hypothesis_states,
     largest_d_cell,
-    mechanism_claims,
     repeated_hypotheses,
 )
 from lmcbook.claims.thresholds import LLFC_MATCHED_MAX, MIN_ACC_EFFECT, ORTH_FALL_MIN, RHO_MIN
 from lmcbook.claims.verdicts import BOOK, FAIL, INCONCLUSIVE, MARKS, NA, PASS, ClaimResult
 from lmcbook.claims.width import claim_w7
+
+
+def mechanism_claims(df: pd.DataFrame) -> list[ClaimResult]:
+    """M1–M6 on a mechanism frame, read through the register as the board reads them."""
+    return [e.function(df) for e in claims.PAGE_CLAIMS["mechanism"] if e.name.startswith("M")]
+
 
 UNITS = (64, 256, 1024)
 DECAYS = (1e-4, 3e-3, 1e-2, 3e-2)

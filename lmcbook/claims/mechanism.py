@@ -432,11 +432,6 @@ def _read_m6(df: pd.DataFrame) -> _Reading:
                     _values(worst, EQUAL_D_TOL, worst=abs(worst.mean), couples=len(couples)))
 
 
-def mechanism_claims(df: pd.DataFrame) -> list[ClaimResult]:
-    """Return M1–M6 on a mechanism frame."""
-    return [claim_m1(df), claim_m2(df), claim_m3(df), claim_m4(df), claim_m5(df), claim_m6(df)]
-
-
 def _merge_ratio(df: pd.DataFrame, cell: pd.Series, units: float) -> tuple[Interval, pd.Series, pd.Series]:
     """Return the interval over pairs of plain merged accuracy over the logit ensemble's in one cell at one width,
     and the two per-pair series."""

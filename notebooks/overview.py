@@ -109,8 +109,9 @@ def finding(of: list) -> dict[str, str]:
     r = min(of, key=lambda r: (size_rank(r.dataset), r.regime != "long", not r.fixed_before, r.source is None,
                                any(v in (r.source or "") for v in VARIANTS), r.source or ""))
     v, counts = r.values, {m: sum(x.state == s for x in of) for s, m in ((PASS, "✓"), (FAIL, "✗"))}
-    number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}]" if {"estimate", "lo", "hi"} <= v.keys() else "—")
-    number += f" vs {v['threshold']:.3g}" if "threshold" in v and number != "—" else ""
+    number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
+              if {"estimate", "lo", "hi", "threshold"} <= v.keys()
+              and all(v[k] == v[k] for k in ("estimate", "lo", "hi", "threshold")) else "—")  # as the scoreboard
     setting = DATASET_SHORT.get(r.dataset, r.dataset) + (f", reference {r.source}" if r.source else ", this build")
     return {"claim": f"{{doc}}`{r.id} <{r.page}>`", "verdict": r.mark, "the claim": r.statement.rstrip("."),
             "deciding number": number, "setting": setting + (f" ({r.regime} regime)" if r.regime else "")

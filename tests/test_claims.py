@@ -229,6 +229,9 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     assert compact < full and "| {doc}`N2 (50%) <noise_scale>` | ✓ | At fixed S the batch size has no effect …" in md
     assert "| 0.0012 [-0.0005, 0.0029] vs 0.005 |" in md
     assert "| — |" in claims.scoreboard_markdown(rows[:1])  # no interval: no deciding number
+    one_pair = ClaimResult("W10", "width", "s", "m", "t", "inconclusive", "lewc_depth",
+                           values={"estimate": -0.19, "lo": float("nan"), "hi": float("nan"), "threshold": 0.25})
+    assert "| — |" in claims.scoreboard_markdown([one_pair]) and "nan" not in claims.scoreboard_markdown([one_pair])
     # a row of this build that records no data set (the width pages') shows this build's, where it is given
     assert "| —, short |" in claims.scoreboard_markdown(rows[:1])
     assert "| digits, short |" in claims.scoreboard_markdown(rows[:1], own="digits")

@@ -250,7 +250,8 @@ def _compact(rows: list[ClaimResult], short: dict[str, str], own: str | None = N
         data = f"{data} (`{r.source}`)" if r.source else data
         v = r.values
         number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
-                  if {"estimate", "lo", "hi", "threshold"} <= v.keys() and np.isfinite(v["estimate"]) else "—")
+                  if {"estimate", "lo", "hi", "threshold"} <= v.keys()
+                  and np.isfinite([v["estimate"], v["lo"], v["hi"]]).all() else "—")  # no interval: no number
         mark = f"{r.mark} (a repeat)" if r.repeats else r.mark
         cells = [f"{{doc}}`{label} <{r.page}>`", mark, said, data + (f", {r.regime}" if r.regime else ""), number]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

@@ -33,8 +33,8 @@ from .claims.verdicts import FAIL, PASS, ClaimResult
 from .data import DATASET_SHORT, Dataset
 from .merge import pair_summary, permutation_spec, permute, random_permutation, repair, weight_matching
 from .probes import PairActivations, rank_profile
-from .regime import join_and, regime_measures
-from .schema import concat, last_hidden, select, to_long, to_long_frame
+from .regime import regime_measures
+from .schema import concat, join_and, last_hidden, select, to_long, to_long_frame
 from .store import RunStore
 from .studies import Pair, Recipe
 from .sweep import Runs, cached_pair_summary, study_data, sweep_first, trained_pairs

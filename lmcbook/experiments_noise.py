@@ -12,17 +12,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import Markdown
+from scipy.stats import f_oneway
 
+from . import reference
 from .calibrate import evaluate, logits
-from .claims import thresholds
+from .claims import id_order, thresholds
 from .claims.noise import (
     MAP_KEYS,
+    PROTOCOL_WORDS,
     describe_setting,
+    grid_protocol,
     map_cells,
     map_settings,
+    noise_grid_cells,
+    noise_pairs,
     pick_setting,
 )
-from .claims.thresholds import FIRST_PICK, NOISE_MIN_EFFECT, NOISE_RULE_THRESHOLDS
+from .claims.thresholds import (
+    FIRST_PICK,
+    MAP_MIN_PAIRS,
+    NOISE_CONVERGED_TRAIN_ACC,
+    NOISE_FAILED_TRAIN_ACC,
+    NOISE_MIN_EFFECT,
+    NOISE_RULE_THRESHOLDS,
+)
+from .claims.verdicts import FAIL, PAPER, PASS, ClaimResult
 from .data import DATASET_LABELS, DATASET_SHORT, Dataset, load
 from .merge import (
     add_vectors,
@@ -36,6 +51,7 @@ from .merge import (
 from .noise import effective_noise_scale, merging_gain
 from .schema import to_long
 from .specs import RunSpec
+from .stats import CONFIDENCE, spearman
 from .store import RunStore
 from .studies import TASKS, Cell, NoiseRegimeStudy, NoiseStudy
 from .sweep import cached_pair_summary, study_data, sweep_first
@@ -443,3 +459,177 @@ MAP_METRICS = ["gain", "gain_best", "loss_gain", "ensemble_gain", "disagreement"
                "acc_endpoints", "acc_merged", "acc_ensemble", "loss_a", "loss_b", "loss_merged", "train_acc_a",
                "train_acc_b", "train_acc_min", "train_acc_merged", "train_loss_a", "train_loss_b",
                "train_loss_merged", "noise_scale", "train_steps", "diverged"]
+
+
+def noise_reference_facts(frame: pd.DataFrame, signal_point: float | None = None,
+                          rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
+    """Return what a noise reference run's grid shows, as a table of quantities and values, every number computed
+    from its CSV (``frame``): the cells the rule (its threshold ``rule``) kept and excluded
+    (each excluded one's η, B, S and weaker child), the training lengths, the kept cells' range of gains beside the
+    paper's gains of about a point (``signal_point``: one test example in points, if known), their one-way ANOVA p, the
+    rank correlation of gain with S, the best kept cell and whether it sits at the largest kept S, and the gains at
+    larger S than the best and in the excluded cells beyond the kept ones."""
+    cells = noise_grid_cells(frame, rule)
+    ok, out = cells[cells["kept"]], cells[~cells["kept"]]
+    cap = int(cells["train_steps"].max())
+    pairs = noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"])
+    protocol = grid_protocol(pairs)
+    lengths = protocol == "mixed"  # cells trained to different lengths by the convergence rule (the first protocol)
+    excluded = "; ".join(
+        f"η {lr:g}, B {b:g} (S = {c['noise_scale']:.1e}; weaker child {c['train_acc_mean']:.3f} mean, "
+        f"{c['train_acc_min']:.3f} worst" + (", diverged" if c.get("diverged", False) else "")
+        + (", at the cap" if lengths and int(c["train_steps"]) == cap else "") + ")" for (lr, b), c in out.iterrows())
+    facts = {"cells the rule kept": f"{len(ok)} of {len(cells)}", "excluded": excluded or "none",
+             "training steps of the kept cells": ", ".join(f"{int(v)}" for v in sorted(ok["train_steps"].unique()))
+             or "—"}
+    if lengths:  # the first protocol trained a cell longer until it met its rule, up to a cap
+        facts.update({f"cells at the {cap}-step cap": f"{int((cells['train_steps'] == cap).sum())}",
+                      "S and training length": "not independent across the kept cells"})
+    elif protocol == "epochs":  # the length follows B by design: steps × B is the same in every cell
+        steps = cells.groupby(level=1)["train_steps"].first()
+        facts["training length"] = (f"{PROTOCOL_WORDS['epochs']}: " + ", ".join(
+            f"{int(n)} steps at B {b:g}" for b, n in steps.sort_index().items()))
+    if len(ok) >= 2:
+        rho = spearman(ok["noise_scale"], ok["gain"])
+        best = ok["gain"].idxmax()
+        worse_out = out[out["noise_scale"] > ok["noise_scale"].max()]
+        beyond = ok[ok["noise_scale"] > ok.loc[best, "noise_scale"] * (1 + 1e-9)]
+        kept = pairs.set_index(["lr", "batch_size"])
+        gains = [g["gain"].to_numpy(float) for _, g in kept.loc[ok.index].groupby(level=[0, 1])]
+        anova = f_oneway(*gains).pvalue if len(gains) >= 2 and min(map(len, gains)) >= 2 else float("nan")
+        facts.update({
+            "mean gain of the kept cells (points; the paper's gains are about a point)": _span(ok["gain"]),
+            **({"one test example (points)": f"{signal_point:.3f}"} if signal_point else {}),
+            f"one-way ANOVA p over the kept cells (a difference below {1 - CONFIDENCE:.2g})":
+                f"{anova:.2g}",
+            "Spearman ρ(S, mean gain) over the kept cells": f"{rho:.2f}",
+            "best kept cell": f"η {best[0]:g}, B {best[1]:g} (S = {ok.loc[best, 'noise_scale']:.1e})",
+            "best kept cell at the largest kept S": "yes" if np.isclose(ok.loc[best, "noise_scale"],
+                                                                        ok["noise_scale"].max()) else "no",
+            "mean gain of kept cells at a larger S than the best (points)": _span(beyond["gain"]),
+            "mean gain of excluded cells at a larger S than every kept one (points)": _span(worse_out["gain"])})
+    return pd.DataFrame({"value": facts}).rename_axis("quantity")
+
+
+def _span(gains: pd.Series) -> str:
+    """Return a range of mean gains in points ("—" for none, one value for one)."""
+    if gains.empty:
+        return "—"
+    return f"{100 * gains.iloc[0]:.2f}" if len(gains) == 1 else f"{100 * gains.min():.2f} to {100 * gains.max():.2f}"
+
+
+def _map_of(dataset: str, map_frame: pd.DataFrame | None) -> tuple[str, pd.DataFrame | None]:
+    """Return the regime map the page reads for ``dataset`` and its label: this build's (``map_frame``, the
+    noise_regime page's CSV) where it has the data set, else a committed reference map of it, if any."""
+    label = "the regime map (the previous page, one batch size)"
+    if map_frame is not None and "dataset" in map_frame:
+        map_frame = map_frame[map_frame["dataset"] == dataset]
+    if map_frame is None or map_frame.empty:  # no map of this data set beside it: a committed reference map, if any
+        name, map_frame = _reference_map(dataset)
+        label = f"the committed reference map `{name}` (one batch size)"
+    return label, map_frame
+
+
+def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, str], dict[str, Any]]:
+    """Return where the page's "where this page runs" paragraphs stand, as the choices the Markdown is chosen by,
+    and the numbers and words they quote, by glue key: this page's setting; the regime map read (``map_frame``, the
+    noise_regime page's CSV, None if not executed beside it: then a committed reference map of the data set, if
+    any); how the setting reads there (its learning rates that gain, its best cell's gain, interval, disagreement and
+    ensemble gain); the setting the map picks and the one the ranking fixed before the map first ran picks; and the
+    setting's merge against children whose learning rate decays to zero from the same spawn, at the best η.
+
+    ``where``: ``nomap`` (no map of the data set), ``untrained`` (the map did not train this setting), ``failed``
+    (it did, but no cell of it was kept with an interval: each failed by the rule or had too few pairs), ``nopick``
+    (no spawned setting of the map gains), ``picked`` or ``picked_paper`` (the map picks this setting, by its cells
+    that gain at all or that gain the paper's size), ``other`` (it picks another); ``where_read``: ``yes`` where the
+    map trained the setting (its numbers are quoted), else ``no``.  ``where_first``: ``same``,
+    ``other`` or ``nothing`` (what the ranking fixed before picks, where the map picks this page's setting),
+    ``aside_same`` or ``aside_other`` (where it picks another), ``none`` without a pick.  ``where_decay``:
+    ``within`` the minimum effect, the decayed children ``below`` or ``above`` the merge, ``none`` without those
+    cells; ``where_converged``: whether the weaker child met the old convergence rule there."""
+    own = {"augment": bool(study.augment), "lr_floor": float(study.lr_floor), "spawn_fraction": study.spawn_fraction}
+    choices = {"where": "nomap", "where_read": "no", "where_first": "none", "where_decay": "none",
+               "where_converged": "none"}
+    facts: dict[str, Any] = {"where_setting": Markdown(describe_setting(own))}
+    label, map_frame = _map_of(study.dataset, map_frame)
+    if map_frame is None or map_frame.empty:
+        return choices, facts
+    cells = map_cells(map_frame)
+    here = cells[(cells["method"] == "spawn") & (cells["augment"] == own["augment"])
+                 & np.isclose(cells["lr_floor"], own["lr_floor"]) & np.isclose(cells["spawn_fraction"],
+                                                                           own["spawn_fraction"])]
+    facts["where_map"] = Markdown(label)
+    if here.empty:
+        return {**choices, "where": "untrained"}, facts
+    s = map_settings(here).iloc[0]
+    if not np.isfinite(s["best_lr"]):  # every cell failed, or none has an interval: nothing to read
+        return {**choices, "where": "failed"}, facts
+    best = here.set_index("lr").loc[s["best_lr"]]
+    facts.update(where_n_lrs=len(here), where_n_gain=int(s["n_gain"]), where_min_pairs=MAP_MIN_PAIRS,
+                 where_best_gain=100 * s["best_gain"], where_best_lo=100 * s["best_gain_lo"],
+                 where_best_hi=100 * s["best_gain_hi"], where_best_lr=s["best_lr"],
+                 where_disagree=100 * best["disagreement"], where_ens_gain=100 * best["ensemble_gain"])
+    choices["where_read"] = "yes"
+    pick = pick_setting(cells)
+    if pick is None:
+        return {**choices, "where": "nopick"}, facts
+    vs = against_decay(cells, own, s["best_lr"])  # the merge beside children whose rate decays to zero
+    if vs is not None:
+        choices.update(decay_choices(vs))
+        facts.update(where_acc_merged=vs["acc_merged"], where_acc_children=vs["acc_children"],
+                     where_weak_train=vs["weak_train"], where_acc_decayed=vs["acc_decayed"],
+                     where_decay_diff=100 * abs(vs["acc_merged"] - vs["acc_decayed"]),
+                     where_min_effect=100 * NOISE_MIN_EFFECT, where_converged_acc=NOISE_CONVERGED_TRAIN_ACC)
+    same = (bool(pick["augment"]) == own["augment"] and np.isclose(pick["lr_floor"], own["lr_floor"])
+            and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
+    first = pick_setting(cells, FIRST_PICK)
+    facts.update(where_pick=Markdown(describe_setting(pick)),
+                 where_first_pick=Markdown(describe_setting(first) if first is not None else "nothing"))
+    ranking = "same" if first == pick else "nothing" if first is None else "other"
+    choices.update(where=("picked_paper" if s["n_paper"] else "picked") if same else "other",
+                   where_first=ranking if same else f"aside_{'same' if ranking == 'same' else 'other'}")
+    return choices, facts
+
+
+def decay_choices(vs: dict[str, float]) -> dict[str, str]:
+    """Return how a merge compares with children whose learning rate decays to zero (``vs``:
+    :func:`lmcbook.experiments_noise.against_decay`), as :func:`where_facts` chooses it: ``where_decay`` ``within`` the
+    minimum effect, the decayed children ``below`` or ``above`` the merge; ``where_converged`` ``yes`` or ``no``
+    (the weaker child at the old convergence rule)."""
+    diff = vs["acc_merged"] - vs["acc_decayed"]
+    return {"where_decay": "within" if abs(diff) <= NOISE_MIN_EFFECT else "below" if diff > 0 else "above",
+            "where_converged": "yes" if vs["weak_train"] >= NOISE_CONVERGED_TRAIN_ACC else "no"}
+
+
+def _reference_map(dataset: str) -> tuple[str, pd.DataFrame | None]:
+    """Return the first committed reference regime map of ``dataset`` (its name and frame), or ("", None)."""
+    for name in reference.available("noise_regime"):
+        if reference.dataset(name) == dataset:
+            return name, reference.load(name)[0]
+    return "", None
+
+
+def noise_verdict_table(refs: dict[str, tuple[list[ClaimResult], pd.DataFrame | None]]) -> pd.DataFrame:
+    """Return, for a landing page, one row per noise run (by label: its rows, and
+    :func:`lmcbook.claims.noise.rule_sensitivity`'s table or None): each claim's mark (✗ on an interval below the
+    minimum effect reads "✗ (no effect of the paper's size)"), and the claims whose verdict moves as the rule's
+    threshold rises ("none" if no row moves)."""
+    out = {}
+    for label, (rows, sensitivity) in refs.items():
+        marks = {r.id: f"{r.mark} ({ABSENT_WORDS})" if r.state == FAIL and "of the paper's size" in r.measured
+                 else f"{r.mark} ({CONSTANT_RATE_WORDS})" if r.state == PASS and r.block == PAPER
+                 else r.mark for r in sorted(rows, key=lambda r: id_order(r.id))}
+        moving = "" if sensitivity is None else moving_rows(sensitivity)
+        out[label] = {**marks, "moves with the rule's threshold": moving or "none"}
+    table = pd.DataFrame.from_dict(out, orient="index").fillna("—").rename_axis("run")
+    ids = sorted((c for c in table.columns if c != "moves with the rule's threshold"), key=id_order)
+    return table[[*ids, "moves with the rule's threshold"]]
+
+
+#: How :func:`noise_verdict_table` says a ✗ that is an absence (an interval below the minimum effect).
+ABSENT_WORDS = "no effect of the paper's size"
+
+
+#: How :func:`noise_verdict_table` qualifies a ✓ of the paper's rows: their gains are over children whose rate stays
+#: up, and the book's N8 asks whether annealing such children gives the same (issue 49).
+CONSTANT_RATE_WORDS = "against children trained at a constant rate"

@@ -303,7 +303,7 @@ def training_source_hash() -> str:
 def source_hash() -> str:
     """Return the SHA-256 of every top-level ``lmcbook/*.py`` file's path and contents: the modules that train and
     measure (a run's checkpoints and the store's derived results are keyed by it, so that a change to the claims or
-    the pages, :mod:`lmcbook.claims` and :mod:`lmcbook.pages`, never discards a half-trained run)."""
+    the verdicts, :mod:`lmcbook.claims`, never discards a half-trained run)."""
     h = hashlib.sha256()
     for p in sorted(PACKAGE_DIR.glob("*.py")):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
@@ -314,7 +314,7 @@ def source_hash() -> str:
 def library_hash() -> str:
     """Return the SHA-256 of every lmcbook .py file's path (relative to the package) and contents, its subpackages
     included: what a notebook's cached output depends on (:func:`lmcbook.book.cache_key`), since a page's verdicts
-    and prose come from :mod:`lmcbook.claims` and :mod:`lmcbook.pages`."""
+    come from :mod:`lmcbook.claims`."""
     h = hashlib.sha256()
     for p in sorted(q for q in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in q.parts):
         h.update(p.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")

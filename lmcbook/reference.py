@@ -27,9 +27,12 @@ import pandas as pd
 import torch
 
 from . import __version__
+from .claims.thresholds import MIN_ACC_EFFECT, MIN_PAIRS, PRECISION_LOSS_MARGIN
+from .data import DATASET_SHORT
 from .files import PACKAGE_DIR, git_sha
-from .schema import read_results
+from .schema import in_cell, join_and, markdown_table, read_results
 from .specs import CODE_VERSION, SpecError
+from .stats import FAIL, INCONCLUSIVE, PASS, t_interval, within
 
 RESULTS_ENV = "LMCBOOK_RESULTS"
 
@@ -376,3 +379,167 @@ def describe(name: str, prov: dict[str, Any]) -> str:
 def _duration(seconds: float) -> str:
     """Return a duration in minutes below two hours, else in hours."""
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def reference_settings(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) -> str:
+    """Return, in words, what each committed mechanism reference trains, read from its CSV and provenance: its data
+    set, its training lengths with the widest width each reaches, and its precision where not fp32 ("none" without
+    one)."""
+    said = []
+    for name, (frame, prov) in references.items():
+        dataset = str(frame["dataset"].iloc[0])
+        widest = frame.groupby("epochs")["hidden_units"].max()
+        by_width: dict[int, list[str]] = {}
+        for epochs, units in widest.items():
+            by_width.setdefault(int(units), []).append(str(int(epochs)))
+        lengths = ", ".join(f"{join_and(es)} epochs up to {u} hidden units" for u, es in by_width.items())
+        low = "" if precision_of(prov) == "fp32" else f", in {precision_of(prov)}"
+        said.append(f"`{name}` ({DATASET_SHORT.get(dataset, dataset)}, {lengths}{low})")
+    return "; ".join(said) or "none"
+
+
+#: What the precision check compares on a cell: (metric, method, label, scale to the shown unit, format, margin).
+#: The margin is the largest paired difference bf16 − fp32 that counts as agreement (in the metric's own unit).
+PRECISION_METRICS = (("acc_merged", "none", "plain merge's test accuracy (%)", 100.0, ".1f", MIN_ACC_EFFECT),
+                     ("acc_merged", "weight_matching", "weight-matched merge's test accuracy (%)", 100.0, ".1f",
+                      MIN_ACC_EFFECT),
+                     ("acc_ensemble", "none", "ensemble's test accuracy (%)", 100.0, ".1f", MIN_ACC_EFFECT),
+                     ("acc_barrier", "none", "plain merge's accuracy barrier (points)", 100.0, ".1f", MIN_ACC_EFFECT),
+                     ("loss_barrier_cal_mid", "none", "calibrated loss barrier at ½ (nats)", 1.0, ".3f",
+                      PRECISION_LOSS_MARGIN),
+                     ("train_acc", None, "endpoints' training accuracy (%)", 100.0, ".2f", MIN_ACC_EFFECT))
+
+
+_CELL = ["epochs", "weight_decay", "init_scale", "hidden_units"]
+
+
+_AGREE = {PASS: "agree", FAIL: "**differ**", INCONCLUSIVE: "undecided"}
+
+
+def precision_of(prov: dict[str, Any]) -> str:
+    """Return the training precision a reference run's provenance records ("fp32" where it records none)."""
+    return str(prov.get("params", {}).get("precision") or "fp32")
+
+
+def _replicates(frame: pd.DataFrame, cell: dict[str, Any], metric: str, method: str | None) -> pd.Series:
+    """Return one cell's values of ``metric`` (and ``method``) by replicate: by pair for a pair metric, by seed for a
+    run's."""
+    rows = in_cell(frame, cell, cell["hidden_units"])
+    rows = rows[rows["metric"] == metric]
+    rows = rows[rows["method"] == method] if method is not None else rows[rows["method"].isna()]
+    key = "pair" if rows["seed"].isna().all() else "seed"
+    return rows.groupby(key)["value"].mean()
+
+
+def _pairs(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = frame[(frame["metric"] == "acc_merged") & (frame["method"] == "none")]
+    return rows[_CELL + ["pair"]].drop_duplicates()
+
+
+def _shared_pairs(fp32: pd.DataFrame, low: pd.DataFrame) -> pd.Series:
+    """Return, per cell both frames trained, how many pairs (the same seeds) they have in common."""
+    return _pairs(fp32).merge(_pairs(low), on=_CELL + ["pair"]).groupby(_CELL).size()
+
+
+def precision_cells(fp32: pd.DataFrame, low: pd.DataFrame) -> list[dict[str, Any]]:
+    """Return every cell both frames trained with at least :data:`~lmcbook.claims.thresholds.MIN_PAIRS` pairs in
+    common (the same seeds), the longest and widest first."""
+    counts = _shared_pairs(fp32, low)
+    keys = sorted(counts[counts >= MIN_PAIRS].index, key=lambda k: (-k[0], -k[3], -k[1], k[2]))
+    return [dict(zip(_CELL, k)) for k in keys]
+
+
+def precision_table(fp32: pd.DataFrame, low: pd.DataFrame, cell: dict[str, Any]) -> pd.DataFrame:
+    """Return, on ``cell``, each quantity of :data:`PRECISION_METRICS` in fp32 and in bf16 (mean and 95% t-interval
+    over the replicates both trained: the same seeds) and the verdict of an equivalence test on their paired
+    difference bf16 − fp32: *agree* if its 95% t-interval lies within ± the quantity's margin, *differ* if wholly
+    outside, else *undecided* (:func:`lmcbook.stats.within`)."""
+    out = []
+    for metric, method, label, scale, fmt, margin in PRECISION_METRICS:
+        a, b = _replicates(fp32, cell, metric, method), _replicates(low, cell, metric, method)
+        common = a.index.intersection(b.index)
+        if common.empty:
+            continue
+        diff = t_interval(b[common] - a[common])
+        out.append({"quantity": label, "fp32": t_interval(a[common]).text(fmt, scale),
+                    "bf16": t_interval(b[common]).text(fmt, scale), "bf16 − fp32 (paired)": diff.text(fmt, scale),
+                    "margin": f"±{format(scale * margin, 'g')}", "precisions": _AGREE[within(diff, margin)]})
+    return pd.DataFrame(out).set_index("quantity")
+
+
+def _few_pair_words(twin: str, fp32: pd.DataFrame, low: pd.DataFrame) -> str:
+    """Return, for the cells a bf16 reference shares with the fp32 reference ``twin`` with fewer than
+    :data:`~lmcbook.claims.thresholds.MIN_PAIRS` pairs (too few to test), the range of the plain merge's mean paired
+    difference bf16 − fp32 at each length and width, in points; "" where they share none."""
+    counts = _shared_pairs(fp32, low)
+    by_cell: dict[tuple[int, int], list[float]] = {}
+    for key in counts[counts < MIN_PAIRS].index:
+        cell = dict(zip(_CELL, key))
+        a, b = (_replicates(f, cell, "acc_merged", "none") for f in (fp32, low))
+        common = a.index.intersection(b.index)
+        by_cell.setdefault((int(cell["epochs"]), int(cell["hidden_units"])), []).append(
+            100 * float((b[common] - a[common]).mean()))
+    if not by_cell:
+        return ""
+    ranges = "; ".join(f"{e} epochs, {u} units {min(v):+.1f}" + (f" to {max(v):+.1f}" if len(v) > 1 else "")
+                       for (e, u), v in sorted(by_cell.items()))
+    n = sum(len(v) for v in by_cell.values())
+    return (f"On the {n} cell{'s' if n != 1 else ''} it shares with `{twin}` with fewer than {MIN_PAIRS} pairs "
+            f"(too few to test), the plain "
+            f"merge's mean paired difference bf16 − fp32, in points, by length and width: {ranges}.")
+
+
+def _cell_words(cell: dict[str, Any]) -> str:
+    return (f"{cell['epochs']} epochs, weight decay {cell['weight_decay']:g}, {cell['hidden_units']} hidden units"
+            + (f", initialisation ×{cell['init_scale']:g}" if cell["init_scale"] != 1 else ""))
+
+
+def precision_check(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) -> str:
+    """Return the check of every committed reference trained in bf16 against an fp32 reference of the same page
+    and data set, in Markdown: on every cell both trained with :data:`~lmcbook.claims.thresholds.MIN_PAIRS` pairs
+    in common (:func:`precision_cells`), an equivalence test of each quantity the verdicts read on the paired difference
+    (:func:`precision_table`); a sentence that says which cells agree, which differ, and which lengths of training
+    no fp32 run checks."""
+    parts = []
+    for name, (frame, prov) in references.items():
+        if precision_of(prov) == "fp32":
+            continue
+        dataset = frame["dataset"].iloc[0]
+        found = [(n, f, c) for n, (f, p) in references.items()
+                 if precision_of(p) == "fp32" and f["dataset"].iloc[0] == dataset for c in precision_cells(f, frame)]
+        lengths = sorted({int(e) for e in _pairs(frame)["epochs"]})
+        unchecked = [e for e in lengths if e not in {c["epochs"] for _, _, c in found}]
+        checked = {tuple(c[k] for k in _CELL) for _, _, c in found}
+        counts = _pairs(frame).groupby(_CELL).size()
+        open_cells = [dict(zip(_CELL, k)) for k in counts[counts >= MIN_PAIRS].index if tuple(k) not in checked]
+        left = (f"No cell of {' or '.join(map(str, unchecked))} epochs is checked (no fp32 reference of this data "
+                f"set shares {MIN_PAIRS} pairs of one with it). " if unchecked else "")
+        left += (f"Of the cells this reference trains with {MIN_PAIRS} pairs or more, {len(open_cells)} of "
+                 f"{len(open_cells) + len(checked)} are unchecked: " + "; ".join(_cell_words(c) for c in open_cells)
+                 + ": **the rows that read any of them rest on bf16 alone**." if open_cells else "")
+        if not found:
+            parts.append(f"`{name}` trains in {precision_of(prov)}, and no fp32 reference of this page on "
+                         f"{DATASET_SHORT.get(dataset, dataset)} shares {MIN_PAIRS} pairs of a cell with it: "
+                         "**its precision is unchecked**.")
+            continue
+        for twin, fp32, cell in found:
+            table = precision_table(fp32, frame, cell)
+            states = set(table["precisions"])
+            n = len(_replicates(fp32, cell, "acc_merged", "none").index.intersection(
+                _replicates(frame, cell, "acc_merged", "none").index))
+            verdict = ("every quantity's paired difference lies within its margin: on this cell the two precisions "
+                       "agree" if states == {"agree"} else
+                       "**" + ", ".join(q for q, v in table["precisions"].items() if v == _AGREE[FAIL])
+                       + " differ beyond the margin: bf16 changes this cell's result**" if _AGREE[FAIL] in states else
+                       "some paired differences are neither within nor beyond their margin: on this cell the check "
+                       "is **undecided** for " + ", ".join(q for q, v in table["precisions"].items()
+                                                           if v != "agree"))
+            parts.append(f"**Precision check.** `{name}` trains every run in bfloat16 autocast "
+                         f"(`precision=\"bf16\"`); `{twin}` trains in fp32. On a cell both train ({_cell_words(cell)}; "
+                         f"{n} pairs, the same seeds), {verdict}:\n\n{markdown_table(table)}")
+        few = _few_pair_words(found[0][0], found[0][1], frame)
+        if few:  # a paragraph after the last table
+            parts[-1] += "\n\n" + few
+        if left:  # a paragraph of its own: appended to the table's last line it would read as a cell
+            parts[-1] += "\n\n" + left
+    return "\n\n".join(parts) or "Every reference of this page trains in fp32 (no precision check is needed)."

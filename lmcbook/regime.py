@@ -34,6 +34,7 @@ from torch import nn
 from .data import DATASET_LABELS, Dataset
 from .models import probe_points
 from .probes import DTYPE, effective_rank, singular_values, stable_rank
+from .schema import join_and
 from .specs import RunSpec
 from .train import TrainedRun, init_model, lr_at
 
@@ -151,7 +152,6 @@ def precision_words(precision: str) -> str:
     return "" if precision == "fp32" else f", every run in {precision} autocast"
 
 
-
 def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
     """Return a one-sentence Markdown description of what a study trained (for figure captions), ending with
     its training regime (:func:`describe_regime`) when ``regime`` is given."""
@@ -176,7 +176,6 @@ def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
             + (f"; regime: {describe_regime(regime)}" if regime is not None else ""))
 
 
-
 def _deciding_pairs(study: Any, sweep: bool) -> str:
     """Return " (5 at 16, 512 and 1024 hidden units)": the pairs at the widths where a width study's rows decide."""
     if not sweep or not hasattr(study, "deciding_widths"):
@@ -189,17 +188,9 @@ def _deciding_pairs(study: Any, sweep: bool) -> str:
     return f" ({study.pairs_at(ws[0])} at {join_and(list(map(str, units)))} {unit})"
 
 
-
-def join_and(items: list[str]) -> str:
-    """Return ``a, b and c`` from a non-empty list of words."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-
 def short_fraction(x: float) -> str:
     """Return a fraction with three decimals, or in scientific notation below 0.01."""
     return f"{x:.3f}" if x >= 0.01 else f"{x:.1e}"
-
 
 
 def _regime_cells(regime: pd.DataFrame):
@@ -209,7 +200,6 @@ def _regime_cells(regime: pd.DataFrame):
     for (epochs, wd), cell in whole.groupby(["epochs", "weight_decay"]):
         mean = cell.groupby(["metric", "hidden_units"])["value"].mean()
         yield epochs, wd, mean, mean["init_distance"]
-
 
 
 def describe_regime(regime: pd.DataFrame) -> str:
@@ -223,7 +213,6 @@ def describe_regime(regime: pd.DataFrame) -> str:
         parts.append(f"{epochs:g} epochs at weight decay {wd:g}: D = {mean['decay_integral'].mean():.3g}, "
                      f"‖θ_T − θ_0‖/‖θ_0‖ = {far}")
     return "; ".join(parts)
-
 
 
 def regime_table(regime: pd.DataFrame) -> str:
@@ -241,3 +230,31 @@ def regime_table(regime: pd.DataFrame) -> str:
                     f"| {short_fraction(mean['decay_shrinkage'].mean())} "
                     f"| {dist[lo]:.2f} ({lo:g}) | {dist[hi]:.2f} ({hi:g}) |")
     return "\n".join(rows)
+
+
+def describe_mechanism(study: Any) -> str:
+    """Return a one-sentence Markdown description of what the mechanism study trained (for captions)."""
+    cells = study.cells()
+    m, t = cells[0].pair(cells[0].widths[0], 0).a.model, cells[0].pair(cells[0].widths[0], 0).a.train
+    units = sorted({int(round(study.base_width * w)) for w in study.widths})
+    return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers on "
+            f"{DATASET_LABELS[study.dataset]}; SGD (peak lr "
+            f"{t.lr:g}, momentum {t.momentum:g}, batch {t.batch_size}"
+            f"{precision_words(t.precision)}); "
+            f"{', '.join(map(str, units))} hidden units; "
+            f"{len(cells)} cells of (length, weight decay, initial-weight factor); {study.seeds} pair(s) per cell and "
+            f"width, {max(study.seeds, study.decisive_seeds)} in the cells that decide a verdict")
+
+
+def mechanism_cut(study: Any) -> str:
+    """Return one Markdown sentence saying which cells stop short of the widest width, to fit the time budget."""
+    cut = study.cut_widths()
+    if not cut:
+        return "every cell was trained at every width"
+    units = lambda ws: ", ".join(str(int(round(study.base_width * w))) for w in ws)  # noqa: E731
+    mid = [d for d in study.weight_decays if d not in study.wide_decays]
+    return (f"{units(cut)} hidden units were trained only in the decay arm at weight decay "
+            f"{', '.join(f'{d:g}' for d in study.wide_decays)} and in the small-initialisation arm; the length arm"
+            + (f" and weight decay {', '.join(f'{d:g}' for d in mid)}" if mid else "")
+            + f" stop at {units(study.narrow_widths()[-1:])} units, to keep the book within its time budget (large "
+            "D is reached far more cheaply by weight decay than by length)")

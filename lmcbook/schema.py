@@ -303,3 +303,8 @@ def markdown_table(frame: pd.DataFrame) -> str:
     rows = [[str(i)] + [str(v) for v in row] for i, row in zip(frame.index, frame.to_numpy())]
     return "\n".join("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |"
                      for r in [head, ["---"] * len(head)] + rows)
+
+
+def join_and(items: list[str]) -> str:
+    """Return ``a, b and c`` from a non-empty list of words."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

@@ -562,7 +562,6 @@ class MechanismStudy(Training):
         return sum(c.run_count() for c in self.cells())
 
 
-
 @dataclass(frozen=True)
 class DepthStudy(Training):
     """The depth sweep: bias-free MLPs of L = 2..6 linear layers at one width.  It has no ``arch`` or ``depth``:
@@ -1233,3 +1232,5 @@ def study(part: str, profile: str = "quick", **overrides: Any) -> Study:
 def part_specs(profile: str, part: str, **overrides: Any) -> list[RunSpec]:
     """Return every run a part trains at ``profile`` (the input of ``lmcbook train`` and ``sweep``)."""
     return study(part, profile, **overrides).specs()
+
+

@@ -40,7 +40,7 @@ from lmcbook.claims.thresholds import (
 from lmcbook.claims.verdicts import BOOK, DIAGNOSTIC, PAPER, ClaimResult
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import open_page, study_of
-from lmcbook.pages.mechanism import reference_settings
+from lmcbook.reference import reference_settings
 
 page, study = open_page("claims", globals())
 frames, references, precisions = page.scoreboard_inputs()  # this build's CSVs, the references'

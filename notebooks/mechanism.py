@@ -81,7 +81,6 @@ from lmcbook import claims, experiments, plots_style, plots_width, sweep
 from lmcbook.claims import claims_markdown
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import open_page
-from lmcbook.pages import mechanism as mech
 from lmcbook.schema import markdown_table
 
 page, study = open_page("mechanism", globals())
@@ -129,6 +128,82 @@ pd.DataFrame({"this cell": by_hand, "the frames above": found}).rename_axis(
     f"wd {cell.weight_decay:g}, {cell.epochs} epochs, {pair.hidden_units} hidden units, pair {pair.index}")
 
 # %% [markdown]
+# The page's own tables and words: the cells as a table, the committed reference runs scored, and the
+# thresholds as the prose writes them (the cell is folded; open it to read them).
+
+# %% tags=["hide-input"]
+from typing import Any
+
+from lmcbook import reference
+from lmcbook.claims.thresholds import (
+    CONVERGED_TRAIN_ACC,
+    D_TIE_RTOL,
+    DECAY_ACTED_MAX,
+    MIN_ACC_EFFECT,
+    MIN_PAIRS,
+    ORTH_FALL_MIN,
+    PRECISION_LOSS_MARGIN,
+)
+from lmcbook.claims.verdicts import ClaimResult
+from lmcbook.page import Page
+from lmcbook.regime import describe_mechanism, mechanism_cut, short_fraction
+from lmcbook.schema import cell_table, in_cell, select
+from lmcbook.stats import CONFIDENCE
+
+
+def mechanism_cells_markdown(long: pd.DataFrame) -> str:
+    """Return a Markdown table of the mechanism study's cells, one row each: arm, length, weight decay, initial-weight
+    factor, D, what weight decay alone would leave of a weight, the widest width and its pairs, the distance from
+    initialisation and the lowest endpoint training accuracy there."""
+    cells = cell_table(long).sort_values(["init_scale", "epochs", "weight_decay"])
+    base = cells.loc[cells["widest"].idxmax(), "epochs"]
+    lines = ["| arm | epochs | weight decay | init × | D | weight decay alone leaves | widest (pairs) | "
+             "‖θ_T − θ₀‖/‖θ₀‖ | min. train acc |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, c in cells.iterrows():
+        arm = "small init" if c["init_scale"] != 1.0 else "decay" if c["epochs"] == base else "length"
+        at = in_cell(long, c, c["widest"])
+        pairs = select(at, "acc_merged", method="none")["pair"].nunique()
+        dist = select(at[at["layer"].isna()], "init_distance")["value"].mean()
+        acc = select(at, "train_acc")["value"].min()
+        lines.append(f"| {arm} | {c['epochs']:g} | {c['weight_decay']:g} | {c['init_scale']:g} | {c['D']:.3g} | "
+                     f"{short_fraction(c['shrinkage'])} | {c['widest']:g} ({pairs}) | {dist:.2f} | {acc:.3f} |")
+    return "\n".join(lines)
+
+
+def reference_rows(page: Page, show: bool) -> tuple[dict[str, list[ClaimResult]], dict[str, pd.DataFrame],
+                                                   dict[str, str], Any, dict[str, str]]:
+    """Return the page's committed reference runs scored (``show``: read them at all): each one's verdict rows and
+    frame by its label (:func:`lmcbook.claims.mechanism.source_label`), each verdict's state glued
+    (:meth:`~lmcbook.page.Page.glue_state`); by glue key, their Markdown list (stale ones marked) and the name of the
+    first one, whose figure of the arms comes last (None without one); and each one's training precision by name
+    (for :func:`lmcbook.claims.mark_repeats`)."""
+    rows, frames, notes, figure = {}, {}, [], None
+    references = page.references() if show else {}
+    for name, (frame, prov) in references.items():
+        label = claims.mechanism.source_label(str(frame["dataset"].iloc[0]), name, DATASET_SHORT)
+        rows[label] = claims.page_claims(page.name, frame)
+        for r in rows[label]:
+            r.source = name
+            page.glue_state(r)
+        frames[label] = frame
+        figure = figure or plots_width.plot_mechanism_width(frame, label)
+        stale = reference.stale_note(prov)
+        notes.append(f"- {reference.describe(name, prov)}." + (f" **{stale}**" if stale else ""))
+    texts = {"references": "\n".join(notes) or "No reference run is committed for this page.",
+             "precision_check": reference.precision_check(references),
+             "ref_figure_name": f"`{next(iter(references))}`" if references else "(none)"}
+    return rows, frames, texts, figure, {name: reference.precision_of(prov) for name, (_, prov) in references.items()}
+
+
+def threshold_words() -> dict[str, str]:
+    """Return the thresholds the page's prose names, by glue key, as the prose writes them."""
+    return {"confidence": f"{CONFIDENCE:.0%}", "acted_max": f"{DECAY_ACTED_MAX:.0%}",
+            "converged_acc": f"{CONVERGED_TRAIN_ACC:.0%}", "min_pairs": str(MIN_PAIRS),
+            "min_acc_effect": f"{100 * MIN_ACC_EFFECT:g} points", "orth_fall_min": f"{ORTH_FALL_MIN:g}",
+            "tie_rtol": f"{D_TIE_RTOL:.1%}", "precision_loss_margin": f"{PRECISION_LOSS_MARGIN:g} nats"}
+
+
+# %% [markdown]
 # The page's CSV is the frames above in long format; the verdicts of the claims it is evidence
 # for are computed on it (and on each committed reference run's CSV), and they decide,
 # per data set, each account of the width effect below:
@@ -136,7 +211,7 @@ pd.DataFrame({"this cell": by_hand, "the frames above": found}).rename_axis(
 # %%
 long = experiments.mechanism_long(frames)  # the page's CSV, which the table, the figures and the verdicts read
 label = claims.mechanism.source_label(study.dataset, None, DATASET_SHORT)
-ref_rows, ref_frames, ref_texts, ref_figure, ref_precisions = mech.reference_rows(page, study.show_references)
+ref_rows, ref_frames, ref_texts, ref_figure, ref_precisions = reference_rows(page, study.show_references)
 rows = {label: claims.page_claims(page.name, long), **ref_rows}
 claims.mark_repeats([r for v in rows.values() for r in v], DATASET_SHORT,  # a reference's rows that repeat ours
                     frames={None: long, **{v[0].source: ref_frames[k] for k, v in ref_rows.items() if v}},
@@ -147,12 +222,12 @@ pd.DataFrame(states)
 
 # %% tags=["remove-cell"]
 ref_frames = {label: long, **ref_frames}
-page_numbers = mech.mechanism_numbers(long)
+page_numbers = claims.mechanism.mechanism_numbers(long)
 page.glue_values(**page_numbers)
-page.glue_markdown(**mech.threshold_words())
-page.glue_md("setup", mech.describe_mechanism(study))
-page.glue_md("cut", mech.mechanism_cut(study))
-page.glue_md("cells", mech.mechanism_cells_markdown(long))
+page.glue_markdown(**threshold_words())
+page.glue_md("setup", describe_mechanism(study))
+page.glue_md("cut", mechanism_cut(study))
+page.glue_md("cells", mechanism_cells_markdown(long))
 page.glue_figure("fig_width", plots_width.plot_mechanism_width(long, label))
 page.glue_figure("fig_d", plots_width.plot_mechanism_d(ref_frames))
 page.glue_md("verdicts", "\n\n".join(f"**{k}**\n\n{claims_markdown(v)}" for k, v in m_rows.items()))
@@ -160,7 +235,7 @@ page.glue_md("regime_rows", claims_markdown([r for r in rows[label] if not r.id.
 page.glue_markdown(**ref_texts)
 page.glue_figure("fig_width_ref", ref_figure or plots_style.placeholder("No reference run of this page is committed."))
 repeated = claims.mechanism.repeated_hypotheses(m_rows)  # states that are the same runs as an earlier column's
-page.glue_md("hypotheses", mech.hypotheses_markdown(states, repeated))
+page.glue_md("hypotheses", claims.mechanism.hypotheses_markdown(states, repeated))
 conclusions = claims.mechanism.conclusion_table(m_rows, ref_frames).rename_axis("observation")
 page.glue_md("conclusion_table", markdown_table(conclusions))
 own_m5 = next(r for r in rows[label] if r.id == "M5")

@@ -51,8 +51,8 @@ show_references = None
 # %%
 
 from lmcbook import claims, experiments_noise, plots_noise, plots_style, schema, sweep
+from lmcbook.experiments_noise import where_facts
 from lmcbook.page import open_page
-from lmcbook.pages.noise_scale import grid_numbers, reference_texts, where_facts
 
 page, study = open_page("noise_scale", globals())
 
@@ -247,6 +247,91 @@ sensitivity
 # %%
 fit_s = claims.noise.cell_mean_fit(grid, ["lr", "batch_size"])  # None with too few kept cells
 pd.Series(fit_s or {}, dtype=float).rename_axis("term").to_frame("gain ≈ c2·x² + c1·x + c0, x = log10 S")
+
+# %% [markdown]
+# The page's own numbers and its account of the committed reference runs (the cell is folded; open it to
+# read them).
+
+# %% tags=["hide-input"]
+import re
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from lmcbook import reference
+from lmcbook.claims.noise import cell_mean_fit, grid_protocol, mark_kept, noise_cells, noise_pairs
+from lmcbook.claims.thresholds import (
+    MIN_PAIRS,
+    NOISE_CONVERGED_TRAIN_ACC,
+    NOISE_FAILED_TRAIN_ACC,
+    NOISE_MIN_CELLS,
+    NOISE_MIN_EFFECT,
+    NOISE_RULE_THRESHOLDS,
+)
+from lmcbook.experiments_noise import noise_reference_facts
+from lmcbook.page import Page
+from lmcbook.schema import markdown_table
+
+
+def grid_numbers(study: Any, grid: pd.DataFrame, fit: dict[str, float] | None, n_test: int) -> dict[str, float]:
+    """Return the numbers the page's prose quotes about its η × B grid, by glue key: the cells the rule kept and
+    excluded, the grid's ranges (S, the children's test accuracy, the weaker child's training accuracy), the cell
+    means' range and the best cell, the most a cell's ensemble gains, the vertex of the quadratic ``fit``
+    (:func:`lmcbook.claims.noise.cell_mean_fit`, NaN without one), the thresholds, and the test split's size
+    ``n_test``."""
+    cells = noise_cells(grid, ["lr", "batch_size"])
+    per_cell = grid.groupby(["batch_size", "lr"])
+    cell_means, n_ok = per_cell["gain"].mean(), int(cells["kept"].sum())
+    best = cell_means.idxmax()
+    s = grid["noise_scale"]
+    return dict(
+        failed_acc=NOISE_FAILED_TRAIN_ACC, min_effect=100 * NOISE_MIN_EFFECT, n_excluded=len(cells) - n_ok,
+        n_kept=n_ok, n_pairs=study.grid_pairs, n_test=n_test, signal_point=100 / n_test,
+        n_cells=len(cells), n_lrs=len({c.lr for c in study.grid_cells()}), n_bs=len(study.batch_sizes),
+        mu=study.momentum,
+        wd=study.weight_decay, s_lo=s.min(), s_hi=s.max(), min_pairs=MIN_PAIRS, decades=np.log10(s.max() / s.min()),
+        min_cells=NOISE_MIN_CELLS, gain_min=100 * cell_means.min(), gain_max=100 * cell_means.max(),
+        best_cell_s=per_cell["noise_scale"].first()[best], best_lr=best[1], best_b=best[0],
+        ens_max=100 * per_cell["ensemble_gain"].mean().max(),
+        acc_lo=per_cell["acc_endpoints"].mean().min(), acc_hi=per_cell["acc_endpoints"].mean().max(),
+        train_lo=per_cell["train_acc_min"].mean().min(), train_hi=per_cell["train_acc_min"].mean().max(),
+        fit_vertex_s=np.nan if fit is None else 10 ** fit["vertex"],
+        fit_vertex_gain=np.nan if fit is None else 100 * fit["fit_vertex"],
+        n1_pairs=2 * MIN_PAIRS, rule_old=NOISE_RULE_THRESHOLDS[-1])
+
+
+def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
+    """Return, by glue key, the Markdown of the page's committed reference runs (each scored and its verdicts' states
+    glued, :meth:`lmcbook.page.Page.noise_reference_block`; the retired ones described under their own rule) and the
+    first one's figure (a placeholder if none is committed)."""
+    old_rule = NOISE_CONVERGED_TRAIN_ACC
+    retired = [f"**Retired:** `{name}`, {reference.get(name).retired} What it showed, under its own rule (the weaker "
+               f"child of every pair at {old_rule:g} training accuracy):\n\n"
+               + markdown_table(noise_reference_facts(frame, rule=old_rule))
+               for name, (frame, _) in (page.references(retired=True) if study.show_references else {}).items()]
+    blocks, rows, figure, by_protocol = [], {}, None, []
+    for name, (frame, prov) in (page.references() if study.show_references else {}).items():
+        ref = mark_kept(noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]), ["lr", "batch_size"])
+        figure = figure or plots_noise.plot_noise_grid(ref, cell_mean_fit(ref, ["lr", "batch_size"]))
+        facts = (f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell.\n\n"
+                 + markdown_table(noise_reference_facts(frame)))
+        block, rows[name] = page.noise_reference_block(name, frame, prov, facts)
+        blocks.append(block)
+        n2 = next(r for r in rows[name] if r.id.startswith("N2"))
+        by_protocol.append({"reference": f"`{name}`", "data": re.split("[:,]", reference.get(name).data)[0],
+                            "protocol": grid_protocol(ref), "B per decade at fixed S (points)":
+                            f"{100 * n2.values['estimate']:+.2f} [{100 * n2.values['lo']:+.2f}, "
+                            f"{100 * n2.values['hi']:+.2f}]"
+                            if "lo" in n2.values else "—", "N2": n2.mark})
+    texts = {"ref_figure_name": f"`{next(iter(rows))}`" if rows else "(none)",
+             "noise_references": "\n\n".join([reference.listing(page.name), *blocks, *retired]),
+             "n2_protocols": markdown_table(pd.DataFrame(by_protocol).set_index("reference")) if by_protocol else
+             "*No reference run of this page is committed.*",
+             "ref_summary": "; ".join(f"`{n}`: " + ", ".join(f"{r.id} {r.mark}" for r in rs) for n, rs in rows.items())
+             or "none is committed"}
+    return texts, figure or plots_style.placeholder("No reference run of this page is committed.")
+
 
 # %% tags=["remove-cell"]
 page.glue_figure("fig_grid", plots_noise.plot_noise_grid(grid, fit_s))

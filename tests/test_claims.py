@@ -773,7 +773,7 @@ def test_the_closest_barrier_says_how_far_weight_decay_had_acted_and_the_smalles
 
 
 def test_the_landing_page_reads_w8_from_the_scoreboard():
-    from lmcbook.pages.overview import w8_numbers
+    from lmcbook.claims import w8_numbers
 
     row = ClaimResult("W8", "width", "s", "m", "t", FAIL, "random_permutation", control=True,
                              values={"estimate": 0.057, "lo": 0.051, "hi": 0.062, "threshold": 0.01}, regime="short")

@@ -350,7 +350,7 @@ def test_a_page_that_read_a_later_pages_csv_as_absent_waits_on_it(tmp_path):
 
 
 def test_the_page_cache_key_follows_the_whole_library_and_a_run_only_its_training_modules(tmp_path, monkeypatch):
-    """A page's verdicts and prose come from lmcbook.claims and lmcbook.pages, so a change there re-executes it (a
+    """A page's verdicts and prose come from lmcbook.claims, so a change there re-executes it (a
     session found a page skipped as cached after its claims module had changed); a half-trained run's checkpoint
     is keyed only by the top-level modules that train and measure, so such a change never discards it."""
     from lmcbook import files as provenance

@@ -326,7 +326,7 @@ def test_the_precision_check_is_an_equivalence_test_on_paired_differences_and_ca
     all-fp32 pages need no check."""
     import pandas as pd
 
-    from lmcbook.pages import mechanism as mech
+    from lmcbook import reference as mech
 
     fp32, near, shifted = _precision_frame(), _precision_frame(seed=1), _precision_frame(-0.04, seed=1)
     prov32, prov16 = {"params": {}}, {"params": {"precision": "bf16"}}
@@ -367,7 +367,7 @@ def test_the_precision_check_is_an_equivalence_test_on_paired_differences_and_ca
 def test_the_claims_page_says_what_each_mechanism_reference_trains_from_its_csv():
     import pandas as pd
 
-    from lmcbook.pages import mechanism as mech
+    from lmcbook import reference as mech
 
     frame = pd.concat([_precision_frame(), _precision_frame(units=16).assign(epochs=600)])
     said = mech.reference_settings({"a": (frame, {"params": {"precision": "bf16"}}),

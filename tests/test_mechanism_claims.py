@@ -352,7 +352,7 @@ def test_interval_of_a_difference_and_the_verdict_helpers():
 
 
 def test_mechanism_numbers_name_the_cell_m1_reads_and_how_far_the_length_arm_reaches():
-    from lmcbook.pages.mechanism import mechanism_numbers
+    from lmcbook.claims.mechanism import mechanism_numbers
 
     got = mechanism_numbers(mech_frame())
     assert (got["units"], got["epochs_hi"], got["wd_hi"]) == (UNITS[-1], EPOCHS, DECAYS[-1])
@@ -453,7 +453,7 @@ def test_width_accuracy_names_m4_on_another_data_set():
 
 
 def test_the_overview_gives_how_well_wide_networks_merge_before_decay_acts():
-    from lmcbook.pages.overview import short_merge_words
+    from lmcbook.claims.mechanism import short_merge_words
 
     acted = mech_frame(world(decay_shrinkage=lambda *a: 0.05))  # weight decay has acted even at the smallest D
     words = short_merge_words({"digits (this build)": mech_frame(), "acted": acted})
@@ -511,7 +511,7 @@ def test_a_reference_row_that_reads_this_builds_runs_again_is_marked_and_never_c
                                      "mechanism-long-digits)")
     assert claims.mechanism.conclusion(flip)[1]["alternatives"] == ("H1 on digits (this build) and digits (reference "
                                                           "mechanism-long-digits)")  # unmarked: H1 counted twice
-    from lmcbook.pages.mechanism import hypotheses_markdown
+    from lmcbook.claims.mechanism import hypotheses_markdown
     assert "(the same runs as digits (this build))" in hypotheses_markdown(states, rep)
     table = conclusion_table(labels, {"digits (this build)": digits,
                                              "digits (reference mechanism-long-digits)": ref})
@@ -625,7 +625,7 @@ def test_a_shortest_length_row_trained_again_is_a_repeat_in_the_same_cells_seeds
     rep = repeated_hypotheses(labels)
     assert rep == {"digits (ref-long)": {"H1": "the same cells and seeds as digits (this build) at 1024 units, trained "
                                                   "again"}}
-    from lmcbook.pages.mechanism import hypotheses_markdown
+    from lmcbook.claims.mechanism import hypotheses_markdown
     states = {k: hypothesis_states(v) for k, v in labels.items()}
     assert ("(the same cells and seeds as digits (this build) at 1024 units, trained again)"
             in hypotheses_markdown(states, rep))

@@ -31,7 +31,7 @@ from lmcbook.claims.noise import (
 )
 from lmcbook.claims.thresholds import FIXED_BEFORE_SOURCE, NOISE_MIN_CELLS, NOISE_MIN_EFFECT, NOISE_RULE_THRESHOLDS
 from lmcbook.claims.verdicts import BOOK, FAIL, INCONCLUSIVE, NA, PASS, ClaimResult
-from lmcbook.pages.overview import noise_verdict_table
+from lmcbook.experiments_noise import noise_verdict_table
 
 PAIRS = range(10)  # the odd half (N1's reading half) then has MIN_PAIRS pairs
 LRS, BS = (0.01, 0.02, 0.05, 0.1, 0.2), (32, 64, 128, 256)
@@ -394,7 +394,7 @@ def test_a_reference_rows_threshold_can_be_fixed_before_its_results_alone():
 
 
 def test_the_noise_reference_facts_are_computed_from_its_frame():
-    from lmcbook.pages.noise_scale import noise_reference_facts
+    from lmcbook.experiments_noise import noise_reference_facts
 
     df = grid(lambda lr, b, s: 0.001 * np.log10(s) + 0.01 if lr < 0.2 else -0.05,
               acc_of=lambda lr, b: 0.1 if lr == 0.2 or (lr, b) == (0.01, 32) else 0.995)
@@ -482,8 +482,7 @@ def test_the_map_reads_each_cell_and_picks_the_setting_that_gains():
 
 @pytest.mark.parametrize("decayed, where", [(0.818, "within"), (0.80, "below"), (0.83, "above")])
 def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, where):
-    from lmcbook.experiments_noise import against_decay
-    from lmcbook.pages.noise_scale import decay_choices
+    from lmcbook.experiments_noise import against_decay, decay_choices
 
     row = dict(method="spawn", augment=False, lr=0.1, spawn_fraction=0.5)
     cells = pd.DataFrame([{**row, "lr_floor": 1.0, "acc_merged": 0.818, "acc_endpoints": 0.782, "train_acc_min": 0.865},
@@ -497,7 +496,7 @@ def test_a_merge_is_compared_with_children_whose_rate_decays_to_zero(decayed, wh
 
 
 def test_a_noise_page_says_where_it_runs_from_the_map():
-    from lmcbook.pages.noise_scale import where_facts
+    from lmcbook.experiments_noise import where_facts
     from lmcbook.studies import NoiseStudy, resolve
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
@@ -557,7 +556,7 @@ def test_the_landing_page_table_of_maps():
 
 
 def test_a_noise_page_alone_reads_the_committed_map_of_its_data(monkeypatch):
-    from lmcbook.pages import noise_scale as page_mod
+    from lmcbook import experiments_noise as page_mod
     from lmcbook.studies import NoiseStudy, resolve
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,

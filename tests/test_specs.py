@@ -123,7 +123,7 @@ def test_precision_is_fp32_or_bf16(bad):
 
 def test_a_study_passes_its_precision_to_every_run_and_rejects_others():
     from lmcbook import studies
-    from lmcbook.pages.mechanism import describe_mechanism
+    from lmcbook.regime import describe_mechanism
     from lmcbook.studies import MechanismStudy, WidthStudy
 
     study = studies.resolve(MechanismStudy, "smoke", precision="bf16")

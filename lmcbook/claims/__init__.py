@@ -410,3 +410,15 @@ def claims_markdown(rows: list[ClaimResult]) -> str:
 __all__ = ["PAGE_CLAIMS", "page_claims", "id_order", "scoreboard", "SHORTEST_ONLY", "shortest_cells", "mark_repeats",
            "BLOCK_TITLES", "scoreboard_markdown", "block_counts", "scoreboard_long", "NUMBER_COLUMNS",
            "scoreboard_table", "state_of", "board_results", "board_rows", "claims_markdown"]
+
+
+def w8_numbers(board: pd.DataFrame) -> tuple[str, dict[str, float]]:
+    """Return W8's verdict on this build (``board``: the claims page's CSV) and the numbers the landing page quotes
+    by glue key: the weight-matched merge minus the random-permutation merge at the widest width, its 95% interval
+    and the tolerance, in points."""
+    own = board[board["source"].isna()] if "source" in board.columns else board
+    row = own[(own["method"] == "W8") & (own["regime"] == "short")].set_index("metric")["value"]
+    gap, lo, hi = (100 * row.get(k, float("nan")) for k in ("claim_estimate", "claim_lo", "claim_hi"))
+    return state_of(board, "W8", "short"), {
+        "w8_gap": gap, "w8_lo": lo, "w8_hi": hi, "w8_tol": 100 * row.get("claim_threshold", float("nan")),
+        "w8_drop": -gap, "w8_drop_lo": -hi, "w8_drop_hi": -lo}  # the same, read as how much worse matching merges

@@ -12,7 +12,7 @@ What the rows conclude (the hypotheses, the conclusion table): the module's last
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from ..schema import (
     cell_table,
     hidden_to_hidden,
     in_cell,
+    markdown_table,
     pair_values,
     replicate,
     select,
@@ -784,3 +785,86 @@ def _barrier_setting(cell: pd.Series) -> str:
     init = f", initial weights ×{cell['init_scale']:g}" if cell["init_scale"] != 1.0 else ""
     return (f"{cell['label']}: {cell['hidden_units']:g} hidden units, {cell['epochs']:g} epochs at weight decay "
             f"{cell['weight_decay']:g}{init}")
+
+
+def hypotheses_markdown(states: dict[str, dict[str, str]], repeated: dict[str, dict[str, str]] | None = None) -> str:
+    """Return a Markdown table of each hypothesis' state (supported, contradicted, undecided) per data set; a state
+    that repeats an earlier data set's runs (``repeated``: :func:`lmcbook.claims.mechanism.repeated_hypotheses`) says
+    so."""
+    rep = repeated or {}
+
+    def cell(n: str, h: str) -> str:
+        state = states[n].get(h, "—")
+        return f"{state} ({rep[n][h]})" if h in rep.get(n, {}) else state
+
+    table = pd.DataFrame({n: {f"**{h}**: {text}": cell(n, h) for h, text in HYPOTHESES.items()} for n in states})
+    return markdown_table(table.rename_axis("hypothesis"))
+
+
+def mechanism_numbers(long: pd.DataFrame) -> dict[str, Any]:
+    """Return the numbers the mechanism page quotes, by glue key: at the decay arm's widest width (``units``), in its
+    smallest-D (``_lo``) and largest-D (``_hi``) cells, each measure's mean over pairs, the D values, the fraction of a
+    weight that weight decay alone leaves (``shrink``), and the distance from initialisation (``dist``); the
+    largest-D cell's length and weight decay
+    (``epochs_hi``, ``wd_hi``), and the widest width of the cells trained longer than it (``length_widest``, 0 if
+    none).  The accuracies and the distance read the whole network; LEWC, LLFC and orthogonality read λ = ½; the
+    ranks read the hidden-to-hidden matrices."""
+    cells = cell_table(long)
+    std = cells[cells["init_scale"] == 1.0]
+    widest = std["widest"].max()
+    at = std[std["widest"] == widest].sort_values("D")
+    lo, hi = at.iloc[0], at.iloc[-1]
+    longer = std[std["epochs"] > hi["epochs"]]  # the length arm: the same weight decays, trained longer
+    hidden = long[(long["layer"] > 1) & (long["layer"] < long["layer"].max())]
+
+    def lo_hi(metric: str, frame: pd.DataFrame = long, **filters: Any) -> tuple[float, float]:
+        """The metric's mean over pairs in the smallest-D and in the largest-D cell, at the widest width."""
+        return tuple(float(select(in_cell(frame, cell, widest), metric, **filters).groupby("pair")["value"].mean()
+                           .mean()) for cell in (lo, hi))
+
+    acc_plain = lo_hi("acc_merged", method="none")
+    acc_matched = lo_hi("acc_merged", method="weight_matching")
+    acc_ensemble = lo_hi("acc_ensemble", method="none")
+    orth = lo_hi("orth_ratio", method="trained", lam=0.5)
+    orth_untrained = lo_hi("orth_ratio", method="untrained", lam=0.5)
+    lewc = lo_hi("lewc_rel_err", method="trained", lam=0.5)
+    llfc_matched = lo_hi("llfc_rel_err", method="weight_matched", lam=0.5)
+    rank = lo_hi("rel_effective_rank", hidden, method="trained")
+    rank_untrained = lo_hi("rel_effective_rank", hidden, method="untrained")
+    delta_stable_rank = lo_hi("delta_rel_stable_rank", hidden)
+    dist = lo_hi("init_distance", long[long["layer"].isna()])
+    return {"units": int(widest), "d_lo": float(lo["D"]), "d_hi": float(hi["D"]),
+            "shrink_lo": float(lo["shrinkage"]), "shrink_hi": float(hi["shrinkage"]),
+            "epochs_hi": float(hi["epochs"]), "wd_hi": float(hi["weight_decay"]),
+            "length_widest": int(longer["widest"].max()) if len(longer) else 0,
+            "acc_plain_lo": acc_plain[0], "acc_plain_hi": acc_plain[1],
+            "acc_matched_lo": acc_matched[0], "acc_matched_hi": acc_matched[1],
+            "acc_ensemble_lo": acc_ensemble[0], "acc_ensemble_hi": acc_ensemble[1],
+            "orth_lo": orth[0], "orth_hi": orth[1],
+            "orth_untrained_lo": orth_untrained[0],
+            "lewc_lo": lewc[0], "lewc_hi": lewc[1],
+            "llfc_matched_lo": llfc_matched[0], "llfc_matched_hi": llfc_matched[1],
+            "rank_lo": rank[0], "rank_hi": rank[1],
+            "rank_untrained_lo": rank_untrained[0],
+            "delta_stable_rank_lo": delta_stable_rank[0], "delta_stable_rank_hi": delta_stable_rank[1],
+            "dist_lo": dist[0], "dist_hi": dist[1]}
+
+
+def short_merge_words(frames: dict[str, pd.DataFrame], repeats: Iterable[str] = ()) -> str:
+    """Return, in words, how well wide networks merge before weight decay has acted, per mechanism frame (by its
+    label): plain merged accuracy over the logit ensemble's at the widest width in the smallest-D cell
+    (:func:`lmcbook.claims.mechanism.short_merge`), its 95% interval and its pairs; "none" where no frame has that cell.
+    ``repeats``: the labels whose M4, which reads that cell, repeats an earlier row (the same cells and seeds
+    trained again: :func:`lmcbook.claims.mark_repeats`); each says so."""
+    said: dict[str, list[str]] = {}  # by the interval's text: runs that share the cell (the same runs) are said once
+    again = set(repeats)
+    for label, frame in frames.items():
+        iv = short_merge(frame)
+        if iv.n:
+            said.setdefault(f"{iv.text()} ({iv.n} pairs)", []).append(label)
+    parts = []
+    for text, labels in said.items():
+        name = " = ".join(labels) + (" (the same runs)" if len(labels) > 1 else "")
+        name += " (a repeat: an earlier one's cells and seeds, trained again)" if again & set(labels) else ""
+        parts.append(f"{name}, {text}")
+    return "; ".join(parts) or "none"

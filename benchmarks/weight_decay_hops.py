@@ -15,7 +15,7 @@ import tempfile
 
 os.environ.setdefault("LMCBOOK_OUT", tempfile.mkdtemp())
 
-from lmcbook import sweep  # noqa: E402
+from lmcbook import store  # noqa: E402
 from lmcbook.page import open_page  # noqa: E402
 from lmcbook.store import RunStore  # noqa: E402
 
@@ -50,7 +50,7 @@ def main() -> None:
     sys.setprofile(spy)
     try:
         _, study = open_page("width_accuracy", ns, RunStore(tempfile.mkdtemp()))
-        sweep.trained_pairs(study, RunStore(tempfile.mkdtemp()))
+        store.trained_pairs(study, RunStore(tempfile.mkdtemp()))
     finally:
         sys.setprofile(None)
     seen: list[tuple[str, str]] = []

@@ -14,8 +14,7 @@ from tqdm.auto import tqdm
 from . import __version__, reference, studies
 from .data import DataError
 from .specs import STORE_ENV, SpecError, check_scheduler, checked_path
-from .store import RunStore, StoreError, describe
-from .sweep import run_all
+from .store import RunStore, StoreError, describe, run_all
 from .tools.bench import run as run_bench
 from .train import DivergedError
 

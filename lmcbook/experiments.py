@@ -8,7 +8,7 @@ computes it and every later notebook reads it.
 
 The width study, its controls and the mechanism study are here; the noise study's frames are in
 :mod:`lmcbook.experiments_noise`, and what every family shares (a study's data set, its trained pairs, the cached
-pair summary) in :mod:`lmcbook.sweep`.  The last section is what the width page reads of the mechanism study's
+pair summary) in :mod:`lmcbook.store`.  The last section is what the width page reads of the mechanism study's
 small-initialisation arm.
 """
 
@@ -32,12 +32,10 @@ from .claims.thresholds import CONVERGED_TRAIN_ACC
 from .claims.verdicts import FAIL, PASS, ClaimResult
 from .data import DATASET_SHORT, Dataset
 from .merge import pair_summary, permutation_spec, permute, random_permutation, repair, weight_matching
-from .probes import PairActivations, rank_profile
-from .regime import regime_measures
+from .probes import PairActivations, rank_profile, regime_measures
 from .schema import concat, join_and, last_hidden, select, to_long, to_long_frame
-from .store import RunStore
+from .store import Runs, RunStore, cached_pair_summary, study_data, sweep_first, trained_pairs
 from .studies import Pair, Recipe
-from .sweep import Runs, cached_pair_summary, study_data, sweep_first, trained_pairs
 from .train import TrainedRun, init_model
 
 log = logging.getLogger("lmcbook.experiments")
@@ -63,7 +61,7 @@ def _keys(pair: Pair) -> dict:
 
 
 def regime_frame(study: Recipe, store: RunStore | None = None) -> pd.DataFrame:
-    """Return every model's training regime (:func:`lmcbook.regime.regime_measures`) with the pair's keys.
+    """Return every model's training regime (:func:`lmcbook.probes.regime_measures`) with the pair's keys.
 
     One row per (model, metric, layer); ``seed`` is the model's own seed (2p for a, 2p+1 for b).
     Cached per run id, so only the first page that asks loads the runs.
@@ -86,7 +84,7 @@ def regime_frame(study: Recipe, store: RunStore | None = None) -> pd.DataFrame:
 
 def pair_frames(study: Recipe, store: RunStore | None = None, runs: Runs | None = None) -> PairFrames:
     """Return the interpolation curve and summary of every pair of the study (cached per pair); ``runs`` are the
-    study's :func:`~lmcbook.sweep.trained_pairs`, if the caller already has them."""
+    study's :func:`~lmcbook.store.trained_pairs`, if the caller already has them."""
     store = store or RunStore()
     data = study_data(study)
     curves, rows = [], []
@@ -173,7 +171,7 @@ def probe_frames(study: Recipe, store: RunStore | None = None, lams=PROBE_LAMS, 
     its two initialisations: the same seeds, before training.  It is cached by its
     initialisation alone, so studies that differ only in training (another weight
     decay, say) share it.  Probes read the test split; BatchNorm statistics are
-    recomputed on the training split.  ``runs``: the study's :func:`~lmcbook.sweep.trained_pairs`, if the caller
+    recomputed on the training split.  ``runs``: the study's :func:`~lmcbook.store.trained_pairs`, if the caller
     has them.
     """
     store = store or RunStore()

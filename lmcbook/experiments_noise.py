@@ -16,7 +16,6 @@ from IPython.display import Markdown
 from scipy.stats import f_oneway
 
 from . import reference
-from .calibrate import evaluate, logits
 from .claims import id_order, thresholds
 from .claims.noise import (
     MAP_KEYS,
@@ -48,13 +47,12 @@ from .merge import (
     task_vector,
     ties_vector,
 )
-from .noise import effective_noise_scale, merging_gain
+from .models import evaluate, logits
 from .schema import to_long
-from .specs import RunSpec
+from .specs import RunSpec, SpecError
 from .stats import CONFIDENCE, spearman
-from .store import RunStore
+from .store import RunStore, cached_pair_summary, study_data, sweep_first
 from .studies import TASKS, Cell, NoiseRegimeStudy, NoiseStudy
-from .sweep import cached_pair_summary, study_data, sweep_first
 from .train import DivergedError, TrainedRun, init_model
 
 log = logging.getLogger("lmcbook.experiments")  # the logger of every experiments module
@@ -633,3 +631,32 @@ ABSENT_WORDS = "no effect of the paper's size"
 #: How :func:`noise_verdict_table` qualifies a ✓ of the paper's rows: their gains are over children whose rate stays
 #: up, and the book's N8 asks whether annealing such children gives the same (issue 49).
 CONSTANT_RATE_WORDS = "against children trained at a constant rate"
+
+
+def effective_noise_scale(lr: float, batch_size: int, momentum: float = 0.0, power: int = 1) -> float:
+    """Return S = η / (B (1 − μ)^power): η the schedule's peak learning rate, μ PyTorch's SGD momentum (dampening 0).
+
+    ``power=1`` is the form of the noise paper's main text; ``power=2`` is the
+    (1 − μ)² variant that appears in another version of the paper.
+    """
+    if not lr > 0:
+        raise SpecError(f"lr={lr!r} is not allowed: expected a number > 0")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise SpecError(f"batch_size={batch_size!r} is not allowed: expected an integer >= 1")
+    if not 0 <= momentum < 1:
+        raise SpecError(f"momentum={momentum!r} is not allowed: expected a number in [0, 1)")
+    if power not in (1, 2):
+        raise SpecError(f"power={power!r} is not allowed: expected 1 or 2")
+    return lr / (batch_size * (1 - momentum) ** power)
+
+
+def merging_gain(summary: dict) -> dict[str, float]:
+    """Return the merging gains of a pair summary (from :func:`lmcbook.merge.pair_summary`).
+
+    - ``gain``: acc(θ(½)) − mean(acc_a, acc_b);
+    - ``gain_best``: acc(θ(½)) − max(acc_a, acc_b);
+    - ``loss_gain``: mean(loss_a, loss_b) − loss(θ(½)) (positive when merging lowers the loss).
+    """
+    return {"gain": summary["acc_merged"] - summary["acc_endpoints"],
+            "gain_best": summary["acc_merged"] - max(summary["acc_a"], summary["acc_b"]),
+            "loss_gain": summary["loss_endpoints"] - summary["loss_merged"]}

@@ -8,7 +8,7 @@ the verdicts of the claims the page is evidence for, and records what the page r
 of :mod:`lmcbook.book`, so no page can forget a dependency.
 
 A sentence that several pages share sits beside the function whose concept it describes (a study's words in
-:mod:`lmcbook.regime`, the noise study's in :mod:`lmcbook.experiments_noise`, a reference run's precision check
+:mod:`lmcbook.studies`, the noise study's in :mod:`lmcbook.experiments_noise`, a reference run's precision check
 in :mod:`lmcbook.reference`); what serves one page only lives in
 its notebook.
 """

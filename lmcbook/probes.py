@@ -31,6 +31,46 @@ What the probes mean beyond bias-free ReLU MLPs:
   f_l is the block's output (the residual stream after its ReLU).  The LEWC
   theorem does not cover residual streams; the numbers are an empirical check.
   Weight-based probes (reciprocal orthogonality) need ``points="layers"``.
+
+The module's second section: constructed networks for which the LEWC theorem's conditions hold, or fail, exactly.
+
+The theorem: for a bias-free ReLU MLP, if (A) f_l^a ⊙ f_l^b >= 0 at every hidden
+layer and (O) W_l^a z_(l-1)^b = 0 = W_l^b z_(l-1)^a for 2 <= l <= L, then
+f_l(θ(λ)) = λ^l f_l^a + (1-λ)^l f_l^b at every layer and every λ.
+
+Three constructions of a pair (a, b) of bias-free MLPs, in float64:
+
+- ``block_diagonal``: a owns hidden units [0, h/2) and b the rest; each model's
+  layers read only its own units. The models share only the input columns of W_1
+  and the output rows of W_L. (A) and (O) hold, so LEWC is exact.
+- ``disjoint_rows``: each model writes only its own units, but its layers read
+  every unit (shared columns). (A) holds (the supports of f^a and f^b are
+  disjoint), while (O) fails: W^a reads b's units. LEWC fails from layer 2 on.
+- ``overlapping``: both models use every unit (dense random weights). Neither
+  condition holds.
+
+The training regime of a run (the module's last section): how long weight decay acted on it, and how far it
+moved from its initialisation.
+
+A claim about weight decay or low rank can only be read where weight decay had time
+to act.  Three dimensionless measures say where a run stands:
+
+- the *decay integral* D = Σ_t wd_t·η_t over every step the weights went through
+  since their random initialisation (a child's parent steps and a fine-tuned
+  run's source steps included).  Without momentum, weight decay alone would shrink
+  the weights by e^(−D).  PyTorch's heavy-ball momentum μ (dampening 0) feeds the
+  decay term through the momentum buffer, which multiplies its effect by about
+  1/(1 − μ); :func:`weight_decay_shrinkage` iterates the exact factor (``decay_shrinkage``);
+- the *distance from initialisation* ‖θ_T − θ_0‖ / ‖θ_0‖, over all parameters and per
+  layer (that layer's weight), with θ_0 the initialisation from the run's seed;
+- the *weight norm* ‖W_l‖_F of each layer, and ‖θ_T‖ over all parameters;
+- the *rank of what training added*, W_l − W_l^0: its effective and stable rank and their relative forms
+  (divided by min(m, n)), in float64.  The rank of W_l itself is dominated by the random
+  initialisation while training has moved little; the rank of the update is not;
+- the *training accuracy* the run reached (the convergence rules of :mod:`lmcbook.claims` read it).
+
+Everything here is a pure function of a run's spec and weights: the initialisation
+is rebuilt from the seed, so nothing needs retraining.
 """
 
 from __future__ import annotations
@@ -49,9 +89,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .data import Dataset
 from .merge import interpolate
-from .models import LAYER_TYPES, ProbePoint, has_batchnorm, numbered, probe_points, trace
-from .specs import SpecError, check_lams
+from .models import LAYER_TYPES, MLP, ProbePoint, fit_inverse_temperature, has_batchnorm, numbered, probe_points, trace
+from .specs import RunSpec, SpecError, check_lams
+from .train import TrainedRun, init_model, lr_at
 
 DTYPE = torch.float64
 
@@ -556,3 +598,202 @@ def fit_scale_law(layers, log2_ratios) -> tuple[float, float]:
         return float(y[0]) if len(y) else float("nan"), float("nan")
     slope, intercept = np.polyfit(x, y, 1)
     return float(intercept), float(-slope)
+
+
+KINDS = ("block_diagonal", "disjoint_rows", "overlapping")
+
+
+def mlp_from_weights(weights: list[torch.Tensor]) -> MLP:
+    """Return a bias-free MLP (no norm) whose linear layers hold ``weights`` (out, in), in their dtype."""
+    depth = len(weights)
+    model = MLP(weights[0].shape[1], weights[-1].shape[0], weights[0].shape[0], depth, "none", False)
+    model = model.to(weights[0].dtype)
+    with torch.no_grad():
+        for layer, w in zip(model.layers, weights):
+            layer.weight.copy_(w)
+    return model.eval()
+
+
+def constructed_pair(kind: str = "block_diagonal", in_features: int = 16, hidden: int = 32, num_classes: int = 10,
+                     depth: int = 4, seed: int = 0, dtype: torch.dtype = torch.float64) -> tuple[MLP, MLP]:
+    """Return a pair of bias-free MLPs built as ``kind`` (see the module docstring) with He-scaled Gaussian weights."""
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} is not allowed: expected one of {', '.join(map(repr, KINDS))}")
+    if hidden % 2 or depth < 2:
+        raise ValueError(f"hidden={hidden}, depth={depth} is not allowed: expected an even hidden size, depth >= 2")
+    g = torch.Generator().manual_seed(seed)
+    h = hidden // 2
+    dims = [in_features] + [hidden] * (depth - 1) + [num_classes]
+    own = {"a": slice(0, h), "b": slice(h, hidden)}
+    weights: dict[str, list[torch.Tensor]] = {"a": [], "b": []}
+    for i in range(depth):
+        n_out, n_in = dims[i + 1], dims[i]
+        for m in ("a", "b"):
+            rows = own[m] if (i < depth - 1 and kind != "overlapping") else slice(0, n_out)
+            cols = own[m] if (i > 0 and kind == "block_diagonal") else slice(0, n_in)
+            w = torch.zeros(n_out, n_in, dtype=dtype)
+            block = w[rows, cols]
+            block.copy_(torch.randn(block.shape, generator=g, dtype=dtype) * (2.0 / block.shape[1]) ** 0.5)
+            weights[m].append(w)
+    return mlp_from_weights(weights["a"]), mlp_from_weights(weights["b"])
+
+
+def block_diagonal_pair(in_features: int = 16, hidden: int = 32, num_classes: int = 10, depth: int = 4,
+                        seed: int = 0, dtype: torch.dtype = torch.float64) -> tuple[MLP, MLP]:
+    """Return the block-diagonal pair, for which LEWC holds exactly."""
+    return constructed_pair("block_diagonal", in_features, hidden, num_classes, depth, seed, dtype)
+
+
+def inputs(n: int, in_features: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Return n standard Gaussian inputs (the theorem holds for any inputs)."""
+    return torch.randn(n, in_features, generator=torch.Generator().manual_seed(seed + 10_000), dtype=dtype)
+
+
+def check_pair(kind: str, depth: int = 4, hidden: int = 32, in_features: int = 16, n_inputs: int = 256,
+               seed: int = 0, lams=(0.0, 0.25, 0.5, 0.75, 1.0)):
+    """Return the long frame of every probe on the constructed pair ``kind`` (``method`` = kind), in float64.
+
+    Rows: LEWC/LLFC relative errors per layer and λ, additivity errors and sign
+    conflicts per hidden layer and λ, orthogonality ratios and cross terms per layer
+    l >= 2, the scale law (r_l, α, β), and the logit-scale checks of
+    :func:`logit_scale` (``logit_norm_ratio``, ``tau_ratio``).
+    """
+
+    a, b = constructed_pair(kind, in_features, hidden, 10, depth, seed)
+    x = inputs(n_inputs, in_features, seed)
+    acts = PairActivations(a, b, x)
+    frames = [acts.lewc(lams), acts.weak_additivity(lams), acts.reciprocal_orthogonality(lams), acts.scale_law()]
+    scale = logit_scale(a, b, x, seed)
+    frames.append(pd.DataFrame([{"layer": depth, "lam": 0.5, "metric": k, "value": v} for k, v in scale.items()]))
+    out = pd.concat(frames, ignore_index=True)
+    out["method"], out["depth"], out["hidden_units"], out["seed"] = kind, depth, hidden, seed
+    return out
+
+
+def logit_scale(a: MLP, b: MLP, x: torch.Tensor, seed: int = 0) -> dict[str, float]:
+    """Return the logit norm ratio ‖f_L(θ(½))‖/‖½(f_a+f_b)‖ and τ_merged/τ_ens on labels drawn from the ensemble.
+
+    Labels are sampled from softmax of the ensemble's logits, so the ensemble is
+    well calibrated (τ_ens ≈ 1) and neither fit ends at a bound.  Under exact LEWC
+    the merged logits are 2^(1−L) times the ensemble's, so the ratios are 2^(1−L)
+    and 2^(L−1) exactly.
+    """
+
+    with torch.no_grad():
+        za, zb = a(x), b(x)
+        ens = 0.5 * (za + zb)
+        merged = interpolate(a, b, 0.5)(x)
+        g = torch.Generator().manual_seed(seed + 20_000)
+        y = torch.multinomial(torch.softmax(ens, 1), 1, generator=g)[:, 0]
+    t_m, t_e = fit_inverse_temperature(merged, y), fit_inverse_temperature(ens, y)
+    return {"logit_norm_ratio": float(merged.norm() / ens.norm()), "tau_merged": t_m.tau, "tau_ensemble": t_e.tau,
+            "tau_ratio": t_m.tau / t_e.tau, "tau_at_bound_merged": float(t_m.at_bound),
+            "tau_at_bound_ensemble": float(t_e.at_bound)}
+
+
+def _segments(spec: RunSpec, n_train: int) -> list[tuple[RunSpec, list[float], bool]]:
+    """Return, from the random initialisation on, each stretch of training the weights went through:
+    (the spec trained, its learning rates step by step, whether its momentum buffer started empty)."""
+    before = _segments(spec.parent, n_train) if spec.parent is not None else []
+    before += _segments(spec.init, n_train) if spec.init is not None else []
+    tr, total = spec.train, spec.total_steps(n_train)
+    first = spec.spawn_step if spec.parent is not None else 0
+    lrs = [lr_at(t, total, tr.lr, tr.warmup, tr.schedule, tr.lr_floor, tr.anneal_from)
+           for t in range(first, tr.stop_step or total)]
+    return before + [(spec, lrs, spec.parent is None)]
+
+
+def decay_integral(spec: RunSpec, n_train: int) -> float:
+    """Return D = Σ_t wd·η_t over every step from the random initialisation to the end of ``spec``.
+
+    A child adds its own steps to its parent's; a fine-tuned run adds its steps to
+    those of the run it starts from.  Weight decay alone, without momentum, would
+    shrink the weights by e^(−D).
+    """
+    return math.fsum(s.train.weight_decay * math.fsum(lrs) for s, lrs, _ in _segments(spec, n_train))
+
+
+def weight_decay_shrinkage(spec: RunSpec, n_train: int) -> float:
+    """Return the factor by which weight decay alone (gradients aside) shrinks a weight over the same steps as D.
+
+    It iterates PyTorch's SGD update on a scalar weight with zero gradient,
+    buf = μ·buf + wd·w and w = w − η_t·buf, through every stretch of training
+    (a child keeps its parent's buffer; a fine-tuned run starts a fresh one).
+    """
+    w, buf = 1.0, 0.0
+    for s, lrs, fresh in _segments(spec, n_train):
+        buf = 0.0 if fresh else buf
+        for lr in lrs:
+            buf = s.train.momentum * buf + s.train.weight_decay * w
+            w -= lr * buf
+    return w
+
+
+def _flat(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().double().reshape(-1).cpu() for p in model.parameters()])
+
+
+def init_distance(model: nn.Module, init: nn.Module) -> dict[int | None, float]:
+    """Return ‖θ − θ_0‖ / ‖θ_0‖ over all parameters (key None) and per layer l (its weight), for two models of one
+    shape."""
+    out: dict[int | None, float] = {None: _rel(_flat(model), _flat(init))}
+    for p, q in zip(probe_points(model), probe_points(init)):
+        if p.layer is not None:
+            out[p.layer] = _rel(p.module.weight.detach().double().cpu(), q.module.weight.detach().double().cpu())
+    return out
+
+
+def weight_norms(model: nn.Module) -> dict[int | None, float]:
+    """Return ‖θ‖ over all parameters (key None) and the Frobenius norm ‖W_l‖_F of each layer l."""
+    out: dict[int | None, float] = {None: float(torch.linalg.vector_norm(_flat(model)))}
+    for p in probe_points(model):
+        if p.layer is not None:
+            out[p.layer] = float(torch.linalg.vector_norm(p.module.weight.detach().double()))
+    return out
+
+
+def update_ranks(model: nn.Module, init: nn.Module) -> list[dict]:
+    """Return per layer l the effective and stable rank of W_l − W_l^0 (what training added), absolute and divided
+    by min(m, n), with ‖W_l − W_l^0‖_F, in float64; the zero matrix (an untrained run) has rank 0."""
+    rows = []
+    for p, q in zip(probe_points(model), probe_points(init)):
+        if p.layer is None:
+            continue
+        w = p.module.weight.detach().to("cpu", DTYPE)
+        delta = (w - q.module.weight.detach().to("cpu", DTYPE)).reshape(w.shape[0], -1)
+        s, m = singular_values(delta), min(delta.shape)
+        er, sr = effective_rank(s), stable_rank(s)
+        rows += [{"layer": float(p.layer), "metric": metric, "value": v}
+                 for metric, v in (("delta_norm", float(torch.linalg.matrix_norm(delta))),
+                                   ("delta_effective_rank", er), ("delta_stable_rank", sr),
+                                   ("delta_rel_effective_rank", er / m), ("delta_rel_stable_rank", sr / m))]
+    return rows
+
+
+def _rel(x: torch.Tensor, x0: torch.Tensor) -> float:
+    return float(torch.linalg.vector_norm(x - x0) / torch.linalg.vector_norm(x0))
+
+
+def lewc_setting(spec: RunSpec) -> bool:
+    """Return True for a bias-free MLP without normalisation: the setting of the LEWC theorem and its λ^l scale."""
+    m = spec.model
+    return m.arch == "mlp" and not m.bias and m.norm == "none"
+
+
+def regime_measures(run: TrainedRun, data: Dataset) -> pd.DataFrame:
+    """Return one run's regime in the long format: ``decay_integral``, ``decay_shrinkage``, ``lewc_setting`` (the
+    network is a bias-free MLP without normalisation), ``train_acc``, ``init_distance`` and ``weight_norm`` over
+    all parameters (``layer`` NaN) and per layer, and per layer the ranks of W − W₀ (:func:`update_ranks`)."""
+    init = init_model(run.spec, data)
+    n = len(data.y_train)
+    rows = [{"layer": float("nan"), "metric": "decay_integral", "value": decay_integral(run.spec, n)},
+            {"layer": float("nan"), "metric": "decay_shrinkage", "value": weight_decay_shrinkage(run.spec, n)},
+            {"layer": float("nan"), "metric": "lewc_setting", "value": float(lewc_setting(run.spec))},
+            {"layer": float("nan"), "metric": "train_acc", "value": float(run.metrics["train_acc"])}]
+    for metric, values in (("init_distance", init_distance(run.model, init)), ("weight_norm", weight_norms(run.model))):
+        rows += [{"layer": float("nan") if l is None else float(l), "metric": metric, "value": v}
+                 for l, v in values.items()]
+    return pd.DataFrame(rows + update_ranks(run.model, init))
+
+
+# ---- The words for a study and its regime ----

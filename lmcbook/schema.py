@@ -62,14 +62,14 @@ CROSS_COS, CROSS_REL_ERR, CROSS_N_EXCLUDED = "cross_cos", "cross_rel_err", "cros
 #: Zhou et al. (2023)'s commutativity: ‖(W_a − W_b)(z_a − z_b)‖ / (‖W_a z_a‖ + ‖W_b z_b‖)
 COMMUTATIVITY_REL_ERR = "commutativity_rel_err"
 
-# -- the training regime (lmcbook.regime), one value per model (seed = the model's own seed) ------
+# -- the training regime (lmcbook.probes), one value per model (seed = the model's own seed) ------
 DECAY_INTEGRAL = "decay_integral"  #: D = Σ_t wd·η_t since the initialisation; weight decay alone shrinks by e^(−D)
 DECAY_SHRINKAGE = "decay_shrinkage"  #: factor weight decay alone (momentum included) shrinks a weight by, same steps
 INIT_DISTANCE = "init_distance"  #: ‖θ_T − θ_0‖ / ‖θ_0‖, over all parameters (layer NaN) and per layer
 WEIGHT_NORM = "weight_norm"  #: ‖W_l‖_F per layer, and ‖θ_T‖ over all parameters (layer NaN)
 LEWC_SETTING = "lewc_setting"  #: 1 for a bias-free MLP without normalisation (LEWC's λ^l setting), else 0
 TRAIN_ACC = "train_acc"  #: a run's accuracy on its own training split (the convergence rules read it)
-#: ‖W_l − W_l^0‖_F and the ranks of what training added to layer l (lmcbook.regime.update_ranks), per model
+#: ‖W_l − W_l^0‖_F and the ranks of what training added to layer l (lmcbook.probes.update_ranks), per model
 DELTA_NORM, DELTA_EFFECTIVE_RANK, DELTA_STABLE_RANK = "delta_norm", "delta_effective_rank", "delta_stable_rank"
 DELTA_REL_EFFECTIVE_RANK, DELTA_REL_STABLE_RANK = "delta_rel_effective_rank", "delta_rel_stable_rank"
 

@@ -5,6 +5,14 @@ architecture, the training recipe and the seeds.  Its :attr:`RunSpec.id` is a
 SHA-256 over the canonical JSON of those fields plus :data:`CODE_VERSION`.
 Where the data lives (``DataSpec.root``), the device and the thread count are
 provenance: recorded beside a run, never hashed.
+
+The noise paper's spawn-and-merge (after Frankle et al. 2020) is a derivation of specs (the module's last
+section): a *parent* is a full RunSpec stopped at ``stop_step`` = k; it keeps the full-length learning-rate
+schedule, and its store entry also holds the momentum buffers and the step.  A *child* is
+``RunSpec(parent, spawn_step=k, data_seed=...)``: it inherits the weights, the momentum buffers and the schedule
+position, and trains to the end with its own batch order (and augmentation draws).  Two children that differ only
+in their data seed are merged at λ = ½.  Batch t is a pure function of (data_seed, epoch), so a child with the
+parent's own data seed reproduces the uninterrupted run bitwise.
 """
 
 from __future__ import annotations
@@ -443,3 +451,40 @@ def check_scheduler(scheduler: str | None) -> str | None:
         return scheduler
     raise SpecError(f"scheduler={scheduler!r} is not allowed: expected None (in-process), 'local:N' "
                     "(N local worker processes) or 'tcp://HOST:PORT' (a running Dask scheduler)")
+
+
+#: Offsets that keep children's data seeds apart from any parent's.
+CHILD_SEED_BASE = 1000
+
+
+def spawn_step(spec: RunSpec, fraction: float, n_train: int | None = None) -> int:
+    """Return the step k at ``fraction`` of the spec's full schedule (at least 1); ``n_train`` is needed only for a
+    schedule in epochs."""
+    if not 0 < fraction < 1:
+        raise SpecError(f"spawn_fraction={fraction!r} is not allowed: expected a fraction in (0, 1)")
+    return max(1, int(round(fraction * spec.total_steps(n_train))))
+
+
+def parent_spec(spec: RunSpec, k: int) -> RunSpec:
+    """Return the parent of a spawn: ``spec`` stopped at step k, with its full-length schedule."""
+    return spec.with_train(stop_step=k)
+
+
+def child_spec(parent: RunSpec, data_seed: int, aug_seed: int | None = None, **train_changes) -> RunSpec:
+    """Return a child of ``parent`` with its own batch order (and augmentation draws).
+
+    ``train_changes`` may change what a continuation may change, such as ``lr``
+    (the learning-rate-pair study); the schedule's length must stay the parent's.
+    """
+    if parent.train.stop_step is None:
+        raise SpecError("parent has stop_step=None: a parent is a run stopped at its spawn step (parent_spec)")
+    train = replace(parent.train, stop_step=None, data_seed=data_seed,
+                    aug_seed=data_seed if aug_seed is None else aug_seed, **train_changes)
+    return RunSpec(parent.data, parent.model, train, parent=parent, spawn_step=parent.train.stop_step)
+
+
+def spawn_pair(spec: RunSpec, k: int, pair: int = 0, **train_changes) -> tuple[RunSpec, RunSpec]:
+    """Return the two children of one spawn-and-merge pair: same parent, data seeds 1000 + 2·pair and + 1."""
+    parent = parent_spec(spec, k)
+    base = CHILD_SEED_BASE + 2 * pair
+    return (child_spec(parent, base, **train_changes), child_spec(parent, base + 1, **train_changes))

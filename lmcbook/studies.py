@@ -2,7 +2,8 @@
 of the book that read it.
 
 The module reads top to bottom: what a study is made of; the width paper's studies; the noise paper's; the small
-ones and how a profile resolves them; the book's parts.  A study is a frozen dataclass.  Each field is declared
+ones and how a profile resolves them; the book's parts; the words the pages use for a study and its training
+regime (the last section).  A study is a frozen dataclass.  Each field is declared
 with :func:`param`, on one line: the quick value (the field's default), what the smoke and paper profiles run
 instead, and the check its values must pass, with a one-line comment saying what it is::
 
@@ -19,9 +20,13 @@ import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, Generic, TypeVar
 
-from .noise import CHILD_SEED_BASE, spawn_pair, spawn_step
+import pandas as pd
+
+from .data import DATASET_LABELS
+from .schema import join_and
 from .specs import (
     BASE_WIDTHS,
+    CHILD_SEED_BASE,
     DEFAULT_LAMS,
     PRECISIONS,
     DataSpec,
@@ -36,6 +41,8 @@ from .specs import (
     check_int,
     check_lams,
     check_scheduler,
+    spawn_pair,
+    spawn_step,
 )
 
 PROFILES = ("smoke", "quick", "paper")
@@ -940,7 +947,9 @@ __all__ = ["PROFILES", "STUDIES", "TASKS", "Cell", "CellStudy", "ControlsStudy",
            "POSITIVE", "WIDTH_MULTIPLIER", "default", "positive", "check_profile", "PAPER_WIDTHS", "SMOKE_LAMS",
            "PROTOCOLS", "Part", "WIDTH", "PROBES", "DEPTH", "THEORY", "NOISE_REGIME", "NOISE", "CONTROLS", "MECHANISM",
            "TUTORIAL", "EXPLORE", "SUMMARY", "part_of", "all_notebooks", "study", "part_specs", "MAX_REPLICATES",
-           "MAX_DRAWS", "MAX_GRID", "MAX_LAMS", "MAX_UNITS", "MAX_ITERATIONS", "MAX_RUNS", "PARTS"]
+           "MAX_DRAWS", "MAX_GRID", "MAX_LAMS", "MAX_UNITS", "MAX_ITERATIONS", "MAX_RUNS", "PARTS",
+           "precision_words", "describe_study", "short_fraction", "describe_regime", "regime_table",
+           "describe_mechanism", "mechanism_cut"]
 
 #: Any study class; :func:`resolve` returns an instance of the class it is given.
 StudyT = TypeVar("StudyT", bound=Study)
@@ -1234,3 +1243,114 @@ def part_specs(profile: str, part: str, **overrides: Any) -> list[RunSpec]:
     return study(part, profile, **overrides).specs()
 
 
+def precision_words(precision: str) -> str:
+    """Return a caption's clause on a training precision: "" for fp32, else ", every run in P autocast"."""
+    return "" if precision == "fp32" else f", every run in {precision} autocast"
+
+
+def describe_study(study: Any, regime: pd.DataFrame | None = None) -> str:
+    """Return a one-sentence Markdown description of what a study trained (for figure captions), ending with
+    its training regime (:func:`describe_regime`) when ``regime`` is given."""
+    pairs = study.pairs()
+    units = sorted({p.hidden_units for p in pairs})
+    depths = sorted({p.depth for p in pairs if p.depth is not None})
+    m, t = pairs[0].a.model, pairs[0].a.train
+    epochs = " or ".join(f"{e:g}" for e in sorted({p.epochs for p in pairs}))
+    decays = " or ".join(f"{d:g}" for d in sorted({p.weight_decay for p in pairs}))
+    if m.arch == "mlp":
+        ls = f"L = {depths[0]}" if len(depths) == 1 else f"L = {', '.join(map(str, depths))}"
+        arch = f"ReLU MLP with {ls} linear layers"
+    else:
+        arch = {"vgg11": "VGG11", "resnet20": "ResNet20 (activation probes read residual-block outputs)"}[m.arch]
+    unit = "hidden units" if m.arch == "mlp" else "base channels"
+    return (f"{'bias-free ' if not m.bias else ''}{arch}, norm {m.norm}, on {DATASET_LABELS[study.dataset]}; "
+            f"{epochs} epochs of SGD (peak lr {t.lr:g}, momentum {t.momentum:g}, weight decay {decays}, "
+            f"batch {t.batch_size}{precision_words(t.precision)}); "
+            f"{', '.join(map(str, units))} {unit}; "
+            f"{study.seeds} independent pair(s) per {'width' if len(units) > 1 else 'depth'}"
+            + _deciding_pairs(study, len(units) > 1)
+            + (f"; regime: {describe_regime(regime)}" if regime is not None else ""))
+
+
+def _deciding_pairs(study: Any, sweep: bool) -> str:
+    """Return " (5 at 16, 512 and 1024 hidden units)": the pairs at the widths where a width study's rows decide."""
+    if not sweep or not hasattr(study, "deciding_widths"):
+        return ""
+    ws = [w for w in study.deciding_widths() if study.pairs_at(w) != study.seeds]
+    if not ws:
+        return ""
+    units = [study.spec(w, 0).model.channels for w in ws]
+    unit = "hidden units" if study.arch == "mlp" else "base channels"
+    return f" ({study.pairs_at(ws[0])} at {join_and(list(map(str, units)))} {unit})"
+
+
+def short_fraction(x: float) -> str:
+    """Return a fraction with three decimals, or in scientific notation below 0.01."""
+    return f"{x:.3f}" if x >= 0.01 else f"{x:.1e}"
+
+
+def _regime_cells(regime: pd.DataFrame):
+    """Yield (epochs, weight decay, metric means by hidden units, distance by hidden units) per cell of a regime
+    frame (:func:`lmcbook.experiments.regime_frame`'s output, or those rows of a page's CSV)."""
+    whole = regime[regime["layer"].isna()]
+    for (epochs, wd), cell in whole.groupby(["epochs", "weight_decay"]):
+        mean = cell.groupby(["metric", "hidden_units"])["value"].mean()
+        yield epochs, wd, mean, mean["init_distance"]
+
+
+def describe_regime(regime: pd.DataFrame) -> str:
+    """Return one Markdown clause, for a figure caption, saying which training regime a page's runs are in: per
+    (length, weight decay) the decay integral D and the distance from initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the
+    narrowest and the widest width.  :func:`regime_table` gives the same cells in full."""
+    parts = []
+    for epochs, wd, mean, dist in _regime_cells(regime):
+        lo, hi = dist.index.min(), dist.index.max()
+        far = f"{dist[lo]:.2f} at {lo:g} hidden units" + (f" and {dist[hi]:.2f} at {hi:g}" if hi != lo else "")
+        parts.append(f"{epochs:g} epochs at weight decay {wd:g}: D = {mean['decay_integral'].mean():.3g}, "
+                     f"‖θ_T − θ_0‖/‖θ_0‖ = {far}")
+    return "; ".join(parts)
+
+
+def regime_table(regime: pd.DataFrame) -> str:
+    """Return a Markdown table of the training regime of a page's runs, one row per (length, weight decay): the
+    decay integral D, what weight decay alone would leave of a weight (momentum included), and the distance from
+    initialisation ‖θ_T − θ_0‖/‖θ_0‖ at the narrowest and the widest width (hidden units in brackets)."""
+    rows = ["| epochs | weight decay | decay integral $D$ | fraction of a weight left by weight decay alone "
+            "(momentum included) | distance from initialisation "
+            "$\\lVert\\theta_T - \\theta_0\\rVert / \\lVert\\theta_0\\rVert$ at the narrowest width (hidden units) "
+            "| distance at the widest width (hidden units) |",
+            "|---:|---:|---:|---:|---:|---:|"]
+    for epochs, wd, mean, dist in _regime_cells(regime):
+        lo, hi = dist.index.min(), dist.index.max()
+        rows.append(f"| {epochs:g} | {wd:g} | {mean['decay_integral'].mean():.3g} "
+                    f"| {short_fraction(mean['decay_shrinkage'].mean())} "
+                    f"| {dist[lo]:.2f} ({lo:g}) | {dist[hi]:.2f} ({hi:g}) |")
+    return "\n".join(rows)
+
+
+def describe_mechanism(study: Any) -> str:
+    """Return a one-sentence Markdown description of what the mechanism study trained (for captions)."""
+    cells = study.cells()
+    m, t = cells[0].pair(cells[0].widths[0], 0).a.model, cells[0].pair(cells[0].widths[0], 0).a.train
+    units = sorted({int(round(study.base_width * w)) for w in study.widths})
+    return (f"{'bias-free ' if not m.bias else ''}ReLU MLP with L = {m.depth} linear layers on "
+            f"{DATASET_LABELS[study.dataset]}; SGD (peak lr "
+            f"{t.lr:g}, momentum {t.momentum:g}, batch {t.batch_size}"
+            f"{precision_words(t.precision)}); "
+            f"{', '.join(map(str, units))} hidden units; "
+            f"{len(cells)} cells of (length, weight decay, initial-weight factor); {study.seeds} pair(s) per cell and "
+            f"width, {max(study.seeds, study.decisive_seeds)} in the cells that decide a verdict")
+
+
+def mechanism_cut(study: Any) -> str:
+    """Return one Markdown sentence saying which cells stop short of the widest width, to fit the time budget."""
+    cut = study.cut_widths()
+    if not cut:
+        return "every cell was trained at every width"
+    units = lambda ws: ", ".join(str(int(round(study.base_width * w))) for w in ws)  # noqa: E731
+    mid = [d for d in study.weight_decays if d not in study.wide_decays]
+    return (f"{units(cut)} hidden units were trained only in the decay arm at weight decay "
+            f"{', '.join(f'{d:g}' for d in study.wide_decays)} and in the small-initialisation arm; the length arm"
+            + (f" and weight decay {', '.join(f'{d:g}' for d in mid)}" if mid else "")
+            + f" stop at {units(study.narrow_widths()[-1:])} units, to keep the book within its time budget (large "
+            "D is reached far more cheaply by weight decay than by length)")

@@ -37,10 +37,9 @@ from safetensors.torch import save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from .calibrate import evaluate
 from .data import Dataset, augment_batch, epoch_batches, load_spec, resolve_device
 from .files import atomic_path, provenance, show_progress, training_source_hash
-from .models import MLP, build
+from .models import MLP, build, evaluate
 from .specs import RunSpec, SpecError, steps_per_epoch
 
 log = logging.getLogger("lmcbook.train")

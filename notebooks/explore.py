@@ -35,7 +35,7 @@ import pandas as pd
 
 import lmcbook as lb
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study
+from lmcbook.studies import describe_study
 from lmcbook.tools import explore
 
 page, study = open_page("explore", globals())

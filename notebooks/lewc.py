@@ -39,9 +39,9 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots_width, schema, stats, sweep
+from lmcbook import claims, experiments, plots_width, schema, stats, store
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study
+from lmcbook.studies import describe_study
 
 page, study = open_page("lewc", globals())
 
@@ -72,7 +72,7 @@ import pandas as pd
 from lmcbook import merge
 from lmcbook.probes import record, rel_err
 
-data = sweep.study_data(study)
+data = store.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 l, lam = int(last), 0.5

@@ -39,7 +39,7 @@ import numpy as np
 
 from lmcbook import claims, experiments, plots_width, probes, schema, stats
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study
+from lmcbook.studies import describe_study
 
 page, study = open_page("lewc_depth", globals())
 

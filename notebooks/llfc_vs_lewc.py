@@ -40,7 +40,7 @@ import pandas as pd
 
 from lmcbook import experiments, plots_width, schema, stats
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study
+from lmcbook.studies import describe_study
 
 page, study = open_page("llfc_vs_lewc", globals())
 

@@ -41,9 +41,9 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import claims, experiments, plots_width, stats, sweep
+from lmcbook import claims, experiments, plots_width, stats, store
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study
+from lmcbook.studies import describe_study
 
 page, study = open_page("loss_barrier_calibration", globals())
 
@@ -60,8 +60,8 @@ pairs.means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_b
 # %% [markdown]
 # **One pair by hand.** For the first pair at the widest width, the next cell fits each
 # model's inverse temperature $\tau$ on the calibration split
-# (`calibrate.fit_inverse_temperature`), takes its test loss at that $\tau$
-# (`calibrate.nll`), and forms the calibrated midpoint barrier
+# (`models.fit_inverse_temperature`), takes its test loss at that $\tau$
+# (`models.nll`), and forms the calibrated midpoint barrier
 # $L_\mathrm{cal}(\theta(\tfrac12)) - \tfrac12\big(L_\mathrm{cal}(\theta_a) + L_\mathrm{cal}(\theta_b)\big)$.
 # It also forms the logit norm ratio $\|f_L(\theta(\tfrac12))\| / \|\tfrac12(f^a_L + f^b_L)\|$,
 # which LEWC predicts to be $2^{1-L}$. It asserts that both agree with that pair's row of
@@ -71,15 +71,15 @@ pairs.means[["loss_barrier_mid", "loss_barrier_cal_mid", "loss_barrier", "loss_b
 import pandas as pd
 import torch
 
-from lmcbook import calibrate, merge
+from lmcbook import merge, models
 
-data = sweep.study_data(study)
+data = store.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
-models = {"a": a, "b": b, "merged": merge.interpolate(a, b, lam=0.5, data=data)}
-tau = {k: calibrate.fit_inverse_temperature(calibrate.logits(m, data.x_cal), data.y_cal).tau for k, m in models.items()}
-z = {k: calibrate.logits(m, data.x_test) for k, m in models.items()}  # test logits f_L
-loss_cal = {k: calibrate.nll(z[k], data.y_test, tau[k]) for k in models}
+nets = {"a": a, "b": b, "merged": merge.interpolate(a, b, lam=0.5, data=data)}
+tau = {k: models.fit_inverse_temperature(models.logits(m, data.x_cal), data.y_cal).tau for k, m in nets.items()}
+z = {k: models.logits(m, data.x_test) for k, m in nets.items()}  # test logits f_L
+loss_cal = {k: models.nll(z[k], data.y_test, tau[k]) for k in nets}
 by_hand = {"loss_barrier_cal_mid": loss_cal["merged"] - (loss_cal["a"] + loss_cal["b"]) / 2,
            "tau_merged": tau["merged"],
            "logit_norm_ratio": float(torch.linalg.norm(z["merged"].double())

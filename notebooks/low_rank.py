@@ -39,11 +39,11 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 # %%
 import numpy as np
 
-from lmcbook import experiments, plots_width, schema, stats, sweep
+from lmcbook import experiments, plots_width, schema, stats, store
 from lmcbook.claims.mechanism import claim_r2
 from lmcbook.claims.verdicts import FAIL, PASS, mechanism_standard
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study, regime_table
+from lmcbook.studies import describe_study, regime_table
 
 page, study = open_page("low_rank", globals())
 
@@ -71,7 +71,7 @@ upd = schema.hidden_to_hidden(regime[regime["metric"].str.startswith("delta_rel"
 upd_er, upd_sr = (stats.cell_stats(upd, m)["mean"] for m in ("delta_rel_effective_rank", "delta_rel_stable_rank"))
 page.glue_values(upd_er_narrow=upd_er.iloc[0], upd_er_wide=upd_er.iloc[-1], upd_sr_narrow=upd_sr.iloc[0],
                  upd_sr_wide=upd_sr.iloc[-1])
-page.glue_values(n_inputs=int(np.prod(sweep.study_data(study).input_shape)),
+page.glue_values(n_inputs=int(np.prod(store.study_data(study).input_shape)),
                  shrink=schema.select(regime, "decay_shrinkage")["value"].mean())
 page.glue_md("regime", regime_table(regime))
 # did lower rank help merging?  R2, on the mechanism page's cells (None until that page has run: `lmcbook execute`

@@ -77,7 +77,7 @@ regime_weight_decays = long_max_width = init_scales = decisive_seeds = match_ite
 # %%
 import pandas as pd
 
-from lmcbook import claims, experiments, plots_style, plots_width, sweep
+from lmcbook import claims, experiments, plots_style, plots_width, store
 from lmcbook.claims import claims_markdown
 from lmcbook.data import DATASET_SHORT
 from lmcbook.page import open_page
@@ -99,14 +99,14 @@ frames = experiments.mechanism_frames(study, page.store)  # every cell's merges,
 # takes the decay arm's strongest weight decay and its widest width, and the first pair
 # there. It sums that pair's learning-rate schedule step by step (`train.lr_at`), merges
 # the pair with `merge.interpolate`, and measures the merged model's test accuracy with
-# `calibrate.evaluate`. It asserts that both numbers are the ones in the frames above, to
+# `models.evaluate`. It asserts that both numbers are the ones in the frames above, to
 # within $10^{-9}$ (relative).
 
 # %%
-from lmcbook import calibrate, merge
+from lmcbook import merge, models
 from lmcbook.train import lr_at
 
-data = sweep.study_data(study)
+data = store.study_data(study)
 cell = max((c for c in study.cells() if c.epochs == study.epochs and c.init_scale == 1.0),
            key=lambda c: c.weight_decay)  # the decay arm's strongest weight decay
 pair = next(p for p in cell.pairs() if p.width == max(cell.widths))  # its widest width's first pair
@@ -114,7 +114,7 @@ tr, steps = pair.a.train, pair.a.total_steps(len(data.y_train))
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 by_hand = {"decay_integral": tr.weight_decay * sum(lr_at(t, steps, tr.lr, tr.warmup, tr.schedule, tr.lr_floor)
                                                    for t in range(steps)),  # D = wd · Σ_t η_t
-           "acc_merged": calibrate.evaluate(merge.interpolate(a, b, 0.5, data), data.x_test, data.y_test).acc}
+           "acc_merged": models.evaluate(merge.interpolate(a, b, 0.5, data), data.x_test, data.y_test).acc}
 keys = dict(weight_decay=cell.weight_decay, epochs=cell.epochs, init_scale=1.0, hidden_units=pair.hidden_units)
 regime, summary = frames["regime"], frames["summary"]
 found = {"decay_integral": regime.loc[regime[list(keys)].eq(pd.Series(keys)).all(axis=1)
@@ -146,9 +146,9 @@ from lmcbook.claims.thresholds import (
 )
 from lmcbook.claims.verdicts import ClaimResult
 from lmcbook.page import Page
-from lmcbook.regime import describe_mechanism, mechanism_cut, short_fraction
 from lmcbook.schema import cell_table, in_cell, select
 from lmcbook.stats import CONFIDENCE
+from lmcbook.studies import describe_mechanism, mechanism_cut, short_fraction
 
 
 def mechanism_cells_markdown(long: pd.DataFrame) -> str:

@@ -52,7 +52,7 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 # %%
 from lmcbook import experiments, plots_width, stats
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study
+from lmcbook.studies import describe_study
 
 page, study = open_page("neuron_overlap", globals())
 

@@ -55,7 +55,7 @@ momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = 
 scheduler = None
 
 # %%
-from lmcbook import claims, experiments_noise, plots_noise, plots_style, reference, schema, sweep
+from lmcbook import claims, experiments_noise, plots_noise, plots_style, reference, schema, store
 from lmcbook.claims.noise import MAP_READINGS, claim_n8, map_cells, map_settings, pick_setting
 from lmcbook.claims.thresholds import FIRST_PICK, MAP_MIN_PAIRS, NOISE_FAILED_TRAIN_ACC, NOISE_MIN_EFFECT
 from lmcbook.experiments_noise import describe_map, map_long, map_table, pick_numbers
@@ -78,12 +78,12 @@ pairs.groupby(["lr_floor", "spawn_fraction", "independent", "lr"])[
 
 # %%
 
-from lmcbook.calibrate import evaluate, logits
 from lmcbook.merge import ensemble_gain, interpolate
+from lmcbook.models import evaluate, logits
 
 cell = study.cells()[len(study.lrs) // 2]  # the first floor and start, the middle learning rate
 a, b = (page.store.load(s) for s in study.noise_study().children(cell, 0))
-data = sweep.study_data(study)
+data = store.study_data(study)
 merged = interpolate(a.model, b.model, 0.5)
 gain = evaluate(merged, data.x_test, data.y_test).acc - (a.metrics["test_acc"] + b.metrics["test_acc"]) / 2
 ens = ensemble_gain(logits(a.model, data.x_test), logits(b.model, data.x_test), data.y_test)

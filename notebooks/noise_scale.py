@@ -50,7 +50,7 @@ show_references = None
 
 # %%
 
-from lmcbook import claims, experiments_noise, plots_noise, plots_style, schema, sweep
+from lmcbook import claims, experiments_noise, plots_noise, plots_style, schema, store
 from lmcbook.experiments_noise import where_facts
 from lmcbook.page import open_page
 
@@ -195,24 +195,24 @@ table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_
 # and its cell's effective noise scale is $S = \eta / (B(1-\mu))$. The next cell takes the
 # grid cell with the largest mean gain in the table above and loads its first pair of
 # children from the run store. It merges them with `merge.interpolate`, measures the three
-# models' test accuracy with `calibrate.evaluate`, and computes $S$. It asserts that the
+# models' test accuracy with `models.evaluate`, and computes $S$. It asserts that the
 # gain and $S$ are the ones in that pair's row of the grid, to within $10^{-9}$.
 
 # %%
 import pandas as pd
 
-from lmcbook import calibrate, merge, noise
+from lmcbook import experiments_noise, merge, models
 
-data = sweep.study_data(study)
+data = store.study_data(study)
 batch_size, lr = table["gain"].idxmax()  # the grid cell with the largest mean gain
 row = grid[(grid["lr"] == lr) & (grid["batch_size"] == batch_size) & (grid["pair"] == 0)].iloc[0]
 spec_a, spec_b = study.children_that_took(study.cell(float(lr), int(batch_size)), 0, int(row["train_steps"]))
 a, b = (page.store.load(spec).model for spec in (spec_a, spec_b))
-acc = {k: calibrate.evaluate(m, data.x_test, data.y_test).acc for k, m in
+acc = {k: models.evaluate(m, data.x_test, data.y_test).acc for k, m in
        (("a", a), ("b", b), ("merged", merge.interpolate(a, b, 0.5, data)))}
 by_hand = {"gain": acc["merged"] - (acc["a"] + acc["b"]) / 2,  # acc(θ(½)) − ½(acc(θa) + acc(θb))
            "noise_scale": lr / (batch_size * (1 - study.momentum))}  # S = η / (B(1 − μ))
-assert by_hand["noise_scale"] == noise.effective_noise_scale(float(lr), int(batch_size), study.momentum)
+assert by_hand["noise_scale"] == experiments_noise.effective_noise_scale(float(lr), int(batch_size), study.momentum)
 for k, v in by_hand.items():
     assert abs(v - row[k]) <= 1e-9, (k, v, row[k])
 pd.DataFrame({"this cell": by_hand, "the grid's row": row[list(by_hand)]}).rename_axis(
@@ -336,7 +336,7 @@ def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
 # %% tags=["remove-cell"]
 page.glue_figure("fig_grid", plots_noise.plot_noise_grid(grid, fit_s))
 page.glue_md("setup", experiments_noise.describe_noise(study))
-page.glue_values(**grid_numbers(study, grid, fit_s, len(sweep.study_data(study).y_test)))
+page.glue_values(**grid_numbers(study, grid, fit_s, len(store.study_data(study).y_test)))
 page.choose("fit_drawn", fit_s is not None)
 page.choose("fit", "none" if fit_s is None else "interior" if fit_s["interior"] else
             "minimum" if fit_s["c2"] > 0 else "edge")

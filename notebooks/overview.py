@@ -185,9 +185,8 @@ from lmcbook.claims.verdicts import FAIL, MARKS, PASS
 from lmcbook.data import DATASET_SHORT
 from lmcbook.experiments_noise import describe_noise
 from lmcbook.page import open_page, study_of
-from lmcbook.regime import describe_study, regime_table
 from lmcbook.schema import markdown_table
-from lmcbook.studies import part_of
+from lmcbook.studies import describe_study, part_of, regime_table
 
 page, study = open_page("overview", globals())
 acc = page.read_csv("width_accuracy")

@@ -45,9 +45,9 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 weak_weight_decay = draws = match_iterations = None
 
 # %%
-from lmcbook import experiments, plots_width, sweep
+from lmcbook import experiments, plots_width, store
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study
+from lmcbook.studies import describe_study
 
 page, study = open_page("random_permutation", globals())
 
@@ -81,7 +81,7 @@ page.glue_figure("fig_draws", plots_width.plot_draws(perm))
 
 # %% tags=["remove-cell"]
 page.glue_md("setup", describe_study(study, regime))
-point = 100 / len(sweep.study_data(study).y_test)  # one test image, in points
+point = 100 / len(store.study_data(study).y_test)  # one test image, in points
 narrow, wide = ends.iloc[0], ends.iloc[-1]
 page.glue_values(draws=study.draws, point_per_image=point, n_narrow=int(narrow.name), n_wide=int(wide.name),
                  spread_narrow=narrow["spread_points"], spread_wide=wide["spread_points"],

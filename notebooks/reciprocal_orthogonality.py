@@ -41,7 +41,7 @@ seeds = device = lams = scheduler = precision = arch = depth = init_scale = weig
 # %%
 from lmcbook import experiments, plots_width, schema, stats
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study
+from lmcbook.studies import describe_study
 
 page, study = open_page("reciprocal_orthogonality", globals())
 

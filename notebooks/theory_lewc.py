@@ -71,18 +71,18 @@ lams = depth = hidden = in_features = inputs = seed = None
 # %%
 import pandas as pd
 
-from lmcbook import plots_width, schema, theory
+from lmcbook import plots_width, probes, schema
 from lmcbook.page import open_page
 
 page, study = open_page("theory_lewc", globals())
 
 # %% [markdown]
-# `lmcbook.theory.check_pair` builds each of the three pairs described below and
+# `lmcbook.probes.check_pair` builds each of the three pairs described below and
 # measures every quantity of the theorem on it, in float64:
 
 # %%
-checks = pd.concat([theory.check_pair(kind, study.depth, study.hidden, study.in_features, study.inputs, study.seed,
-                                      study.lams) for kind in theory.KINDS], ignore_index=True)
+checks = pd.concat([probes.check_pair(kind, study.depth, study.hidden, study.in_features, study.inputs, study.seed,
+                                      study.lams) for kind in probes.KINDS], ignore_index=True)
 L = study.depth
 
 
@@ -111,7 +111,7 @@ measures = pd.DataFrame({kind: {
     "lewc": worst(kind, "lewc_rel_err"), "lewc2": worst(kind, "lewc_rel_err", layer=2, lam=0.5),
     "add": worst(kind, "additivity_rel_err"), "sign": worst(kind, "sign_conflict"), "orth": worst(kind, "orth_ratio"),
     "cross": worst(kind, "cross_rel_err"), "norm": first(kind, "logit_norm_ratio"), "tau": first(kind, "tau_ratio"),
-    "beta_err": abs(first(kind, "scale_beta") - 1)} for kind in theory.KINDS}).T
+    "beta_err": abs(first(kind, "scale_beta") - 1)} for kind in probes.KINDS}).T
 measures = measures.assign(norm_err=(measures["norm"] - 2.0 ** (1 - L)).abs(),
                            tau_relerr=(measures["tau"] / 2.0 ** (L - 1) - 1).abs())
 measures
@@ -136,7 +136,7 @@ page.glue_values(
 #
 # Three pairs of networks with {glue:text}`L` layers and {glue:text}`hidden` hidden
 # units, evaluated on {glue:text}`n_inputs` Gaussian inputs (see
-# `lmcbook.theory.constructed_pair`):
+# `lmcbook.probes.constructed_pair`):
 #
 # - **block diagonal:** model $a$ owns the first half of the hidden units and model
 #   $b$ the second half, and each reads only its own units. The two share only the

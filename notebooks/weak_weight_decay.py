@@ -36,7 +36,7 @@ import pandas as pd
 
 from lmcbook import experiments, plots_width, schema, stats
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study, regime_table
+from lmcbook.studies import describe_study, regime_table
 
 page, study = open_page("weak_weight_decay", globals())
 

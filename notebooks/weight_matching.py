@@ -44,7 +44,7 @@ weak_weight_decay = draws = match_iterations = None
 # %%
 from lmcbook import experiments, plots_width, schema
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study
+from lmcbook.studies import describe_study
 
 page, study = open_page("weight_matching", globals())
 

@@ -32,12 +32,12 @@ dataset = data_root = download = base_width = norm = bias = epochs = batch_size 
 seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
 
 # %%
-from lmcbook import experiments, plots_width, sweep
+from lmcbook import experiments, plots_width, store
 from lmcbook.claims.mechanism import claim_m4
 from lmcbook.claims.thresholds import PAPER_MLP_ACC_BARRIER
 from lmcbook.claims.verdicts import FAIL, PASS
 from lmcbook.page import open_page
-from lmcbook.regime import describe_study, regime_table
+from lmcbook.studies import describe_study, regime_table
 
 page, study = open_page("width_accuracy", globals())
 
@@ -54,22 +54,22 @@ pairs.means[["acc_a", "acc_b", "acc_merged", "acc_ensemble", "acc_barrier", "acc
 # parameters, $\theta(\tfrac12) = \tfrac12\theta_a + \tfrac12\theta_b$. The next cell
 # loads the first pair at the widest width from the run store, averages it with
 # `merge.interpolate`, checks that every merged parameter is that average, and measures
-# the three models' test accuracy with `calibrate.evaluate`. It asserts that these are the
+# the three models' test accuracy with `models.evaluate`. It asserts that these are the
 # accuracies in that pair's row of the sweep above, to within $10^{-9}$.
 
 # %%
 import pandas as pd
 import torch
 
-from lmcbook import calibrate, merge
+from lmcbook import merge, models
 
-data = sweep.study_data(study)
+data = store.study_data(study)
 pair = next(p for p in study.pairs() if p.width == max(study.widths))  # the widest width's first pair
 a, b = (page.store.load(spec).model for spec in (pair.a, pair.b))
 merged = merge.interpolate(a, b, lam=0.5, data=data)  # BatchNorm statistics, if any, recomputed on training data
 for p, pa, pb in zip(merged.parameters(), a.parameters(), b.parameters()):
     assert torch.allclose(p, 0.5 * pa + 0.5 * pb)  # θ(½) = ½θa + ½θb
-by_hand = {f"acc_{k}": calibrate.evaluate(m, data.x_test, data.y_test).acc for k, m in
+by_hand = {f"acc_{k}": models.evaluate(m, data.x_test, data.y_test).acc for k, m in
            (("a", a), ("b", b), ("merged", merged))}
 row = pairs["summary"].set_index(["hidden_units", "pair"]).loc[(pair.hidden_units, pair.index)]
 for k, v in by_hand.items():

@@ -18,18 +18,15 @@ import torch
 from torch import nn
 
 from lmcbook import book, probes
-from lmcbook.calibrate import fit_inverse_temperature
 from lmcbook.cli import main
 from lmcbook.data import DataError, from_arrays, load
 from lmcbook.files import OUT_ENV
 from lmcbook.merge import interpolate, permutation_spec, repair, reset_bn, weight_matching
-from lmcbook.models import MLP
-from lmcbook.noise import spawn_step
-from lmcbook.specs import STORE_ENV, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams
-from lmcbook.store import RunStore, StoreError
+from lmcbook.models import MLP, fit_inverse_temperature
+from lmcbook.specs import STORE_ENV, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec, check_lams, spawn_step
+from lmcbook.store import RunStore, StoreError, run_all
 from lmcbook.studies import MechanismStudy, WidthStudy, resolve
 from lmcbook.studies import study as part_study
-from lmcbook.sweep import run_all
 from lmcbook.train import DivergedError
 
 

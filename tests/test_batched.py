@@ -100,7 +100,7 @@ def test_group_keys_and_bad_groups():
 
 def _children(momenta, spawn=15):
     """One spawned child per momentum, each from its own parent (the noise study's momentum sweep)."""
-    from lmcbook.noise import spawn_pair
+    from lmcbook.specs import spawn_pair
 
     return [spawn_pair(_spec(i, momentum=m), spawn, pair=i)[0] for i, m in enumerate(momenta)]
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from lmcbook.calibrate import TAU_BOUNDS, fit_inverse_temperature, nll
+from lmcbook.models import TAU_BOUNDS, fit_inverse_temperature, nll
 from lmcbook.specs import SpecError
 
 
@@ -62,7 +62,7 @@ def test_bad_input():
     (torch.zeros(5, 3).tolist(), torch.zeros(5, dtype=torch.long), ["logits", "list", "torch.Tensor"]),
 ])
 def test_bad_logits_or_labels_are_refused_before_any_compute(logits, labels, words, monkeypatch):
-    import lmcbook.calibrate as cal
+    import lmcbook.models as cal
 
     monkeypatch.setattr(cal, "brentq", lambda *a, **k: pytest.fail("reached the root finder"))
     monkeypatch.setattr(cal, "_grad", lambda *a, **k: pytest.fail("reached the gradient"))

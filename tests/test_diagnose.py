@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from lmcbook import autospec, cli, merge, models
+from lmcbook import cli, merge, models
 from lmcbook.data import Dataset
 from lmcbook.tools import diagnose
 
@@ -33,9 +33,9 @@ D, C = 12, 3  #: input features and classes of the synthetic task
     (models.ResNet20(3, C, 4, "layer"), torch.randn(2, 3, 16, 16)),
 ], ids=["mlp", "mlp-bn-bias", "mlp-ln", "vgg11-bn", "vgg11-bias", "resnet20-bn", "resnet20-gn"])
 def test_the_derived_spec_equals_the_hand_written_one(net, x):
-    derived = autospec.derive_spec(net, x)
-    assert autospec.equivalent(derived, merge.permutation_spec(net))
-    assert autospec.check_spec(net.eval(), derived, x) < 1e-5
+    derived = merge.derive_spec(net, x)
+    assert merge.equivalent(derived, merge.permutation_spec(net))
+    assert merge.check_spec(net.eval(), derived, x) < 1e-5
 
 
 def test_equivalent_tells_specs_apart():
@@ -45,19 +45,19 @@ def test_equivalent_tells_specs_apart():
     axes = dict(hand.axes_to_perm)
     axes["blocks.0.conv2.weight"] = ("X", axes["blocks.0.conv2.weight"][1], None, None)
     split = merge.PermutationSpec.from_axes(axes, net)
-    assert not autospec.equivalent(split, hand)
-    with pytest.raises(autospec.SpecUnavailable, match="changed"):
-        autospec.check_spec(net.eval(), split, torch.randn(2, 3, 16, 16))
+    assert not merge.equivalent(split, hand)
+    with pytest.raises(merge.SpecUnavailable, match="changed"):
+        merge.check_spec(net.eval(), split, torch.randn(2, 3, 16, 16))
 
 
 def test_torchvision_resnet18_keeps_its_function_under_a_random_permutation():
     torchvision = pytest.importorskip("torchvision")
     net = torchvision.models.resnet18(num_classes=C).eval()
     x = torch.randn(2, 3, 32, 32)
-    spec = autospec.derive_spec(net, x)
+    spec = merge.derive_spec(net, x)
     assert len(spec.sizes) == 12  # stem + layer1 stream share one; every block's inner conv; 3 later streams
     assert spec.axes_to_perm["fc.weight"][0] is None and spec.axes_to_perm["conv1.weight"][1] is None
-    assert autospec.check_spec(net, spec, x) < 1e-4
+    assert merge.check_spec(net, spec, x) < 1e-4
 
 
 class Concat(nn.Module):
@@ -70,8 +70,8 @@ class Concat(nn.Module):
 
 
 def test_an_unsupported_operation_is_named():
-    with pytest.raises(autospec.SpecUnavailable, match="node 'cat'"):
-        autospec.derive_spec(Concat(), torch.randn(2, D))
+    with pytest.raises(merge.SpecUnavailable, match="node 'cat'"):
+        merge.derive_spec(Concat(), torch.randn(2, D))
 
 
 # -- checkpoints -----------------------------------------------------------------------------------
@@ -308,7 +308,7 @@ def test_a_user_spec_and_a_data_function_are_used_and_a_wrong_spec_is_refused(fi
     args = {"width": 0.25, "depth": 3}
     prep = diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "mine.py:arrays", args, spec="mine.py:SPEC", lams=3)
     assert "--spec mine.py:SPEC" in prep.spec_note and prep.data.sizes() == {"train": 360, "cal": 40, "test": 200}
-    with pytest.raises(autospec.SpecUnavailable, match="changed"):
+    with pytest.raises(merge.SpecUnavailable, match="changed"):
         diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz", args, spec="mine.py:WRONG", lams=3)
 
 

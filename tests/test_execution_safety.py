@@ -268,10 +268,10 @@ def test_explore_without_jupyterlab_says_how_to_install_it(tmp_path, monkeypatch
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch, capsys):
-    from lmcbook import sweep
+    from lmcbook import store
     from lmcbook.cli import main
 
-    monkeypatch.setattr(sweep, "CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(store, "CONNECT_TIMEOUT_S", 1.0)
     assert main(["sweep", "--profile", "smoke", "-p", "widths", "[0.25]", "-p", "seeds", "1", "--scheduler",
                  "tcp://127.0.0.1:9", "--store", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lmcbook import experiments, theory
+from lmcbook import experiments, probes
 from lmcbook.store import RunStore
 from lmcbook.studies import study as part_study
 
@@ -87,21 +87,21 @@ def test_depth_study_pairs_share_the_width_recipe():
 
 @pytest.mark.parametrize("depth", [2, 3, 5])
 def test_theory_logit_scale_consequences(depth):
-    a, b = theory.constructed_pair("block_diagonal", depth=depth, hidden=24, seed=depth)
-    out = theory.logit_scale(a, b, theory.inputs(2000, 16, depth), seed=depth)
+    a, b = probes.constructed_pair("block_diagonal", depth=depth, hidden=24, seed=depth)
+    out = probes.logit_scale(a, b, probes.inputs(2000, 16, depth), seed=depth)
     assert out["logit_norm_ratio"] == pytest.approx(2.0 ** (1 - depth), rel=1e-12)
     assert not out["tau_at_bound_merged"] and not out["tau_at_bound_ensemble"]
     assert out["tau_ratio"] == pytest.approx(2.0 ** (depth - 1), rel=1e-8)
 
 
 def test_theory_check_pair_frame():
-    df = theory.check_pair("disjoint_rows", depth=3, hidden=16, n_inputs=64)
+    df = probes.check_pair("disjoint_rows", depth=3, hidden=16, n_inputs=64)
     assert set(df["method"]) == {"disjoint_rows"}
     from lmcbook.schema import METRICS
 
     assert set(df["metric"]) <= METRICS
     with pytest.raises(ValueError, match="kind"):
-        theory.constructed_pair("diagonal")
+        probes.constructed_pair("diagonal")
 
 
 def _controls(**kw):

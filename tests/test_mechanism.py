@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from lmcbook import claims, data, experiments, reference, schema, sweep
+from lmcbook import claims, data, experiments, reference, schema
+from lmcbook import store as run_store
 from lmcbook.claims.verdicts import INCONCLUSIVE, NA
 from lmcbook.models import build
 from lmcbook.specs import CODE_VERSION, DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
@@ -177,7 +178,7 @@ def test_mechanism_frames_measure_every_cell_once(tmp_path, monkeypatch):
     assert {r.id for r in rows} >= {"M1", "M2", "M3", "M4", "M5", "M6", "R1", "R2"}
     assert all(r.state == INCONCLUSIVE or r.state == NA for r in rows if r.id.startswith("M"))
     n = sum(e["event"] == "trained" for e in store.events())
-    for module in (experiments, sweep):  # where the matched and the plain summaries are computed
+    for module in (experiments, run_store):  # where the matched and the plain summaries are computed
         monkeypatch.setattr(module, "pair_summary", lambda *a, **k: pytest.fail("a cached summary recomputed"))
     again = experiments.mechanism_frames(st, store)
     assert sum(e["event"] == "trained" for e in store.events()) == n

@@ -18,8 +18,8 @@ from lmcbook.merge import (
     reset_bn,
 )
 from lmcbook.models import MLP
+from lmcbook.probes import block_diagonal_pair
 from lmcbook.specs import SpecError
-from lmcbook.theory import block_diagonal_pair
 
 
 def _mlp(seed, norm="none", bias=False):

@@ -4,24 +4,24 @@ import numpy as np
 import pytest
 import torch
 
-from lmcbook import experiments_noise, merge, noise, sweep
+from lmcbook import experiments_noise, merge, specs
 from lmcbook.data import load
 from lmcbook.merge import pair_summary
 from lmcbook.models import MLP
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, SpecError, TrainSpec
-from lmcbook.store import RunStore
+from lmcbook.store import RunStore, study_data
 from lmcbook.train import train
 
 
 def test_effective_noise_scale_hand_computed():
-    assert noise.effective_noise_scale(0.1, 128, 0.9) == pytest.approx(0.1 / (128 * 0.1))
-    assert noise.effective_noise_scale(0.1, 128, 0.9, power=2) == pytest.approx(0.1 / (128 * 0.01))
-    assert noise.effective_noise_scale(0.05, 32, 0.0) == pytest.approx(0.05 / 32)
-    assert noise.effective_noise_scale(0.2, 64, 0.5, power=2) == pytest.approx(0.2 / (64 * 0.25))
+    assert experiments_noise.effective_noise_scale(0.1, 128, 0.9) == pytest.approx(0.1 / (128 * 0.1))
+    assert experiments_noise.effective_noise_scale(0.1, 128, 0.9, power=2) == pytest.approx(0.1 / (128 * 0.01))
+    assert experiments_noise.effective_noise_scale(0.05, 32, 0.0) == pytest.approx(0.05 / 32)
+    assert experiments_noise.effective_noise_scale(0.2, 64, 0.5, power=2) == pytest.approx(0.2 / (64 * 0.25))
     for bad in (dict(lr=0, batch_size=8), dict(lr=0.1, batch_size=0), dict(lr=0.1, batch_size=8, momentum=1.0),
                 dict(lr=0.1, batch_size=8, power=3)):
         with pytest.raises(SpecError):
-            noise.effective_noise_scale(**bad)
+            experiments_noise.effective_noise_scale(**bad)
 
 
 def _full(**kw):
@@ -38,8 +38,8 @@ def test_child_with_the_parents_data_seed_reproduces_the_uninterrupted_run(tmp_p
     store = RunStore(tmp_path / "s")
     data = load("digits", device="cpu")
     full = _full()
-    parent = noise.parent_spec(full, 25)
-    child = noise.child_spec(parent, data_seed=full.train.data_seed)
+    parent = specs.parent_spec(full, 25)
+    child = specs.child_spec(parent, data_seed=full.train.data_seed)
     uninterrupted = store.get_or_train(full, data=data)
     continued = store.get_or_train(child, data=data)
     assert _same(uninterrupted.model, continued.model)
@@ -50,7 +50,7 @@ def test_child_with_the_parents_data_seed_reproduces_the_uninterrupted_run(tmp_p
 def test_children_differ_by_data_seed_and_momentum_matters(tmp_path):
     store = RunStore(tmp_path / "s")
     data = load("digits", device="cpu")
-    a, b = noise.spawn_pair(_full(), 25)
+    a, b = specs.spawn_pair(_full(), 25)
     ra, rb = store.get_or_train(a, data=data), store.get_or_train(b, data=data)
     assert not _same(ra.model, rb.model)
     parent = store.load(a.parent)
@@ -62,23 +62,23 @@ def test_children_differ_by_data_seed_and_momentum_matters(tmp_path):
 def test_two_children_with_the_same_seed_are_identical_and_gain_nothing(tmp_path):
     store = RunStore(tmp_path / "s")
     data = load("digits", device="cpu")
-    parent = noise.parent_spec(_full(), 25)
-    c1 = train(noise.child_spec(parent, 77), data, start=store.get_or_train(parent, data=data))
-    c2 = train(noise.child_spec(parent, 77), data, start=store.get_or_train(parent, data=data))
+    parent = specs.parent_spec(_full(), 25)
+    c1 = train(specs.child_spec(parent, 77), data, start=store.get_or_train(parent, data=data))
+    c2 = train(specs.child_spec(parent, 77), data, start=store.get_or_train(parent, data=data))
     assert _same(c1.model, c2.model)
     _, summ = pair_summary(c1.model, c2.model, data, (0.0, 0.5, 1.0))
-    assert noise.merging_gain(summ)["gain"] == 0.0
+    assert experiments_noise.merging_gain(summ)["gain"] == 0.0
 
 
 def test_child_specs_are_validated():
-    parent = noise.parent_spec(_full(), 25)
+    parent = specs.parent_spec(_full(), 25)
     with pytest.raises(SpecError, match="batch_size"):
-        noise.child_spec(parent, 5, batch_size=32)
+        specs.child_spec(parent, 5, batch_size=32)
     with pytest.raises(SpecError, match="stop_step=None"):
-        noise.child_spec(_full(), 5)
+        specs.child_spec(_full(), 5)
     with pytest.raises(SpecError, match="spawn_fraction"):
-        noise.spawn_step(_full(), 1.5, 1257)
-    lr_child = noise.child_spec(parent, 5, lr=0.2)  # a continuation may change its peak learning rate
+        specs.spawn_step(_full(), 1.5, 1257)
+    lr_child = specs.child_spec(parent, 5, lr=0.2)  # a continuation may change its peak learning rate
     assert lr_child.train.lr == 0.2 and lr_child.spawn_step == 25
 
 
@@ -243,7 +243,7 @@ def test_the_regime_map_measures_every_pair(tmp_path):
         assert frame[col].notna().all(), col
     assert np.allclose(frame["ensemble_gain"], frame["acc_ensemble"] - frame["acc_endpoints"], atol=1e-6)
     shared = frame[frame["method"] == "spawn"].iloc[0]
-    data = sweep.study_data(study)
+    data = study_data(study)
     a, b = (store.load(s) for s in study.noise_study().children(study.cells()[0], 0))
     assert shared["pair_distance"] == pytest.approx(relative_distance(a.model, b.model, init_model(a.spec, data)))
     # spawned children: measured from their parent at the spawn, not from the initialisation

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lmcbook import book, data, studies, sweep
+from lmcbook import book, data, store, studies
 from lmcbook.cli import check, main
 from lmcbook.specs import SpecError
 from lmcbook.store import RunStore
@@ -86,7 +86,7 @@ def test_download_reaches_the_loader_through_execute(fake_mnist):
     """`lmcbook execute` hands each notebook its study's parameters; the notebook loads through the study."""
     own = book.plan(["width_accuracy"], "smoke", {"data_root": fake_mnist, **ROUTE}, ROOT / "notebooks")
     study = studies.part_of("width_accuracy").resolve("smoke", own["width_accuracy"])
-    sweep.study_data(study)
+    store.study_data(study)
     assert _asked(fake_mnist) == {(fake_mnist, True)}
 
 

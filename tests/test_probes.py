@@ -8,8 +8,8 @@ from torch import nn
 
 from lmcbook import probes
 from lmcbook.models import MLP, VGG11, ProbePoint, ResNet20, probe_points
+from lmcbook.probes import constructed_pair
 from lmcbook.specs import SpecError
-from lmcbook.theory import constructed_pair
 
 LAMS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 

@@ -1,4 +1,4 @@
-"""The training-regime measures (lmcbook.regime), the training-length axis and the regime frame."""
+"""The training-regime measures (lmcbook.probes), the training-length axis and the regime frame."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import torch
 
 from lmcbook import experiments
 from lmcbook.models import MLP
-from lmcbook.noise import spawn_pair
-from lmcbook.regime import decay_integral, init_distance, regime_measures, weight_decay_shrinkage, weight_norms
-from lmcbook.specs import DataSpec, ModelSpec, RunSpec, TrainSpec
+from lmcbook.probes import decay_integral, init_distance, regime_measures, weight_decay_shrinkage, weight_norms
+from lmcbook.specs import DataSpec, ModelSpec, RunSpec, TrainSpec, spawn_pair
 from lmcbook.store import RunStore
 from lmcbook.studies import study as part_study
 from lmcbook.train import TrainedRun, init_model, train
@@ -77,8 +76,7 @@ def test_init_distance_and_the_update_are_zero_for_an_untrained_run(digits):
 def test_update_ranks_of_a_planted_low_rank_update():
     """W = W₀ + a planted update of rank r with equal singular values: effective and stable rank r exactly, while
     W itself keeps the random initialisation's high rank."""
-    from lmcbook.probes import effective_rank, singular_values, stable_rank
-    from lmcbook.regime import update_ranks
+    from lmcbook.probes import effective_rank, singular_values, stable_rank, update_ranks
 
     torch.manual_seed(0)
     init = MLP(32, 10, hidden=600, depth=3)  # 600 >= GRAM_MIN_SIZE: the Gram route is exercised too
@@ -176,7 +174,7 @@ def test_regime_frame_reads_runs_of_real_data_files(tmp_path, monkeypatch):
 
 
 def test_lewc_setting_is_a_bias_free_mlp_without_normalisation():
-    from lmcbook.regime import lewc_setting
+    from lmcbook.probes import lewc_setting
 
     assert lewc_setting(tiny_spec())
     for model in (ModelSpec("mlp", 0.25, 64, 3, bias=True), ModelSpec("mlp", 0.25, 64, 3, "layer"),

@@ -24,9 +24,8 @@ from lmcbook import book
 from lmcbook.cli import main
 from lmcbook.files import out_dir
 from lmcbook.specs import STORE_ENV, store_root
-from lmcbook.store import RunStore, StoreWarning
+from lmcbook.store import RunStore, StoreWarning, run_all
 from lmcbook.studies import WIDTH
-from lmcbook.sweep import run_all
 from tests.conftest import tiny_spec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -123,15 +123,14 @@ def test_precision_is_fp32_or_bf16(bad):
 
 def test_a_study_passes_its_precision_to_every_run_and_rejects_others():
     from lmcbook import studies
-    from lmcbook.regime import describe_mechanism
-    from lmcbook.studies import MechanismStudy, WidthStudy
+    from lmcbook.studies import MechanismStudy, WidthStudy, describe_mechanism
 
     study = studies.resolve(MechanismStudy, "smoke", precision="bf16")
     assert {s.train.precision for p in study.pairs() for s in (p.a, p.b)} == {"bf16"}
     assert "every run in bf16 autocast" in describe_mechanism(study)
     assert "autocast" not in describe_mechanism(studies.resolve(MechanismStudy, "smoke"))
     assert {s.train.precision for s in studies.resolve(WidthStudy, "smoke").specs()} == {"fp32"}
-    from lmcbook.regime import describe_study
+    from lmcbook.studies import describe_study
 
     assert "every run in bf16 autocast" in describe_study(studies.resolve(WidthStudy, "smoke", precision="bf16"))
     assert "autocast" not in describe_study(studies.resolve(WidthStudy, "smoke"))
@@ -142,7 +141,7 @@ def test_a_study_passes_its_precision_to_every_run_and_rejects_others():
 def test_anneal_from_keeps_every_existing_run_id_and_decays_to_zero_from_its_step():
     """TrainSpec.anneal_from (issue 49's N8): None is left out of the hash; from the step on, the rate falls linearly
     from the schedule's value there to zero one step past the end; a child may anneal from its spawn, not before."""
-    from lmcbook.noise import spawn_pair
+    from lmcbook.specs import spawn_pair
     from lmcbook.train import lr_at
 
     assert RunSpec().id == "6a14211c4d1c6f5423a8130b4af9ba20c1d59b8019d01827eea74e013a41d54c"

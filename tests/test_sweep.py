@@ -15,8 +15,7 @@ import torch
 
 from lmcbook.cli import main
 from lmcbook.specs import DataSpec, ModelSpec, RunSpec, TrainSpec
-from lmcbook.store import RunStore, StoreError
-from lmcbook.sweep import run_all
+from lmcbook.store import RunStore, StoreError, run_all
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +68,7 @@ def test_a_sweep_killed_midway_loses_nothing(tmp_path):
     code = textwrap.dedent(f"""
         import json, sys
         from lmcbook.specs import RunSpec
-        from lmcbook.sweep import run_all
+        from lmcbook.store import run_all
         specs = [RunSpec.from_dict(d) for d in json.load(open(sys.argv[1]))]
         run_all(specs, None, {str(root)!r}, threads=1)
     """)

@@ -29,9 +29,8 @@ from ..data import load
 from ..experiments import pair_frames, probe_frames
 from ..models import build, count_parameters
 from ..specs import DataSpec, ModelSpec, RunSpec, TrainSpec
-from ..store import RunStore
+from ..store import RunStore, trained_pairs
 from ..studies import study as part_study
-from ..sweep import trained_pairs
 from ..train import STACK_MAX_UNITS, group_key, train, train_many
 
 BENCH_UNITS = (16, 64, 256, 1024, 2048)

@@ -41,10 +41,10 @@ import yaml
 from torch import nn
 from tqdm.auto import tqdm
 
-from .. import __version__, calibrate, data, merge, models, plots_width, probes
-from ..autospec import SpecUnavailable, check_spec, derive_spec
+from .. import __version__, data, merge, models, plots_width, probes
 from ..data import DataError, Dataset
 from ..files import show_progress
+from ..merge import SpecUnavailable, check_spec, derive_spec
 from ..specs import ARCHS, DATASETS, ModelSpec, SpecError
 
 DEFAULT_LAMS = 11  #: λ points of a diagnosis (the book's pages use 21): each costs a pass per pair and method
@@ -252,7 +252,7 @@ def _loaded(factory: Callable[[], nn.Module], state: dict[str, torch.Tensor], de
 def _check_fit(net: nn.Module, ds: Dataset, data_name: str, model: str) -> None:
     """Raise SpecError unless the model reads the data's inputs and outputs at least its number of classes."""
     try:
-        out = calibrate.logits(net, ds.x_test[:2])
+        out = models.logits(net, ds.x_test[:2])
     except Exception as err:  # a shape mismatch surfaces as whatever the first layer raises
         raise SpecError(f"--data {data_name} (inputs of shape {tuple(ds.input_shape)}) does not fit --model {model}: "
                         f"{type(err).__name__}: {err}") from err
@@ -353,7 +353,7 @@ def _repair(prep: Prepared, a: nn.Module, b: nn.Module, method: str) -> dict[str
         return {"acc_repair": float("nan")}
     merged = merge.interpolate(a, b, 0.5, prep.data)
     fixed = merge.repair(merged, a, b, prep.data, 0.5)
-    return {"acc_repair": calibrate.evaluate(fixed, prep.data.x_test, prep.data.y_test).acc}
+    return {"acc_repair": models.evaluate(fixed, prep.data.x_test, prep.data.y_test).acc}
 
 
 def _layer_probe(a: nn.Module, b: nn.Module, x: torch.Tensor, ds: Dataset, kind: str, pair: str,
@@ -367,12 +367,12 @@ def soup_summary(nets: list[nn.Module], ds: Dataset, L: int) -> dict[str, float]
     """Return the uniform soup of K models against the K-model logit ensemble and the best single model, and the
     logit scale ‖f(soup)‖ / ‖mean_k f_k‖, which the K-model form of LEWC predicts to be K^(1−L)."""
     soup = merge.uniform_soup(nets, ds)
-    z = [torch.cat([calibrate.logits(n, ds.x_test), calibrate.logits(n, ds.x_cal)]) for n in nets]
+    z = [torch.cat([models.logits(n, ds.x_test), models.logits(n, ds.x_cal)]) for n in nets]
     n_test = len(ds.x_test)
     ens = torch.stack(z).mean(0)
-    z_soup = torch.cat([calibrate.logits(soup, ds.x_test), calibrate.logits(soup, ds.x_cal)])
+    z_soup = torch.cat([models.logits(soup, ds.x_test), models.logits(soup, ds.x_cal)])
     s, e = (merge.logit_summary(t[:n_test], t[n_test:], ds) for t in (z_soup, ens))
-    singles = [calibrate.evaluate_logits(t[:n_test], ds.y_test).acc for t in z]
+    singles = [models.evaluate_logits(t[:n_test], ds.y_test).acc for t in z]
     K = len(nets)
     return {"K": K, "acc_soup": s["acc"], "acc_ensemble_K": e["acc"], "acc_best_single": max(singles),
             "loss_cal_soup": s["loss_cal"], "loss_cal_ensemble_K": e["loss_cal"],

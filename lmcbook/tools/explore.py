@@ -26,9 +26,8 @@ from matplotlib.figure import Figure
 
 from ..plots_style import COLORS, use_style
 from ..probes import PairActivations
-from ..store import RunStore, describe
+from ..store import RunStore, cached_pair_summary, describe, study_data
 from ..studies import study
-from ..sweep import cached_pair_summary, study_data
 
 
 @dataclass

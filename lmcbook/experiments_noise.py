@@ -1,7 +1,9 @@
 """The noise study's frames (spawn-and-merge): merging gains over a grid of cells, the regime map, the
 learning-rate pairs and task arithmetic, each pair measured once and cached in the store; then the words the pages
-use for the noise study and its regime map, and the noise_regime page's table, CSV and pick (the module's last
-section)."""
+use for the noise study and its regime map, and the noise_regime page's table, CSV and pick; then what the
+noise_scale page reads of its grid and of the regime map (:func:`noise_reference_facts`, :func:`where_facts`) and
+the landing page's table of the noise reference runs (:func:`noise_verdict_table`); last, the noise scale
+S = η/(B(1−μ)) (:func:`effective_noise_scale`) and the merging gain (:func:`merging_gain`)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from IPython.display import Markdown
 from scipy.stats import f_oneway
 
 from . import reference
@@ -31,7 +32,6 @@ from .claims.noise import (
 from .claims.thresholds import (
     FIRST_PICK,
     MAP_MIN_PAIRS,
-    NOISE_CONVERGED_TRAIN_ACC,
     NOISE_FAILED_TRAIN_ACC,
     NOISE_MIN_EFFECT,
     NOISE_RULE_THRESHOLDS,
@@ -459,6 +459,9 @@ MAP_METRICS = ["gain", "gain_best", "loss_gain", "ensemble_gain", "disagreement"
                "train_loss_merged", "noise_scale", "train_steps", "diverged"]
 
 
+# ---- The noise-scale page's reading of its grid and of the regime map ----
+
+
 def noise_reference_facts(frame: pd.DataFrame, signal_point: float | None = None,
                           rule: float = NOISE_FAILED_TRAIN_ACC) -> pd.DataFrame:
     """Return what a noise reference run's grid shows, as a table of quantities and values, every number computed
@@ -528,6 +531,14 @@ def _map_of(dataset: str, map_frame: pd.DataFrame | None) -> tuple[str, pd.DataF
     return label, map_frame
 
 
+def _markdown(text: str) -> Any:
+    """Return ``text`` as IPython's Markdown, a glued value that renders as Markdown (imported here: IPython is the
+    notebook side's, not a core requirement)."""
+    from IPython.display import Markdown
+
+    return Markdown(text)
+
+
 def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, str], dict[str, Any]]:
     """Return where the page's "where this page runs" paragraphs stand, as the choices the Markdown is chosen by,
     and the numbers and words they quote, by glue key: this page's setting; the regime map read (``map_frame``, the
@@ -548,7 +559,7 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
     own = {"augment": bool(study.augment), "lr_floor": float(study.lr_floor), "spawn_fraction": study.spawn_fraction}
     choices = {"where": "nomap", "where_read": "no", "where_first": "none", "where_decay": "none",
                "where_converged": "none"}
-    facts: dict[str, Any] = {"where_setting": Markdown(describe_setting(own))}
+    facts: dict[str, Any] = {"where_setting": _markdown(describe_setting(own))}
     label, map_frame = _map_of(study.dataset, map_frame)
     if map_frame is None or map_frame.empty:
         return choices, facts
@@ -556,7 +567,7 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
     here = cells[(cells["method"] == "spawn") & (cells["augment"] == own["augment"])
                  & np.isclose(cells["lr_floor"], own["lr_floor"]) & np.isclose(cells["spawn_fraction"],
                                                                            own["spawn_fraction"])]
-    facts["where_map"] = Markdown(label)
+    facts["where_map"] = _markdown(label)
     if here.empty:
         return {**choices, "where": "untrained"}, facts
     s = map_settings(here).iloc[0]
@@ -577,12 +588,12 @@ def where_facts(study: Any, map_frame: pd.DataFrame | None) -> tuple[dict[str, s
         facts.update(where_acc_merged=vs["acc_merged"], where_acc_children=vs["acc_children"],
                      where_weak_train=vs["weak_train"], where_acc_decayed=vs["acc_decayed"],
                      where_decay_diff=100 * abs(vs["acc_merged"] - vs["acc_decayed"]),
-                     where_min_effect=100 * NOISE_MIN_EFFECT, where_converged_acc=NOISE_CONVERGED_TRAIN_ACC)
+                     where_min_effect=100 * NOISE_MIN_EFFECT, where_converged_acc=thresholds.NOISE_CONVERGED_TRAIN_ACC)
     same = (bool(pick["augment"]) == own["augment"] and np.isclose(pick["lr_floor"], own["lr_floor"])
             and np.isclose(pick["spawn_fraction"], own["spawn_fraction"]))
     first = pick_setting(cells, FIRST_PICK)
-    facts.update(where_pick=Markdown(describe_setting(pick)),
-                 where_first_pick=Markdown(describe_setting(first) if first is not None else "nothing"))
+    facts.update(where_pick=_markdown(describe_setting(pick)),
+                 where_first_pick=_markdown(describe_setting(first) if first is not None else "nothing"))
     ranking = "same" if first == pick else "nothing" if first is None else "other"
     choices.update(where=("picked_paper" if s["n_paper"] else "picked") if same else "other",
                    where_first=ranking if same else f"aside_{'same' if ranking == 'same' else 'other'}")
@@ -596,7 +607,7 @@ def decay_choices(vs: dict[str, float]) -> dict[str, str]:
     (the weaker child at the old convergence rule)."""
     diff = vs["acc_merged"] - vs["acc_decayed"]
     return {"where_decay": "within" if abs(diff) <= NOISE_MIN_EFFECT else "below" if diff > 0 else "above",
-            "where_converged": "yes" if vs["weak_train"] >= NOISE_CONVERGED_TRAIN_ACC else "no"}
+            "where_converged": "yes" if vs["weak_train"] >= thresholds.NOISE_CONVERGED_TRAIN_ACC else "no"}
 
 
 def _reference_map(dataset: str) -> tuple[str, pd.DataFrame | None]:
@@ -631,6 +642,9 @@ ABSENT_WORDS = "no effect of the paper's size"
 #: How :func:`noise_verdict_table` qualifies a ✓ of the paper's rows: their gains are over children whose rate stays
 #: up, and the book's N8 asks whether annealing such children gives the same (issue 49).
 CONSTANT_RATE_WORDS = "against children trained at a constant rate"
+
+
+# ---- The noise scale S and the merging gain ----
 
 
 def effective_noise_scale(lr: float, batch_size: int, momentum: float = 0.0, power: int = 1) -> float:

@@ -722,6 +722,8 @@ def pair_summary(a: nn.Module, b: nn.Module, data: Dataset, lams=DEFAULT_LAMS,
     return curve, out
 
 
+# ---- The automatic PermutationSpec (torch.fx) ----
+
 FIXED = 0  #: the group of the network's input and output axes: never permuted
 
 #: Modules (without their own per-channel parameters) that act on each channel alike.

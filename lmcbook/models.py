@@ -1,4 +1,5 @@
-"""MLP, VGG11 and ResNet20 with a width multiplier, a norm choice and a bias flag.
+"""MLP, VGG11 and ResNet20 with a width multiplier, a norm choice and a bias flag; then a model's score and its
+calibration (the module's last section).
 
 Every model lists its linear and convolutional layers in forward order through
 :func:`probe_points`; any other module's are numbered in the order a forward pass
@@ -7,7 +8,8 @@ layer's input z_(l-1) and its pre-activation output f_l, which is all the
 probes need.  Layer l counts the main path's linear/conv layers from 1; ResNet20's
 1x1 projection shortcuts are listed with ``role="shortcut"`` and no layer number.
 
-A model's score and its calibration: logits, accuracy and cross-entropy; then the inverse temperature.
+A model's score and its calibration (the last section): logits, accuracy and cross-entropy; then the inverse
+temperature.
 
 :func:`evaluate` scores a model on a split from its :func:`logits`; training reports it and the merge metrics
 (:mod:`lmcbook.merge`) build on it.  Inverse-temperature fitting finds the τ > 0 that minimises the NLL of
@@ -284,6 +286,8 @@ def count_parameters(model: nn.Module) -> int:
     """Return the number of trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
+
+# ---- A model's score and its temperature ----
 
 TAU_BOUNDS = (1e-3, 1e3)
 

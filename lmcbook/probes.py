@@ -32,7 +32,7 @@ What the probes mean beyond bias-free ReLU MLPs:
   theorem does not cover residual streams; the numbers are an empirical check.
   Weight-based probes (reciprocal orthogonality) need ``points="layers"``.
 
-The module's second section: constructed networks for which the LEWC theorem's conditions hold, or fail, exactly.
+The module's next section: constructed networks for which the LEWC theorem's conditions hold, or fail, exactly.
 
 The theorem: for a bias-free ReLU MLP, if (A) f_l^a ⊙ f_l^b >= 0 at every hidden
 layer and (O) W_l^a z_(l-1)^b = 0 = W_l^b z_(l-1)^a for 2 <= l <= L, then
@@ -600,6 +600,9 @@ def fit_scale_law(layers, log2_ratios) -> tuple[float, float]:
     return float(intercept), float(-slope)
 
 
+# ---- The LEWC theorem's constructed pairs ----
+
+
 KINDS = ("block_diagonal", "disjoint_rows", "overlapping")
 
 
@@ -689,6 +692,9 @@ def logit_scale(a: MLP, b: MLP, x: torch.Tensor, seed: int = 0) -> dict[str, flo
     return {"logit_norm_ratio": float(merged.norm() / ens.norm()), "tau_merged": t_m.tau, "tau_ensemble": t_e.tau,
             "tau_ratio": t_m.tau / t_e.tau, "tau_at_bound_merged": float(t_m.at_bound),
             "tau_at_bound_ensemble": float(t_e.at_bound)}
+
+
+# ---- A run's training regime ----
 
 
 def _segments(spec: RunSpec, n_train: int) -> list[tuple[RunSpec, list[float], bool]]:
@@ -794,6 +800,3 @@ def regime_measures(run: TrainedRun, data: Dataset) -> pd.DataFrame:
         rows += [{"layer": float("nan") if l is None else float(l), "metric": metric, "value": v}
                  for l, v in values.items()]
     return pd.DataFrame(rows + update_ranks(run.model, init))
-
-
-# ---- The words for a study and its regime ----

@@ -8,6 +8,9 @@ command, the data (with the SHA-256 of every file read), the code version, the g
 the date, and the CSV's own SHA-256.  Nothing in ``results/`` is edited by hand: a test checks every CSV
 against its provenance and the results schema.  A page that shows a reference says when its code version is
 not the library's (:func:`stale_note`).
+
+The module's last section says what each committed mechanism reference trains (:func:`reference_settings`) and
+checks a reference trained in bf16 against an fp32 one of the same page and data set (:func:`precision_check`).
 """
 
 from __future__ import annotations
@@ -379,6 +382,9 @@ def describe(name: str, prov: dict[str, Any]) -> str:
 def _duration(seconds: float) -> str:
     """Return a duration in minutes below two hours, else in hours."""
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+# ---- What the mechanism references train, and the bf16 precision check ----
 
 
 def reference_settings(references: dict[str, tuple[pd.DataFrame, dict[str, Any]]]) -> str:

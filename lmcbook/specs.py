@@ -453,6 +453,9 @@ def check_scheduler(scheduler: str | None) -> str | None:
                     "(N local worker processes) or 'tcp://HOST:PORT' (a running Dask scheduler)")
 
 
+# ---- Spawn-and-merge: a parent's and its children's specs ----
+
+
 #: Offsets that keep children's data seeds apart from any parent's.
 CHILD_SEED_BASE = 1000
 

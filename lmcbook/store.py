@@ -785,6 +785,8 @@ __all__ = ["SESSION_ENV", "SIDE_BY_SIDE_MAX_UNITS", "DerivedResults", "EventLog"
            "Runs", "cached_pair_summary"]
 
 
+# ---- Many runs at once: a study's runs, in-process or on Dask ----
+
 @dataclass
 class SweepResult:
     """The outcome of one spec: its id, and its metrics or the error that stopped it."""

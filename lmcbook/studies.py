@@ -936,7 +936,7 @@ class NoiseRegimeStudy(NoiseModel):
 # - ``quick`` (the default of ``make book``): CPU only, embedded data sets.
 # - ``paper``: GPU, torchvision data sets, the papers' settings.
 #
-# Which notebooks read which study is the book's business: see the book's parts, the module's last section
+# Which notebooks read which study is the book's business: see the book's parts (Part, PARTS) below
 # (:class:`Part`, :func:`study`).
 
 __all__ = ["PROFILES", "STUDIES", "TASKS", "Cell", "CellStudy", "ControlsStudy", "DepthStudy", "ExplorerStudy",
@@ -1241,6 +1241,9 @@ def study(part: str, profile: str = "quick", **overrides: Any) -> Study:
 def part_specs(profile: str, part: str, **overrides: Any) -> list[RunSpec]:
     """Return every run a part trains at ``profile`` (the input of ``lmcbook train`` and ``sweep``)."""
     return study(part, profile, **overrides).specs()
+
+
+# ---- The words for a study and its training regime ----
 
 
 def precision_words(precision: str) -> str:

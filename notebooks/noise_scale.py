@@ -201,7 +201,7 @@ table = per_cell[["noise_scale", "gain", "ensemble_gain", "train_acc_min", "acc_
 # %%
 import pandas as pd
 
-from lmcbook import experiments_noise, merge, models
+from lmcbook import merge, models
 
 data = store.study_data(study)
 batch_size, lr = table["gain"].idxmax()  # the grid cell with the largest mean gain

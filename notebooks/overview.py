@@ -54,11 +54,19 @@
 profile = "quick"
 
 # %% tags=["remove-cell"]
-# The landing page's own numbers and words: the width pages' headline, the scoreboard's counts, the noise rows.
+# The landing page's imports, and its own numbers and words: the width pages' headline, the scoreboard's counts,
+# the noise rows.
 import pandas as pd
 
-from lmcbook import reference
-from lmcbook.claims import block_counts, board_results, id_order, state_of
+from lmcbook import claims, plots_noise, plots_style, plots_width, reference
+from lmcbook.claims import block_counts, board_results, id_order, state_of, w8_numbers
+from lmcbook.claims.mechanism import (
+    closest_barrier,
+    largest_d_cell,
+    repeated_hypotheses,
+    short_merge_words,
+    source_label,
+)
 from lmcbook.claims.noise import (
     PROTOCOL_WORDS,
     claim_n8,
@@ -68,12 +76,22 @@ from lmcbook.claims.noise import (
     noise_pairs,
     rule_sensitivity,
 )
-from lmcbook.claims.thresholds import ACC_BARRIER_MAX, CAL_BARRIER_MAX
-from lmcbook.claims.verdicts import BLOCK_CODES, BOOK, NA, PAPER
-from lmcbook.experiments_noise import noise_map_summary, noise_verdict_table
-from lmcbook.page import Page
-from lmcbook.schema import select
+from lmcbook.claims.thresholds import (
+    ACC_BARRIER_MAX,
+    CAL_BARRIER_MAX,
+    DECAY_ACTED_MAX,
+    DECAY_IDLE_MIN,
+    MIN_PAIRS,
+    NOISE_MIN_EFFECT,
+    PAPER_MLP_ACC_BARRIER,
+)
+from lmcbook.claims.verdicts import BLOCK_CODES, BOOK, FAIL, MARKS, NA, PAPER, PASS
+from lmcbook.data import DATASET_SHORT
+from lmcbook.experiments_noise import describe_noise, noise_map_summary, noise_verdict_table
+from lmcbook.page import Page, open_page, study_of
+from lmcbook.schema import markdown_table, select
 from lmcbook.stats import cell_stats
+from lmcbook.studies import describe_study, part_of, regime_table
 
 
 def headline_numbers(acc: pd.DataFrame, bar: pd.DataFrame) -> dict[str, float]:
@@ -163,31 +181,6 @@ def noise_words(page: Page) -> dict[str, str]:
 
 
 # %% tags=["remove-cell"]
-import pandas as pd
-
-from lmcbook import claims, plots_noise, plots_style, plots_width
-from lmcbook.claims import w8_numbers
-from lmcbook.claims.mechanism import (
-    closest_barrier,
-    largest_d_cell,
-    repeated_hypotheses,
-    short_merge_words,
-    source_label,
-)
-from lmcbook.claims.thresholds import (
-    DECAY_ACTED_MAX,
-    DECAY_IDLE_MIN,
-    MIN_PAIRS,
-    NOISE_MIN_EFFECT,
-    PAPER_MLP_ACC_BARRIER,
-)
-from lmcbook.claims.verdicts import FAIL, MARKS, PASS
-from lmcbook.data import DATASET_SHORT
-from lmcbook.experiments_noise import describe_noise
-from lmcbook.page import open_page, study_of
-from lmcbook.schema import markdown_table
-from lmcbook.studies import describe_study, part_of, regime_table
-
 page, study = open_page("overview", globals())
 acc = page.read_csv("width_accuracy")
 bar = page.read_csv("loss_barrier_calibration")

@@ -62,10 +62,10 @@ def test_bad_input():
     (torch.zeros(5, 3).tolist(), torch.zeros(5, dtype=torch.long), ["logits", "list", "torch.Tensor"]),
 ])
 def test_bad_logits_or_labels_are_refused_before_any_compute(logits, labels, words, monkeypatch):
-    import lmcbook.models as cal
+    from lmcbook import models
 
-    monkeypatch.setattr(cal, "brentq", lambda *a, **k: pytest.fail("reached the root finder"))
-    monkeypatch.setattr(cal, "_grad", lambda *a, **k: pytest.fail("reached the gradient"))
+    monkeypatch.setattr(models, "brentq", lambda *a, **k: pytest.fail("reached the root finder"))
+    monkeypatch.setattr(models, "_grad", lambda *a, **k: pytest.fail("reached the gradient"))
     with pytest.raises(SpecError) as err:
         fit_inverse_temperature(logits, labels)
     for w in words:

@@ -327,52 +327,52 @@ def test_the_precision_check_is_an_equivalence_test_on_paired_differences_and_ca
     all-fp32 pages need no check."""
     import pandas as pd
 
-    from lmcbook import reference as mech
+    from lmcbook import reference
 
     fp32, near, shifted = _precision_frame(), _precision_frame(seed=1), _precision_frame(-0.04, seed=1)
     prov32, prov16 = {"params": {}}, {"params": {"precision": "bf16"}}
     cell = {"epochs": 60, "weight_decay": 0.03, "init_scale": 1.0, "hidden_units": 1024}
-    assert mech.precision_cells(fp32, near) == [cell]
-    ok = mech.precision_check({"a": (fp32, prov32), "b": (near, prov16)})
+    assert reference.precision_cells(fp32, near) == [cell]
+    ok = reference.precision_check({"a": (fp32, prov32), "b": (near, prov16)})
     assert "`b` trains every run in bfloat16" in ok and "the two precisions agree" in ok and "**differ**" not in ok
-    table = mech.precision_table(fp32, near, cell)
+    table = reference.precision_table(fp32, near, cell)
     assert set(table["precisions"]) == {"agree"} and len(table) == 4  # the quantities this frame carries
-    moved = mech.precision_table(fp32, shifted, cell)
+    moved = reference.precision_table(fp32, shifted, cell)
     assert moved.loc["plain merge's test accuracy (%)", "precisions"] == "**differ**"
     assert set(moved["precisions"].drop("plain merge's test accuracy (%)")) == {"agree"}
-    assert "plain merge's test accuracy (%) differ beyond the margin" in mech.precision_check(
+    assert "plain merge's test accuracy (%) differ beyond the margin" in reference.precision_check(
         {"a": (fp32, prov32), "b": (shifted, prov16)})
     noisy = near.copy()
     noisy.loc[noisy["metric"] == "acc_merged", "value"] += np.random.default_rng(3).normal(0, 0.03, 10)
-    assert "undecided" in mech.precision_check({"a": (fp32, prov32), "b": (noisy, prov16)})
+    assert "undecided" in reference.precision_check({"a": (fp32, prov32), "b": (noisy, prov16)})
     long = pd.concat([near, _precision_frame(seed=2).assign(epochs=600)])
-    text = mech.precision_check({"a": (fp32, prov32), "b": (long, prov16)})
+    text = reference.precision_check({"a": (fp32, prov32), "b": (long, prov16)})
     assert "the two precisions agree" in text and "\n\nNo cell of 600 epochs is checked" in text
     assert ("1 of 2 are unchecked: 600 epochs, weight decay 0.03, 1024 hidden units: **the rows that read any of "
             "them rest on bf16 alone**") in text
     assert all(not line.startswith("|") or line.endswith("|") for line in text.splitlines())  # the table ends clean
     narrow = {"a": (pd.concat([fp32, _precision_frame(units=16, pairs=2)]), prov32),  # shared with 2 pairs only
               "b": (pd.concat([near, _precision_frame(0.05, units=16, pairs=2, seed=1)]), prov16)}
-    said = mech.precision_check(narrow)
+    said = reference.precision_check(narrow)
     assert "On the 1 cell it shares with `a` with fewer than 5 pairs (too few to test)" in said
     assert "by length and width: 60 epochs, 16 units +5.0." in said and "the two precisions agree" in said
     assert "fewer than" not in ok  # no such cell there
     digits = near.assign(dataset="digits")
-    assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (digits, prov16)})
+    assert "unchecked" in reference.precision_check({"a": (fp32, prov32), "b": (digits, prov16)})
     few = _precision_frame(pairs=2, seed=1)
-    assert mech.precision_cells(fp32, few) == []
-    assert "unchecked" in mech.precision_check({"a": (fp32, prov32), "b": (few, prov16)})
-    assert "no precision check is needed" in mech.precision_check({"a": (fp32, prov32)})
+    assert reference.precision_cells(fp32, few) == []
+    assert "unchecked" in reference.precision_check({"a": (fp32, prov32), "b": (few, prov16)})
+    assert "no precision check is needed" in reference.precision_check({"a": (fp32, prov32)})
 
 
 def test_the_claims_page_says_what_each_mechanism_reference_trains_from_its_csv():
     import pandas as pd
 
-    from lmcbook import reference as mech
+    from lmcbook import reference
 
     frame = pd.concat([_precision_frame(), _precision_frame(units=16).assign(epochs=600)])
-    said = mech.reference_settings({"a": (frame, {"params": {"precision": "bf16"}}),
+    said = reference.reference_settings({"a": (frame, {"params": {"precision": "bf16"}}),
                                     "b": (frame.assign(dataset="digits"), {"params": {}})})
     assert said == ("`a` (8k/2k MNIST stand-in, 60 epochs up to 1024 hidden units, 600 epochs up to 16 hidden units, "
                     "in bf16); `b` (digits, 60 epochs up to 1024 hidden units, 600 epochs up to 16 hidden units)")
-    assert mech.reference_settings({}) == "none"
+    assert reference.reference_settings({}) == "none"

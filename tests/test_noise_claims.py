@@ -556,17 +556,17 @@ def test_the_landing_page_table_of_maps():
 
 
 def test_a_noise_page_alone_reads_the_committed_map_of_its_data(monkeypatch):
-    from lmcbook import experiments_noise as page_mod
     from lmcbook.studies import NoiseStudy, resolve
 
     frame = _map(lambda f, m, s, lr: 0.01 if (f, s, m) == (0.2, 0.25, "spawn") and lr < 1 else 0.0,
                  lambda *k: 0.02).assign(dataset="digits")
-    monkeypatch.setattr(page_mod, "_reference_map", lambda d: ("ref-x", frame) if d == "digits" else ("", None))
+    monkeypatch.setattr(experiments_noise, "_reference_map",
+                        lambda d: ("ref-x", frame) if d == "digits" else ("", None))
     here = resolve(NoiseStudy, "smoke", lr_floor=0.2, spawn_fraction=0.25)
-    where, facts = page_mod.where_facts(here, None)
+    where, facts = experiments_noise.where_facts(here, None)
     assert str(facts["where_map"].data) == "the committed reference map `ref-x` (one batch size)"
     assert where["where"] == "picked_paper" and facts["where_n_lrs"] == 3
-    assert page_mod.where_facts(resolve(NoiseStudy, "smoke", dataset="mnist1d"), None)[0]["where"] == "nomap"
+    assert experiments_noise.where_facts(resolve(NoiseStudy, "smoke", dataset="mnist1d"), None)[0]["where"] == "nomap"
 
 
 

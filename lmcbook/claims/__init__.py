@@ -15,7 +15,8 @@ layout is its index:
 - :mod:`lmcbook.claims.mechanism`: M1–M6, the training-regime rows R1–R2, and which account they support;
 - :mod:`lmcbook.claims.noise`: the noise paper's claims N1–N7, the book's N8–N9 and the regime map;
 - this module: ``PAGE_CLAIMS`` (the pages and their registered claims), a page's verdicts (:func:`page_claims`),
-  the scoreboard and the claims page's CSV written and read back.
+  the scoreboard and the claims page's CSV written and read back, and W8's reading of it for the landing page
+  (:func:`w8_numbers`).
 
 Adding a row touches its family's module, its threshold, its page and its test; nothing re-exports a row.
 """
@@ -409,7 +410,7 @@ def claims_markdown(rows: list[ClaimResult]) -> str:
 
 __all__ = ["PAGE_CLAIMS", "page_claims", "id_order", "scoreboard", "SHORTEST_ONLY", "shortest_cells", "mark_repeats",
            "BLOCK_TITLES", "scoreboard_markdown", "block_counts", "scoreboard_long", "NUMBER_COLUMNS",
-           "scoreboard_table", "state_of", "board_results", "board_rows", "claims_markdown"]
+           "scoreboard_table", "state_of", "board_results", "board_rows", "claims_markdown", "w8_numbers"]
 
 
 def w8_numbers(board: pd.DataFrame) -> tuple[str, dict[str, float]]:

@@ -6,7 +6,9 @@ Every M row reads a 95% bootstrap interval over pairs (:mod:`lmcbook.stats`), de
 its threshold (else inconclusive), and needs at least MIN_PAIRS pairs in each cell it reads; it is n/a when its cells
 are outside the regime the claim is about, or when an endpoint of a pair it reads did not fit its training data (the
 convergence rule, CONVERGED_TRAIN_ACC).  When each test and threshold was fixed: :mod:`lmcbook.claims.thresholds`.
-What the rows conclude (the hypotheses, the conclusion table): the module's last section.
+What the rows conclude (the hypotheses, the conclusion table) and the numbers and tables the mechanism and landing
+pages quote of them (:func:`mechanism_numbers`, :func:`hypotheses_markdown`, :func:`short_merge_words`): the module's
+last section.
 """
 
 from __future__ import annotations

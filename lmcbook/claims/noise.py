@@ -907,5 +907,3 @@ def rule_sensitivity(noise_scale: pd.DataFrame | None, components: pd.DataFrame 
         for r in noise_claims(noise_scale, components, t):
             out.setdefault(r.id, {})[name] = TABLE_MARKS[r.state]
     return pd.DataFrame.from_dict(out, orient="index").rename_axis("claim")
-
-

@@ -59,7 +59,7 @@ profile = "quick"
 import pandas as pd
 
 from lmcbook import claims, plots_noise, plots_style, plots_width, reference
-from lmcbook.claims import block_counts, board_results, id_order, state_of, w8_numbers
+from lmcbook.claims import block_counts, board_results, deciding_number, id_order, state_of, w8_numbers
 from lmcbook.claims.mechanism import (
     closest_barrier,
     largest_d_cell,
@@ -215,13 +215,10 @@ def size_rank(dataset: str) -> int:
 def finding(of: list) -> dict[str, str]:
     r = min(of, key=lambda r: (size_rank(r.dataset), r.regime != "long", not r.fixed_before, r.source is None,
                                any(v in (r.source or "") for v in VARIANTS), r.source or ""))
-    v, counts = r.values, {m: sum(x.state == s for x in of) for s, m in ((PASS, "✓"), (FAIL, "✗"))}
-    number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
-              if {"estimate", "lo", "hi", "threshold"} <= v.keys()
-              and all(v[k] == v[k] for k in ("estimate", "lo", "hi", "threshold")) else "—")  # as the scoreboard
+    counts = {m: sum(x.state == s for x in of) for s, m in ((PASS, "✓"), (FAIL, "✗"))}
     setting = DATASET_SHORT.get(r.dataset, r.dataset) + (f", reference {r.source}" if r.source else ", this build")
     return {"claim": f"{{doc}}`{r.id} <{r.page}>`", "verdict": r.mark, "the claim": r.statement.rstrip("."),
-            "deciding number": number, "setting": setting + (f" ({r.regime} regime)" if r.regime else "")
+            "deciding number": deciding_number(r), "setting": setting + (f" ({r.regime} regime)" if r.regime else "")
             + f"; test fixed {r.fixed_when}", "its rows": f"{counts['✓']} ✓, {counts['✗']} ✗ of {len(of)}"}
 
 

@@ -232,6 +232,12 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     one_pair = ClaimResult("W10", "width", "s", "m", "t", "inconclusive", "lewc_depth",
                            values={"estimate": -0.19, "lo": float("nan"), "hi": float("nan"), "threshold": 0.25})
     assert "| — |" in claims.scoreboard_markdown([one_pair]) and "nan" not in claims.scoreboard_markdown([one_pair])
+    # a test of two parts shows both: W4 fails on its trend although its interval clears its threshold
+    flat = ClaimResult("W4", "width", "s", "m", "t", "fail", "weak_additivity",
+                       values={"rho": 0.3, "estimate": 0.12, "lo": 0.1, "hi": 0.14, "threshold": 0.0})
+    assert claims.deciding_number(flat) == f"ρ +0.30 vs ±{RHO_MIN:g}; 0.12 [0.1, 0.14] vs 0"
+    assert f"| ρ +0.30 vs ±{RHO_MIN:g}; 0.12 [0.1, 0.14] vs 0 |" in claims.scoreboard_markdown([flat])
+    assert claims.deciding_number(wordy) == "0.0012 [-0.0005, 0.0029] vs 0.005"  # one part: its interval alone
     # a row of this build that records no data set (the width pages') shows this build's, where it is given
     assert "| —, short |" in claims.scoreboard_markdown(rows[:1])
     assert "| digits, short |" in claims.scoreboard_markdown(rows[:1], own="digits")

@@ -44,6 +44,7 @@ from ..schema import (
 )
 from . import mechanism, noise, thresholds, verdicts, width  # noqa: F401 (each family registers its rows)
 from .mechanism import source_label
+from .thresholds import RHO_MIN
 from .verdicts import (
     BLOCK_CODES,
     BOOK,
@@ -249,14 +250,25 @@ def _compact(rows: list[ClaimResult], short: dict[str, str], own: str | None = N
         data = r.dataset or (None if r.source else own)
         data = short.get(data, data) if data else "—"
         data = f"{data} (`{r.source}`)" if r.source else data
-        v = r.values
-        number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
-                  if {"estimate", "lo", "hi", "threshold"} <= v.keys()
-                  and np.isfinite([v["estimate"], v["lo"], v["hi"]]).all() else "—")  # no interval: no number
         mark = f"{r.mark} (a repeat)" if r.repeats else r.mark
-        cells = [f"{{doc}}`{label} <{r.page}>`", mark, said, data + (f", {r.regime}" if r.regime else ""), number]
+        cells = [f"{{doc}}`{label} <{r.page}>`", mark, said, data + (f", {r.regime}" if r.regime else ""),
+                 deciding_number(r)]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
+
+
+def deciding_number(r: ClaimResult) -> str:
+    """Return the numbers that decide a row, in its test's own units, as the scoreboard's compact table and the landing
+    page show them: the estimate, its 95% interval and the threshold ("—" where the interval is undefined: too few
+    pairs); a test that also reads a trend across widths or D gives its Spearman ρ first, against the ±ρ it needs
+    (:data:`~lmcbook.claims.thresholds.RHO_MIN`, the sign the claim's), since either part can decide the row."""
+    v = r.values
+    number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
+              if {"estimate", "lo", "hi", "threshold"} <= v.keys()
+              and np.isfinite([v["estimate"], v["lo"], v["hi"]]).all() else "—")  # no interval: no number
+    if "rho" in v and np.isfinite(v["rho"]):
+        return f"ρ {v['rho']:+.2f} vs ±{RHO_MIN:g}; {number}"
+    return number
 
 
 def _where(r: ClaimResult) -> str:
@@ -410,7 +422,8 @@ def claims_markdown(rows: list[ClaimResult]) -> str:
 
 __all__ = ["PAGE_CLAIMS", "page_claims", "id_order", "scoreboard", "SHORTEST_ONLY", "shortest_cells", "mark_repeats",
            "BLOCK_TITLES", "scoreboard_markdown", "block_counts", "scoreboard_long", "NUMBER_COLUMNS",
-           "scoreboard_table", "state_of", "board_results", "board_rows", "claims_markdown", "w8_numbers"]
+           "scoreboard_table", "state_of", "board_results", "board_rows", "claims_markdown", "w8_numbers",
+           "deciding_number"]
 
 
 def w8_numbers(board: pd.DataFrame) -> tuple[str, dict[str, float]]:

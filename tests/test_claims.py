@@ -234,9 +234,21 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
     assert "| — |" in claims.scoreboard_markdown([one_pair]) and "nan" not in claims.scoreboard_markdown([one_pair])
     # a test of two parts shows both: W4 fails on its trend although its interval clears its threshold
     flat = ClaimResult("W4", "width", "s", "m", "t", "fail", "weak_additivity",
-                       values={"rho": 0.3, "estimate": 0.12, "lo": 0.1, "hi": 0.14, "threshold": 0.0})
-    assert claims.deciding_number(flat) == f"ρ +0.30 vs ±{RHO_MIN:g}; 0.12 [0.1, 0.14] vs 0"
-    assert f"| ρ +0.30 vs ±{RHO_MIN:g}; 0.12 [0.1, 0.14] vs 0 |" in claims.scoreboard_markdown([flat])
+                       values={"rho": 0.96, "rho_needed": -RHO_MIN, "estimate": 0.12, "lo": 0.1, "hi": 0.14,
+                               "threshold": 0.0})
+    assert claims.deciding_number(flat) == f"ρ +0.96 vs ≤ {-RHO_MIN:+.2g}; 0.12 [0.1, 0.14] vs 0"  # the side it needs
+    assert f"| ρ +0.96 vs ≤ {-RHO_MIN:+.2g}; 0.12 [0.1, 0.14] vs 0 |" in claims.scoreboard_markdown([flat])
+    rises = ClaimResult("W1", "width", "s", "m", "t", "pass", "width_accuracy",
+                        values={"rho": 0.96, "rho_needed": RHO_MIN, "estimate": 0.05, "lo": 0.02, "hi": 0.08,
+                                "threshold": 0.0})
+    assert claims.deciding_number(rises).startswith(f"ρ +0.96 vs ≥ {RHO_MIN:+.2g}; ")
+    # every row that records ρ records the side its test needs (W4's rise read as "vs ±0.9" looked like a pass)
+    import inspect
+
+    from lmcbook.claims import mechanism, width
+    for module in (width, mechanism):
+        source = inspect.getsource(module)
+        assert source.count("rho=rho") + source.count('"rho": rho') == source.count("rho_needed"), module
     assert claims.deciding_number(wordy) == "0.0012 [-0.0005, 0.0029] vs 0.005"  # one part: its interval alone
     # a row of this build that records no data set (the width pages') shows this build's, where it is given
     assert "| —, short |" in claims.scoreboard_markdown(rows[:1])

@@ -259,15 +259,18 @@ def _compact(rows: list[ClaimResult], short: dict[str, str], own: str | None = N
 
 def deciding_number(r: ClaimResult) -> str:
     """Return the numbers that decide a row, in its test's own units, as the scoreboard's compact table and the landing
-    page show them: the estimate, its 95% interval and the threshold ("—" where the interval is undefined: too few
-    pairs); a test that also reads a trend across widths or D gives its Spearman ρ first, against the ±ρ it needs
-    (:data:`~lmcbook.claims.thresholds.RHO_MIN`, the sign the claim's), since either part can decide the row."""
+    page show them: the estimate, its 95% interval and the threshold ("—" where the interval or the threshold is
+    undefined: too few pairs, or a test whose number has no threshold of its own); a test that also reads a trend
+    across widths or D gives its Spearman ρ first, against the side it needs (``rho_needed``: ≥ RHO_MIN for a rise,
+    ≤ −RHO_MIN for a fall, :data:`~lmcbook.claims.thresholds.RHO_MIN`), since either part can decide the row."""
     v = r.values
     number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
               if {"estimate", "lo", "hi", "threshold"} <= v.keys()
               and np.isfinite([v["estimate"], v["lo"], v["hi"]]).all() else "—")  # no interval: no number
     if "rho" in v and np.isfinite(v["rho"]):
-        return f"ρ {v['rho']:+.2f} vs ±{RHO_MIN:g}; {number}"
+        need = v.get("rho_needed", float("nan"))
+        side = f"{'≥' if need > 0 else '≤'} {need:+.2g}" if np.isfinite(need) else f"±{RHO_MIN:g}"
+        return f"ρ {v['rho']:+.2f} vs {side}; {number}"
     return number
 
 

@@ -283,7 +283,8 @@ def _read_m2(df: pd.DataFrame) -> _Reading:
                 f"over {len(cells)} cells), largest minus smallest D {iv.text()}; LLFC's error after matching "
                 f"{err[0].mean():.3f} → {at_big.text()}")
     return _Reading(measured, INCONCLUSIVE if _too_few(iv, at_big, fall) else state, big["D"],
-                    _values(iv, 0.0, rho=rho, llfc_small_d=float(err[0].mean()), llfc_large_d=at_big.mean,
+                    _values(iv, 0.0, rho=rho, rho_needed=RHO_MIN,
+                            llfc_small_d=float(err[0].mean()), llfc_large_d=at_big.mean,
                             units=widest, n=iv.n))
 
 
@@ -319,7 +320,7 @@ def _read_m3(df: pd.DataFrame) -> _Reading:
                 f"{fit[0]:g} → {means[-1]:.3f} at {fit[-1]:g} units; {units[-1]:g} minus {units[-2]:g} units: "
                 f"{iv.text()}{_below_margin(iv, MIN_ACC_EFFECT)}{dropped}")
     return _Reading(measured, _decided(iv, trend_and_ends(rho, +1, above(iv, MIN_ACC_EFFECT), RHO_MIN)), big["D"],
-                    _values(iv, MIN_ACC_EFFECT, rho=rho, diff=iv.mean, units=widest, n=iv.n))
+                    _values(iv, MIN_ACC_EFFECT, rho=rho, rho_needed=RHO_MIN, diff=iv.mean, units=widest, n=iv.n))
 
 
 @claim("M4", page="mechanism")
@@ -382,7 +383,8 @@ def _read_m5(df: pd.DataFrame) -> _Reading:
                 f"{per[-1].mean():.3f} at D = {cells['D'].iloc[-1]:.3g} (ρ = {rho:.2f} over {len(per)} cells); "
                 f"smallest minus largest D: {iv.text()}{_below_margin(iv, ORTH_FALL_MIN)}")
     return _Reading(measured, _decided(iv, trend_and_ends(rho, -1, above(iv, ORTH_FALL_MIN), RHO_MIN)),
-                    cells["D"].iloc[-1], _values(iv, ORTH_FALL_MIN, rho=rho, diff=iv.mean, units=widest, n=iv.n))
+                    cells["D"].iloc[-1], _values(iv, ORTH_FALL_MIN, rho=rho, rho_needed=-RHO_MIN,
+                                                 diff=iv.mean, units=widest, n=iv.n))
 
 
 def equal_d_couples(df: pd.DataFrame) -> list[tuple[pd.Series, pd.Series]]:
@@ -509,7 +511,8 @@ def _regime_claim(cid: str, statement: str, tr: pd.DataFrame, metric: str, sign:
                        f"cells at the widest common width (cells whose D differ by less than {D_TIE_RTOL:.1%} are one "
                        f"value of D), and the largest-D cell {'above' if sign > 0 else 'below'} the smallest-D "
                        "cell by its 95% bootstrap interval", state, "mechanism",
-                       values=_values(diff, 0.0, rho=rho, units=units, lo_d=lo["mean"], hi_d=hi["mean"],
+                       values=_values(diff, 0.0, rho=rho, rho_needed=sign * RHO_MIN,
+                                      units=units, lo_d=lo["mean"], hi_d=hi["mean"],
                                       ends=diff.mean, ends_lo=diff.lo, ends_hi=diff.hi, n_d=len(points),
                                       **{"n_models" if per_model else "n": diff.n}))
 

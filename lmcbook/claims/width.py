@@ -118,7 +118,8 @@ def _trend_claim(cid: str, statement: str, df: pd.DataFrame, metric: str, sign: 
     test = f"ρ(width, {what}) {'≥' if sign > 0 else '≤'} {sign * RHO_MIN:g}"
     return ClaimResult(cid, "width", statement, f"ρ = {rho:.2f}; {what} {st['mean'].iloc[0]:.3f} at "
                        f"{st.index[0]} → {st['mean'].iloc[-1]:.3f} at {st.index[-1]} hidden units", test,
-                       trend_state(rho, sign, len(st)), page, values={"rho": rho, "n_widths": len(st)})
+                       trend_state(rho, sign, len(st)), page,
+                       values={"rho": rho, "rho_needed": sign * RHO_MIN, "n_widths": len(st)})
 
 
 def _widest_threshold(cid: str, statement: str, df: pd.DataFrame, metric: str, tol: float, what: str, unit: str,
@@ -163,7 +164,8 @@ def claim_w1(width_accuracy: pd.DataFrame, regime: str = "short", page: str = "w
                     f"{step.text()} ({step.n} pairs)",
                     f"ρ(width, merged accuracy at λ=½) ≥ {RHO_MIN:g}, and no fall from the second-widest to the widest "
                     "width beyond its 95% bootstrap interval", state, page,
-                    values=_values(step, 0.0, rho=rho, step=step.mean, step_lo=step.lo, step_hi=step.hi,
+                    values=_values(step, 0.0, rho=rho, rho_needed=RHO_MIN,
+                                   step=step.mean, step_lo=step.lo, step_hi=step.hi,
                                    n_widths=len(st), n=step.n))
     return _in_regime(r, width_accuracy, regime)
 
@@ -192,7 +194,7 @@ def claim_w2(barrier: pd.DataFrame) -> ClaimResult:
                        "which W12 (near zero) does not read",
                        both(trend_state(rho, -1, len(cal)), at_most(iv, CAL_OVER_RAW_MAX, MIN_PAIRS)),
                        "loss_barrier_calibration",
-                       values=_values(iv, CAL_OVER_RAW_MAX, rho=rho, ratio=iv.mean, ratio_hi=iv.hi,
+                       values=_values(iv, CAL_OVER_RAW_MAX, rho=rho, rho_needed=-RHO_MIN, ratio=iv.mean, ratio_hi=iv.hi,
                                       calibrated=cal["mean"].iloc[-1], n_widths=len(cal), n=iv.n))
 
 
@@ -218,7 +220,8 @@ def claim_w3(lewc: pd.DataFrame) -> ClaimResult:
                        f"ρ(width, LEWC error at λ=½, last hidden layer) ≤ {-RHO_MIN:g} and, at the widest, below the "
                        "untrained pair's (95% bootstrap interval over pairs)",
                        both(trend_state(rho, -1, len(tr)), above(iv, 0.0, MIN_PAIRS)),
-                       "lewc", values=_values(iv, 0.0, rho=rho, margin=iv.mean, margin_lo=iv.lo, n_widths=len(tr),
+                       "lewc", values=_values(iv, 0.0, rho=rho, rho_needed=-RHO_MIN,
+                                              margin=iv.mean, margin_lo=iv.lo, n_widths=len(tr),
                                               n=iv.n))
 
 
@@ -236,7 +239,7 @@ def claim_w4(add: pd.DataFrame) -> ClaimResult:
                        f"ρ(width, additivity error at λ=½, mean over hidden layers) ≤ {-RHO_MIN:g} and below the "
                        "Gaussian baseline at the widest (95% bootstrap interval over pairs)",
                        both(trend_state(rho, -1, len(tr)), above(iv, 0.0, MIN_PAIRS)), "weak_additivity",
-                       values=_values(iv, 0.0, rho=rho, below=iv.mean, n_widths=len(tr), n=iv.n))
+                       values=_values(iv, 0.0, rho=rho, rho_needed=-RHO_MIN, below=iv.mean, n_widths=len(tr), n=iv.n))
 
 
 @claim("W5", page="reciprocal_orthogonality")
@@ -288,7 +291,8 @@ def _rank_falls(cid: str, statement: str, d: pd.DataFrame, metric: str, what: st
                        f"at {st.index[-1]} hidden units; widest minus narrowest {ends.text()} ({ends.n} models)",
                        f"ρ(width, {what_test}) ≤ {-RHO_MIN:g}, and widest minus narrowest < 0 by its 95% bootstrap "
                        "interval over models", state, page, control=control,
-                       values=_values(ends, 0.0, rho=rho, ends=ends.mean, ends_lo=ends.lo, ends_hi=ends.hi,
+                       values=_values(ends, 0.0, rho=rho, rho_needed=-RHO_MIN,
+                                      ends=ends.mean, ends_lo=ends.lo, ends_hi=ends.hi,
                                       n_widths=len(st), n_models=ends.n))
 
 

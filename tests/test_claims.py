@@ -250,6 +250,13 @@ def test_scoreboard_covers_every_page_and_round_trips_through_its_csv():
         source = inspect.getsource(module)
         assert source.count("rho=rho") + source.count('"rho": rho') == source.count("rho_needed"), module
     assert claims.deciding_number(wordy) == "0.0012 [-0.0005, 0.0029] vs 0.005"  # one part: its interval alone
+    two_sided = ClaimResult("N2", "noise", "s", "m", "t", "fail", "noise_scale",
+                            values={"estimate": -0.04, "lo": -0.06, "hi": -0.02, "threshold": 0.005, "two_sided": 1.0})
+    assert claims.deciding_number(two_sided) == "-0.04 [-0.06, -0.02] vs ±0.005"  # not a pass below 0.005
+    w14 = ClaimResult("W14", "width", "s", "m", "t", "fail", "reciprocal_orthogonality",
+                      values={"estimate": 0.404, "lo": 0.373, "hi": 0.43, "threshold": 0.5, "also_estimate": 0.401,
+                              "also_lo": 0.396, "also_hi": 0.406, "also_threshold": 0.2})
+    assert claims.deciding_number(w14) == "0.404 [0.373, 0.43] vs 0.5; 0.401 [0.396, 0.406] vs 0.2"  # the failing part
     # a row of this build that records no data set (the width pages') shows this build's, where it is given
     assert "| —, short |" in claims.scoreboard_markdown(rows[:1])
     assert "| digits, short |" in claims.scoreboard_markdown(rows[:1], own="digits")

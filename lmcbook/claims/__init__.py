@@ -260,18 +260,30 @@ def _compact(rows: list[ClaimResult], short: dict[str, str], own: str | None = N
 def deciding_number(r: ClaimResult) -> str:
     """Return the numbers that decide a row, in its test's own units, as the scoreboard's compact table and the landing
     page show them: the estimate, its 95% interval and the threshold ("—" where the interval or the threshold is
-    undefined: too few pairs, or a test whose number has no threshold of its own); a test that also reads a trend
-    across widths or D gives its Spearman ρ first, against the side it needs (``rho_needed``: ≥ RHO_MIN for a rise,
-    ≤ −RHO_MIN for a fall, :data:`~lmcbook.claims.thresholds.RHO_MIN`), since either part can decide the row."""
+    undefined: too few pairs, or a test whose number has no threshold of its own); a two-sided tolerance reads
+    "vs ±tol".  A test that also reads a trend across widths or D gives its Spearman ρ first, against the side it
+    needs (``rho_needed``: ≥ RHO_MIN for a rise, ≤ −RHO_MIN for a fall, :data:`~lmcbook.claims.thresholds.RHO_MIN`),
+    and one that also reads a second interval (``also_*``) gives it after the first: any part can decide the row."""
     v = r.values
-    number = (f"{v['estimate']:.3g} [{v['lo']:.3g}, {v['hi']:.3g}] vs {v['threshold']:.3g}"
-              if {"estimate", "lo", "hi", "threshold"} <= v.keys()
-              and np.isfinite([v["estimate"], v["lo"], v["hi"]]).all() else "—")  # no interval: no number
+    number = _interval_vs(v, "", "±" if v.get("two_sided") else "")
+    also = _interval_vs(v, "also_", "")
+    if number != "—" and also != "—":
+        number += f"; {also}"
     if "rho" in v and np.isfinite(v["rho"]):
         need = v.get("rho_needed", float("nan"))
         side = f"{'≥' if need > 0 else '≤'} {need:+.2g}" if np.isfinite(need) else f"±{RHO_MIN:g}"
         return f"ρ {v['rho']:+.2f} vs {side}; {number}"
     return number
+
+
+def _interval_vs(v: dict[str, float], prefix: str, side: str) -> str:
+    """Return ``estimate [lo, hi] vs threshold`` from a row's values under ``prefix`` ("" or "also_"), the threshold
+    after ``side`` ("±" for a two-sided tolerance); "—" where the interval is undefined or there is no threshold."""
+    keys = [prefix + k for k in ("estimate", "lo", "hi", "threshold")]
+    if not set(keys) <= v.keys() or not np.isfinite([v[k] for k in keys[:3]]).all():
+        return "—"  # no interval: no number
+    e, lo, hi, thr = (v[k] for k in keys)
+    return f"{e:.3g} [{lo:.3g}, {hi:.3g}] vs {side}{thr:.3g}"
 
 
 def _where(r: ClaimResult) -> str:

@@ -71,6 +71,7 @@ from .verdicts import (
     PASS,
     PLAIN,
     ClaimResult,
+    _also,
     _cell_name,
     _dataset,
     _ends_state,
@@ -283,7 +284,7 @@ def _read_m2(df: pd.DataFrame) -> _Reading:
                 f"over {len(cells)} cells), largest minus smallest D {iv.text()}; LLFC's error after matching "
                 f"{err[0].mean():.3f} → {at_big.text()}")
     return _Reading(measured, INCONCLUSIVE if _too_few(iv, at_big, fall) else state, big["D"],
-                    _values(iv, 0.0, rho=rho, rho_needed=RHO_MIN,
+                    _values(iv, 0.0, rho=rho, rho_needed=RHO_MIN, **_also(at_big, LLFC_MATCHED_MAX),
                             llfc_small_d=float(err[0].mean()), llfc_large_d=at_big.mean,
                             units=widest, n=iv.n))
 
@@ -434,7 +435,7 @@ def _read_m6(df: pd.DataFrame) -> _Reading:
                      f"{units:g} units: {iv.text()}")
     state = FAIL if FAIL in states else PASS if all(s == PASS for s in states) else INCONCLUSIVE
     return _Reading("; ".join(parts), state, float(couples[-1][0]["D"]),
-                    _values(worst, EQUAL_D_TOL, worst=abs(worst.mean), couples=len(couples)))
+                    _values(worst, EQUAL_D_TOL, two_sided=1.0, worst=abs(worst.mean), couples=len(couples)))
 
 
 def _merge_ratio(df: pd.DataFrame, cell: pd.Series, units: float) -> tuple[Interval, pd.Series, pd.Series]:

@@ -340,7 +340,7 @@ def claim_n2(noise: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> list[
         if all(absent(c) for c in _cell_intervals(ok, keys, list(ok.groupby(keys).groups))):
             state, measured = FAIL, measured + f"; every kept cell's gain lies below the minimum effect: {ABSENT}"
         out.append(_noise_row(cid, "noise_scale", statement, measured, test, state,
-                              {**_values(iv, NOISE_B_EFFECT), "n_kept": n_ok}))
+                              {**_values(iv, NOISE_B_EFFECT, two_sided=1.0), "n_kept": n_ok}))
     return out
 
 
@@ -478,7 +478,7 @@ def claim_n3(components: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> 
     return _noise_row("N3", "noise_components", statement,
                       f"{rule_text}; Δ gain {iv.text('.2f', 100)} points between weight decay {hi:g} and {lo:g}, "
                       f"tolerance ± {100 * NOISE_MIN_EFFECT:g}", test, within(iv, NOISE_MIN_EFFECT, MIN_PAIRS),
-                      _values(iv, NOISE_MIN_EFFECT))
+                      _values(iv, NOISE_MIN_EFFECT, two_sided=1.0))
 
 
 @claim("N4", page="noise_components")

@@ -262,6 +262,12 @@ def _values(iv: Interval, threshold: float, **extra: float) -> dict[str, float]:
     return {"estimate": iv.mean, "lo": iv.lo, "hi": iv.hi, "threshold": threshold, **extra}
 
 
+def _also(iv: Interval, threshold: float) -> dict[str, float]:
+    """Return a second interval a row's test also reads and its threshold (``also_estimate``, ``also_lo``,
+    ``also_hi``, ``also_threshold``), which :func:`lmcbook.claims.deciding_number` shows beside the first."""
+    return {"also_estimate": iv.mean, "also_lo": iv.lo, "also_hi": iv.hi, "also_threshold": threshold}
+
+
 def trend_state(rho: float, sign: int, n: int | None = None) -> str:
     """Return pass if ρ has the claimed sign (+1 rises, −1 falls) and sign·ρ ≥ RHO_MIN, else fail; inconclusive
     when the trend has ``n`` < MIN_TREND_POINTS points (over 2 points ρ is ±1 whatever the data, over 3 it is 1 by

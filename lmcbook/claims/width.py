@@ -72,6 +72,7 @@ from .verdicts import (
     PASS,
     PLAIN,
     ClaimResult,
+    _also,
     _cell_name,
     _ends_state,
     _in_regime,
@@ -419,7 +420,7 @@ def claim_w8(perm: pd.DataFrame) -> ClaimResult:
                        f"points over {iv.n} pairs ({int(draws.size().min())} draws per pair); unpermuted minus random "
                        f"{ident.text('.1f', 100)} points (not tested: the identity is one more permutation)", test,
                        within(iv, PERM_EQUIV_TOL, MIN_PAIRS), "random_permutation", control=True,
-                       values=_values(iv, PERM_EQUIV_TOL, unpermuted=ident.mean, n=iv.n))
+                       values=_values(iv, PERM_EQUIV_TOL, two_sided=1.0, unpermuted=ident.mean, n=iv.n))
 
 
 @claim("W9", page="loss_barrier_calibration")
@@ -483,8 +484,8 @@ def claim_w10(depth: pd.DataFrame) -> ClaimResult:
                     f"{iv_un.text()}",
                     f"|β − 1| ≤ {LOGIT_SCALE_TOL:g} by a {100 * CONFIDENCE:.0f}% bootstrap interval over ≥ {MIN_PAIRS} "
                     "pairs, and the untrained pairs' interval wholly outside it", state, "lewc_depth",
-                    values=_values(Interval(iv.mean - 1, iv.lo - 1, iv.hi - 1, iv.n), LOGIT_SCALE_TOL, beta=beta,
-                                   alpha=alpha, beta_mean=iv.mean, beta_lo=iv.lo, beta_hi=iv.hi,
+                    values=_values(Interval(iv.mean - 1, iv.lo - 1, iv.hi - 1, iv.n), LOGIT_SCALE_TOL, two_sided=1.0,
+                                   beta=beta, alpha=alpha, beta_mean=iv.mean, beta_lo=iv.lo, beta_hi=iv.hi,
                                    beta_untrained=iv_un.mean, n=iv.n))
     return _na_unless_lewc(r, depth)
 
@@ -569,6 +570,7 @@ def claim_w14(orth: pd.DataFrame) -> ClaimResult:
                             at_most(iv_abs, ORTH_RATIO_MAX, MIN_PAIRS)),
                        "reciprocal_orthogonality",
                        values=_values(iv_rel, ORTH_OVER_UNTRAINED_MAX, mean=iv_rel.mean, ratio=iv_abs.mean,
+                                      **_also(iv_abs, ORTH_RATIO_MAX),
                                       n=iv_rel.n))
 
 

@@ -42,6 +42,7 @@ from ..schema import (
     DECAY_INTEGRAL,
     select,
 )
+from ..stats import Interval
 from . import mechanism, noise, thresholds, verdicts, width  # noqa: F401 (each family registers its rows)
 from .mechanism import source_label
 from .thresholds import RHO_MIN
@@ -280,10 +281,12 @@ def _interval_vs(v: dict[str, float], prefix: str, side: str) -> str:
     """Return ``estimate [lo, hi] vs threshold`` from a row's values under ``prefix`` ("" or "also_"), the threshold
     after ``side`` ("±" for a two-sided tolerance); "—" where the interval is undefined or there is no threshold."""
     keys = [prefix + k for k in ("estimate", "lo", "hi", "threshold")]
-    if not set(keys) <= v.keys() or not np.isfinite([v[k] for k in keys[:3]]).all():
+    if not set(keys) <= v.keys():
+        return "—"
+    iv = Interval(v[keys[0]], v[keys[1]], v[keys[2]], 0)
+    if not (np.isfinite(iv.mean) and iv.decided):
         return "—"  # no interval: no number
-    e, lo, hi, thr = (v[k] for k in keys)
-    return f"{e:.3g} [{lo:.3g}, {hi:.3g}] vs {side}{thr:.3g}"
+    return f"{iv.text('.3g')} vs {side}{v[keys[3]]:.3g}"
 
 
 def _where(r: ClaimResult) -> str:

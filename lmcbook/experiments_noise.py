@@ -321,8 +321,9 @@ def noise_map_summary(maps: dict[str, pd.DataFrame]) -> pd.DataFrame:
     protocol (a decay to zero, children spawned at 50%), the setting it picks and that setting's best gain (a
     setting's best cell: the one whose interval has the highest lower end), what the ranking fixed before the map
     first ran picks, and, at the picked setting's best η, its merge minus children whose learning rate decays to zero
-    from the same spawn (points; within the noise rows' minimum effect, merging recovers what decaying gives, no
-    more) and its weaker child's training accuracy, every number computed; "—" where a map has none."""
+    spawned at the same point of their own run (points; no stand-in for annealing the picked setting's children,
+    since those children's parents had already decayed their rate, :func:`lmcbook.claims.noise.claim_n8`) and its
+    weaker child's training accuracy, every number computed; "—" where a map has none."""
     return pd.DataFrame.from_dict({label: _map_row(frame) for label, frame in maps.items()},
                                   orient="index").rename_axis("map")
 

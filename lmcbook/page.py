@@ -22,7 +22,6 @@ import os
 import re
 import sys
 import time
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ from .schema import (
 )
 from .specs import SpecError
 from .store import RunStore
-from .studies import Study, part_of, what_ran
+from .studies import Study, given_parameters, part_of, what_ran
 
 
 def file_sha(path: Path) -> str:
@@ -344,7 +343,8 @@ _PROVENANCE = """
 {command}
 ```
 Profile `{profile}`; its values for this page: {values}.
-Parameters left at `None` take these values; override any of them with `-p NAME VALUE`.
+The notebook's parameters cell writes the quick values; the profile replaces those left as written.
+Override any of them with `-p NAME VALUE`.
 :::
 
 :::{{admonition}} Provenance
@@ -372,11 +372,12 @@ def open_page(name: str, namespace: dict[str, Any], store: RunStore | None = Non
     """Return the page of notebook ``name`` and its validated study, from the notebook's namespace.
 
     Call it right after the ``parameters`` cell with ``globals()``: ``profile`` and every
-    parameter the notebook's study accepts are read from there (None keeps the profile's value).
+    parameter the notebook's study accepts are read from there.  A value given with ``-p`` (papermill's injected
+    cell) or changed from the quick value the cell writes is the reader's; the others take the profile's
+    (:func:`lmcbook.studies.given_parameters`).
     """
     part = part_of(name)
-    keys = [f.name for f in fields(part.study_type) if f.name != "profile"]
-    params = {k: namespace[k] for k in keys if k in namespace}
+    params = given_parameters(part.study_type, namespace)
     profile = namespace.get("profile", "quick")
     study = part.resolve(profile, params)
     Page.glue_md("what_ran", what_ran(study, params))  # the table under the page's title

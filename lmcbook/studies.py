@@ -15,6 +15,13 @@ instead, and the check its values must pass, with a one-line comment saying what
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
+import io
+import json
+import textwrap
+import tokenize
 import types
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
@@ -943,7 +950,8 @@ __all__ = ["PROFILES", "STUDIES", "TASKS", "Cell", "CellStudy", "ControlsStudy",
            "MechanismStudy", "NoiseModel", "NoiseRegimeStudy", "NoiseStudy", "Pair", "Recipe", "Study", "StudyT",
            "SummaryStudy", "TheoryStudy", "Training", "TutorialStudy", "WidthStudy", "check_fields", "check_lr_floors",
            "check_run_count", "check_spawn_fractions", "deciding_widths", "param", "profile_table", "profile_values",
-           "resolve", "sources", "what_ran", "CHECKS", "FRACTION", "FRACTION_CLOSED", "SPAWN_FRACTION", "LR_FLOOR",
+           "resolve", "sources", "what_ran", "parameters_cell", "given_parameters", "injected_names",
+           "CHECKS", "FRACTION", "FRACTION_CLOSED", "SPAWN_FRACTION", "LR_FLOOR",
            "POSITIVE", "WIDTH_MULTIPLIER", "default", "positive", "check_profile", "PAPER_WIDTHS", "SMOKE_LAMS",
            "PROTOCOLS", "Part", "WIDTH", "PROBES", "DEPTH", "THEORY", "NOISE_REGIME", "NOISE", "CONTROLS", "MECHANISM",
            "TUTORIAL", "EXPLORE", "SUMMARY", "part_of", "all_notebooks", "study", "part_specs", "MAX_REPLICATES",
@@ -1106,7 +1114,8 @@ def _resolved(cls: type, profile: str, overrides: dict[str, Any]) -> tuple[dict[
 
 
 def resolve(cls: type[StudyT], profile: str = "quick", **overrides: Any) -> StudyT:
-    """Return the study ``cls`` at ``profile``; overrides that are None keep the profile's value."""
+    """Return the study ``cls`` at ``profile``; overrides that are None keep the profile's value (a page passes only
+    the values its reader gave: :func:`given_parameters`)."""
     values, _ = _resolved(cls, profile, overrides)
     study = cls(profile=profile, **values)
     check_run_count(study.run_count(), f"{cls.__name__} at profile {profile!r}")
@@ -1138,6 +1147,85 @@ def what_ran(study: Study, overrides: dict[str, Any]) -> str:
         return head + "This page's study has no parameters but its profile."
     return head + "\n".join(["| parameter | value | from | parameter | value | from |", "|---|---|---|---|---|---|",
                              *(f"| {r} |" for r in rows)])
+
+
+#: The head of a notebook's ``parameters`` cell (:func:`parameters_cell`).
+PARAMETERS_HEAD = ("# The values below run at the quick profile. Another profile (smoke, paper) replaces each "
+                   "value left as written\n# here by its own (the line's comment); a value you change, here or with "
+                   "`-p NAME VALUE`, is yours.")
+
+
+def _literal(v: Any) -> str:
+    """Return a study value as the Python literal a parameters cell writes."""
+    if isinstance(v, tuple):
+        return "(" + ", ".join(map(_literal, v)) + ("," if len(v) == 1 else "") + ")"
+    return json.dumps(v) if isinstance(v, str) else repr(v)
+
+
+def field_comments(cls: type) -> dict[str, str]:
+    """Return the one-line comment of each field of study ``cls``, from the source line that declares it."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass) or klass is object:
+            continue
+        lines, first = inspect.getsourcelines(klass)
+        tokens = tokenize.generate_tokens(io.StringIO("".join(lines)).readline)
+        comments = {t.start[0]: t.string.lstrip("# ").strip() for t in tokens if t.type == tokenize.COMMENT}
+        for node in ast.parse(textwrap.dedent("".join(lines))).body[0].body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                said = [comments[n] for n in range(node.lineno, node.end_lineno + 1) if n in comments]
+                if said:
+                    out[node.target.id] = said[-1]
+    return out
+
+
+def parameters_cell(cls: type) -> str:
+    """Return the source of the ``parameters`` cell of a notebook whose study is ``cls``: ``profile``, then each field
+    at its quick value, one to a line, with what it is and what the smoke and paper profiles run instead (a test holds
+    every notebook to it)."""
+    said = field_comments(cls)
+    own = {f.name for f in fields(cls)}
+    recipe = {k: v for k, v in _PAPER_ARCH["mlp"].items() if k in own} if issubclass(
+        cls, (WidthStudy, MechanismStudy)) else {}  # the paper profile's MLP recipe (:func:`_resolved`)
+    lines = [PARAMETERS_HEAD, 'profile = "quick"'] if len(own) > 1 else ['profile = "quick"  # smoke, quick or paper']
+    for f in fields(cls):
+        if f.name == "profile":
+            continue
+        quick = default(cls, f.name)
+        profiles = f.metadata.get("profiles", {})
+        other = [f"{p} {_literal(v)}" for p, v in profiles.items() if v != quick]
+        if f.name in recipe and recipe[f.name] != profiles.get("paper", quick):
+            other.append(f"paper with arch \"mlp\" {_literal(recipe[f.name])}")
+        note = "; ".join([said.get(f.name, "")] + other).strip("; ")
+        lines.append(f"{f.name} = {_literal(quick)}" + (f"  # {note}" if note else ""))
+    return "\n".join(lines)
+
+
+def _same(v: Any, quick: Any) -> bool:
+    """Return whether a parameter's value is its quick value (a list as the tuple it stands for)."""
+    v = tuple(v) if isinstance(v, list) else v
+    return type(v) is type(quick) and v == quick
+
+
+def injected_names(namespace: dict[str, Any]) -> set[str]:
+    """Return the names that papermill's injected cell (``# Parameters``, after the ``parameters`` cell) assigned in
+    this kernel, read from IPython's input history ``In``; none outside IPython or without papermill."""
+    for source in reversed(namespace.get("In", []) or []):
+        if source.lstrip().startswith("# Parameters"):
+            tree = ast.parse(source)
+            return {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                    if isinstance(t, ast.Name)}
+    return set()
+
+
+def given_parameters(cls: type, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Return the study fields of ``cls`` that a notebook's namespace gives, {name: value}: those papermill injected
+    (``-p NAME VALUE``: yours, even at the quick value) and those whose value is no longer the quick value of the
+    ``parameters`` cell (an edit in Jupyter).  The others take the profile's value (:func:`resolve`)."""
+    injected = injected_names(namespace)
+    return {f.name: namespace[f.name] for f in fields(cls)
+            if f.name != "profile" and f.name in namespace
+            and (f.name in injected or not _same(namespace[f.name], default(cls, f.name)))}
 
 
 def check_run_count(runs: int, what: str) -> None:

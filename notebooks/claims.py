@@ -17,7 +17,7 @@
 # own; the diagnostics are shown and never counted. How the rows are decided follows.
 
 # %% tags=["parameters"]
-profile = "quick"
+profile = "quick"  # smoke, quick or paper
 
 # %% tags=["remove-cell"]
 from IPython.display import Markdown

@@ -27,8 +27,15 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and ExplorerStudy's fields (lmcbook.studies); None keeps the profile's value
-dataset = width = pair = lam = layer = interactive = None
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
+# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+profile = "quick"
+dataset = "digits"  # the width sweep's data set; paper "cifar10"
+width = None  # the width multiplier shown first (None: the widest)
+pair = 0  # the pair index p
+lam = 0.5  # the λ shown first
+layer = None  # the layer shown first (None: the last hidden layer)
+interactive = False  # widgets (a live kernel) instead of the static figures
 
 # %%
 import pandas as pd

@@ -30,9 +30,29 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and DepthStudy's fields (lmcbook.studies); None keeps the profile's value
-dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
-seeds = device = lams = scheduler = precision = init_scale = weight_decay = width = depths = None
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
+# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+profile = "quick"
+dataset = "digits"  # the data set (lmcbook.data): 8x8 digits, embedded; paper "mnist"
+data_root = None  # where torchvision data sets live (None: the embedded ones need none)
+download = False  # let torchvision download a missing data set into data_root
+base_width = 64  # hidden units at width multiplier 1; paper 512
+norm = "none"  # no normalisation: LEWC's λ^l scale holds for bare MLPs
+bias = False  # no biases: LEWC's λ^l scale holds for bare MLPs
+epochs = 60  # passes over the training split; smoke 4
+batch_size = 128  # examples per SGD step
+lr = 0.05  # SGD's peak learning rate (linear warm-up, then linear decay to 0)
+momentum = 0.9  # SGD momentum (PyTorch's, dampening 0)
+warmup = 0.05  # share of all steps spent in the linear warm-up
+seeds = 1  # pairs per depth (W10 reads 5 in the paper profile); paper 5
+device = "auto"  # where runs train: auto, cpu, cuda, cuda:N or mps
+lams = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)  # the λ grid: 21 points in [0, 1]; smoke (0.0, 0.5, 1.0)
+scheduler = None  # where missing runs train: None (here), "local:N" or "tcp://HOST:PORT"
+precision = "fp32"  # fp32, or bf16 autocast (part of each run's spec)
+init_scale = 1.0  # factor on the initial weights (1: PyTorch's initialisation)
+weight_decay = 0.003  # SGD's weight decay (L2), as the width sweep's
+width = 8.0  # multiplier of base_width: 512 hidden units; smoke 0.25; paper 2.0
+depths = (2, 3, 4, 5, 6)  # the linear layers L of each MLP; smoke (2, 3)
 
 # %%
 import numpy as np

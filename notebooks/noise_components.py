@@ -39,12 +39,43 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and NoiseStudy's fields (lmcbook.studies); None keeps the profile's value
-dataset = data_root = download = base_width = width = depth = bias = steps = max_steps = warmup = lrs = batch_sizes = None
-noise_scales = protocol = None
-momentum = weight_decay = spawn_fraction = lr_floor = augment = row_batch_size = momenta = component_lrs = weight_decays = None
-component_lr = pair_lrs = finetune_steps = finetune_lrs = alphas = ties_keep = seeds = grid_seeds = device = scheduler = None
-show_references = None
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
+# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+profile = "quick"
+dataset = "mnist1d"  # MNIST-1D: generated offline, 10 classes; smoke "digits"; paper "cifar10"
+data_root = None  # where torchvision data sets live (None: the embedded ones need none)
+download = False  # let torchvision download a missing data set into data_root
+base_width = 64  # hidden units at width multiplier 1
+width = 2.0  # multiplier of base_width: 128 hidden units; smoke 0.5; paper 4.0
+depth = 4  # linear layers L of the MLP
+bias = False  # biases in every layer
+steps = 2000  # SGD steps of every run; smoke 60; paper 20000
+max_steps = None  # the convergence rule's step cap (None: no second length)
+warmup = 0.05  # share of all steps spent in the linear warm-up
+lrs = (0.01, 0.02, 0.05, 0.1, 0.2)  # the grid's peak rates η; smoke (0.02, 0.05, 0.1)
+batch_sizes = (32, 64, 128, 256)  # the grid's batch sizes B; smoke (32, 128)
+noise_scales = None  # S values of the grid (None: the lrs × batch_sizes grid)
+protocol = "steps"  # the grid's length rule
+momentum = 0.9  # SGD momentum μ (PyTorch's, dampening 0)
+weight_decay = 0.0005  # SGD's weight decay (L2)
+spawn_fraction = 0.5  # where the grid spawns its children (share of training)
+lr_floor = 1.0  # where the rate ends, as a share of its peak (1: constant)
+augment = False  # random shifts in the grid and the component sweeps
+row_batch_size = 128  # the component sweeps' batch size
+momenta = (0.0, 0.5, 0.9)  # the momentum sweep; smoke (0.0, 0.9)
+component_lrs = (0.02, 0.05, 0.1, 0.2)  # its rates; smoke (0.02, 0.05, 0.1)
+weight_decays = (0.0, 0.0005, 0.005)  # the weight-decay sweep; smoke (0.0, 0.005)
+component_lr = 0.05  # the weight-decay sweep's and task arithmetic's peak rate
+pair_lrs = (0.01, 0.03, 0.1, 0.3)  # the learning-rate-pair matrix; smoke (0.02, 0.1)
+finetune_steps = 500  # task arithmetic's fine-tuning steps; smoke 20
+finetune_lrs = (0.01, 0.03, 0.1)  # task arithmetic's fine-tuning rates; smoke (0.05,)
+alphas = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # task arithmetic's scales of the task vectors; smoke (0.0, 0.5, 1.0)
+ties_keep = 0.2  # TIES merging's share of each task vector kept
+seeds = 2  # pairs per cell of the other sweeps; smoke 1; paper 10
+grid_seeds = 5  # pairs per cell of the grid; smoke 1; paper 10
+device = "auto"  # where runs train: auto, cpu, cuda, cuda:N or mps
+scheduler = None  # where missing runs train: None (here), "local:N" or "tcp://HOST:PORT"
+show_references = True  # show the committed reference runs (results/) beside this run's cells
 
 # %%
 import numpy as np

@@ -49,10 +49,31 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and NoiseRegimeStudy's fields (lmcbook.studies); None keeps the profile's value
-dataset = data_root = download = base_width = width = depth = bias = steps = warmup = batch_size = lrs = None
-momentum = weight_decay = lr_floors = spawn_fractions = independent = augment = anneal = show_references = seeds = device = None
-scheduler = None
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
+# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+profile = "quick"
+dataset = "mnist1d"  # MNIST-1D: generated offline, 10 classes; smoke "digits"; paper "cifar10"
+data_root = None  # where torchvision data sets live (None: the embedded ones need none)
+download = False  # let torchvision download a missing data set into data_root
+base_width = 64  # hidden units at width multiplier 1
+width = 2.0  # multiplier of base_width: 128 hidden units; smoke 0.5; paper 4.0
+depth = 4  # linear layers L of the MLP
+bias = False  # biases in every layer
+steps = 2000  # SGD steps of every run; smoke 60; paper 20000
+warmup = 0.05  # share of all steps spent in the linear warm-up
+batch_size = 128  # examples per SGD step
+lrs = (0.01, 0.03, 0.1, 0.3, 1.0)  # peak learning rates η; smoke (0.02, 0.1, 0.4)
+momentum = 0.9  # SGD momentum μ (PyTorch's, dampening 0)
+weight_decay = 0.0005  # SGD's weight decay (L2)
+lr_floors = (0.0, 1.0)  # where each schedule's rate ends; paper (0.0, 0.2, 1.0)
+spawn_fractions = (0.0, 0.5)  # spawn points; paper (0.0, 0.1, 0.25, 0.5)
+independent = False  # add independently initialised pairs; smoke True; paper True
+augment = False  # add every cell again with random shifts; smoke True; paper True
+anneal = False  # add children annealed to zero from the same spawns
+show_references = True  # show the committed reference maps (results/) beside this run's own
+seeds = 3  # pairs per cell, each from its own parent; smoke 2; paper 10
+device = "auto"  # where runs train: auto, cpu, cuda, cuda:N or mps
+scheduler = None  # where missing runs train: None (here), "local:N" or "tcp://HOST:PORT"
 
 # %%
 from lmcbook import claims, experiments_noise, plots_noise, plots_style, reference, schema, store

@@ -51,7 +51,7 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"
+profile = "quick"  # smoke, quick or paper
 
 # %% tags=["remove-cell"]
 # The landing page's imports, and its own numbers and words: the width pages' headline, the scoreboard's counts,

@@ -32,8 +32,12 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and TutorialStudy's fields (lmcbook.studies); None keeps the profile's value
-hidden_units = epochs = pair = None
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
+# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+profile = "quick"
+hidden_units = 256  # units of each hidden layer; smoke 32; paper 1024
+epochs = 40  # passes over the training split; smoke 3; paper 60
+pair = 0  # the pair index p: model a is seed 2p, model b seed 2p+1
 
 # %%
 from lmcbook import schema

@@ -39,10 +39,34 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and ControlsStudy's fields (lmcbook.studies); None keeps the profile's value
-dataset = data_root = download = base_width = norm = bias = epochs = batch_size = lr = momentum = warmup = None
-seeds = device = lams = scheduler = precision = arch = depth = init_scale = weight_decay = widths = decisive_seeds = None
-weak_weight_decay = draws = match_iterations = None
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
+# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+profile = "quick"
+dataset = "digits"  # the data set (lmcbook.data): 8x8 digits, embedded; paper "cifar10"; paper with arch "mlp" "mnist"
+data_root = None  # where torchvision data sets live (None: the embedded ones need none)
+download = False  # let torchvision download a missing data set into data_root
+base_width = 64  # hidden units (MLP) or first-layer channels at width multiplier 1; paper with arch "mlp" 512
+norm = "none"  # normalisation: none, batch or layer (LEWC's theory needs none); paper "batch"; paper with arch "mlp" "none"
+bias = False  # biases in every layer (LEWC's theory needs none); paper True; paper with arch "mlp" False
+epochs = 60  # passes over the training split; smoke 4; paper 100; paper with arch "mlp" 60
+batch_size = 128  # examples per SGD step
+lr = 0.05  # SGD's peak learning rate (linear warm-up, then linear decay to 0)
+momentum = 0.9  # SGD momentum (PyTorch's, dampening 0)
+warmup = 0.05  # share of all steps spent in the linear warm-up
+seeds = 2  # pairs per cell: pair p is seeds 2p and 2p+1; smoke 1; paper 3
+device = "auto"  # where runs train: auto, cpu, cuda, cuda:N or mps
+lams = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)  # the λ grid: 21 points in [0, 1]; smoke (0.0, 0.25, 0.5, 0.75, 1.0)
+scheduler = None  # where missing runs train: None (here), "local:N" or "tcp://HOST:PORT"
+precision = "fp32"  # fp32, or bf16 autocast (part of each run's spec)
+arch = "mlp"  # mlp, vgg11 or resnet20 (in the paper profile it picks its recipe); paper "vgg11"
+depth = 4  # linear layers L of the MLP (None for VGG11 and ResNet20)
+init_scale = 1.0  # factor on the initial weights (1: PyTorch's initialisation)
+weight_decay = 0.003  # SGD's weight decay (L2), the width paper's 3e-3
+widths = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # multipliers of base_width: 16 to 1024 hidden units; smoke (0.25, 1.0); paper (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+decisive_seeds = 5  # pairs where the width rows decide; smoke 1
+weak_weight_decay = 0.0001  # the weak-weight-decay twin's weight decay
+draws = 5  # random permutations drawn per pair; smoke 2
+match_iterations = 100  # weight matching's iteration cap; smoke 20
 
 # %%
 from lmcbook import experiments, plots_width, store

@@ -65,8 +65,15 @@
 # ```
 
 # %% tags=["parameters"]
-profile = "quick"  # and TheoryStudy's fields (lmcbook.studies); None keeps the profile's value
-lams = depth = hidden = in_features = inputs = seed = None
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
+# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+profile = "quick"
+lams = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)  # the λ grid
+depth = 4  # linear layers L of the constructed networks
+hidden = 32  # hidden units (two disjoint halves); smoke 16; paper 256
+in_features = 16  # input size
+inputs = 256  # random inputs the identities are checked on; smoke 64; paper 1024
+seed = 0  # seed of the weights and inputs
 
 # %%
 import pandas as pd

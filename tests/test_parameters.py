@@ -25,7 +25,56 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_parameters_cell_lists_exactly_its_studys_fields(name):
     cell = book.notebook_parameters(ROOT / "notebooks" / f"{name}.py")
     assert list(cell) == ["profile", *book.study_fields(name)], name
-    assert all(v is None for k, v in cell.items() if k != "profile")  # None keeps the profile's value
+    study = studies.part_of(name).study_type
+    assert cell == {"profile": "quick", **{k: studies.default(study, k) for k in book.study_fields(name)}}, name
+    source = (ROOT / "notebooks" / f"{name}.py").read_text()
+    assert f'# %% tags=["parameters"]\n{studies.parameters_cell(study)}\n\n# %%' in source, (
+        f"{name}: rewrite its parameters cell as lmcbook.studies.parameters_cell({study.__name__}) writes it")
+
+
+def test_the_parameters_cell_says_what_each_profile_runs_instead():
+    cell = studies.parameters_cell(studies.WidthStudy)
+    assert "\nepochs = 60  # passes over the training split; smoke 4; paper 100; paper with arch \"mlp\" 60\n" in cell
+    assert "\nbatch_size = 128  # examples per SGD step\n" in cell  # no profile changes it
+    assert "\nwidths = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  #" in cell
+    assert studies.parameters_cell(studies.SummaryStudy) == 'profile = "quick"  # smoke, quick or paper'
+
+
+def test_a_value_left_as_written_takes_the_profiles_and_a_given_one_is_the_readers():
+    """The cell writes the quick values: a value still at it takes the profile's; one changed in the cell, or given
+    with -p (papermill's injected cell, in IPython's input history), is the reader's, even at the quick value."""
+    cls = studies.WidthStudy
+    cell = book.notebook_parameters(ROOT / "notebooks" / "width_accuracy.py")
+    assert studies.given_parameters(cls, {**cell, "profile": "paper"}) == {}
+    assert studies.resolve(cls, "paper").epochs == 100
+    edited = {**cell, "profile": "paper", "lr": 0.1, "widths": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]}
+    assert studies.given_parameters(cls, edited) == {"lr": 0.1}  # a list equal to the quick tuple is left as written
+    injected = '# Parameters\nprofile = "paper"\nepochs = 60\n'
+    namespace = {**cell, "profile": "paper", "In": ["", "profile = 'quick'", injected, "open_page(...)"]}
+    given = studies.given_parameters(cls, namespace)
+    assert given == {"epochs": 60}
+    assert studies.resolve(cls, "paper", **given).epochs == 60 and studies.resolve(cls, "paper").epochs == 100
+    assert studies.given_parameters(cls, {**cell, "epochs": True}) == {"epochs": True}  # True is not 1: checked later
+
+
+@pytest.mark.integration
+def test_papermill_parameters_are_given_even_at_their_quick_value(tmp_path):
+    """Executed by papermill, a page reads the names its injected cell assigns as given: ``-p epochs 60`` with the
+    paper profile runs 60 epochs, not the paper's 100."""
+    import jupytext
+    import nbformat
+    import papermill
+
+    source = ('# %% tags=["parameters"]\n' + studies.parameters_cell(studies.WidthStudy) + "\n\n# %%\n"
+              "from lmcbook import studies\n"
+              "given = studies.given_parameters(studies.WidthStudy, globals())\n"
+              "print(sorted(given.items()), studies.resolve(studies.WidthStudy, profile, **given).epochs)\n")
+    src = tmp_path / "given.ipynb"
+    jupytext.write(jupytext.reads(source, fmt="py:percent"), str(src))
+    papermill.execute_notebook(str(src), str(tmp_path / "out.ipynb"), kernel_name="python3", progress_bar=False,
+                               parameters={"profile": "paper", "epochs": 60, "lr": 0.05}, language="python")
+    out = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4).cells[-1].outputs[0]["text"]
+    assert out.strip() == "[('epochs', 60), ('lr', 0.05)] 60"
 
 
 def test_a_parameter_given_to_every_notebook_reaches_only_those_whose_study_has_it():

@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from .claims.noise import cell_mean_fit
 from .plots_style import (
     COLORS,
     _figure,
@@ -99,6 +100,13 @@ def plot_noise_grid(grid: pd.DataFrame, fit_s: dict | None = None) -> Figure:
     _log_ticks(axes[0])
     _log_ticks(ax)
     return fig
+
+
+def plot_reference_grid(grid: pd.DataFrame) -> Figure:
+    """Return :func:`plot_noise_grid` of a noise run's η × B grid (:func:`lmcbook.claims.noise.grid_pairs`) with the
+    quadratic fit on log10 S over its kept cells' means: the figure the noise-scale and landing pages show of a
+    reference run."""
+    return plot_noise_grid(grid, cell_mean_fit(grid, ["lr", "batch_size"]))
 
 
 def _start_label(method: str, fraction: float) -> str:

@@ -297,7 +297,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from lmcbook import reference
-from lmcbook.claims.noise import cell_mean_fit, grid_protocol, mark_kept, noise_cells, noise_pairs
+from lmcbook.claims.noise import grid_pairs, grid_protocol, noise_cells
 from lmcbook.claims.thresholds import (
     MIN_PAIRS,
     NOISE_CONVERGED_TRAIN_ACC,
@@ -349,8 +349,8 @@ def reference_texts(page: Page, study: Any) -> tuple[dict[str, str], Figure]:
                for name, (frame, _) in (page.references(retired=True) if study.show_references else {}).items()]
     blocks, rows, figure, by_protocol = [], {}, None, []
     for name, (frame, prov) in (page.references() if study.show_references else {}).items():
-        ref = mark_kept(noise_pairs(frame[frame["method"] == "grid"], ["lr", "batch_size"]), ["lr", "batch_size"])
-        figure = figure or plots_noise.plot_noise_grid(ref, cell_mean_fit(ref, ["lr", "batch_size"]))
+        ref = grid_pairs(frame)
+        figure = figure or plots_noise.plot_reference_grid(ref)
         facts = (f"{int(ref.groupby(['lr', 'batch_size'])['pair'].nunique().min())} pairs per cell.\n\n"
                  + markdown_table(noise_reference_facts(frame)))
         block, rows[name] = page.noise_reference_block(name, frame, prov, facts)

@@ -241,9 +241,8 @@ if ref_name is None:
     page.glue_md("noise_headline_data", "none")
     page.glue_md("noise_headline_setup", "nothing")
 else:
-    grid_keys, ref = ["lr", "batch_size"], reference.get(ref_name)
-    grid_ref = claims.noise.mark_kept(claims.noise.noise_pairs(grids[ref_name][0].query("method == 'grid'"), grid_keys), grid_keys)
-    page.glue_figure("fig_noise_headline", plots_noise.plot_noise_grid(grid_ref, claims.noise.cell_mean_fit(grid_ref, grid_keys)))
+    ref = reference.get(ref_name)
+    page.glue_figure("fig_noise_headline", plots_noise.plot_reference_grid(claims.noise.grid_pairs(grids[ref_name][0])))
     page.glue_md("noise_headline_source", f"`{ref_name}`")
     page.glue_md("noise_headline_data", DATASET_SHORT[str(grids[ref_name][0]["dataset"].iloc[0])])
     page.glue_md("noise_headline_setup", describe_noise(part_of(ref.notebook).resolve(ref.profile, ref.params), sweeps=False))

@@ -129,6 +129,13 @@ def mark_kept(pairs: pd.DataFrame, keys: list[str], rule: float = NOISE_FAILED_T
     return pairs.merge(noise_cells(pairs, keys, rule)["kept"].reset_index(), on=keys)
 
 
+def grid_pairs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Return a noise page's η × B grid as pairs (:func:`noise_pairs` of its ``grid`` rows), each cell marked kept or
+    excluded by the rule (:func:`mark_kept`)."""
+    keys = ["lr", "batch_size"]
+    return mark_kept(noise_pairs(frame[frame["method"] == "grid"], keys), keys)
+
+
 def _rule_text(cells: pd.DataFrame, rule: float = NOISE_FAILED_TRAIN_ACC) -> str:
     n_out, n_div = int((~cells["kept"]).sum()), int(cells["diverged"].sum()) if "diverged" in cells else 0
     what = ("failed: a non-finite loss, or the weaker child's training accuracy < "

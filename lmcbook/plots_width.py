@@ -26,7 +26,7 @@ from .plots_style import (
     errorbar,
     seed_stats,
 )
-from .schema import cell_table, in_cell, pair_values, select
+from .schema import cell_table, in_cell, pair_values
 from .stats import cell_stats, interval
 
 
@@ -391,70 +391,6 @@ def plot_draws(perm: pd.DataFrame, metric: str = "acc_merged") -> Figure:
 
 
 
-
-def _cell_style(df: pd.DataFrame) -> dict[tuple[int, float], dict]:
-    """Return a line style per (epochs, weight decay): colour by length, solid for the strongest decay."""
-    lengths = sorted(df["epochs"].dropna().unique())
-    decays = sorted(df["weight_decay"].dropna().unique())
-    cmap = plt.get_cmap("viridis")
-    return {(e, wd): dict(color=cmap(0.85 * i / max(len(lengths) - 1, 1)), ls="-" if wd == decays[-1] else "--",
-                          marker="o" if wd == decays[-1] else "s", label=f"{int(e)} epochs, wd {wd:g}")
-            for i, e in enumerate(lengths) for wd in decays}
-
-
-def plot_regime(long: pd.DataFrame) -> Figure:
-    """Return four panels against width, one line per (training length, weight decay): merged accuracy beside the
-    ensemble, the calibrated midpoint loss barrier, the relative effective rank of the hidden-to-hidden matrices
-    beside the untrained baseline, and the distance from initialisation."""
-
-    fig, axes = _figure(2, 2, 2.8)
-    styles = _cell_style(long)
-    hidden = long[(long["layer"] > 1) & (long["layer"] < long["layer"].max())]
-    half = r"$\lambda=\frac{1}{2}$"
-    panels = ((axes[0, 0], long, "acc_merged", {}, f"merged accuracy, {half}\n(dotted: ensemble)"),
-              (axes[0, 1], long, "loss_barrier_cal_mid", {}, "calibrated midpoint\nloss barrier (nats)"),
-              (axes[1, 0], hidden, "rel_effective_rank", {"method": "trained"},
-               "relative effective rank,\nhidden-to-hidden"),
-              (axes[1, 1], long[long["layer"].isna()], "init_distance", {},
-               "distance from initialisation\n" + r"$\|\theta_T-\theta_0\|/\|\theta_0\|$"))
-    for ax, df, metric, filters, title in panels:
-        for (e, wd), st in styles.items():
-            s = cell_stats(df, metric, epochs=e, weight_decay=wd, **filters)
-            if s.empty:
-                continue
-            ax.errorbar(s.index, s["mean"], yerr=[s["mean"] - s["lo"], s["hi"] - s["mean"]], capsize=2, **st)
-            if metric == "acc_merged":
-                ens = cell_stats(df, "acc_ensemble", epochs=e, weight_decay=wd)
-                ax.plot(ens.index, ens["mean"], color=st["color"], ls=":", lw=1)
-        ax.set_title(title)
-        _width_axis(ax, long["hidden_units"].dropna())
-    base = cell_stats(select(hidden, method="untrained"), "rel_effective_rank")
-    untrained = axes[1, 0].plot(base.index, base["mean"], color=COLORS["untrained"], ls="-.", lw=2)[0]
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    _figure_legend(fig, handles + [untrained], labels + ["untrained networks"])
-    return fig
-
-
-def plot_regime_map(long: pd.DataFrame) -> Figure:
-    """Return the regime map: width against the decay integral D (log axis), merged accuracy as colour."""
-
-    fig, axes = _figure(1, 1, 3.8)
-    ax = axes[0, 0]
-    pts = []
-    for _, cell in long.groupby(["epochs", "weight_decay"]):
-        d = float(cell.loc[cell["metric"] == "decay_integral", "value"].mean())
-        acc = cell_stats(cell, "acc_merged")
-        pts += [(u, d, a) for u, a in acc["mean"].items()]
-    u, d, a = (np.array(v, float) for v in zip(*pts))
-    sc = ax.scatter(u, d, c=a, cmap="RdYlGn", vmin=0, vmax=1, s=700, marker="s", edgecolors="k", linewidths=0.4)
-    for x, y, v in pts:
-        ax.annotate(f"{v:.2f}", (x, y), ha="center", va="center", fontsize=9)
-    ax.set_yscale("log")
-    ax.set_ylabel(r"decay integral $D = \mathrm{wd}\cdot\sum_t \eta_t$")
-    _width_axis(ax, u)
-    fig.colorbar(sc, ax=ax, label=r"merged accuracy, $\lambda=\frac{1}{2}$")
-    ax.grid(False)
-    return fig
 
 # -- the mechanism study ---------------------------------------------------------------------
 def _draw(ax, pts, **style) -> None:

@@ -714,16 +714,6 @@ class RunStore(EventLog, DerivedResults):
                 out.append(p)
         return out
 
-    def corrupt_entries(self) -> list[str]:
-        """Return the ids of entries whose files are missing or fail their manifest."""
-        bad = []
-        for rid in self.ids():
-            try:
-                self.verify(rid)
-            except StoreError:
-                bad.append(rid)
-        return bad
-
     def problems(self) -> list[tuple[str, Path, str]]:
         """Return every problem ``lmcbook store verify`` reports, as (kind, path, detail): corrupt entries,
         entries without a manifest, damaged derived results and torn event-log lines.  ``gc`` mends each."""

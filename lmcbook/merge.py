@@ -11,11 +11,14 @@ input axis, the normalisation layers and elementwise activations in between (the
 per channel), pooling, and, across a residual addition, the other summand too.  The
 trace follows each tensor's channel axis (axis 1: the features of an (N, F) tensor, the
 channels of an (N, C, ...) map) through the graph and joins the groups that must share
-one permutation; groups that reach the network's input or output are not permuted.
+one permutation; groups that reach the network's input or output are not permuted.  A
+``Flatten`` (or ``flatten``, ``view``, ``reshape`` to (N, C·H·W)) after a convolution or a
+pooling layer turns each channel into a block of H·W consecutive features: the next
+Linear's input axis is then permuted in blocks, ``(name, H·W)`` in the spec.
 
 :func:`derive_spec` refuses, with :class:`SpecUnavailable` naming the node, anything it
-cannot prove channel-equivariant (concatenation, reshapes that mix channels with
-positions, grouped convolutions, GroupNorm with several groups, custom modules with
+cannot prove channel-equivariant (concatenation, reshapes other than a flatten of the
+channels with their positions, grouped convolutions, GroupNorm with several groups, custom modules with
 their own parameters).  :func:`check_spec` checks a spec the way it matters: a random
 permutation must leave the network's outputs unchanged.
 """
@@ -157,7 +160,10 @@ class PermutationSpec:
     """Which permutation acts on which axis of which parameter or buffer (after git-re-basin).
 
     ``axes_to_perm`` maps every state-dict key to one entry per tensor axis: the
-    name of the permutation acting on that axis, or None.  ``sizes`` gives each
+    name of the permutation acting on that axis, None, or ``(name, block)``: an axis of
+    ``block`` consecutive features per unit of that permutation, moved as blocks (a Linear
+    after a Flatten of C channels of H·W positions: ``("P_conv2", H * W)`` on its input axis,
+    whose feature c·H·W + s is position s of channel c).  ``sizes`` gives each
     permutation's length.  Build one with :meth:`from_axes` (which checks it
     against a state dict) or :func:`permutation_spec` for lmcbook's models.
     """
@@ -170,7 +176,8 @@ class PermutationSpec:
         """Return, for each permutation, the (key, axis) pairs it acts on."""
         out: dict[str, list[tuple[str, int]]] = {p: [] for p in self.sizes}
         for key, axes in self.axes_to_perm.items():
-            for axis, p in enumerate(axes):
+            for axis, entry in enumerate(axes):
+                p, _ = axis_perm(entry)
                 if p is not None:
                     out[p].append((key, axis))
         return out
@@ -184,11 +191,11 @@ class PermutationSpec:
         """
         if isinstance(state, nn.Module):
             state = state.state_dict()
-        axes_to_perm = {k: tuple(v) for k, v in axes_to_perm.items()}
+        axes_to_perm = {k: tuple(tuple(e) if isinstance(e, list) else e for e in v) for k, v in axes_to_perm.items()}
         missing = [k for k in state if k not in axes_to_perm and state[k].ndim > 0]
         if missing:
             raise ValueError(f"PermutationSpec misses parameter(s) {missing[:5]}: every parameter and buffer with an "
-                             "axis needs an entry (a tuple with one permutation name or None per axis)")
+                             "axis needs an entry (a tuple with one permutation name, (name, block) or None per axis)")
         unknown = [k for k in axes_to_perm if k not in state]
         if unknown:
             raise ValueError(f"PermutationSpec names unknown parameter(s) {unknown[:5]}: "
@@ -199,13 +206,19 @@ class PermutationSpec:
             shape = tuple(state[key].shape)
             if len(axes) != len(shape):
                 raise ValueError(f"PermutationSpec entry {key!r} has {len(axes)} axes but the tensor has shape {shape}")
-            for axis, p in enumerate(axes):
+            for axis, entry in enumerate(axes):
+                p, block = axis_perm(entry)
                 if p is None:
                     continue
-                if p in sizes and sizes[p] != shape[axis]:
-                    raise ValueError(f"permutation {p!r} has size {sizes[p]} on {where[p]} but {shape[axis]} on "
-                                     f"{key!r} axis {axis}: expected one size per permutation")
-                sizes[p], where[p] = shape[axis], f"{key!r} axis {axis}"
+                if shape[axis] % block:
+                    raise ValueError(f"PermutationSpec entry {key!r} axis {axis} moves blocks of {block} features, "
+                                     f"but the axis has {shape[axis]}: expected a multiple of {block}")
+                if p in sizes and sizes[p] != shape[axis] // block:
+                    raise ValueError(f"permutation {p!r} has size {sizes[p]} on {where[p]} but "
+                                     f"{shape[axis] // block} on {key!r} axis {axis}"
+                                     + (f" ({shape[axis]} features in blocks of {block})" if block > 1 else "")
+                                     + ": expected one size per permutation")
+                sizes[p], where[p] = shape[axis] // block, f"{key!r} axis {axis}"
         for k in state:
             if k not in axes_to_perm:
                 axes_to_perm[k] = ()
@@ -215,7 +228,7 @@ class PermutationSpec:
         """Raise SpecError, naming the parameter and axis, unless every tensor this spec permutes is in ``state``
         with the axis sizes the spec gives its permutations."""
         for key, axes in self.axes_to_perm.items():
-            if not any(p is not None for p in axes):
+            if not any(axis_perm(e)[0] is not None for e in axes):
                 continue
             shape = tuple(state[key].shape) if key in state else None
             if shape is None or len(shape) != len(axes):
@@ -223,11 +236,32 @@ class PermutationSpec:
                                 f"model's {key!r} {'is missing' if shape is None else f'has shape {shape}'}; expected "
                                 "a PermutationSpec built for this model (merge.permutation_spec(model) or "
                                 "PermutationSpec.from_axes(axes, model))")
-            for axis, p in enumerate(axes):
-                if p is not None and shape[axis] != self.sizes[p]:
-                    raise SpecError(f"spec does not fit the model: permutation {p!r} has size {self.sizes[p]}, but "
-                                    f"{key!r} axis {axis} has size {shape[axis]}; expected a PermutationSpec built "
-                                    "for this model (merge.permutation_spec(model) or PermutationSpec.from_axes)")
+            for axis, entry in enumerate(axes):
+                p, block = axis_perm(entry)
+                if p is not None and shape[axis] != self.sizes[p] * block:
+                    raise SpecError(f"spec does not fit the model: permutation {p!r} has size {self.sizes[p]}"
+                                    + (f" (in blocks of {block})" if block > 1 else "") + f", but {key!r} axis "
+                                    f"{axis} has size {shape[axis]}; expected a PermutationSpec built for this model "
+                                    "(merge.permutation_spec(model) or PermutationSpec.from_axes)")
+
+
+def axis_perm(entry: str | tuple[str, int] | None) -> tuple[str | None, int]:
+    """Return (permutation name or None, block) of one axis entry of a spec: a name moves single features
+    (block 1), ``(name, block)`` moves blocks of ``block`` consecutive features."""
+    if entry is None or isinstance(entry, str):
+        return entry, 1
+    name, block = entry
+    if not isinstance(name, str) or int(block) != block or block < 1:
+        raise ValueError(f"axis entry {entry!r} is not allowed: expected a permutation name, None, or "
+                         "(name, block) with a block of one or more features")
+    return name, int(block)
+
+
+def expand(idx: torch.Tensor, block: int) -> torch.Tensor:
+    """Return the permutation of an axis of blocks: unit i's ``block`` features move together, in their order."""
+    if block == 1:
+        return idx
+    return (idx[:, None] * block + torch.arange(block, device=idx.device)).reshape(-1)
 
 
 def _mlp_axes(model) -> dict[str, tuple]:
@@ -318,9 +352,10 @@ def permute_state(state: dict[str, torch.Tensor], spec: PermutationSpec, perms: 
     _check_perms(spec, perms)
     out = {}
     for key, w in state.items():
-        for axis, p in enumerate(spec.axes_to_perm.get(key, ())):
+        for axis, entry in enumerate(spec.axes_to_perm.get(key, ())):
+            p, block = axis_perm(entry)
             if p is not None:
-                w = torch.index_select(w, axis, perms[p].to(w.device))
+                w = torch.index_select(w, axis, expand(perms[p], block).to(w.device))
         out[key] = w
     return out
 
@@ -389,7 +424,7 @@ def weight_matching(a: nn.Module | dict, b: nn.Module | dict, spec: PermutationS
     p2a = {p: [(k, ax) for k, ax in lst if k in sa] for p, lst in spec.perm_to_axes.items()}
     # a permutation's assignment costs depend only on the permutations that share a parameter with it
     # (its neighbours): while none of them changed since it was last solved, its solution cannot change
-    neighbours = {p: {q for k, _ in p2a[p] for q in spec.axes_to_perm[k] if q is not None and q != p}
+    neighbours = {p: {q for k, _ in p2a[p] for q, _ in map(axis_perm, spec.axes_to_perm[k]) if q not in (None, p)}
                   for p in spec.sizes}
     version = dict.fromkeys(spec.sizes, 0)
     solved_at: dict[str, dict[str, int]] = {}
@@ -426,9 +461,11 @@ def _assignment_costs(sa, sb, spec, perms, axes, n: int, dtype: torch.dtype) -> 
     for key, axis in axes:
         wa = torch.movedim(sa[key], axis, 0).reshape(n, -1)
         wb = sb[key]
-        for ax2, q in enumerate(spec.axes_to_perm[key]):
+        for ax2, entry in enumerate(spec.axes_to_perm[key]):
+            q, block = axis_perm(entry)
             if q is not None and ax2 != axis:
-                wb = torch.index_select(wb, ax2, perms[q])
+                wb = torch.index_select(wb, ax2, expand(perms[q], block))
+        # an axis of blocks is channel-major (feature c·block + s), so rows c·block .. c·block + block − 1 are unit c's
         cost += wa @ torch.movedim(wb, axis, 0).reshape(n, -1).T
     return cost.double()
 
@@ -770,6 +807,21 @@ class _Groups:
         self.parent[rb] = ra
         return ra
 
+    def join(self, a: Group, b: Group, where: str) -> Group:
+        """Return the group of two tensors that must share one permutation: channels with channels, or blocks with
+        blocks of the same size (two flattened maps)."""
+        if isinstance(a, tuple) or isinstance(b, tuple):
+            if not (isinstance(a, tuple) and isinstance(b, tuple) and a[1] == b[1]):
+                raise SpecUnavailable(f"{where}: it joins a flattened map (blocks of positions per channel) with "
+                                      "another tensor whose features are not in the same blocks")
+            return self.union(a[0], b[0]), a[1]
+        return self.union(a, b)
+
+
+#: The channel group of a tensor: an int, or (group, block) for a map flattened to blocks of ``block`` features
+#: per channel (:func:`_reshape`).
+Group = int | tuple[int, int]
+
 
 def derive_spec(model: nn.Module, example: torch.Tensor) -> PermutationSpec:
     """Return the PermutationSpec of ``model`` derived by tracing it with ``torch.fx`` on ``example`` (a batch of
@@ -790,8 +842,13 @@ def derive_spec(model: nn.Module, example: torch.Tensor) -> PermutationSpec:
     state = model.state_dict()
     named = {}
     for key, gs in axes.items():  # a permutation is named after the first module whose output it permutes
-        roots = [FIXED if g is None else groups.find(g) for g in gs]
-        named[key] = tuple(None if r == FIXED else names.setdefault(r, "P_" + key.rsplit(".", 1)[0]) for r in roots)
+        entries = []
+        for g in gs:
+            root, block = (FIXED, 1) if g is None else (groups.find(g[0]), g[1]) if isinstance(g, tuple) else (
+                groups.find(g), 1)
+            name = None if root == FIXED else names.setdefault(root, "P_" + key.rsplit(".", 1)[0])
+            entries.append((name, block) if name is not None and block > 1 else name)
+        named[key] = tuple(entries)
     try:
         return PermutationSpec.from_axes({k: v for k, v in named.items() if k in state}, state)
     except ValueError as err:
@@ -817,7 +874,8 @@ def _visit(node: fx.Node, gm: fx.GraphModule, of: dict, groups: _Groups, axes: d
         out = node.args[0]
         if not isinstance(out, fx.Node):
             raise SpecUnavailable(f"{where}: the network returns {type(out).__name__}, expected one tensor of logits")
-        groups.union(of[out], FIXED)
+        g = of[out]
+        groups.union(g[0] if isinstance(g, tuple) else g, FIXED)
         return None
     if node.op == "get_attr":
         raise SpecUnavailable(f"{where}: a parameter used outside a module is not supported")
@@ -832,7 +890,7 @@ def _visit(node: fx.Node, gm: fx.GraphModule, of: dict, groups: _Groups, axes: d
         tensors = [of[a] for a in node.args if isinstance(a, fx.Node) and of.get(a) is not None]
         g = tensors[0]
         for other in tensors[1:]:
-            g = groups.union(g, other)
+            g = groups.join(g, other, where)
         return g
     if target in RESHAPES:
         return _reshape(arg(), node, where)
@@ -845,19 +903,29 @@ def _visit(node: fx.Node, gm: fx.GraphModule, of: dict, groups: _Groups, axes: d
                           "--spec MODULE:NAME with a hand-written PermutationSpec")
 
 
-def _reshape(g: int | None, node: fx.Node, where: str) -> int | None:
-    """Return the group after a flatten/view: channels survive only when no positions are folded into them."""
+def _reshape(g: Group | None, node: fx.Node, where: str) -> Group | None:
+    """Return the group after a flatten/view/reshape: a map of C channels and P positions flattened to (N, C·P)
+    is C blocks of P features (channel-major, as ``torch.flatten`` lays them out); any other reshape of permuted
+    channels mixes them with positions and is refused."""
     if g is None or g == FIXED:  # the input's own axes: never permuted, whatever their shape
         return g
     before, after = _shape(node.args[0]), _shape(node)
-    if before and after and len(after) == 2 and after[1] == before[1] and math.prod(before[2:]) == 1:
+    if before == after:
         return g
-    raise SpecUnavailable(f"{where}: a reshape of shape {before} to {after} mixes channels with positions")
+    if (not isinstance(g, tuple) and before and after and len(before) >= 2 and len(after) == 2
+            and after[0] == before[0] and after[1] == math.prod(before[1:])):
+        positions = math.prod(before[2:])
+        return g if positions == 1 else (g, positions)
+    raise SpecUnavailable(f"{where}: a reshape of shape {before} to {after} mixes channels with positions "
+                          "(lmcbook follows a flatten of (N, C, ...) to (N, C·H·W) only)")
 
 
-def _module(mod: nn.Module, name: str, g_in: int | None, node: fx.Node, groups: _Groups, axes: dict, seen: dict,
-            where: str) -> int | None:
+def _module(mod: nn.Module, name: str, g_in: Group | None, node: fx.Node, groups: _Groups, axes: dict,
+            seen: dict, where: str) -> Group | None:
     """Return the output group of a call of module ``mod`` on a tensor of group ``g_in``, recording its axes."""
+    if isinstance(g_in, tuple) and not isinstance(mod, (nn.Linear, nn.Flatten, CHANNELWISE)):
+        raise SpecUnavailable(f"{where}: module {type(mod).__name__} on a flattened map (blocks of positions per "
+                              "channel) is not supported: lmcbook follows a Flatten into a Linear layer")
     if isinstance(mod, (nn.Linear, nn.modules.conv._ConvNd)):
         if isinstance(mod, nn.modules.conv._ConvNd) and mod.groups != 1:
             raise SpecUnavailable(f"{where}: a grouped convolution (groups={mod.groups}) is not supported")
@@ -866,7 +934,7 @@ def _module(mod: nn.Module, name: str, g_in: int | None, node: fx.Node, groups: 
                                   "supported (expected (N, features))")
         if name in seen:  # a layer called twice: both calls share its permutations
             g_out = seen[name][1]
-            groups.union(seen[name][0], g_in)
+            groups.join(seen[name][0], g_in, where)
             return g_out
         g_out = groups.new()
         seen[name] = (g_in, g_out)
@@ -905,8 +973,8 @@ def equivalent(a: PermutationSpec, b: PermutationSpec) -> bool:
         other = b.axes_to_perm[key]
         if len(axes) != len(other):
             return False
-        for p, q in zip(axes, other):
-            if (p is None) != (q is None) or (p is not None and rename.setdefault(p, q) != q):
+        for (p, bp), (q, bq) in zip(map(axis_perm, axes), map(axis_perm, other)):
+            if (p is None) != (q is None) or bp != bq or (p is not None and rename.setdefault(p, q) != q):
                 return False
     return len(set(rename.values())) == len(rename)
 

@@ -60,6 +60,66 @@ def test_torchvision_resnet18_keeps_its_function_under_a_random_permutation():
     assert merge.check_spec(net, spec, x) < 1e-4
 
 
+class SmallCNN(nn.Module):
+    """conv → ReLU → pool → conv → ReLU → pool → flatten → linear → ReLU → linear, the ordinary MNIST CNN; the
+    flatten is ``nn.Flatten``, ``torch.flatten`` or ``view``, the second pool a max-pool or an adaptive average pool."""
+
+    def __init__(self, flatten: str = "module", pool: str = "max") -> None:
+        super().__init__()
+        self.flatten_by = flatten
+        self.conv1, self.conv2 = nn.Conv2d(1, 4, 3, padding=1), nn.Conv2d(4, 6, 3, padding=1)
+        self.pool1 = nn.MaxPool2d(2)
+        self.pool2 = nn.MaxPool2d(2) if pool == "max" else nn.AdaptiveAvgPool2d((3, 3))
+        self.flat = nn.Flatten()
+        self.fc1, self.fc2 = nn.Linear(6 * (4 if pool == "max" else 9), 10), nn.Linear(10, C)
+
+    def forward(self, x):
+        h = self.pool2(torch.relu(self.conv2(self.pool1(torch.relu(self.conv1(x))))))
+        h = {"module": self.flat, "function": lambda t: torch.flatten(t, 1),
+             "view": lambda t: t.view(t.size(0), -1)}[self.flatten_by](h)
+        return self.fc2(torch.relu(self.fc1(h)))
+
+
+@pytest.mark.parametrize("flatten, pool", [("module", "max"), ("function", "max"), ("view", "adaptive")])
+def test_a_cnn_with_flatten_gets_a_block_spec_that_keeps_its_function(flatten, pool):
+    """Through a Flatten each channel is a block of H·W features of the next Linear's input: a random permutation of
+    the derived spec leaves the outputs unchanged, and weight matching recovers a planted permutation."""
+    torch.manual_seed(0)
+    net, x = SmallCNN(flatten, pool).eval(), torch.randn(5, 1, 8, 8)
+    spec = merge.derive_spec(net, x)
+    assert spec.axes_to_perm["fc1.weight"] == ("P_fc1", ("P_conv2", 4 if pool == "max" else 9))
+    assert spec.sizes == {"P_conv1": 4, "P_conv2": 6, "P_fc1": 10} and spec.axes_to_perm["fc2.weight"][0] is None
+    assert merge.check_spec(net, spec, x) < 1e-5
+    planted = merge.random_permutation(spec, torch.Generator().manual_seed(3))
+    permuted = merge.permute(net, planted, spec)
+    found = merge.weight_matching(permuted, net, spec).perms
+    assert all(torch.equal(found[p], planted[p]) for p in planted)
+    # the same spec without blocks (a channel permutation applied to single features) breaks the function
+    single = {k: tuple(e[0] if isinstance(e, tuple) else e for e in v) for k, v in spec.axes_to_perm.items()}
+    with pytest.raises(ValueError, match="has size 6 on .* but 24|has size 6 on .* but 54"):
+        merge.PermutationSpec.from_axes(single, net)
+
+
+def test_a_hand_written_spec_expresses_blocks_and_a_reshape_that_mixes_is_refused():
+    net = SmallCNN().eval()
+    axes = {"conv1.weight": ("A", None, None, None), "conv1.bias": ("A",), "conv2.weight": ("B", "A", None, None),
+            "conv2.bias": ("B",), "fc1.weight": ("H", ["B", 4]), "fc1.bias": ("H",), "fc2.weight": (None, "H"),
+            "fc2.bias": (None,)}
+    spec = merge.PermutationSpec.from_axes(axes, net)  # a list [name, block] (from YAML or JSON) reads as a tuple
+    assert merge.equivalent(spec, merge.derive_spec(net, torch.randn(2, 1, 8, 8)))
+    assert merge.check_spec(net, spec, torch.randn(3, 1, 8, 8)) < 1e-5
+    with pytest.raises(ValueError, match="blocks of 5 features, but the axis has 24"):
+        merge.PermutationSpec.from_axes({**axes, "fc1.weight": ("H", ("B", 5))}, net)
+
+    class Mixing(SmallCNN):
+        def forward(self, x):
+            h = self.pool2(torch.relu(self.conv2(self.pool1(torch.relu(self.conv1(x))))))
+            return self.fc2(torch.relu(self.fc1(h.transpose(1, 3).reshape(h.size(0), -1))))
+
+    with pytest.raises(merge.SpecUnavailable, match="transpose"):
+        merge.derive_spec(Mixing().eval(), torch.randn(2, 1, 8, 8))
+
+
 class Concat(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -310,6 +370,26 @@ def test_a_user_spec_and_a_data_function_are_used_and_a_wrong_spec_is_refused(fi
     assert "--spec mine.py:SPEC" in prep.spec_note and prep.data.sizes() == {"train": 360, "cal": 40, "test": 200}
     with pytest.raises(merge.SpecUnavailable, match="changed"):
         diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz", args, spec="mine.py:WRONG", lams=3)
+
+
+def test_a_partial_spec_is_said_to_be_partial_and_decides_nothing_about_permutations(files, monkeypatch):
+    """A hand-written spec that leaves the first hidden layer's units in their order still keeps the function, so it
+    is used; the reading then states the matched barrier and draws no permutation verdict from it."""
+    root, nets = files
+    monkeypatch.chdir(root)
+    (root / "partial.py").write_text(
+        "from lmcbook import merge, models\n\n"
+        "SPEC = merge.PermutationSpec.from_axes({'layers.0.weight': (None, None), 'layers.1.weight': ('Q', None), "
+        f"'layers.2.weight': (None, 'Q')}}, models.MLP({D}, {C}, 16, 3))\n")
+    monkeypatch.setattr(diagnose, "SMALL_ACC_BARRIER", -1.0)  # every gap is read, so the matched sentence is written
+    prep = diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz", {"width": 0.25, "depth": 3},
+                            spec="partial.py:SPEC", lams=3)
+    assert prep.unpermuted == ["layers.0"] and "It is a partial spec" in prep.spec_note
+    text = " ".join(diagnose.diagnose(prep, progress=False).reading)
+    assert "with the partial --spec" in text and "no verdict is drawn" in text
+    assert "closes most of the gap" not in text and "closes little of the gap" not in text
+    full = diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz", {"width": 0.25, "depth": 3}, lams=3)
+    assert full.unpermuted == [] and "partial" not in full.spec_note
 
 
 def test_without_a_spec_the_report_skips_only_the_matched_merge(tmp_path, monkeypatch):

@@ -73,6 +73,9 @@ class Prepared:
     spec: merge.PermutationSpec | None
     spec_note: str
     lams: tuple[float, ...]
+    #: The layers (weights) whose output units a given ``--spec`` leaves in their order, the output layer aside:
+    #: a partial spec, which can show what matching those units does but not whether the rest is a permutation.
+    unpermuted: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -240,7 +243,19 @@ def prepare(paths: list[str], model: str, data_name: str, model_args: dict[str, 
         raise SpecError(f"--spec {spec} is a {type(user_spec).__name__}: expected an lmcbook.merge.PermutationSpec")
     grid = tuple(float(v) for v in np.round(np.linspace(0, 1, lams), 10))
     found, note = _find_spec(nets[0], ds, user_spec, spec)
-    return Prepared(list(paths), nets, factory, ds, model, data_name, found, note, grid)
+    kept = unpermuted_layers(nets[0], found, ds.x_test[:1]) if user_spec is not None else []
+    if kept:
+        note += (f" It is a partial spec: it leaves the output units of {', '.join(kept)} in their order, so the "
+                 "matched merge says what permuting the others does, not whether the gap is a permutation problem.")
+    return Prepared(list(paths), nets, factory, ds, model, data_name, found, note, grid, kept)
+
+
+def unpermuted_layers(net: nn.Module, spec: merge.PermutationSpec, x: torch.Tensor) -> list[str]:
+    """Return the hidden linear and convolution layers of ``net`` (in call order) whose output units ``spec`` leaves
+    in their order."""
+    hidden = [p.name for p in models.probe_points(net, x) if p.role == "hidden"]
+    return [name for name in hidden
+            if merge.axis_perm((spec.axes_to_perm.get(f"{name}.weight") or (None,))[0])[0] is None]
 
 
 def _loaded(factory: Callable[[], nn.Module], state: dict[str, torch.Tensor], device: torch.device) -> nn.Module:
@@ -434,7 +449,12 @@ def reading(diag: Diagnosis) -> list[str]:
         out.append(f"Calibration does not remove the midpoint loss barrier ({raw:.3f} nats raw, {cal:.3f} "
                    "calibrated): it is not only a temperature effect.")
     matched = diag.pairs[diag.pairs["method"] == "weight_matching"]
-    if len(matched) and acc_gap >= SMALL_ACC_BARRIER:
+    if len(matched) and acc_gap >= SMALL_ACC_BARRIER and diag.prepared.unpermuted:
+        out.append(f"After weight matching with the partial --spec the accuracy barrier is "
+                   f"{matched['acc_barrier'].mean():.3f}; a spec that leaves "
+                   f"{', '.join(diag.prepared.unpermuted)} in their order cannot tell whether the gap is a "
+                   "permutation problem, so no verdict is drawn.")
+    elif len(matched) and acc_gap >= SMALL_ACC_BARRIER:
         closed = 1 - matched["acc_barrier"].mean() / acc_gap
         verdict = ("weight matching closes most of the gap: a permutation problem" if closed > CLOSED_SHARE else
                    "weight matching closes little of the gap: not only a permutation problem")

@@ -135,7 +135,7 @@ def test_an_unsupported_operation_is_named():
 
 
 # -- checkpoints -----------------------------------------------------------------------------------
-def _task(seed: int = 0, n: int = 600):
+def _task(seed: int = 0, n: int = 1000):
     """A learnable 3-class task with label noise (so calibration has something to fit)."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, D)).astype(np.float32)
@@ -367,7 +367,7 @@ def test_a_user_spec_and_a_data_function_are_used_and_a_wrong_spec_is_refused(fi
         "def arrays():\n    z = np.load('task.npz')\n    return {k: z[k] for k in z.files}\n")
     args = {"width": 0.25, "depth": 3}
     prep = diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "mine.py:arrays", args, spec="mine.py:SPEC", lams=3)
-    assert "--spec mine.py:SPEC" in prep.spec_note and prep.data.sizes() == {"train": 360, "cal": 40, "test": 200}
+    assert "--spec mine.py:SPEC" in prep.spec_note and prep.data.sizes() == {"train": 360, "cal": 40, "test": 600}
     with pytest.raises(merge.SpecUnavailable, match="changed"):
         diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz", args, spec="mine.py:WRONG", lams=3)
 
@@ -390,6 +390,38 @@ def test_a_partial_spec_is_said_to_be_partial_and_decides_nothing_about_permutat
     assert "closes most of the gap" not in text and "closes little of the gap" not in text
     full = diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz", {"width": 0.25, "depth": 3}, lams=3)
     assert full.unpermuted == [] and "partial" not in full.spec_note
+
+
+@pytest.mark.parametrize("broken, says", [
+    ("labels", "the endpoints score"),  # the labels of another order: endpoints near or below chance
+    ("nan", "some numbers are not finite"),  # one NaN in one test input
+    ("limit", "the test split holds 5 examples"),  # --limit 5
+])
+def test_the_reading_states_no_verdict_where_the_inputs_allow_none(files, monkeypatch, broken, says):
+    root, _ = files
+    monkeypatch.chdir(root)
+    z = dict(np.load("task.npz"))
+    if broken == "labels":
+        z["y_test"] = (z["y_test"] + 1) % C
+    if broken == "nan":
+        z["x_test"][3, 5] = np.nan
+    np.savez(f"{broken}.npz", **z)
+    prep = diagnose.prepare(["a.safetensors", "b.pt"], "mlp", f"{broken}.npz", {"width": 0.25, "depth": 3}, lams=3,
+                            limit=5 if broken == "limit" else None)
+    reading = diagnose.diagnose(prep, progress=False).reading
+    assert reading and all(r.startswith("No reading is given: ") for r in reading), reading
+    assert any(says in r for r in reading), reading
+    assert not any(w in " ".join(reading) for w in ("plain averaging merges", "barrier is", "LEWC predicts"))
+
+
+def test_a_sound_input_gets_a_reading_with_its_interval_and_summary_json_is_strict(report):
+    summary = json.loads((report / "summary.json").read_text(),
+                         parse_constant=lambda c: pytest.fail(f"summary.json holds {c}, which is not JSON"))
+    assert summary["reading"][0].startswith("Test accuracies are read on 600 examples")
+    assert "±" in summary["reading"][0] and not summary["reading"][0].startswith("No reading")
+    assert any(p["acc_repair"] is None for p in summary["pairs"])  # NaN written as null
+    assert diagnose.strict_json({"a": float("nan"), "b": [np.float32(0.5), np.int64(2), np.inf]}) == {
+        "a": None, "b": [0.5, 2, None]}
 
 
 def test_without_a_spec_the_report_skips_only_the_matched_merge(tmp_path, monkeypatch):

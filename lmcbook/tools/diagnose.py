@@ -58,6 +58,10 @@ TEMPERATURE_SHARE = 0.5  #: calibration removes "most" of the raw loss barrier w
 CLOSED_SHARE = 0.5  #: weight matching closes "most" of the gap when it removes more than this share
 LEWC_BETTER = 0.9  #: LEWC describes a trained pair "better" when its error is below this share of the untrained pair's
 SOUP_DROP = 0.05  #: a soup "falls" when it is this much below the best single model's accuracy
+# what the inputs must allow before any sentence is read (:func:`input_problems`)
+ABOVE_CHANCE = 2.0  #: every endpoint must score at least this multiple of chance (1 / classes) on the test split ...
+ABOVE_CHANCE_POINTS = 0.1  #: ... and at least this much above chance
+MAX_ACC_HALF_WIDTH = 0.05  #: the widest 95% interval (half-width) of a test accuracy that the reading still reads
 
 
 @dataclass
@@ -427,10 +431,57 @@ def _residual(spec: merge.PermutationSpec) -> bool:
     return len(outs) != len(set(outs))
 
 
+def accuracy_half_width(acc: float, n: int) -> float:
+    """Return the half-width of the 95% Wilson interval of a test accuracy ``acc`` measured on ``n`` examples."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(round(acc * n)), n).proportion_ci(0.95, method="wilson")
+    return (ci.high - ci.low) / 2
+
+
+def input_problems(diag: Diagnosis) -> list[str]:
+    """Return what keeps the numbers from being read (none: the reading may speak): a number that is not finite,
+    endpoints that do not score well above chance (inputs preprocessed otherwise than in training, labels of
+    another order, untrained models), a test split too small for the differences the reading states."""
+    ds, plain = diag.prepared.data, diag.pairs[diag.pairs["method"] == "none"]
+    numbers = plain.select_dtypes("number").drop(columns=["acc_repair"], errors="ignore")  # NaN: no REPAIR here
+    out = []
+    if not np.isfinite(numbers.to_numpy(dtype=float)).all() or not np.isfinite(
+            diag.curves.select_dtypes("number").drop(columns=["acc_repair"], errors="ignore").to_numpy(float)).all():
+        bad = sorted(c for c in numbers if not np.isfinite(numbers[c].to_numpy(float)).all())
+        out.append(f"some numbers are not finite (NaN or infinite: {', '.join(bad) or 'on the interpolation curves'}): "
+                   "check the inputs for NaN or infinite values and the checkpoints for diverged weights")
+    chance = 1 / ds.num_classes
+    floor = max(ABOVE_CHANCE * chance, chance + ABOVE_CHANCE_POINTS)
+    ends = sorted({float(v) for v in pd.concat([plain["acc_a"], plain["acc_b"]]) if np.isfinite(v)})
+    if ends and ends[0] < floor:
+        out.append(f"the endpoints score {', '.join(f'{v:.0%}' for v in ends[:4])} on the test split, not well above "
+                   f"chance ({chance:.0%} for {ds.num_classes} classes; the reading needs {floor:.0%}): check the "
+                   "inputs' preprocessing (scale, standardisation, dtype) and that the labels are "
+                   "the classes the models were trained on")
+    n = len(ds.y_test)
+    merged = float(plain["acc_merged"].mean()) if np.isfinite(plain["acc_merged"]).all() else 0.5
+    width = accuracy_half_width(merged, n)
+    if width > MAX_ACC_HALF_WIDTH:
+        out.append(f"the test split holds {n} examples, so an accuracy of {merged:.2f} is known only to ±{width:.2f} "
+                   f"(95% Wilson interval), wider than the ±{MAX_ACC_HALF_WIDTH} the reading needs: use a larger "
+                   "test split (a larger --limit, or none)")
+    return out
+
+
 def reading(diag: Diagnosis) -> list[str]:
-    """Return the generated reading of the summary: one sentence per finding, each from a named threshold."""
+    """Return the generated reading of the summary: one sentence per finding, each from a named threshold; or, where
+    the inputs allow no reading (:func:`input_problems`), what is wrong and no verdict."""
+    problems = input_problems(diag)
+    if problems:
+        return [f"No reading is given: {p}." for p in problems]
     plain = diag.pairs[diag.pairs["method"] == "none"]
-    out = [f"The numbers in these sentences are means over the {len(plain)} pairs."] if len(plain) > 1 else []
+    n = len(diag.prepared.data.y_test)
+    out = [f"Test accuracies are read on {n} examples: the merged model's "
+           f"({plain['acc_merged'].mean():.3f}) is known to ±{accuracy_half_width(plain['acc_merged'].mean(), n):.3f} "
+           "(95% Wilson interval)."]
+    if len(plain) > 1:
+        out.append(f"The numbers in these sentences are means over the {len(plain)} pairs.")
     raw, cal = plain["loss_barrier_mid"].mean(), plain["loss_barrier_cal_mid"].mean()
     acc_gap = plain["acc_barrier"].mean()
     if acc_gap < SMALL_ACC_BARRIER:
@@ -626,7 +677,8 @@ def write(diag: Diagnosis, out: str | Path, command: str, seconds: float) -> Pat
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.absolute().parent))
     try:
         long_frame(diag).to_csv(tmp / "report.csv", index=False)
-        (tmp / "summary.json").write_text(json.dumps(summary(diag, command, seconds), indent=1, default=float))
+        (tmp / "summary.json").write_text(json.dumps(strict_json(summary(diag, command, seconds)), indent=1,
+                                                     allow_nan=False))
         (tmp / "report.html").write_text(render(diag, command, seconds))
         old = None
         if out.exists():
@@ -639,6 +691,21 @@ def write(diag: Diagnosis, out: str | Path, command: str, seconds: float) -> Pat
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out / "report.html"
+
+
+def strict_json(obj: Any) -> Any:
+    """Return ``obj`` with every number as a plain float or int and every NaN or infinity as None (JSON's null)."""
+    if isinstance(obj, dict):
+        return {str(k): strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
 
 
 def summary(diag: Diagnosis, command: str, seconds: float) -> dict:

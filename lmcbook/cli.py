@@ -216,11 +216,11 @@ def cmd_diagnose(args) -> int:
     diagnose.check_out(args.out)  # before any compute, as every other input
     prep = diagnose.prepare(args.checkpoints, args.model, args.data, diagnose.parse_model_args(args.model_args),
                             args.data_root, args.spec, args.limit, args.device,
-                            args.lams or diagnose.DEFAULT_LAMS)
+                            diagnose.DEFAULT_LAMS if args.lams is None else args.lams)
     diag = diagnose.diagnose(prep)
     command = "lmcbook diagnose " + " ".join(shlex.quote(a) for a in args.argv)
     path = diagnose.write(diag, args.out, command, time.perf_counter() - t0)
-    print(diagnose.summary_table(diag).to_string(float_format=lambda v: f"{v:.4g}"))
+    print(diagnose.summary_table(diag).to_string(float_format=diagnose.number))
     for line in diag.reading:
         print("-", line)
     print(path)
@@ -315,7 +315,9 @@ def _tool_commands(sub) -> None:
                         "writes an HTML report with its CSV and JSON")
     dg.add_argument("checkpoints", nargs="+", metavar="CKPT", help="two or more .safetensors or PyTorch state dicts")
     dg.add_argument("--model", required=True, help="mlp | vgg11 | resnet20 | torchvision:NAME | MODULE:FACTORY")
-    dg.add_argument("--model-args", default=None, metavar="YAML", help="the model's arguments, e.g. '{hidden: 64}'")
+    dg.add_argument("--model-args", default=None, metavar="YAML",
+                    help="the model's arguments: for mlp, vgg11 and resnet20 the fields of lmcbook's ModelSpec, e.g. "
+                    "'{base_width: 64, width: 2, depth: 3}'; for MODULE:FACTORY its keyword arguments")
     dg.add_argument("--data", required=True,
                     help="an lmcbook data set (digits, mnist1d, mnist, cifar10, ...), FILE.npz or MODULE:FUNCTION")
     dg.add_argument("--data-root", default=None, help="folder of the torchvision data sets")
@@ -353,6 +355,13 @@ def _quiet_dask(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.ERROR or not record.name.startswith("distributed")
 
 
+#: The modules of the optional extras (pyproject.toml), by the extra that installs them.
+EXTRAS = {**dict.fromkeys(("jupytext", "papermill", "jupyter_book", "myst_nb", "nbformat", "nbclient", "ipykernel",
+                           "IPython", "ipywidgets", "sphinx"), "book"),
+          **dict.fromkeys(("sklearn", "mnist1d"), "data"), "torchvision": "vision",
+          **dict.fromkeys(("dask", "distributed", "dask_jobqueue"), "cluster")}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = parser().parse_args(argv)
@@ -368,6 +377,16 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, DataError, StoreError) as err:
         print(f"lmcbook: error: {err}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as err:  # an extra that this install lacks: say which, in one line
+        extra = EXTRAS.get((err.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"lmcbook: error: `lmcbook {args.command}` needs {err.name}, from the [{extra}] extra: "
+              f"pip install 'lmcbook[{extra}]'", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, and the shell's code for SIGINT; nothing half-written stays
+        print(f"lmcbook: interrupted ({args.command})", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `lmcbook store ls | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no second error at exit)
         return 0

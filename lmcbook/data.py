@@ -415,11 +415,11 @@ def from_arrays(name: str, x_train, y_train, x_cal, y_cal, x_test, y_test, num_c
     splits = {"train": (x_train, y_train), "cal": (x_cal, y_cal), "test": (x_test, y_test)}
     shape = None
     for split, (x, y) in splits.items():
-        shape = _check_split(split, np.asarray(x), np.asarray(y), num_classes, shape)
+        shape = check_split(split, np.asarray(x), np.asarray(y), num_classes, shape)
     return _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, resolve_device(device))
 
 
-def _check_split(split: str, x: np.ndarray, y: np.ndarray, num_classes: int,
+def check_split(split: str, x: np.ndarray, y: np.ndarray, num_classes: int,
                  shape: tuple[int, ...] | None) -> tuple[int, ...]:
     """Raise SpecError naming ``x_SPLIT`` / ``y_SPLIT`` unless they fit together; return the input shape."""
     if x.ndim < 2 or len(x) == 0:
@@ -430,8 +430,9 @@ def _check_split(split: str, x: np.ndarray, y: np.ndarray, num_classes: int,
         raise SpecError(f"x_{split} is not allowed: expected finite numbers (it holds "
                         f"{'non-numbers' if not np.issubdtype(x.dtype, np.number) else 'NaN or inf'})")
     if y.shape != (len(x),):
+        hint = f" (one-hot rows? pass y_{split}.argmax(1))" if y.ndim == 2 and y.shape[0] == len(x) else ""
         raise SpecError(f"y_{split} of shape {y.shape} is not allowed: expected shape ({len(x)},), one label per "
-                        f"input of x_{split}")
+                        f"input of x_{split}{hint}")
     if not np.issubdtype(y.dtype, np.integer) and not (np.issubdtype(y.dtype, np.floating)
                                                         and np.all(np.mod(y, 1) == 0)):
         raise SpecError(f"y_{split} is not allowed: expected integer class labels")

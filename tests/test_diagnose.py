@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -208,7 +210,25 @@ def _bad_inputs(root, nets):
     (root / "netmod.py").write_text(f"from lmcbook import models\n\n\ndef make():\n"
                                     f"    return models.MLP({D}, {C}, 16, 3)\n")
     ok = ["a.safetensors", "b.pt", "--model", "mlp", "--model-args", "{width: 0.25, depth: 3}", "--data", "task.npz"]
+    z = dict(np.load(root / "task.npz"))
+    bad_npz = {"xcal": {**z, "x_cal": z["x_train"][:10]}, "lengths": {**z, "y_test": z["y_test"][:-1]},
+               "empty": {**z, "x_test": z["x_test"][:0], "y_test": z["y_test"][:0]},
+               "onehot": {**z, "y_test": np.eye(C)[z["y_test"]]}, "fractions": {**z, "y_test": z["y_test"] + 0.5},
+               "nan_input": {**z, "x_test": np.where(np.arange(D) == 2, np.nan, z["x_test"])}}
+    for name, arrays in bad_npz.items():
+        np.savez(root / f"{name}.npz", **arrays)
+    torch.save(nets[0], root / "whole.pt")  # a pickled nn.Module
     return [
+        ([*ok[:5], "{hidden: 64}", *ok[6:]], r"--model-args \['hidden'\] are not allowed.*width, base_width"),
+        (["a.safetensors", "./a.safetensors", *ok[2:]], "'./a.safetensors' is given more than once"),
+        ([*ok, "--lams", "0"], "--lams 0 is not allowed"),
+        ([*ok[:7], "xcal.npz"], "xcal.npz has x_cal but no y_cal"),
+        ([*ok[:7], "lengths.npz"], r"lengths.npz: y_test of shape \(599,\).*one label per input"),
+        ([*ok[:7], "empty.npz"], r"empty.npz: x_test of shape \(0, 12\)"),
+        ([*ok[:7], "onehot.npz"], r"one-hot rows\? pass y_test.argmax\(1\)"),
+        ([*ok[:7], "fractions.npz"], "fractions.npz: y_test.*integer class labels"),
+        ([*ok[:7], "nan_input.npz"], "nan_input.npz: x_test.*finite"),
+        (["whole.pt", *ok[1:]], "whole.pt' holds pickled Python objects.*weights_only=False.*state_dict"),
         (["a.safetensors", "b.pt", "--model", "netmod.py:make", "--data", "wrong_shape.npz"],
          "wrong_shape.npz \\(inputs of shape \\(5,\\)\\) does not fit --model netmod.py:make"),
         (["a.safetensors", "wide.safetensors", *ok[2:]], "wide.safetensors.*shape"),
@@ -229,10 +249,66 @@ def test_each_bad_input_is_refused_by_name_before_anything_is_written(files, mon
     root, nets = files
     monkeypatch.chdir(root)
     for argv, message in _bad_inputs(root, nets):
-        assert cli.main(["diagnose", *argv, "--out", "report"]) == 2, argv
+        assert cli.main(["diagnose", *argv, *([] if "--out" in argv else ["--out", "report"])]) == 2, argv
         err = capsys.readouterr().err
         assert "lmcbook: error:" in err and pd.Series([err]).str.contains(message).all(), (argv, err)
+        assert len(err.strip().splitlines()) == 1 and "\x1b[" not in err, err  # one line, no terminal escapes
         assert not (root / "report").exists() and not list(root.glob(".report*")), argv
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_compute(files, monkeypatch, capsys):
+    """(As root every folder is writable, so the test stands in for the permission with os.access.)"""
+    root, _ = files
+    monkeypatch.chdir(root)
+    (root / "locked").mkdir(exist_ok=True)
+    monkeypatch.setattr(diagnose.os, "access", lambda path, mode: Path(path).name != "locked")
+    monkeypatch.setattr(diagnose, "prepare", lambda *a, **k: pytest.fail("computed before checking --out"))
+    argv = ["a.safetensors", "b.pt", "--model", "mlp", "--data", "task.npz", "--out", "locked/report"]
+    assert cli.main(["diagnose", *argv]) == 2
+    assert "its parent folder" in capsys.readouterr().err and not list((root / "locked").iterdir())
+
+
+def test_a_killed_runs_leftovers_are_removed_and_the_report_follows_the_umask(files, monkeypatch):
+    root, _ = files
+    monkeypatch.chdir(root)
+    dead = root / ".fresh.999999999.abc"  # a pid no process has
+    dead.mkdir()
+    alive = root / f".fresh.{os.getpid()}.xyz"  # this process's: another write of it may be under way
+    alive.mkdir()
+    diag = diagnose.diagnose(diagnose.prepare(["a.safetensors", "b.pt"], "mlp", "task.npz",
+                                              {"width": 0.25, "depth": 3}, lams=3), progress=False)
+    old = os.umask(0o022)
+    try:
+        diagnose.write(diag, "fresh", "test", 0.0)
+    finally:
+        os.umask(old)
+    assert not dead.exists() and alive.exists()
+    assert (root / "fresh").stat().st_mode & 0o777 == 0o755
+    alive.rmdir()
+
+
+def test_ctrl_c_is_one_line_and_exit_code_130(files, monkeypatch, capsys):
+    root, _ = files
+    monkeypatch.chdir(root)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(diagnose, "diagnose", interrupted)
+    argv = ["a.safetensors", "b.pt", "--model", "mlp", "--model-args", "{width: 0.25, depth: 3}", "--data", "task.npz"]
+    assert cli.main(["diagnose", *argv, "--out", "stopped"]) == 130
+    assert capsys.readouterr().err.strip() == "lmcbook: interrupted (diagnose)" and not (root / "stopped").exists()
+
+
+def test_a_command_whose_extra_is_missing_says_which_in_one_line(monkeypatch, capsys, tmp_path):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "lmcbook.book", raising=False)
+    monkeypatch.setitem(sys.modules, "jupytext", None)  # as in the core wheel, without the [book] extra
+    assert cli.main(["execute", "--only", "theory_lewc", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("lmcbook: error: `lmcbook execute` needs jupytext, from the [book] extra: "
+                           "pip install 'lmcbook[book]'"), err
 
 
 def test_an_output_folder_that_is_not_a_report_is_refused(files, monkeypatch, capsys):
@@ -394,7 +470,7 @@ def test_a_partial_spec_is_said_to_be_partial_and_decides_nothing_about_permutat
 
 @pytest.mark.parametrize("broken, says", [
     ("labels", "the endpoints score"),  # the labels of another order: endpoints near or below chance
-    ("nan", "some numbers are not finite"),  # one NaN in one test input
+    ("huge", "some numbers are not finite"),  # one test input near float32's largest: its logits overflow
     ("limit", "the test split holds 5 examples"),  # --limit 5
 ])
 def test_the_reading_states_no_verdict_where_the_inputs_allow_none(files, monkeypatch, broken, says):
@@ -403,8 +479,8 @@ def test_the_reading_states_no_verdict_where_the_inputs_allow_none(files, monkey
     z = dict(np.load("task.npz"))
     if broken == "labels":
         z["y_test"] = (z["y_test"] + 1) % C
-    if broken == "nan":
-        z["x_test"][3, 5] = np.nan
+    if broken == "huge":
+        z["x_test"][3] = 3e38
     np.savez(f"{broken}.npz", **z)
     prep = diagnose.prepare(["a.safetensors", "b.pt"], "mlp", f"{broken}.npz", {"width": 0.25, "depth": 3}, lams=3,
                             limit=5 if broken == "limit" else None)

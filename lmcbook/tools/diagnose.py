@@ -16,6 +16,7 @@ two sections.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import importlib
 import importlib.util
@@ -24,6 +25,8 @@ import itertools
 import json
 import math
 import os
+import pickle
+import re
 import shutil
 import sys
 import tempfile
@@ -110,6 +113,9 @@ def load_object(ref: str, what: str) -> Any:
             path = Path(module)
             if not path.is_file():
                 raise FileNotFoundError(f"no such file {module!r}")
+            folder = str(path.resolve().parent)
+            if folder not in sys.path:  # so that the file imports its sibling modules, wherever lmcbook runs
+                sys.path.insert(0, folder)
             spec = importlib.util.spec_from_file_location(path.stem, path)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
@@ -127,6 +133,13 @@ def model_factory(model: str, args: dict[str, Any], ds: Dataset) -> Callable[[],
     """Return a function that builds a fresh model: one of lmcbook's (``mlp``, ``vgg11``, ``resnet20``, ``args`` being
     ModelSpec fields), a torchvision classifier (``torchvision:NAME``, weights=None) or ``MODULE:FACTORY(**args)``."""
     if model in ARCHS:
+        allowed = [f.name for f in dataclasses.fields(ModelSpec) if f.name != "arch" and (model == "mlp" or
+                                                                                          f.name != "depth")]
+        unknown = sorted(set(args) - set(allowed))
+        if unknown:
+            raise SpecError(f"--model-args {unknown} are not allowed for --model {model}: expected some of "
+                            f"{', '.join(allowed)} (the hidden units are base_width × width, e.g. "
+                            "'{base_width: 64, width: 1}')")
         spec = ModelSpec(arch=model, **{"depth": None if model != "mlp" else 4, **args})
         return lambda: models.build(spec, ds.input_shape, ds.num_classes)
     if model.startswith("torchvision:"):
@@ -180,13 +193,26 @@ def _arrays_dataset(name: str, arrays: dict[str, Any], what: str, device: str) -
     missing = [k for k in need if k not in arrays]
     if missing:
         raise SpecError(f"{what} lacks {missing}: expected arrays {need} (and optionally x_cal, y_cal)")
-    x, y = np.asarray(arrays["x_train"], np.float32), np.asarray(arrays["y_train"], np.int64)
-    if "x_cal" in arrays:
-        xc, yc = np.asarray(arrays["x_cal"], np.float32), np.asarray(arrays["y_cal"], np.int64)
+    if ("x_cal" in arrays) != ("y_cal" in arrays):
+        given, lacking = ("x_cal", "y_cal") if "x_cal" in arrays else ("y_cal", "x_cal")
+        raise SpecError(f"{what} has {given} but no {lacking}: expected both (a calibration split) or neither (one "
+                        f"is held out of the training split)")
+    splits = {k: (np.asarray(arrays[f"x_{k}"]), np.asarray(arrays[f"y_{k}"])) for k in ("train", "cal", "test")
+              if f"x_{k}" in arrays}
+    try:
+        labels = [y for _, y in splits.values() if y.size and np.issubdtype(y.dtype, np.number)]
+        num_classes = max(2, int(np.nanmax([np.nanmax(y) for y in labels])) + 1 if labels else 2)
+        shape = None
+        for split, (x, y) in splits.items():  # as lmcbook's own data sets are checked
+            shape = data.check_split(split, x, y, num_classes, shape)
+    except SpecError as err:
+        raise SpecError(f"{what}: {err}") from None
+    (x, y), (xt, yt) = ((a.astype(np.float32), b.astype(np.int64)) for a, b in (splits["train"], splits["test"]))
+    if "cal" in splits:
+        xc, yc = splits["cal"][0].astype(np.float32), splits["cal"][1].astype(np.int64)
     else:  # held out of the training split, as the book's data sets are
         fit, cal, _ = data.split_indices(len(y), n_cal=max(1, round(CAL_FRACTION * len(y))))
         x, y, xc, yc = x[fit], y[fit], x[cal], y[cal]
-    xt, yt = np.asarray(arrays["x_test"], np.float32), np.asarray(arrays["y_test"], np.int64)
     dev = data.resolve_device(device)
     t = [torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in (x, y, xc, yc, xt, yt)]
     return Dataset(name, *t, num_classes=int(max(y.max(), yc.max(), yt.max())) + 1)
@@ -208,7 +234,8 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
     except yaml.YAMLError as err:
         raise SpecError(f"--model-args {text!r} is not valid YAML ({err})") from err
     if not isinstance(args, dict):
-        raise SpecError(f"--model-args {text!r} is not allowed: expected a YAML mapping such as '{{hidden: 64}}'")
+        raise SpecError(f"--model-args {text!r} is not allowed: expected a YAML mapping such as "
+                        "'{width: 2, depth: 3}'")
     return args
 
 
@@ -220,6 +247,11 @@ def prepare(paths: list[str], model: str, data_name: str, model_args: dict[str, 
     finite, data that the model cannot read or whose classes it does not output, a spec that does not fit."""
     if len(paths) < 2:
         raise SpecError(f"{len(paths)} checkpoint(s) given: expected two or more (CKPT_A CKPT_B [CKPT_C ...])")
+    resolved = [Path(p).resolve() for p in paths]
+    twice = sorted({p for p, r in zip(paths, resolved) if resolved.count(r) > 1})
+    if twice:
+        raise SpecError(f"checkpoint {twice[0]!r} is given more than once: expected two or more different "
+                        "checkpoints")
     if not 3 <= lams <= 1001:
         raise SpecError(f"--lams {lams} is not allowed: expected a number of λ points in [3, 1001]")
     states = {p: load_state(p) for p in paths}
@@ -567,7 +599,7 @@ def long_frame(diag: Diagnosis) -> pd.DataFrame:
 # Nothing is unpickled beyond tensors and plain containers.
 
 #: Keys under which training frameworks nest the model's state dict, tried in this order.
-NESTED_KEYS = ("state_dict", "model_state_dict", "model", "module", "net")
+NESTED_KEYS = ("state_dict", "model_state_dict", "model_state", "model", "module", "net")
 PREFIXES = ("module.", "_orig_mod.")  #: prefixes of DataParallel and torch.compile, stripped from every key
 SHOWN = 5  #: how many differing keys an error lists
 
@@ -589,9 +621,16 @@ def load_state(path: str | Path) -> dict[str, torch.Tensor]:
             raw: object = load_file(str(path), device="cpu")
         else:
             raw = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # weights_only refuses a pickled object (a whole nn.Module, say)
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} holds pickled Python objects (a whole model saved with torch.save(model), "
+            "perhaps), which lmcbook never unpickles: convert it once, where you trust the file, with python -c "
+            f"\"import torch; m = torch.load({str(path)!r}, map_location='cpu', weights_only=False); "
+            f"torch.save(m.state_dict(), {str(path.with_suffix('')) + '_state.pt'!r})\"") from None
     except Exception as err:  # safetensors and torch.load raise many types on a bad file
-        raise CheckpointError(f"checkpoint {str(path)!r} cannot be read ({type(err).__name__}: {err}); expected "
-                              "safetensors or a state dict saved with torch.save(model.state_dict(), ...)") from err
+        first = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()[0] if str(err).strip() else ""
+        raise CheckpointError(f"checkpoint {str(path)!r} cannot be read ({type(err).__name__}: {first}); expected "
+                              "safetensors or a state dict saved with torch.save(model.state_dict(), ...)") from None
     return _unwrap(raw, path)
 
 
@@ -666,15 +705,44 @@ def check_out(out: str | Path) -> Path:
     if out.exists() and (not out.is_dir() or not set(p.name for p in out.iterdir()) <= set(FILES)):
         raise SpecError(f"--out {str(out)!r} is not allowed: it exists and is not an earlier diagnose report "
                         f"(which holds only {', '.join(FILES)}); expected a new folder or an earlier report")
-    if not out.absolute().parent.is_dir():
+    parent = out.absolute().parent
+    if not parent.is_dir():
         raise SpecError(f"--out {str(out)!r} is not allowed: its parent folder does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SpecError(f"--out {str(out)!r} is not allowed: its parent folder {str(parent)!r} cannot be written")
     return out
+
+
+def _leftovers(out: Path) -> list[Path]:
+    """Return the temporary folders that earlier writes of report ``out`` left behind when they were killed (their
+    process no longer runs): ``.OUT.PID.*`` and ``.OUT.old-PID``."""
+    found = []
+    for p in out.absolute().parent.glob(f".{out.name}.*"):
+        m = re.fullmatch(rf"\.{re.escape(out.name)}\.(?:old-)?(\d+)(?:\..*)?", p.name)
+        if m and p.is_dir() and not _running(int(m.group(1))):
+            found.append(p)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def write(diag: Diagnosis, out: str | Path, command: str, seconds: float) -> Path:
     """Write report.html, report.csv and summary.json into ``out`` at once; return the path of report.html."""
     out = check_out(out)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.absolute().parent))
+    for old in _leftovers(out):
+        shutil.rmtree(old, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", dir=out.absolute().parent))
+    mask = os.umask(0)
+    os.umask(mask)
+    tmp.chmod(0o777 & ~mask)  # mkdtemp's 0700 would keep the report from everyone else
     try:
         long_frame(diag).to_csv(tmp / "report.csv", index=False)
         (tmp / "summary.json").write_text(json.dumps(strict_json(summary(diag, command, seconds)), indent=1,
@@ -725,8 +793,14 @@ def _png(fig) -> str:
     return f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
+def number(v: float) -> str:
+    """Return a number of the report with 4 significant digits; one that rounds to zero prints as 0, never -0."""
+    text = f"{v:.4g}"
+    return "0" if text.lstrip("-") in ("0", "0.0") else text
+
+
 def _table(df: pd.DataFrame, cls: str) -> str:
-    return df.to_html(classes=cls, float_format=lambda v: f"{v:.4g}", na_rep="–", border=0)
+    return df.to_html(classes=cls, float_format=number, na_rep="–", border=0)
 
 
 def _list(items: list[str], cls: str) -> str:

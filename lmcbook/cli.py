@@ -216,7 +216,7 @@ def cmd_diagnose(args) -> int:
     diagnose.check_out(args.out)  # before any compute, as every other input
     prep = diagnose.prepare(args.checkpoints, args.model, args.data, diagnose.parse_model_args(args.model_args),
                             args.data_root, args.spec, args.limit, args.device,
-                            diagnose.DEFAULT_LAMS if args.lams is None else args.lams)
+                            diagnose.DEFAULT_LAMS if args.lams is None else args.lams, args.preprocess)
     diag = diagnose.diagnose(prep)
     command = "lmcbook diagnose " + " ".join(shlex.quote(a) for a in args.argv)
     path = diagnose.write(diag, args.out, command, time.perf_counter() - t0)
@@ -322,6 +322,10 @@ def _tool_commands(sub) -> None:
                     help="an lmcbook data set (digits, mnist1d, mnist, cifar10, ...), FILE.npz or MODULE:FUNCTION")
     dg.add_argument("--data-root", default=None, help="folder of the torchvision data sets")
     dg.add_argument("--spec", default=None, metavar="MODULE:NAME", help="a PermutationSpec (default: derived)")
+    dg.add_argument("--preprocess", default=None, metavar="|".join(("standardize", "none")),
+                    help="standardize: each input less the training split's mean, over its standard deviation (per "
+                    "channel for images), as lmcbook's models train; none: as given (pixels in [0, 1] for lmcbook's "
+                    "data sets). Default: standardize for lmcbook's data sets, none for .npz and MODULE:FUNCTION")
     dg.add_argument("--limit", type=int, default=None, help="use at most this many examples of each split")
     dg.add_argument("--lams", type=int, default=None, help="points of the λ grid in [0, 1] (default 11)")
     dg.add_argument("--device", default="auto", help="auto | cpu | cuda (default: auto)")

@@ -47,6 +47,8 @@ _TORCHVISION = {
                                                    "data_batch_4", "data_batch_5", "test_batch"]),
     "cifar100": ("CIFAR100", "cifar-100-python", ["train", "test"]),
 }
+#: The torchvision class of each data set it serves.
+TORCHVISION_CLASSES = {name: cls for name, (cls, _, _) in _TORCHVISION.items()}
 #: MNIST's four files and the published MD5 of each one's uncompressed bytes (the same digests the README beside
 #: the project's copy lists; the training files' gzip bytes may differ when recompressed, their contents may not).
 MNIST_MD5 = {
@@ -130,17 +132,19 @@ _CACHE: dict[tuple, Dataset] = {}
 
 
 def load(name: str = "digits", root: str | Path | None = None, device: str | torch.device = "auto",
-         download: bool = False, transform: str = "none") -> Dataset:
-    """Return the data set ``name`` on ``device``, with an input ``transform`` (cached per process)."""
+         download: bool = False, transform: str = "none", standardize: bool = True) -> Dataset:
+    """Return the data set ``name`` on ``device``, with an input ``transform`` (cached per process); its inputs
+    standardised with the training split's statistics (per channel for images; what every run of the book trains
+    on), or with ``standardize=False`` as the data set gives them (pixels in [0, 1])."""
     if name not in DATASETS:
         raise SpecError(f"dataset={name!r} is not allowed: expected one of {', '.join(map(repr, DATASETS))}")
     if transform not in TRANSFORMS:
         raise SpecError(f"transform={transform!r} is not allowed: expected one of {', '.join(map(repr, TRANSFORMS))}")
     dev = resolve_device(device)
-    key = (name, str(root) if root is not None else None, str(dev), transform)
+    key = (name, str(root) if root is not None else None, str(dev), transform) + (() if standardize else ("raw",))
     if key not in _CACHE:
         if transform != "none":
-            base = load(name, root, dev, download)
+            base = load(name, root, dev, download, standardize=standardize)
             _CACHE[key] = Dataset(base.name, *(_apply_transform(t, transform) if i % 2 == 0 else t
                                                for i, t in enumerate((base.x_train, base.y_train, base.x_cal,
                                                                       base.y_cal, base.x_test, base.y_test))),
@@ -158,7 +162,8 @@ def load(name: str = "digits", root: str | Path | None = None, device: str | tor
                 arrays = _torchvision_arrays(name, root, download)
             # on the GPU, image sets are kept in fp16 (half the memory and bandwidth); batches are cast on use
             store_half = dev.type == "cuda" and name not in EMBEDDED
-            _CACHE[key] = _to_dataset(name, *arrays, device=dev, dtype=torch.float16 if store_half else torch.float32)
+            _CACHE[key] = _to_dataset(name, *arrays, device=dev, dtype=torch.float16 if store_half else torch.float32,
+                                      standardize=standardize)
     return _CACHE[key]
 
 
@@ -405,8 +410,9 @@ def _tv_arrays(ds) -> tuple[np.ndarray, np.ndarray]:
 
 
 def from_arrays(name: str, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes: int,
-                device: str | torch.device = "auto") -> Dataset:
-    """Return a Dataset built from arrays in [0, 1], normalised with the training split's channel statistics.
+                device: str | torch.device = "auto", standardize: bool = True) -> Dataset:
+    """Return a Dataset built from arrays in [0, 1], normalised with the training split's channel statistics (with
+    ``standardize=False``: as given).
 
     Raise SpecError, naming the split, unless every split has as many labels as inputs (at least one), finite
     inputs of one shape, and integer labels in [0, num_classes - 1].
@@ -416,7 +422,8 @@ def from_arrays(name: str, x_train, y_train, x_cal, y_cal, x_test, y_test, num_c
     shape = None
     for split, (x, y) in splits.items():
         shape = check_split(split, np.asarray(x), np.asarray(y), num_classes, shape)
-    return _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, resolve_device(device))
+    return _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, resolve_device(device),
+                       standardize=standardize)
 
 
 def check_split(split: str, x: np.ndarray, y: np.ndarray, num_classes: int,
@@ -443,12 +450,12 @@ def check_split(split: str, x: np.ndarray, y: np.ndarray, num_classes: int,
 
 
 def _to_dataset(name, x_train, y_train, x_cal, y_cal, x_test, y_test, num_classes, device,
-                dtype: torch.dtype = torch.float32) -> Dataset:
+                dtype: torch.dtype = torch.float32, standardize: bool = True) -> Dataset:
     x_train = np.asarray(x_train, dtype=np.float32)
     # images: per-channel statistics; signals (N, L): one scalar, so that shifts stay meaningful
     axes = (0, 1) if x_train.ndim == 2 else (0,) + tuple(range(2, x_train.ndim))
-    mean = x_train.mean(axis=axes, keepdims=True)[0]
-    std = x_train.std(axis=axes, keepdims=True)[0] + 1e-6
+    mean = x_train.mean(axis=axes, keepdims=True)[0] if standardize else np.float32(0)
+    std = x_train.std(axis=axes, keepdims=True)[0] + 1e-6 if standardize else np.float32(1)
 
     def prep(x, y):
         x = (np.asarray(x, dtype=np.float32) - mean) / std

@@ -222,6 +222,7 @@ def _bad_inputs(root, nets):
         ([*ok[:5], "{hidden: 64}", *ok[6:]], r"--model-args \['hidden'\] are not allowed.*width, base_width"),
         (["a.safetensors", "./a.safetensors", *ok[2:]], "'./a.safetensors' is given more than once"),
         ([*ok, "--lams", "0"], "--lams 0 is not allowed"),
+        ([*ok[:7], "cifar10"], "cifar10: needs --data-root.*diagnose never downloads.*then pass --data-root PATH"),
         ([*ok[:7], "xcal.npz"], "xcal.npz has x_cal but no y_cal"),
         ([*ok[:7], "lengths.npz"], r"lengths.npz: y_test of shape \(599,\).*one label per input"),
         ([*ok[:7], "empty.npz"], r"empty.npz: x_test of shape \(0, 12\)"),
@@ -309,6 +310,19 @@ def test_a_command_whose_extra_is_missing_says_which_in_one_line(monkeypatch, ca
     err = capsys.readouterr().err
     assert err.strip() == ("lmcbook: error: `lmcbook execute` needs jupytext, from the [book] extra: "
                            "pip install 'lmcbook[book]'"), err
+
+
+def test_preprocessing_is_chosen_and_said():
+    """lmcbook's data sets are standardised by default, as its models train; --preprocess none gives the data set's
+    own scale (pixels in [0, 1]); arrays are read as given unless told otherwise; the report says which."""
+    std, raw = (diagnose.load_data("digits", preprocess=p) for p in ("standardize", "none"))
+    assert abs(float(std.x_train.mean())) < 1e-3 and float(raw.x_train.min()) >= 0 and float(raw.x_train.max()) <= 1
+    assert torch.equal(diagnose.load_data("digits").x_test, std.x_test)  # the default for a built-in data set
+    assert diagnose.preprocess_of("task.npz", None) == "none" and diagnose.preprocess_of("mnist", None) == "standardize"
+    assert "standardised" in diagnose.preprocess_words("mnist", "standardize")
+    assert "pixels in [0, 1]" in diagnose.preprocess_words("mnist", "none")
+    with pytest.raises(diagnose.SpecError, match="--preprocess 'zscore' is not allowed: expected one of standardize"):
+        diagnose.preprocess_of("mnist", "zscore")
 
 
 def test_an_output_folder_that_is_not_a_report_is_refused(files, monkeypatch, capsys):
@@ -511,7 +525,7 @@ def test_without_a_spec_the_report_skips_only_the_matched_merge(tmp_path, monkey
         save_file(Concat().state_dict(), str(tmp_path / f"c{k}.safetensors"))
     prep = diagnose.prepare(["c0.safetensors", "c1.safetensors"], "cat.py:Concat", "task.npz", lams=3)
     diag = diagnose.diagnose(prep, progress=False)
-    assert prep.spec is None and "node 'cat'" in diag.notes[0]
+    assert prep.spec is None and "node 'cat'" in diag.notes[1]
     assert list(diag.pairs["method"]) == ["none"] and len(diag.layers) and len(diag.ranks)
 
 

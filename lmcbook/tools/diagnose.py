@@ -83,6 +83,8 @@ class Prepared:
     #: The layers (weights) whose output units a given ``--spec`` leaves in their order, the output layer aside:
     #: a partial spec, which can show what matching those units does but not whether the rest is a permutation.
     unpermuted: list[str] = field(default_factory=list)
+    #: How the inputs were preprocessed, said in the report (:func:`preprocess_words`).
+    preprocess: str = ""
 
 
 @dataclass
@@ -161,34 +163,73 @@ def model_factory(model: str, args: dict[str, Any], ds: Dataset) -> Callable[[],
     return lambda: factory(**args)
 
 
-def load_data(name: str, root: str | None = None, limit: int | None = None, device: str = "auto") -> Dataset:
+#: What ``--preprocess`` may be: each input standardised with the training split's mean and standard deviation (per
+#: channel for images), or read as given.
+PREPROCESS = ("standardize", "none")
+
+
+def preprocess_of(name: str, preprocess: str | None) -> str:
+    """Return the preprocessing of data ``name``: ``preprocess``, or its default (``standardize`` for lmcbook's data
+    sets, as every lmcbook model trains on them; ``none`` for arrays, read as given)."""
+    if preprocess is None:
+        return "standardize" if name in DATASETS else "none"
+    if preprocess not in PREPROCESS:
+        raise SpecError(f"--preprocess {preprocess!r} is not allowed: expected one of {', '.join(PREPROCESS)}")
+    return preprocess
+
+
+def preprocess_words(name: str, preprocess: str) -> str:
+    """Return the report's sentence on how the inputs were preprocessed."""
+    if preprocess == "standardize":
+        default = ", the default for lmcbook data sets" if name in DATASETS else ""
+        return ("The inputs were standardised with the training split's mean and standard deviation (per channel "
+                f"for images; --preprocess standardize{default}). Checkpoints trained on raw inputs need "
+                "--preprocess none.")
+    return ("The inputs were read as " + ("the data set gives them (pixels in [0, 1]; --preprocess none)"
+                                          if name in DATASETS else "given (--preprocess none, the default for arrays)")
+            + ". Checkpoints trained on standardised inputs need --preprocess standardize.")
+
+
+def load_data(name: str, root: str | None = None, limit: int | None = None, device: str = "auto",
+              preprocess: str | None = None) -> Dataset:
     """Return the data: one of lmcbook's data sets, an .npz (x_train, y_train, x_test, y_test, optionally x_cal, y_cal)
-    or ``MODULE:FUNCTION`` returning those arrays as a dict; at most ``limit`` examples per split."""
+    or ``MODULE:FUNCTION`` returning those arrays as a dict, preprocessed as :func:`preprocess_of` says; at most
+    ``limit`` examples per split."""
+    standardize = preprocess_of(name, preprocess) == "standardize"
     if name in DATASETS:
         try:
-            ds = data.load(name, root, device)
+            ds = data.load(name, root, device, standardize=standardize)
         except ImportError as err:  # scikit-learn, mnist1d and torchvision are the [data] extra
             raise SpecError(f"--data {name} needs {err.name or err}: pip install 'lmcbook[data]'") from err
+        except DataError as err:  # its advice is the book's (data_root, download=True): diagnose's own instead
+            said = re.split(r"\s*Pass data_root=PATH|\s*Download them once", str(err))[0].replace("data_root",
+                                                                                                 "--data-root")
+            tv = data.TORCHVISION_CLASSES.get(name, "MNIST")
+            said = re.sub(rf"^dataset={re.escape(repr(name))}:?\s*", "", said)
+            raise DataError(f"--data {name}: {said} diagnose never downloads: "
+                            f"fetch the files once with python -c \"import torchvision; torchvision.datasets.{tv}("
+                            f"'PATH', train=True, download=True); torchvision.datasets.{tv}('PATH', train=False, "
+                            f"download=True)\", then pass --data-root PATH.") from None
     elif name.endswith(".npz"):
         path = Path(name)
         if not path.is_file():
             raise DataError(f"--data {name!r} is missing: expected an .npz with x_train, y_train, x_test, y_test")
         with np.load(path) as z:
-            ds = _arrays_dataset(path.stem, {k: z[k] for k in z.files}, f"--data {name}", device)
+            ds = _arrays_dataset(path.stem, {k: z[k] for k in z.files}, f"--data {name}", device, standardize)
     elif ":" in name:
         arrays = load_object(name, "--data")()
         if not isinstance(arrays, dict):
             raise SpecError(f"--data {name!r} returned a {type(arrays).__name__}: expected a dict of arrays "
                             "x_train, y_train, x_test, y_test (and optionally x_cal, y_cal)")
-        ds = _arrays_dataset(name, arrays, f"--data {name}", device)
+        ds = _arrays_dataset(name, arrays, f"--data {name}", device, standardize)
     else:
         raise SpecError(f"--data {name!r} is not allowed: expected one of {', '.join(DATASETS)}, a file.npz or "
                         "MODULE:FUNCTION")
     return ds if limit is None else _limited(ds, limit)
 
 
-def _arrays_dataset(name: str, arrays: dict[str, Any], what: str, device: str) -> Dataset:
-    """Return the arrays as a Dataset, as they are (no normalisation: the model reads what it was trained on)."""
+def _arrays_dataset(name: str, arrays: dict[str, Any], what: str, device: str, standardize: bool = False) -> Dataset:
+    """Return the arrays as a Dataset, as they are (the model reads what it was trained on) or standardised."""
     need = ["x_train", "y_train", "x_test", "y_test"]
     missing = [k for k in need if k not in arrays]
     if missing:
@@ -213,9 +254,7 @@ def _arrays_dataset(name: str, arrays: dict[str, Any], what: str, device: str) -
     else:  # held out of the training split, as the book's data sets are
         fit, cal, _ = data.split_indices(len(y), n_cal=max(1, round(CAL_FRACTION * len(y))))
         x, y, xc, yc = x[fit], y[fit], x[cal], y[cal]
-    dev = data.resolve_device(device)
-    t = [torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in (x, y, xc, yc, xt, yt)]
-    return Dataset(name, *t, num_classes=int(max(y.max(), yc.max(), yt.max())) + 1)
+    return data.from_arrays(name, x, y, xc, yc, xt, yt, num_classes, device, standardize=standardize)
 
 
 def _limited(ds: Dataset, limit: int) -> Dataset:
@@ -241,7 +280,7 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
 
 def prepare(paths: list[str], model: str, data_name: str, model_args: dict[str, Any] | None = None,
             data_root: str | None = None, spec: str | None = None, limit: int | None = None, device: str = "auto",
-            lams: int = DEFAULT_LAMS) -> Prepared:
+            lams: int = DEFAULT_LAMS, preprocess: str | None = None) -> Prepared:
     """Return the checked inputs of a diagnosis, or raise SpecError (or DataError) naming what is wrong, before any
     compute: fewer than two checkpoints, a model that cannot be built, checkpoints that do not fit it or are not
     finite, data that the model cannot read or whose classes it does not output, a spec that does not fit."""
@@ -255,7 +294,8 @@ def prepare(paths: list[str], model: str, data_name: str, model_args: dict[str, 
     if not 3 <= lams <= 1001:
         raise SpecError(f"--lams {lams} is not allowed: expected a number of λ points in [3, 1001]")
     states = {p: load_state(p) for p in paths}
-    ds = load_data(data_name, data_root, limit, device)
+    preprocess = preprocess_of(data_name, preprocess)
+    ds = load_data(data_name, data_root, limit, device, preprocess)
     factory = model_factory(model, model_args or {}, ds)
     try:
         ref = factory()
@@ -283,7 +323,8 @@ def prepare(paths: list[str], model: str, data_name: str, model_args: dict[str, 
     if kept:
         note += (f" It is a partial spec: it leaves the output units of {', '.join(kept)} in their order, so the "
                  "matched merge says what permuting the others does, not whether the gap is a permutation problem.")
-    return Prepared(list(paths), nets, factory, ds, model, data_name, found, note, grid, kept)
+    return Prepared(list(paths), nets, factory, ds, model, data_name, found, note, grid, kept,
+                    preprocess_words(data_name, preprocess))
 
 
 def unpermuted_layers(net: nn.Module, spec: merge.PermutationSpec, x: torch.Tensor) -> list[str]:
@@ -433,7 +474,7 @@ def soup_summary(nets: list[nn.Module], ds: Dataset, L: int) -> dict[str, float]
 # -- what it means -------------------------------------------------------------------------
 def notes(diag: Diagnosis, caveats: dict[str, list[str]]) -> list[str]:
     """Return the plain statements of what the theory's numbers mean for this network."""
-    out = [diag.prepared.spec_note]
+    out = [diag.prepared.preprocess, diag.prepared.spec_note]
     if caveats["bias"] or caveats["norm"]:
         parts = [f"{len(v)} {k} layer(s)" for k, v in (("biased", caveats["bias"]),
                                                        ("normalisation", caveats["norm"])) if v]

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from .plots_style import (
     COLORS,
@@ -520,39 +521,65 @@ def _mechanism_legend(fig: Figure, names: dict[str, object]) -> None:
 
 
 # -- lmcbook diagnose ---------------------------------------------------------------------------
+#: Pairs a diagnose figure draws one by one, each with its own legend entry; above it (K ≥ 4 checkpoints: 6 pairs
+#: and more) every pair is a thin line of its method's colour and the mean over pairs a thick one, so that the
+#: figure and its legend stay legible for any K.
+PAIRS_NAMED = 3
+_METHOD_COLORS = {"none": "C0", "weight_matching": "C1"}
+
+
+def _pair_lines(ax, frame: pd.DataFrame, x: str, y: str, by: list[str], style: dict[str, dict],
+                pairs: list[str]) -> None:
+    """Draw ``y`` against ``x`` for each group of ``by`` (pair first, then maybe the method): one coloured line per
+    pair while there are at most PAIRS_NAMED pairs, else thin lines and their mean per method."""
+    if len(pairs) <= PAIRS_NAMED:
+        for key, c in frame.groupby(by, sort=False):
+            pair, method = (key[0] if isinstance(key, tuple) else key, "none") if len(by) == 1 else key
+            ax.plot(c[x], c[y], color=plt.get_cmap("tab10")(pairs.index(pair) % 10), **style.get(method, {}),
+                    label=f"pair {pair}" + (f", {'plain' if method == 'none' else method.replace('_', ' ')}"
+                                            if len(by) > 1 else ""))
+        return
+    methods = frame[by[1]] if len(by) > 1 else pd.Series("none", index=frame.index)
+    for method, m in frame.groupby(methods, sort=False):
+        color, words = _METHOD_COLORS.get(method, "0.4"), "plain" if method == "none" else method.replace("_", " ")
+        for _, c in m.groupby(by[0], sort=False):
+            ax.plot(c[x], c[y], color=color, lw=0.6, alpha=0.35, ls=style.get(method, {}).get("ls", "-"))
+        mean = m.groupby(x)[y].mean()
+        ax.plot(mean.index, mean.values, color=color, lw=2.2, ls=style.get(method, {}).get("ls", "-"),
+                marker=style.get(method, {}).get("marker"),
+                label=f"mean of {len(pairs)} pairs" + (f", {words}" if len(by) > 1 else "") + " (thin: each pair)")
+
+
 def plot_pair_curves(curves: pd.DataFrame) -> Figure:
-    """Return test accuracy, raw loss and calibrated loss against λ, one line per pair and merge method (a
-    diagnose report's interpolation curves), stacked top to bottom."""
+    """Return test accuracy, raw loss and calibrated loss against λ, per pair and merge method (a diagnose report's
+    interpolation curves; every pair named up to PAIRS_NAMED pairs, then each pair thin and their mean), stacked."""
     fig, axes = _stack(3)
-    styles = {"none": "-", "weight_matching": "--"}
-    colors = plt.get_cmap("tab10")
+    styles = {"none": {"ls": "-"}, "weight_matching": {"ls": "--"}}
     pairs = list(dict.fromkeys(curves["pair"]))
     for ax, col, label in zip(axes, ("acc", "loss", "loss_cal"), ("test accuracy", "test loss (nats)",
                                                                   "calibrated test loss")):
-        for (pair, method), c in curves.groupby(["pair", "method"], sort=False):
-            ax.plot(c["lam"], c[col], ls=styles.get(method, ":"), color=colors(pairs.index(pair) % 10),
-                    label=f"pair {pair}, {method.replace('_', ' ')}")
+        _pair_lines(ax, curves, "lam", col, ["pair", "method"], styles, pairs)
         ax.set_ylabel(label)
     axes[-1].set_xlabel(r"$\lambda$   ($\theta(\lambda)=\lambda\theta_a+(1-\lambda)\theta_b$)")
-    _legend_right(axes[0])
+    _legend_below(axes[-1])
     return fig
 
 
 def plot_layer_errors(layers: pd.DataFrame) -> Figure:
-    """Return the LEWC and LLFC relative errors at λ = ½ against the layer, trained pairs (solid) beside the
-    untrained pair (dashed)."""
+    """Return the LEWC and LLFC relative errors at λ = ½ against the layer, trained pairs (solid; every pair named up
+    to PAIRS_NAMED pairs, then each pair thin and their mean) beside the untrained pair (dashed)."""
     fig, axes = _stack(2)
-    colors = plt.get_cmap("tab10")
     pairs = list(dict.fromkeys(layers.loc[layers["model"] == "trained", "pair"]))
     for ax, (metric, title) in zip(axes, (("lewc_rel_err", "LEWC"), ("llfc_rel_err", "LLFC"))):
         d = layers[(layers["metric"] == metric) & (layers["lam"] == 0.5)]
-        for pair, c in d[d["model"] == "trained"].groupby("pair", sort=False):
-            ax.plot(c["layer"], c["value"], "o-", color=colors(pairs.index(pair) % 10), label=f"pair {pair}")
+        _pair_lines(ax, d[d["model"] == "trained"], "layer", "value", ["pair"], {"none": {"marker": "o"}}, pairs)
         base = d[d["model"] == "untrained"].drop_duplicates("layer")
         ax.plot(base["layer"], base["value"], "s--", color=COLORS["untrained"], label="untrained pair")
         ax.set_yscale("log")
         ax.set_ylabel("relative error")
         ax.set_title(rf"{title} prediction at $\lambda = 1/2$")
     axes[-1].set_xlabel("layer $l$ (in call order)")
-    _legend_right(axes[0])
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _legend_below(axes[-1])
     return fig

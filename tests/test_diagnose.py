@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
-from lmcbook import cli, merge, models
+from lmcbook import cli, merge, models, plots_width
 from lmcbook.data import Dataset
 from lmcbook.tools import diagnose
 
@@ -369,6 +369,41 @@ def test_the_soup_logit_scale_is_exactly_the_k_model_lewc_form_on_disjoint_block
     out = diagnose.soup_summary(_block_mlps(K, 8, depth), _dataset(), depth)
     assert out["soup_logit_scale_lewc"] == K ** (1 - depth)
     assert out["soup_logit_scale"] == pytest.approx(K ** (1 - depth), rel=1e-5)
+
+
+def test_the_matched_soup_of_permuted_copies_is_the_model_itself():
+    """Known answer: K permuted copies of one network. Their plain soup mixes unrelated units; matching every copy to
+    the first undoes each permutation, so the matched soup is the network, with its accuracy and calibrated loss."""
+    x, y = _task()
+    net = _train(0, x[:400], y[:400])
+    spec = merge.permutation_spec(net)
+    copies = [net] + [merge.permute(net, merge.random_permutation(spec, torch.Generator().manual_seed(s)), spec)
+                      for s in (1, 2, 3)]
+    t = [torch.from_numpy(a) for a in (x[:300], y[:300], x[300:400], y[300:400], x[400:], y[400:])]
+    out = diagnose.soup_summary(copies, Dataset("task", *t, num_classes=C), 3, spec)
+    assert out["acc_soup_matched"] == out["acc_best_single"] == out["acc_ensemble_K"] > 0.7
+    assert out["loss_cal_soup_matched"] == pytest.approx(out["loss_cal_ensemble_K"], rel=1e-5)
+    assert out["acc_soup"] < out["acc_soup_matched"]
+
+
+def test_a_report_of_six_checkpoints_stays_legible(files, tmp_path, monkeypatch):
+    """K = 6 (15 pairs): each figure's legend holds a few entries (the mean per method, each pair as a thin line),
+    no table shows a raw column name, no number prints as -0, and the soup is also given after matching."""
+    root, _ = files
+    x, y = _task()
+    for k in range(6):
+        save_file(_train(10 + k, x[:400], y[:400]).state_dict(), str(tmp_path / f"k{k}.safetensors"))
+    monkeypatch.chdir(root)
+    prep = diagnose.prepare([str(tmp_path / f"k{k}.safetensors") for k in range(6)], "mlp", "task.npz",
+                            {"width": 0.25, "depth": 3}, lams=3)
+    diag = diagnose.diagnose(prep, progress=False)
+    for fig in (plots_width.plot_pair_curves(diag.curves), plots_width.plot_layer_errors(diag.layers)):
+        labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+        assert 1 <= len(labels) <= 3 and all("15 pairs" in t or "untrained" in t for t in labels), labels
+    page = diagnose.render(diag, "test", 1.0)
+    assert not any(raw in page for raw in ("lewc_n_excluded", "baseline_additivity_cos", "orth_ratio_ab"))
+    assert "LEWC inputs left out" in page and "matched soup accuracy" in page and ">-0<" not in page
+    assert "acc_soup_matched" in diag.soup and diagnose.number(-0.0) == "0" and diagnose.number(-1e-5) == "-1e-05"
 
 
 def test_the_soup_logit_scale_differs_when_the_blocks_overlap():

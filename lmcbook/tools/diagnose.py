@@ -402,7 +402,7 @@ def diagnose(prep: Prepared, progress: bool | None = None) -> Diagnosis:
                        acts[1].reciprocal_orthogonality().assign(pair=name)]
         bar.update(1)
     ranks = pd.concat([probes.rank_profile(n, ds.x_test[:1]).assign(checkpoint=k + 1) for k, n in enumerate(nets)])
-    soup = soup_summary(nets, ds, L) if len(nets) >= 3 else {}
+    soup = soup_summary(nets, ds, L, prep.spec) if len(nets) >= 3 else {}
     bar.update(1)
     bar.close()
     diag = Diagnosis(prep, L, pd.DataFrame(rows), pd.concat(curves, ignore_index=True),
@@ -455,20 +455,30 @@ def _layer_probe(a: nn.Module, b: nn.Module, x: torch.Tensor, ds: Dataset, kind:
     return acts.lewc([0.5]).assign(model=kind, pair=pair), acts if keep else None
 
 
-def soup_summary(nets: list[nn.Module], ds: Dataset, L: int) -> dict[str, float]:
+def soup_summary(nets: list[nn.Module], ds: Dataset, L: int,
+                 spec: merge.PermutationSpec | None = None) -> dict[str, float]:
     """Return the uniform soup of K models against the K-model logit ensemble and the best single model, and the
-    logit scale ‖f(soup)‖ / ‖mean_k f_k‖, which the K-model form of LEWC predicts to be K^(1−L)."""
-    soup = merge.uniform_soup(nets, ds)
+    logit scale ‖f(soup)‖ / ‖mean_k f_k‖, which the K-model form of LEWC predicts to be K^(1−L); with a ``spec``,
+    also the soup after weight matching every model to the first (git-re-basin's one-to-many matching)."""
     z = [torch.cat([models.logits(n, ds.x_test), models.logits(n, ds.x_cal)]) for n in nets]
     n_test = len(ds.x_test)
     ens = torch.stack(z).mean(0)
-    z_soup = torch.cat([models.logits(soup, ds.x_test), models.logits(soup, ds.x_cal)])
-    s, e = (merge.logit_summary(t[:n_test], t[n_test:], ds) for t in (z_soup, ens))
+    soups = {"": merge.uniform_soup(nets, ds)}
+    if spec is not None:
+        soups["_matched"] = merge.uniform_soup(
+            [nets[0]] + [merge.permute(n, merge.weight_matching(nets[0], n, spec).perms, spec) for n in nets[1:]], ds)
+    e = merge.logit_summary(ens[:n_test], ens[n_test:], ds)
     singles = [models.evaluate_logits(t[:n_test], ds.y_test).acc for t in z]
     K = len(nets)
-    return {"K": K, "acc_soup": s["acc"], "acc_ensemble_K": e["acc"], "acc_best_single": max(singles),
-            "loss_cal_soup": s["loss_cal"], "loss_cal_ensemble_K": e["loss_cal"],
-            "soup_logit_scale": s["logit_norm"] / e["logit_norm"], "soup_logit_scale_lewc": float(K) ** (1 - L)}
+    out = {"K": K}
+    for tag, soup in soups.items():
+        z_soup = torch.cat([models.logits(soup, ds.x_test), models.logits(soup, ds.x_cal)])
+        s = merge.logit_summary(z_soup[:n_test], z_soup[n_test:], ds)
+        out |= {f"acc_soup{tag}": s["acc"], f"loss_cal_soup{tag}": s["loss_cal"]}
+        if not tag:
+            out["soup_logit_scale"] = s["logit_norm"] / e["logit_norm"]
+    return {**out, "acc_ensemble_K": e["acc"], "acc_best_single": max(singles), "loss_cal_ensemble_K": e["loss_cal"],
+            "soup_logit_scale_lewc": float(K) ** (1 - L)}
 
 
 # -- what it means -------------------------------------------------------------------------
@@ -599,7 +609,9 @@ def reading(diag: Diagnosis) -> list[str]:
         drop = s["acc_best_single"] - s["acc_soup"]
         out.append(f"The uniform soup of all {s['K']} reaches {s['acc_soup']:.3f} against {s['acc_ensemble_K']:.3f} "
                    f"for their logit ensemble and {s['acc_best_single']:.3f} for the best single model"
-                   + (f": it drops {drop:.3f} below the best single model." if drop > SOUP_DROP else "."))
+                   + (f": it drops {drop:.3f} below the best single model" if drop > SOUP_DROP else "")
+                   + (f"; after weight matching every model to the first it reaches {s['acc_soup_matched']:.3f}."
+                      if "acc_soup_matched" in s else "."))
     return out
 
 
@@ -739,6 +751,60 @@ MEANINGS = {
 }
 
 
+#: The report's by-layer, theory, rank and soup columns in words, with what each means (the tables show the words and,
+#: under each table, the meanings of its columns; report.csv keeps the names).
+COLUMNS = {
+    "lewc_rel_err": ("LEWC error", "‖f_l(θ(½)) − (½^l f_l^a + ½^l f_l^b)‖ / ‖f_l(θ(½))‖ over the probed inputs"),
+    "lewc_cos": ("LEWC cosine", "mean cosine, per input, of f_l(θ(½)) and LEWC's prediction"),
+    "lewc_n_excluded": ("LEWC inputs left out", "inputs where either vector is zero (no cosine)"),
+    "llfc_rel_err": ("LLFC error", "the same against LLFC's prediction ½ f_l^a + ½ f_l^b"),
+    "llfc_cos": ("LLFC cosine", "mean cosine, per input, of f_l(θ(½)) and LLFC's prediction"),
+    "llfc_n_excluded": ("LLFC inputs left out", "inputs where either vector is zero (no cosine)"),
+    "additivity_rel_err": ("additivity error", "‖σ(u + v) − σ(u) − σ(v)‖ / ‖σ(u) + σ(v)‖, u and v the two terms "
+                           "of θ(½)'s pre-activation (weak additivity of ReLU)"),
+    "additivity_cos": ("additivity cosine", "mean cosine of σ(u + v) and σ(u) + σ(v)"),
+    "additivity_n_excluded": ("additivity inputs left out", "inputs where either vector is zero"),
+    "sign_conflict": ("sign conflicts", "share of units where u and v have opposite signs"),
+    "baseline_additivity_rel_err": ("additivity error, Gaussian baseline", "the same for independent Gaussian u "
+                                    "and v of the same scales: what no structure gives"),
+    "baseline_additivity_cos": ("additivity cosine, Gaussian baseline", "the cosine for that baseline"),
+    "baseline_additivity_n_excluded": ("baseline inputs left out", "inputs the baseline's cosine left out"),
+    "baseline_sign_conflict": ("sign conflicts, Gaussian baseline", "the sign-conflict share for that baseline"),
+    "orth_ratio_ab": ("‖W_a z_b‖ / ‖W_a z_a‖", "reciprocal orthogonality: near 0 when a's weights ignore b's "
+                      "features"),
+    "orth_ratio_ba": ("‖W_b z_a‖ / ‖W_b z_b‖", "the same with a and b exchanged"),
+    "orth_ratio": ("orthogonality ratio", "the mean of the two ratios"),
+    "commutativity_rel_err": ("commutativity error", "‖(W_a − W_b)(z_a − z_b)‖ / (‖W_a z_a‖ + ‖W_b z_b‖), Zhou et "
+                              "al.'s condition"),
+    "cross_cos": ("cross terms: cosine", "cosine of θ(½)'s layer output with the cross terms W_a z_b, W_b z_a "
+                  "and without them"),
+    "cross_rel_err": ("cross terms: error", "relative change that dropping the cross terms makes"),
+    "cross_n_excluded": ("cross terms: inputs left out", "inputs where either vector is zero"),
+    "effective_rank": ("effective rank", "exp of the entropy of the normalised singular values of W"),
+    "stable_rank": ("stable rank", "‖W‖_F² / ‖W‖_2²"),
+    "rel_effective_rank": ("effective rank / size", "the effective rank over min(rows, columns)"),
+    "K": ("K", "models in the soup"),
+    "acc_soup": ("soup accuracy", "test accuracy of the uniform average of the K models"),
+    "acc_soup_matched": ("matched soup accuracy", "the same after weight matching every model to the first"),
+    "acc_ensemble_K": ("K-ensemble accuracy", "test accuracy of the mean of the K models' logits"),
+    "acc_best_single": ("best single accuracy", "the best of the K models alone"),
+    "loss_cal_soup": ("soup calibrated loss", "test loss of the soup at its own fitted temperature (nats)"),
+    "loss_cal_soup_matched": ("matched soup calibrated loss", "the same for the matched soup"),
+    "loss_cal_ensemble_K": ("K-ensemble calibrated loss", "test loss of the K-ensemble at its fitted temperature"),
+    "soup_logit_scale": ("soup logit scale", "‖f(soup)‖ / ‖mean_k f_k‖ on the test split"),
+    "soup_logit_scale_lewc": ("K^(1−L)", "the K-model form of LEWC's prediction of that scale"),
+}
+
+
+def _worded(df: pd.DataFrame, cls: str) -> str:
+    """Return a table with its columns in words (:data:`COLUMNS`) and, under it, a line per column on its meaning."""
+    shown = df.rename(columns={k: v[0] for k, v in COLUMNS.items()})
+    said = "".join(f"<li><b>{html.escape(COLUMNS[c][0])}</b>: {html.escape(COLUMNS[c][1])}</li>"
+                   for c in df.columns if c in COLUMNS)
+    return (f'<div class="wide">{_table(shown, cls)}</div>'
+            + (f'<ul class="columns">{said}</ul>' if said else ""))
+
+
 def check_out(out: str | Path) -> Path:
     """Return the output folder, refusing (before any compute) one that exists and is not a diagnose report, or
     whose parent folder is missing."""
@@ -851,7 +917,8 @@ def _list(items: list[str], cls: str) -> str:
 STYLE = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
 table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}th,td{padding:.25rem .6rem;border-bottom:1px solid #ddd;
 text-align:right}th{background:#f4f4f4}code{background:#f4f4f4;padding:.1rem .3rem}img{max-width:100%}
-.reading li{margin:.3rem 0}table.meanings td{text-align:left}"""
+.reading li{margin:.3rem 0}table.meanings td{text-align:left}table.soup td:last-child{text-align:left}
+.wide{overflow-x:auto;max-width:100%}ul.columns{font-size:.85rem;color:#444}"""
 
 
 def render(diag: Diagnosis, command: str, seconds: float) -> str:
@@ -869,19 +936,22 @@ def render(diag: Diagnosis, command: str, seconds: float) -> str:
         "<h2>Reading</h2>", _list(diag.reading, "reading"), "<h2>Notes</h2>", _list(diag.notes, "notes"),
         "<h2>What each number means</h2>", _table(meanings, "meanings"),
         "<h2>Interpolation curves</h2>", _png(plots_width.plot_pair_curves(diag.curves)),
-        "<h2>All numbers per pair</h2>", _table(diag.pairs.set_index(["pair", "method"]).T, "pairs"),
+        "<h2>All numbers per pair</h2>",
+        f'<div class="wide">{_table(diag.pairs.set_index(["pair", "method"]).T, "pairs")}</div>',
         "<h2>LEWC and LLFC by layer, against an untrained pair</h2>", _png(plots_width.plot_layer_errors(diag.layers)),
-        _table(layers, "layers"),
+        _worded(layers, "layers"),
     ]
     if len(diag.theory):
         theory = diag.theory.pivot_table(index=["pair", "layer"], columns="metric", values="value")
-        parts += ["<h2>Weak additivity and reciprocal orthogonality (λ = ½)</h2>", _table(theory, "theory")]
+        parts += ["<h2>Weak additivity and reciprocal orthogonality (λ = ½)</h2>", _worded(theory, "theory")]
     parts += ["<h2>Ranks of the weight matrices</h2>",
-              _table(ranks.pivot_table(index=["checkpoint", "layer", "name"], columns="metric", values="value"),
-                     "ranks")]
+              _worded(ranks.pivot_table(index=["checkpoint", "layer", "name"], columns="metric", values="value"),
+                      "ranks")]
     if diag.soup:
         parts += [f"<h2>The uniform soup of all {diag.soup['K']}</h2>",
-                  _table(pd.DataFrame({"value": diag.soup}), "soup")]
+                  _table(pd.DataFrame({"value": {COLUMNS[k][0]: v for k, v in diag.soup.items()},
+                                       "what it means": {COLUMNS[k][0]: COLUMNS[k][1] for k in diag.soup}}),
+                         "soup meanings")]
     parts.append(f"<p>Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; every number is in "
                  "<code>report.csv</code>, the summary in <code>summary.json</code>.</p>")
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>lmcbook diagnose</title>'

@@ -212,6 +212,12 @@ def cmd_diagnose(args) -> int:
 
     from .tools import diagnose
 
+    if args.check:  # the state dicts and the model only: no report is written
+        ok, lines = diagnose.compatibility(args.checkpoints, args.model, args.data,
+                                           diagnose.parse_model_args(args.model_args), args.data_root, args.spec,
+                                           args.device, args.preprocess)
+        print("\n".join(f"- {line}" for line in lines))
+        return 0 if ok else 1
     t0 = time.perf_counter()
     diagnose.check_out(args.out)  # before any compute, as every other input
     prep = diagnose.prepare(args.checkpoints, args.model, args.data, diagnose.parse_model_args(args.model_args),
@@ -330,6 +336,10 @@ def _tool_commands(sub) -> None:
     dg.add_argument("--lams", type=int, default=None, help="points of the λ grid in [0, 1] (default 11)")
     dg.add_argument("--device", default="auto", help="auto | cpu | cuda (default: auto)")
     dg.add_argument("--out", default="diagnose-report", help="the report folder (default: diagnose-report)")
+    dg.add_argument("--check", action="store_true",
+                    help="only check, in about a second per checkpoint, whether the checkpoints share the model's "
+                    "architecture, whether a permutation spec is found, whether BatchNorm statistics must be reset, "
+                    "and which merges the report would run (exit 1 if they cannot be merged); writes nothing")
     dg.set_defaults(func=cmd_diagnose)
 
 

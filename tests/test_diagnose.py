@@ -325,6 +325,23 @@ def test_preprocessing_is_chosen_and_said():
         diagnose.preprocess_of("mnist", "zscore")
 
 
+def test_check_says_what_the_report_would_run_and_refuses_checkpoints_that_do_not_fit(files, monkeypatch, capsys):
+    root, nets = files
+    monkeypatch.chdir(root)
+    save_file(models.MLP(D, C, 32, 3).state_dict(), str(root / "wider.safetensors"))
+    monkeypatch.setattr(diagnose, "diagnose", lambda *a, **k: pytest.fail("--check ran the diagnosis"))
+    argv = ["diagnose", "--check", "a.safetensors", "b.pt", "c.pth", "--model", "mlp", "--model-args",
+            "{width: 0.25, depth: 3}", "--data", "task.npz", "--out", "never"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count(": fits --model mlp") == 3 and "derived by tracing" in out and "No BatchNorm" in out
+    assert "weight matching and REPAIR" in out and "the uniform soup of all 3 (plain and after matching)" in out
+    assert cli.main([*argv[:3], "wider.safetensors", *argv[5:]]) == 1
+    out = capsys.readouterr().out
+    assert "'wider.safetensors' does not fit the model" in out and "no merge can run" in out
+    assert not (root / "never").exists()
+
+
 def test_an_output_folder_that_is_not_a_report_is_refused(files, monkeypatch, capsys):
     root, _ = files
     monkeypatch.chdir(root)

@@ -335,6 +335,39 @@ def unpermuted_layers(net: nn.Module, spec: merge.PermutationSpec, x: torch.Tens
             if merge.axis_perm((spec.axes_to_perm.get(f"{name}.weight") or (None,))[0])[0] is None]
 
 
+def compatibility(paths: list[str], model: str, data_name: str, model_args: dict[str, Any] | None = None,
+                  data_root: str | None = None, spec: str | None = None, device: str = "auto",
+                  preprocess: str | None = None) -> tuple[bool, list[str]]:
+    """Return whether the checkpoints can be merged and what the full report would run, in sentences, from the
+    state dicts and the model alone (``lmcbook diagnose --check``: no interpolation, no probe): whether each
+    checkpoint fits the model (one architecture), whether a permutation spec is found, whether BatchNorm statistics
+    must be recomputed, and which merges the report runs."""
+    lines, fits = [], True
+    ds = load_data(data_name, data_root, 2, device, preprocess)  # two examples: the input shape and the classes
+    ref = model_factory(model, model_args or {}, ds)().state_dict()
+    for p in paths:
+        try:
+            state = load_state(p)
+            check_states({p: state}, ref)
+            lines.append(f"{p}: fits --model {model} ({len(state)} tensors).")
+        except CheckpointError as err:
+            fits = False
+            lines.append(f"{err}.")
+    if not fits:
+        return False, lines + ["The checkpoints do not all share the model's architecture: no merge can run."]
+    prep = prepare(paths, model, data_name, model_args, data_root, spec, None, device, 3, preprocess)
+    bn = models.has_batchnorm(prep.models[0])
+    lines += [prep.spec_note, "BatchNorm statistics must be recomputed for every merged model (the report does, on "
+              "the training split)." if bn else "No BatchNorm: merged models need no recomputed statistics."]
+    merges = ["the plain average along the λ grid, for every pair"]
+    if prep.spec is not None:
+        merges.append("the same after weight matching" + (" and REPAIR" if repair_applies(prep.models[0]) else ""))
+    if len(paths) >= 3:
+        merges.append("the uniform soup of all " + str(len(paths)) + (" (plain and after matching)" if prep.spec
+                                                                         else " (plain)"))
+    return True, lines + [f"The report will run {'; '.join(merges)}."]
+
+
 def _loaded(factory: Callable[[], nn.Module], state: dict[str, torch.Tensor], device: torch.device) -> nn.Module:
     net = factory()
     net.load_state_dict(state)

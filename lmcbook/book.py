@@ -579,6 +579,35 @@ def regenerate_reference(name: str, data_root: str | None = None, store: str | P
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
 
 
+def stale_pages(out: Path) -> dict[str, list[str]]:
+    """Return, by page, the other pages whose CSV it read and which have been executed again since (``lmcbook execute
+    --only NAME`` with new parameters, say): its numbers are no longer theirs."""
+    stale = {}
+    for name in all_notebooks():
+        try:
+            reads = json.loads(reads_path(out, name).read_text()).get("csv", {})
+        except (OSError, ValueError):
+            continue
+        changed = [n for n, sha in reads.items() if sha is not None and (out / "data" / f"{n}.csv").exists()
+                   and file_sha(out / "data" / f"{n}.csv") != sha]
+        if changed:
+            stale[name] = sorted(changed)
+    return stale
+
+
+def mark_stale(notebook: Path, changed: list[str]) -> None:
+    """Put a warning under the title of an executed notebook that was built from earlier executions of ``changed``."""
+    nb = nbformat.read(str(notebook), as_version=4)
+    pages = ", ".join(f"`{n}`" for n in changed)
+    text = (f":::{{warning}}\nThis page was built from an earlier execution of {pages}, which has been executed again "
+            "since (with other parameters, say, through `lmcbook execute --only`): its numbers and verdicts are not "
+            "that execution's. Execute the whole book (`lmcbook execute`, or `make book`) to bring it up to date.\n:::")
+    nb.cells = [c for c in nb.cells if "stale-warning" not in c.metadata.get("tags", [])]  # one, at each build
+    cell = nbformat.v4.new_markdown_cell(text, metadata={"tags": ["stale-warning"]})
+    nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0, cell)
+    nbformat.write(nb, str(notebook))
+
+
 def build(src: str | Path = ".", generated: str | Path | None = None, builddir: str | Path | None = None) -> Path:
     """Build the book with Jupyter Book v1 (-W -n --keep-going) and return the path of index.html.
 
@@ -607,6 +636,8 @@ def build(src: str | Path = ".", generated: str | Path | None = None, builddir: 
     missing += [f for f in (REPORT_PAGE, BUILD_LINE) if not (root / "book" / "generated" / f).exists()]
     if missing:
         raise SpecError(f"executed notebooks missing: {missing}. Run `lmcbook execute` first (or `make book`).")
+    for name, changed in stale_pages(root / "book" / "generated").items():
+        mark_stale(root / "book" / "generated" / f"{name}.ipynb", changed)
     cli = "import sys; from jupyter_book.cli.main import main; sys.exit(main())"
     cmd = [sys.executable, "-c", cli, "build", str(root), "-W", "-n", "--keep-going"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -619,7 +650,7 @@ def build(src: str | Path = ".", generated: str | Path | None = None, builddir: 
 __all__ = ["cache_key", "BUILD_LINE", "REPORT_JSON", "REPORT_PAGE", "WHEN", "ChoiceError", "Outcome", "build_line",
            "ci_run", "report_markdown", "write_report", "build", "check_parameters", "execute", "failed_notebook",
            "glued_words", "is_cached", "notebook_parameters", "page_files", "parse_param", "plan",
-           "regenerate_reference", "show_chosen", "study_fields", "training_seconds"]
+           "regenerate_reference", "show_chosen", "study_fields", "training_seconds", "stale_pages", "mark_stale"]
 
 
 # ---- The execution report ----

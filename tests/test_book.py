@@ -511,3 +511,30 @@ def test_a_doctored_csv_fails_on_the_page_and_on_the_scoreboard(executed, tmp_pa
     board = read_results(doctored / "data" / "claims.csv")
     assert claims.state_of(board, "W1", "short") == claims.verdicts.FAIL
     assert claims.state_of(read_results(out / "data" / "claims.csv"), "W1", "short") != claims.verdicts.FAIL
+
+
+def test_a_page_built_from_another_pages_earlier_execution_is_marked_stale(tmp_path):
+    """After `lmcbook execute --only width_accuracy -p ...`, the landing page and the scoreboard still hold the old
+    sweep's numbers: the build marks each with one warning naming the page that changed, and only them."""
+    import nbformat
+
+    from lmcbook.book import mark_stale, stale_pages
+    from lmcbook.page import file_sha, reads_path
+
+    (tmp_path / "data").mkdir()
+    csv = tmp_path / "data" / "width_accuracy.csv"
+    csv.write_text("notebook,metric,value\nwidth_accuracy,acc,0.5\n")
+    for name, sha in (("overview", file_sha(csv)), ("claims", file_sha(csv)), ("lewc", None)):
+        reads_path(tmp_path, name).parent.mkdir(parents=True, exist_ok=True)
+        reads_path(tmp_path, name).write_text(json.dumps({"csv": {"width_accuracy": sha}}))
+    assert stale_pages(tmp_path) == {}
+    csv.write_text("notebook,metric,value\nwidth_accuracy,acc,0.9\n")  # executed again with other parameters
+    assert stale_pages(tmp_path) == {"overview": ["width_accuracy"], "claims": ["width_accuracy"]}
+    nb = tmp_path / "overview.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title"),
+                                                   nbformat.v4.new_markdown_cell("Text.")]), str(nb))
+    for _ in range(2):  # every build marks it once
+        mark_stale(nb, ["width_accuracy"])
+    cells = nbformat.read(str(nb), as_version=4).cells
+    assert [c.source.startswith(":::{warning}") for c in cells] == [False, True, False]
+    assert "earlier execution of `width_accuracy`" in cells[1].source

@@ -259,6 +259,69 @@ def wide_table(units=WIDE_UNITS, precisions=tuple(PRECISION_DTYPES), steps: int 
     return {"peaks": peaks, "recipe_steps": total, "threads": torch.get_num_threads(), "rows": rows}
 
 
+# -- lmcbook diagnose on the checkpoints people have --------------------------------------------------------------
+#: A small MNIST CNN (conv → max-pool → conv → max-pool → flatten → linear), as a reader's factory file would give it.
+_CNN_FILE = """from torch import nn
+
+
+def cnn():
+    return nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 5, padding=2),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+"""
+#: Each diagnose case's targets on 2 cores (issue 52): wall seconds, peak memory (MB), system over user time.
+DIAGNOSE_TARGETS = {"two-seed CNN": {"wall_s": 10.0, "max_rss_mb": 1024.0, "sys_over_user": 0.2},
+                    "soup of 8 MLPs": {"wall_s": 30.0}}
+
+
+def _diagnose_inputs(root: Path, quick: bool) -> dict[str, list[str]]:
+    """Write MNIST-shaped data (random pixels, 10 classes; the cost does not depend on what the pixels show), two
+    seeds of the CNN and eight MLPs (784 → 512 → 512 → 10) into ``root``; return each case's diagnose arguments."""
+    rng = np.random.default_rng(0)
+    n_train, n_test = (500, 500) if quick else (5000, 10000)
+    x = rng.random((n_train + n_test, 1, 28, 28), dtype=np.float32)
+    y = rng.integers(0, 10, n_train + n_test)
+    for name, xs in (("images", x), ("flat", x.reshape(len(x), -1))):
+        np.savez(root / f"{name}.npz", x_train=xs[:n_train], y_train=y[:n_train], x_test=xs[n_train:],
+                 y_test=y[n_train:])
+    (root / "cnn.py").write_text(_CNN_FILE)
+    namespace: dict[str, Any] = {}
+    exec(compile(_CNN_FILE, "cnn.py", "exec"), namespace)  # noqa: S102 (our own source, above)
+    from safetensors.torch import save_file
+
+    for seed in range(2):
+        torch.manual_seed(seed)
+        save_file(namespace["cnn"]().state_dict(), str(root / f"cnn{seed}.safetensors"))
+    for seed in range(8):
+        torch.manual_seed(seed)
+        mlp = build(ModelSpec("mlp", 1.0, 512, 3, "none", False), (784,), 10)
+        save_file(mlp.state_dict(), str(root / f"mlp{seed}.safetensors"))
+    return {"two-seed CNN": ["cnn0.safetensors", "cnn1.safetensors", "--model", "cnn.py:cnn", "--data", "images.npz"],
+            "soup of 8 MLPs": [*(f"mlp{k}.safetensors" for k in range(8)), "--model", "mlp", "--model-args",
+                               "{base_width: 512, width: 1, depth: 3}", "--data", "flat.npz"]}
+
+
+def diagnose_cases(quick: bool = False) -> list[dict[str, Any]]:
+    """Return, per diagnose case, the command's wall seconds, user and system seconds and peak memory, each run as
+    a reader runs it (``lmcbook diagnose`` in a fresh process, its imports included), measured with ``os.wait4``."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, args in _diagnose_inputs(root, quick).items():
+            env = {**os.environ, "LMCBOOK_PROGRESS": "0"}
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([sys.executable, "-m", "lmcbook.cli", "diagnose", *args, "--out", "report"],
+                                    cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - t0
+            if status != 0:
+                raise RuntimeError(f"lmcbook diagnose ({name}) failed: {proc.stderr.read().decode()[-2000:]}")
+            proc.stderr.close()
+            rss_kb = usage.ru_maxrss / (1024 if sys.platform == "darwin" else 1)  # bytes on macOS, KiB on Linux
+            rows.append({"case": name, "wall_s": wall, "user_s": usage.ru_utime, "sys_s": usage.ru_stime,
+                         "sys_over_user": usage.ru_stime / max(usage.ru_utime, 1e-9), "max_rss_mb": rss_kb / 1024})
+    return rows
+
+
 #: The targets each ``lmcbook bench`` row is held to.
 SPEEDUP_TARGETS = {16: 3.0, 64: 3.0, 256: 1.5, 1024: 1.3, 2048: 1.3}
 PEAK_TARGET = 0.7  #: fraction of the matmul peak at the widest benchmarked width, max(BENCH_UNITS)
@@ -289,6 +352,9 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                                r["fraction_of_peak"], WIDE_BF16_TARGET, True))
     if "probe_fraction" in report:
         out.append(_target("probe_fraction", report["probe_fraction"], PROBE_TARGET, False))
+    for row in report.get("diagnose", []):
+        for key, bound in DIAGNOSE_TARGETS.get(row["case"], {}).items():
+            out.append(_target(f"diagnose, {row['case']}: {key}", row[key], bound, False))
     for key, bound in BOOK_TARGETS.items() if "book" in report else ():
         out.append(_target(f"book {key[:-2]} (s)", report["book"][key], bound, False))
     return out
@@ -309,6 +375,7 @@ def run(json_path: str | Path | None = None, book: bool = False, quick: bool = F
     if not quick:
         report["wide"] = wide_table()
         report.update(probe_fraction())
+    report["diagnose"] = diagnose_cases(quick)
     if book:
         report["book"] = book_times()
     report["targets"] = targets(report)
@@ -343,6 +410,11 @@ def format_report(report: dict[str, Any]) -> str:
                   f"over training {report['train_s']:.1f} s)",
                   f"  of which metrics (interpolation curves, barriers) {report['metrics_s']:.1f} s and probes "
                   f"{report['probes_only_s']:.1f} s, a fraction of {report['probes_only_fraction']:.3f}"]
+    if report.get("diagnose"):
+        lines += ["", "lmcbook diagnose, as a reader runs it (a fresh process, imports included):", "",
+                  "| case | wall s | user s | system s | system / user | peak memory MB |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['case']} | {r['wall_s']:.1f} | {r['user_s']:.1f} | {r['sys_s']:.1f} | "
+                  f"{r['sys_over_user']:.2f} | {r['max_rss_mb']:.0f} |" for r in report["diagnose"]]
     if "book" in report:
         lines += ["", f"book: cold {report['book']['cold_s']:.0f} s, warm {report['book']['warm_s']:.0f} s"]
     verdicts = report.get("targets") or targets(report)

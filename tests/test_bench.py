@@ -122,3 +122,15 @@ def test_the_bf16_target_holds_at_4096_and_8192_units_only():
     verdicts = {t["name"]: t["met"] for t in bench.targets({"widths": [], "wide": {"rows": rows}})}
     assert verdicts == {"bf16 fraction of the bf16 peak at 4096 units (paper MLP)": True,
                         "bf16 fraction of the bf16 peak at 8192 units (paper MLP)": False}
+
+
+def test_the_diagnose_cases_are_held_to_their_targets_and_printed():
+    rows = [{"case": "two-seed CNN", "wall_s": 8.0, "user_s": 10.0, "sys_s": 3.0, "sys_over_user": 0.3,
+             "max_rss_mb": 900.0},
+            {"case": "soup of 8 MLPs", "wall_s": 45.0, "user_s": 80.0, "sys_s": 1.0, "sys_over_user": 0.0125,
+             "max_rss_mb": 700.0}]
+    verdicts = {t["name"]: t["met"] for t in bench.targets({"widths": [], "diagnose": rows})}
+    assert verdicts == {"diagnose, two-seed CNN: wall_s": True, "diagnose, two-seed CNN: max_rss_mb": True,
+                        "diagnose, two-seed CNN: sys_over_user": False, "diagnose, soup of 8 MLPs: wall_s": False}
+    text = bench.format_report({"matmul_peak_gflops": 1.0, "threads": 2, "widths": [], "diagnose": rows})
+    assert "| two-seed CNN | 8.0 | 10.0 | 3.0 | 0.30 | 900 |" in text and "soup of 8 MLPs: wall_s" in text

@@ -275,7 +275,8 @@ DIAGNOSE_TARGETS = {"two-seed CNN": {"wall_s": 10.0, "max_rss_mb": 1024.0, "sys_
 
 def _diagnose_inputs(root: Path, quick: bool) -> dict[str, list[str]]:
     """Write MNIST-shaped data (random pixels, 10 classes; the cost does not depend on what the pixels show), two
-    seeds of the CNN and eight MLPs (784 → 512 → 512 → 10) into ``root``; return each case's diagnose arguments."""
+    seeds of the CNN and eight MLPs (784 → 200 → 200 → 10, federated averaging's "2NN") into ``root``; return each
+    case's diagnose arguments."""
     rng = np.random.default_rng(0)
     n_train, n_test = (500, 500) if quick else (5000, 10000)
     x = rng.random((n_train + n_test, 1, 28, 28), dtype=np.float32)
@@ -293,11 +294,11 @@ def _diagnose_inputs(root: Path, quick: bool) -> dict[str, list[str]]:
         save_file(namespace["cnn"]().state_dict(), str(root / f"cnn{seed}.safetensors"))
     for seed in range(8):
         torch.manual_seed(seed)
-        mlp = build(ModelSpec("mlp", 1.0, 512, 3, "none", False), (784,), 10)
+        mlp = build(ModelSpec("mlp", 1.0, 200, 3, "none", False), (784,), 10)
         save_file(mlp.state_dict(), str(root / f"mlp{seed}.safetensors"))
     return {"two-seed CNN": ["cnn0.safetensors", "cnn1.safetensors", "--model", "cnn.py:cnn", "--data", "images.npz"],
             "soup of 8 MLPs": [*(f"mlp{k}.safetensors" for k in range(8)), "--model", "mlp", "--model-args",
-                               "{base_width: 512, width: 1, depth: 3}", "--data", "flat.npz"]}
+                               "{base_width: 200, width: 1, depth: 3}", "--data", "flat.npz"]}
 
 
 def diagnose_cases(quick: bool = False) -> list[dict[str, Any]]:

@@ -585,6 +585,25 @@ def input_problems(diag: Diagnosis) -> list[str]:
     return out
 
 
+def _matched_sentence(diag: Diagnosis, acc_gap: float) -> list[str]:
+    """Return the reading's sentence on weight matching: how much of the accuracy gap it closes (none where the gap
+    is small or there is no spec; no verdict for a partial spec)."""
+    out: list[str] = []
+    matched = diag.pairs[diag.pairs["method"] == "weight_matching"]
+    if len(matched) and acc_gap >= SMALL_ACC_BARRIER and diag.prepared.unpermuted:
+        out.append(f"After weight matching with the partial --spec the accuracy barrier is "
+                   f"{matched['acc_barrier'].mean():.3f}; a spec that leaves "
+                   f"{', '.join(diag.prepared.unpermuted)} in their order cannot tell whether the gap is a "
+                   "permutation problem, so no verdict is drawn.")
+    elif len(matched) and acc_gap >= SMALL_ACC_BARRIER:
+        closed = 1 - matched["acc_barrier"].mean() / acc_gap
+        verdict = ("weight matching closes most of the gap: a permutation problem" if closed > CLOSED_SHARE else
+                   "weight matching closes little of the gap: not only a permutation problem")
+        out.append(f"After weight matching the accuracy barrier is {matched['acc_barrier'].mean():.3f} "
+                   f"({closed:.0%} of it closed): {verdict}.")
+    return out
+
+
 def reading(diag: Diagnosis) -> list[str]:
     """Return the generated reading of the summary: one sentence per finding, each from a named threshold; or, where
     the inputs allow no reading (:func:`input_problems`), what is wrong and no verdict."""
@@ -615,18 +634,7 @@ def reading(diag: Diagnosis) -> list[str]:
     else:
         out.append(f"Calibration does not remove the midpoint loss barrier ({raw:.3f} nats raw, {cal:.3f} "
                    "calibrated): it is not only a temperature effect.")
-    matched = diag.pairs[diag.pairs["method"] == "weight_matching"]
-    if len(matched) and acc_gap >= SMALL_ACC_BARRIER and diag.prepared.unpermuted:
-        out.append(f"After weight matching with the partial --spec the accuracy barrier is "
-                   f"{matched['acc_barrier'].mean():.3f}; a spec that leaves "
-                   f"{', '.join(diag.prepared.unpermuted)} in their order cannot tell whether the gap is a "
-                   "permutation problem, so no verdict is drawn.")
-    elif len(matched) and acc_gap >= SMALL_ACC_BARRIER:
-        closed = 1 - matched["acc_barrier"].mean() / acc_gap
-        verdict = ("weight matching closes most of the gap: a permutation problem" if closed > CLOSED_SHARE else
-                   "weight matching closes little of the gap: not only a permutation problem")
-        out.append(f"After weight matching the accuracy barrier is {matched['acc_barrier'].mean():.3f} "
-                   f"({closed:.0%} of it closed): {verdict}.")
+    out += _matched_sentence(diag, acc_gap)
     ratio, pred = plain["logit_norm_ratio"].mean(), 2.0 ** (1 - diag.depth)
     out.append(f"The merged model's logits are {ratio:.3f} of the ensemble's in norm; LEWC predicts "
                f"2^(1−L) = {pred:.3g} for L = {diag.depth}" + (" (close: within a factor of 2)."

@@ -324,8 +324,7 @@ def execute(names: list[str] | None = None, profile: str = "quick", params: dict
     """
     own = plan(names, profile, dict(params or {}), notebooks)
     preflight(own, profile)
-    # papermill's parameter inference reads one assignment per line; a parameters cell names its study's fields
-    # in chained assignments (`a = b = None`), which it would report on every execution
+    # papermill's parameter inference warns about what it cannot read in a parameters cell: keep only errors
     logging.getLogger("papermill.translators").setLevel(logging.ERROR)
     logging.getLogger("papermill").setLevel(logging.WARNING)  # -v shows the runs loaded and trained, not its cells
     names = list(own)
@@ -392,8 +391,8 @@ def _waiting_on(out: Path, name: str) -> bool:
 
 class _DeclaredParameters(logging.Filter):
     """Drops papermill's "Passed unknown parameter: NAME" for the given names, which :func:`plan` has checked
-    against each page's study: papermill reads a parameters cell one assignment per line, so it cannot see the
-    chained ``a = b = None`` rows that name a study's fields, and would warn about every ``-p`` a page declares."""
+    against each page's study (every parameters cell assigns each of its study's fields on a line of its own, so
+    this is a guard: a ``-p`` that :func:`plan` accepted is never reported as unknown)."""
 
     def __init__(self, names: set[str]) -> None:
         super().__init__()
@@ -596,7 +595,8 @@ def stale_pages(out: Path) -> dict[str, list[str]]:
 
 
 def mark_stale(notebook: Path, changed: list[str]) -> None:
-    """Put a warning under the title of an executed notebook that was built from earlier executions of ``changed``."""
+    """Put a warning after the first Markdown cell (its title and opening) of an executed notebook that was built
+    from earlier executions of ``changed``."""
     nb = nbformat.read(str(notebook), as_version=4)
     pages = ", ".join(f"`{n}`" for n in changed)
     text = (f":::{{warning}}\nThis page was built from an earlier execution of {pages}, which has been executed again "

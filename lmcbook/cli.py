@@ -331,14 +331,15 @@ def _tool_commands(sub) -> None:
     dg.add_argument("--preprocess", default=None, metavar="|".join(("standardize", "none")),
                     help="standardize: each input less the training split's mean, over its standard deviation (per "
                     "channel for images), as lmcbook's models train; none: as given (pixels in [0, 1] for lmcbook's "
-                    "data sets). Default: standardize for lmcbook's data sets, none for .npz and MODULE:FUNCTION")
+                    "image sets). Default: standardize for lmcbook's data sets, none for .npz and MODULE:FUNCTION")
     dg.add_argument("--limit", type=int, default=None, help="use at most this many examples of each split")
     dg.add_argument("--lams", type=int, default=None, help="points of the λ grid in [0, 1] (default 11)")
     dg.add_argument("--device", default="auto", help="auto | cpu | cuda (default: auto)")
     dg.add_argument("--out", default="diagnose-report", help="the report folder (default: diagnose-report)")
     dg.add_argument("--check", action="store_true",
-                    help="only check, in about a second per checkpoint, whether the checkpoints share the model's "
-                    "architecture, whether a permutation spec is found, whether BatchNorm statistics must be reset, "
+                    help="only check, from the state dicts, the model and a few inputs, whether the checkpoints share "
+                    "the model's architecture, whether a permutation spec is found, whether BatchNorm statistics must "
+                    "be reset, "
                     "and which merges the report would run (exit 1 if they cannot be merged); writes nothing")
     dg.set_defaults(func=cmd_diagnose)
 

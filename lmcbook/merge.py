@@ -250,6 +250,8 @@ def axis_perm(entry: str | tuple[str, int] | None) -> tuple[str | None, int]:
     (block 1), ``(name, block)`` moves blocks of ``block`` consecutive features."""
     if entry is None or isinstance(entry, str):
         return entry, 1
+    if not isinstance(entry, tuple) or len(entry) != 2:
+        raise ValueError(f"axis entry {entry!r} is not allowed: expected a permutation name, None, or (name, block)")
     name, block = entry
     if not isinstance(name, str) or int(block) != block or block < 1:
         raise ValueError(f"axis entry {entry!r} is not allowed: expected a permutation name, None, or "
@@ -923,7 +925,10 @@ def _reshape(g: Group | None, node: fx.Node, where: str) -> Group | None:
 def _module(mod: nn.Module, name: str, g_in: Group | None, node: fx.Node, groups: _Groups, axes: dict,
             seen: dict, where: str) -> Group | None:
     """Return the output group of a call of module ``mod`` on a tensor of group ``g_in``, recording its axes."""
-    if isinstance(g_in, tuple) and not isinstance(mod, (nn.Linear, nn.Flatten, CHANNELWISE)):
+    pooling = (nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AvgPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd,
+               nn.modules.pooling._AdaptiveMaxPoolNd)
+    if isinstance(g_in, tuple) and (isinstance(mod, pooling) or not isinstance(mod, (nn.Linear, nn.Flatten,
+                                                                                       CHANNELWISE))):
         raise SpecUnavailable(f"{where}: module {type(mod).__name__} on a flattened map (blocks of positions per "
                               "channel) is not supported: lmcbook follows a Flatten into a Linear layer")
     if isinstance(mod, (nn.Linear, nn.modules.conv._ConvNd)):

@@ -1096,7 +1096,9 @@ def _resolved(cls: type, profile: str, overrides: dict[str, Any]) -> tuple[dict[
     unknown = set(overrides) - allowed
     if unknown:
         raise SpecError(f"unknown parameter(s) {sorted(unknown)}: expected some of {sorted(allowed)}")
-    given = {k: v for k, v in overrides.items() if v is not None}
+    hints = typing.get_type_hints(cls)
+    nullable = {f.name for f in fields(cls) if _unwrap(hints[f.name])[1]}  # fields where None means something
+    given = {k: v for k, v in overrides.items() if v is not None or k in nullable}
     values = profile_values(cls, profile)
     if issubclass(cls, (WidthStudy, MechanismStudy)) and profile == "paper":
         own = {f.name for f in fields(cls)}  # the mechanism study sweeps weight decay: it takes no weight_decay
@@ -1114,8 +1116,9 @@ def _resolved(cls: type, profile: str, overrides: dict[str, Any]) -> tuple[dict[
 
 
 def resolve(cls: type[StudyT], profile: str = "quick", **overrides: Any) -> StudyT:
-    """Return the study ``cls`` at ``profile``; overrides that are None keep the profile's value (a page passes only
-    the values its reader gave: :func:`given_parameters`)."""
+    """Return the study ``cls`` at ``profile`` with ``overrides``, the values its reader gave (a page passes only
+    those: :func:`given_parameters`).  None is a value of its own for a field that may be None (``regimes=None``:
+    no length arm); for any other field it keeps the profile's value."""
     values, _ = _resolved(cls, profile, overrides)
     study = cls(profile=profile, **values)
     check_run_count(study.run_count(), f"{cls.__name__} at profile {profile!r}")
@@ -1151,8 +1154,8 @@ def what_ran(study: Study, overrides: dict[str, Any]) -> str:
 
 #: The head of a notebook's ``parameters`` cell (:func:`parameters_cell`).
 PARAMETERS_HEAD = ("# The values below run at the quick profile. Another profile (smoke, paper) replaces each "
-                   "value left as written\n# here by its own (the line's comment); a value you change, here or with "
-                   "`-p NAME VALUE`, is yours.")
+                   "value that equals the one\n# written here by its own (the line's comment); a value changed here, "
+                   "or any value given with `-p NAME VALUE`, is yours.")
 
 
 def _literal(v: Any) -> str:

@@ -39,8 +39,8 @@
 # ```
 
 # %% tags=["parameters"]
-# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
-# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value that equals the one
+# written here by its own (the line's comment); a value changed here, or any value given with `-p NAME VALUE`, is yours.
 profile = "quick"
 dataset = "mnist1d"  # MNIST-1D: generated offline, 10 classes; smoke "digits"; paper "cifar10"
 data_root = None  # where torchvision data sets live (None: the embedded ones need none)

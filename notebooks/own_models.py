@@ -32,8 +32,8 @@
 # ```
 
 # %% tags=["parameters"]
-# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
-# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value that equals the one
+# written here by its own (the line's comment); a value changed here, or any value given with `-p NAME VALUE`, is yours.
 profile = "quick"
 hidden_units = 256  # units of each hidden layer; smoke 32; paper 1024
 epochs = 40  # passes over the training split; smoke 3; paper 60

@@ -65,8 +65,8 @@
 # ```
 
 # %% tags=["parameters"]
-# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
-# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value that equals the one
+# written here by its own (the line's comment); a value changed here, or any value given with `-p NAME VALUE`, is yours.
 profile = "quick"
 lams = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)  # the λ grid
 depth = 4  # linear layers L of the constructed networks

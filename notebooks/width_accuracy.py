@@ -27,8 +27,8 @@
 # ```
 
 # %% tags=["parameters"]
-# The values below run at the quick profile. Another profile (smoke, paper) replaces each value left as written
-# here by its own (the line's comment); a value you change, here or with `-p NAME VALUE`, is yours.
+# The values below run at the quick profile. Another profile (smoke, paper) replaces each value that equals the one
+# written here by its own (the line's comment); a value changed here, or any value given with `-p NAME VALUE`, is yours.
 profile = "quick"
 dataset = "digits"  # the data set (lmcbook.data): 8x8 digits, embedded; paper "cifar10"; paper with arch "mlp" "mnist"
 data_root = None  # where torchvision data sets live (None: the embedded ones need none)

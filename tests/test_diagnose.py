@@ -556,6 +556,11 @@ def test_the_reading_states_no_verdict_where_the_inputs_allow_none(files, monkey
     assert not any(w in " ".join(reading) for w in ("plain averaging merges", "barrier is", "LEWC predicts"))
 
 
+def test_the_endpoints_need_well_above_chance_for_any_number_of_classes():
+    floors = {c: diagnose.endpoint_floor(c) for c in (2, 3, 10, 100)}
+    assert floors == pytest.approx({2: 0.75, 3: 2 / 3, 10: 0.2, 100: 0.11})
+
+
 def test_a_sound_input_gets_a_reading_with_its_interval_and_summary_json_is_strict(report):
     summary = json.loads((report / "summary.json").read_text(),
                          parse_constant=lambda c: pytest.fail(f"summary.json holds {c}, which is not JSON"))

@@ -57,6 +57,16 @@ def test_a_value_left_as_written_takes_the_profiles_and_a_given_one_is_the_reade
     assert studies.given_parameters(cls, {**cell, "epochs": True}) == {"epochs": True}  # True is not 1: checked later
 
 
+def test_none_is_a_value_of_its_own_where_a_field_may_be_none():
+    """regimes = None in the cell (or -p regimes null) drops the mechanism study's length arm, as its comment says;
+    None for a field that cannot be None keeps the profile's value."""
+    given = studies.given_parameters(studies.MechanismStudy, {"profile": "quick", "regimes": None, "epochs": None})
+    study = studies.resolve(studies.MechanismStudy, "quick", **given)
+    assert study.regimes is None and study.epochs == 60
+    assert study.run_count() < studies.resolve(studies.MechanismStudy, "quick").run_count()
+    assert studies.sources(studies.MechanismStudy, "quick", given)["regimes"] == "-p"
+
+
 @pytest.mark.integration
 def test_papermill_parameters_are_given_even_at_their_quick_value(tmp_path):
     """Executed by papermill, a page reads the names its injected cell assigns as given: ``-p epochs 60`` with the

@@ -53,6 +53,7 @@ from ..specs import ARCHS, DATASETS, ModelSpec, SpecError
 DEFAULT_LAMS = 11  #: λ points of a diagnosis (the book's pages use 21): each costs a pass per pair and method
 CAL_FRACTION = 0.1  #: the share of an .npz's training split held out for calibration when it has no x_cal
 PROBE_EXAMPLES = 512  #: test inputs the layer probes read (the whole test split when it is smaller)
+CHECK_EXAMPLES = 64  #: examples of each split that ``--check`` reads (to trace the model and check the spec)
 SPEC_TOL = 1e-4  #: the largest relative output change a random permutation of a derived spec may cause
 UNTRAINED_SEEDS = (0, 1)  #: seeds of the untrained baseline pair
 # thresholds of the generated reading (ours; the report says what each sentence was read from)
@@ -62,8 +63,8 @@ CLOSED_SHARE = 0.5  #: weight matching closes "most" of the gap when it removes 
 LEWC_BETTER = 0.9  #: LEWC describes a trained pair "better" when its error is below this share of the untrained pair's
 SOUP_DROP = 0.05  #: a soup "falls" when it is this much below the best single model's accuracy
 # what the inputs must allow before any sentence is read (:func:`input_problems`)
-ABOVE_CHANCE = 2.0  #: every endpoint must score at least this multiple of chance (1 / classes) on the test split ...
-ABOVE_CHANCE_POINTS = 0.1  #: ... and at least this much above chance
+ABOVE_CHANCE_POINTS = 0.1  #: every endpoint must score at least this much above chance (1 / classes) on the test
+#: split, and at least chance again (twice chance), but never more than halfway from chance to perfect (two classes)
 MAX_ACC_HALF_WIDTH = 0.05  #: the widest 95% interval (half-width) of a test accuracy that the reading still reads
 
 
@@ -185,7 +186,8 @@ def preprocess_words(name: str, preprocess: str) -> str:
         return ("The inputs were standardised with the training split's mean and standard deviation (per channel "
                 f"for images; --preprocess standardize{default}). Checkpoints trained on raw inputs need "
                 "--preprocess none.")
-    return ("The inputs were read as " + ("the data set gives them (pixels in [0, 1]; --preprocess none)"
+    return ("The inputs were read as " + ("the data set gives them (pixels in [0, 1] for the image sets; "
+                                          "--preprocess none)"
                                           if name in DATASETS else "given (--preprocess none, the default for arrays)")
             + ". Checkpoints trained on standardised inputs need --preprocess standardize.")
 
@@ -201,11 +203,13 @@ def load_data(name: str, root: str | None = None, limit: int | None = None, devi
             ds = data.load(name, root, device, standardize=standardize)
         except ImportError as err:  # scikit-learn, mnist1d and torchvision are the [data] extra
             raise SpecError(f"--data {name} needs {err.name or err}: pip install 'lmcbook[data]'") from err
-        except DataError as err:  # its advice is the book's (data_root, download=True): diagnose's own instead
+        except DataError as err:  # where the files are missing, diagnose's own advice instead of the book's
+            if "needs data_root" not in str(err) and "lacks" not in str(err):
+                raise DataError(f"--data {name}: {err}") from None
             said = re.split(r"\s*Pass data_root=PATH|\s*Download them once", str(err))[0].replace("data_root",
                                                                                                  "--data-root")
             tv = data.TORCHVISION_CLASSES.get(name, "MNIST")
-            said = re.sub(rf"^dataset={re.escape(repr(name))}:?\s*", "", said)
+            said = re.sub(rf"^dataset={re.escape(repr(name))}:?\s*", "", said).rstrip(". ") + "."
             raise DataError(f"--data {name}: {said} diagnose never downloads: "
                             f"fetch the files once with python -c \"import torchvision; torchvision.datasets.{tv}("
                             f"'PATH', train=True, download=True); torchvision.datasets.{tv}('PATH', train=False, "
@@ -240,9 +244,11 @@ def _arrays_dataset(name: str, arrays: dict[str, Any], what: str, device: str, s
                         f"is held out of the training split)")
     splits = {k: (np.asarray(arrays[f"x_{k}"]), np.asarray(arrays[f"y_{k}"])) for k in ("train", "cal", "test")
               if f"x_{k}" in arrays}
+    splits = {k: (x, y.astype(np.int64) if y.dtype == bool else y) for k, (x, y) in splits.items()}
     try:
-        labels = [y for _, y in splits.values() if y.size and np.issubdtype(y.dtype, np.number)]
-        num_classes = max(2, int(np.nanmax([np.nanmax(y) for y in labels])) + 1 if labels else 2)
+        finite = [y[np.isfinite(y)] for _, y in splits.values() if np.issubdtype(y.dtype, np.number)]
+        finite = [y for y in finite if y.size]
+        num_classes = max(2, int(max(np.max(y) for y in finite)) + 1 if finite else 2)
         shape = None
         for split, (x, y) in splits.items():  # as lmcbook's own data sets are checked
             shape = data.check_split(split, x, y, num_classes, shape)
@@ -355,7 +361,7 @@ def compatibility(paths: list[str], model: str, data_name: str, model_args: dict
             lines.append(f"{err}.")
     if not fits:
         return False, lines + ["The checkpoints do not all share the model's architecture: no merge can run."]
-    prep = prepare(paths, model, data_name, model_args, data_root, spec, None, device, 3, preprocess)
+    prep = prepare(paths, model, data_name, model_args, data_root, spec, CHECK_EXAMPLES, device, 3, preprocess)
     bn = models.has_batchnorm(prep.models[0])
     lines += [prep.spec_note, "BatchNorm statistics must be recomputed for every merged model (the report does, on "
               "the training split)." if bn else "No BatchNorm: merged models need no recomputed statistics."]
@@ -555,6 +561,13 @@ def accuracy_half_width(acc: float, n: int) -> float:
     return (ci.high - ci.low) / 2
 
 
+def endpoint_floor(classes: int) -> float:
+    """Return the test accuracy every endpoint needs before the reading speaks: chance plus the larger of 10 points
+    and chance again, but no more than halfway from chance to perfect (20% for 10 classes, 75% for 2)."""
+    chance = 1 / classes
+    return chance + max(ABOVE_CHANCE_POINTS, min(chance, (1 - chance) / 2))
+
+
 def input_problems(diag: Diagnosis) -> list[str]:
     """Return what keeps the numbers from being read (none: the reading may speak): a number that is not finite,
     endpoints that do not score well above chance (inputs preprocessed otherwise than in training, labels of
@@ -567,8 +580,7 @@ def input_problems(diag: Diagnosis) -> list[str]:
         bad = sorted(c for c in numbers if not np.isfinite(numbers[c].to_numpy(float)).all())
         out.append(f"some numbers are not finite (NaN or infinite: {', '.join(bad) or 'on the interpolation curves'}): "
                    "check the inputs for NaN or infinite values and the checkpoints for diverged weights")
-    chance = 1 / ds.num_classes
-    floor = max(ABOVE_CHANCE * chance, chance + ABOVE_CHANCE_POINTS)
+    chance, floor = 1 / ds.num_classes, endpoint_floor(ds.num_classes)
     ends = sorted({float(v) for v in pd.concat([plain["acc_a"], plain["acc_b"]]) if np.isfinite(v)})
     if ends and ends[0] < floor:
         out.append(f"the endpoints score {', '.join(f'{v:.0%}' for v in ends[:4])} on the test split, not well above "
@@ -863,12 +875,14 @@ def check_out(out: str | Path) -> Path:
 
 def _leftovers(out: Path) -> list[Path]:
     """Return the temporary folders that earlier writes of report ``out`` left behind when they were killed (their
-    process no longer runs): ``.OUT.PID.*`` and ``.OUT.old-PID``."""
+    process no longer runs, and they hold only a report's files): ``.OUT.PID.*`` and ``.OUT.old-PID``."""
     found = []
+    if os.name != "posix":  # os.kill(pid, 0) is a liveness probe only there
+        return found
     for p in out.absolute().parent.glob(f".{out.name}.*"):
         m = re.fullmatch(rf"\.{re.escape(out.name)}\.(?:old-)?(\d+)(?:\..*)?", p.name)
-        if m and p.is_dir() and not _running(int(m.group(1))):
-            found.append(p)
+        if m and p.is_dir() and {q.name for q in p.iterdir()} <= set(FILES) and not _running(int(m.group(1))):
+            found.append(p)  # only a report's files: a folder of the reader's with a name like it stays
     return found
 
 

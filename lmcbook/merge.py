@@ -39,6 +39,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from .data import Dataset
 from .models import (
+    CONV_EVAL_BATCH,
     MLP,
     VGG11,
     ResNet20,
@@ -520,14 +521,33 @@ def _norm_after(model, name: str, names: dict) -> str | None:
 
 @torch.no_grad()
 def channel_stats(model: nn.Module, x: torch.Tensor, names: list[str]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Return (mean, std) per channel of each named module's output over x (and positions, for convs)."""
+    """Return (mean, std) per channel of each named module's output over x (and positions, for convs).
+
+    A convolutional network reads x in batches of :data:`lmcbook.models.CONV_EVAL_BATCH` and accumulates each
+    channel's sums in float64 (its feature maps on a whole training split would take gigabytes); any other network
+    reads x in one pass."""
     mods = dict(model.named_modules())
+    conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+    step = CONV_EVAL_BATCH if conv else max(len(x), 1)
+    sums: dict[str, list] = {}
     outs: dict[str, torch.Tensor] = {}
-    hooks = [mods[n].register_forward_hook(lambda m, i, o, n=n: outs.__setitem__(n, o)) for n in names]
+
+    def keep(name: str, o: torch.Tensor) -> None:
+        if not conv:
+            outs[name] = o
+            return
+        dims = [0] + list(range(2, o.ndim))
+        o64 = o.double()
+        n = o.numel() // o.shape[1]
+        prev = sums.get(name, [0.0, 0.0, 0, o.dtype])
+        sums[name] = [prev[0] + o64.sum(dim=dims), prev[1] + (o64 * o64).sum(dim=dims), prev[2] + n, o.dtype]
+
+    hooks = [mods[n].register_forward_hook(lambda m, i, o, n=n: keep(n, o)) for n in names]
     was = model.training
     model.eval()
     try:
-        model(as_input(x, model))
+        for i in range(0, len(x), step):
+            model(as_input(x[i:i + step], model))
     finally:
         for h in hooks:
             h.remove()
@@ -536,6 +556,9 @@ def channel_stats(model: nn.Module, x: torch.Tensor, names: list[str]) -> dict[s
     for n, o in outs.items():
         dims = [0] + list(range(2, o.ndim))
         stats[n] = (o.mean(dim=dims), o.std(dim=dims, unbiased=False))
+    for n, (total, squares, count, dtype) in sums.items():
+        mean = total / count
+        stats[n] = (mean.to(dtype), (squares / count - mean * mean).clamp_min(0).sqrt().to(dtype))
     return stats
 
 

@@ -102,6 +102,20 @@ def test_a_cnn_with_flatten_gets_a_block_spec_that_keeps_its_function(flatten, p
         merge.PermutationSpec.from_axes(single, net)
 
 
+def test_a_cnns_channel_statistics_over_many_inputs_are_those_of_one_pass():
+    """REPAIR's statistics of a convolutional network are accumulated over batches (its feature maps on a whole
+    training split would take gigabytes): they equal the one-pass mean and standard deviation."""
+    torch.manual_seed(0)
+    net, x = SmallCNN().eval(), torch.randn(2 * models.CONV_EVAL_BATCH + 37, 1, 8, 8)
+    stats = merge.channel_stats(net, x, ["conv1", "conv2"])
+    with torch.no_grad():
+        outs = {"conv1": net.conv1(x)}
+        outs["conv2"] = net.conv2(net.pool1(torch.relu(outs["conv1"])))
+    for name, o in outs.items():
+        assert torch.allclose(stats[name][0], o.mean(dim=(0, 2, 3)), atol=1e-5)
+        assert torch.allclose(stats[name][1], o.std(dim=(0, 2, 3), unbiased=False), atol=1e-5)
+
+
 def test_a_hand_written_spec_expresses_blocks_and_a_reshape_that_mixes_is_refused():
     net = SmallCNN().eval()
     axes = {"conv1.weight": ("A", None, None, None), "conv1.bias": ("A",), "conv2.weight": ("B", "A", None, None),

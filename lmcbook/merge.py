@@ -844,7 +844,7 @@ class _Groups:
 
 
 #: The channel group of a tensor: an int, or (group, block) for a map flattened to blocks of ``block`` features
-#: per channel (:func:`_reshape`).
+#: per channel (``_reshape``).
 Group = int | tuple[int, int]
 
 

@@ -1171,7 +1171,7 @@ def field_comments(cls: type) -> dict[str, str]:
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass) or klass is object:
             continue
-        lines, first = inspect.getsourcelines(klass)
+        lines, _ = inspect.getsourcelines(klass)
         tokens = tokenize.generate_tokens(io.StringIO("".join(lines)).readline)
         comments = {t.start[0]: t.string.lstrip("# ").strip() for t in tokens if t.type == tokenize.COMMENT}
         for node in ast.parse(textwrap.dedent("".join(lines))).body[0].body:
